@@ -1,0 +1,307 @@
+"""The fast decoder against the plain reference decoder on hand-built XSpaces:
+edge cases a real capture rarely shows, and random ones from hypothesis."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import memory_events
+
+import traceparse
+from traceparse import wire
+from traceparse._proto import xplane_pb2
+from traceparse.decode import decode_xspace
+
+START_NS = 1_795_961_080_992_152_166
+NAMES = [
+    "allocator_name",
+    "addr",
+    "requested_bytes",
+    "allocation_bytes",
+    "bytes_allocated",
+    "bytes_reserved",
+    "bytes_available",
+    "peak_bytes_in_use",
+    "fragmentation",
+    "tf_op",
+    "region_type",
+    "data_type",
+    "shape",
+    "id",
+    "step_num",
+    "_r",
+    "index_on_host",
+]
+
+
+class SpaceBuilder:
+    """Builds an XSpace the way TensorFlow lays one out, with knobs for oddities."""
+
+    def __init__(self) -> None:
+        self.space = xplane_pb2.XSpace()
+        env = self.space.planes.add(name="Task Environment")
+        env.stat_metadata[1].id, env.stat_metadata[1].name = 1, "profile_start_time"
+        env.stat_metadata[2].id, env.stat_metadata[2].name = 2, "profile_stop_time"
+        env.stats.add(metadata_id=1, uint64_value=START_NS)
+        env.stats.add(metadata_id=2, uint64_value=START_NS + 10**9)
+        self.plane = self.space.planes.add(id=1, name="/host:CPU")
+        for i, name in enumerate(
+            ["MemoryAllocation", "MemoryDeallocation", "train", "dense/MatMul:MatMul"], 1
+        ):
+            self.plane.event_metadata[i].id, self.plane.event_metadata[i].name = i, name
+        for i, name in enumerate(NAMES, 1):
+            self.plane.stat_metadata[i].id, self.plane.stat_metadata[i].name = i, name
+        # Interned strings for ref_value stats live in stat_metadata too.
+        self.refs: dict[str, int] = {}
+        self.lines: list[xplane_pb2.XLine] = []
+
+    def stat_id(self, name: str) -> int:
+        return NAMES.index(name) + 1
+
+    def ref(self, text: str) -> int:
+        if text not in self.refs:
+            key = 1000 + len(self.refs)
+            self.plane.stat_metadata[key].id, self.plane.stat_metadata[key].name = key, text
+            self.refs[text] = key
+        return self.refs[text]
+
+    def line(self, timestamp_ns: int = 4967) -> xplane_pb2.XLine:
+        line = self.plane.lines.add(id=len(self.plane.lines), timestamp_ns=timestamp_ns)
+        self.lines.append(line)
+        return line
+
+    def event(
+        self, line: xplane_pb2.XLine, metadata_id: int, offset_ps: int, **stats: object
+    ) -> xplane_pb2.XEvent:
+        event = line.events.add(metadata_id=metadata_id, offset_ps=offset_ps)
+        for name, value in stats.items():
+            stat = event.stats.add(metadata_id=self.stat_id(name))
+            if isinstance(value, float):
+                stat.double_value = value
+            elif isinstance(value, str):
+                if name in ("tf_op", "shape"):
+                    stat.str_value = value
+                else:
+                    stat.ref_value = self.ref(value)
+            elif isinstance(value, int) and value < 0:
+                stat.int64_value = value
+            else:
+                stat.uint64_value = int(value)  # type: ignore[call-overload]
+        return event
+
+    def decode(self) -> traceparse.Profile:
+        trace = decode_xspace(self.space.SerializeToString(), path="test.xplane.pb", host="h")
+        return traceparse.Profile([trace])
+
+
+def alloc(
+    b: SpaceBuilder,
+    line: xplane_pb2.XLine,
+    t: int,
+    addr: int,
+    size: int,
+    total: int,
+    **extra: object,
+) -> None:
+    b.event(
+        line,
+        1,
+        t,
+        allocator_name="GPU_0_bfc",
+        addr=addr,
+        requested_bytes=size,
+        allocation_bytes=size,
+        bytes_allocated=total,
+        bytes_reserved=0,
+        bytes_available=10**9,
+        **extra,
+    )
+
+
+def free(b: SpaceBuilder, line: xplane_pb2.XLine, t: int, addr: int, size: int, total: int) -> None:
+    b.event(
+        line,
+        2,
+        t,
+        allocator_name="GPU_0_bfc",
+        addr=addr,
+        requested_bytes=size,
+        allocation_bytes=size,
+        bytes_allocated=total,
+        bytes_reserved=0,
+        bytes_available=10**9,
+    )
+
+
+def test_pairs_across_threads_and_keeps_prior_allocations_apart() -> None:
+    b = SpaceBuilder()
+    one, two = b.line(), b.line()
+    alloc(b, one, 100, addr=0xA, size=512, total=1536, tf_op="x:Op", shape="[128]", data_type=1)
+    free(b, two, 200, addr=0xA, size=512, total=1024)
+    free(b, two, 300, addr=0xB, size=1024, total=0)  # allocated before the capture
+    alloc(b, one, 400, addr=0xA, size=256, total=256, shape="[]", data_type=2)
+    prof = b.decode()
+    allocs = prof.allocations
+    assert allocs["address"].tolist() == [0xA, 0xA]
+    assert allocs["free_ps"].tolist()[0] == 4967 * 1000 + 200
+    assert pd.isna(allocs["free_ps"].iloc[1])
+    assert allocs["shape"].tolist() == ["[128]", "[]"]
+    assert allocs["num_elements"].tolist() == [128, 1]
+    assert allocs["estimated_bytes"].tolist() == [512, 8]
+    assert allocs["estimate_status"].tolist() == ["match", "over"]
+    orphans = prof.frees_without_allocation
+    assert orphans["address"].tolist() == [0xB]
+    assert orphans["allocated_bytes"].tolist() == [1024]
+
+
+def test_stat_value_kinds_and_oneof_overrides() -> None:
+    b = SpaceBuilder()
+    line = b.line()
+    event = b.event(
+        line,
+        1,
+        5,
+        allocator_name="mklcpu",
+        addr=7,
+        requested_bytes=10.0,
+        allocation_bytes=256,
+        bytes_allocated=256,
+        fragmentation=float("nan"),
+        data_type=1,
+        shape="[2,5]",
+        id=-3,
+    )
+    # A later value of the same field wins (protobuf's merge rule for a oneof).
+    stat = event.stats.add(metadata_id=b.stat_id("allocation_bytes"))
+    stat.int64_value = 512
+    allocs = b.decode().allocations
+    row = allocs.iloc[0]
+    assert row["requested_bytes"] == 10
+    assert row["allocated_bytes"] == 512
+    assert row["step_id"] == -3
+    assert pd.isna(b.decode().timeline["fragmentation"].iloc[0])
+
+
+def test_events_without_an_allocator_name_use_the_device_index() -> None:
+    b = SpaceBuilder()
+    line = b.line()
+    b.event(
+        line,
+        1,
+        5,
+        index_on_host=3,
+        addr=1,
+        requested_bytes=4,
+        allocation_bytes=256,
+        bytes_allocated=256,
+    )
+    assert b.decode().allocators == ["3"]
+
+
+def test_absolute_line_timestamps_are_put_on_the_capture_clock() -> None:
+    b = SpaceBuilder()
+    line = b.line(timestamp_ns=START_NS + 1000)
+    alloc(b, line, 5, addr=1, size=256, total=256)
+    assert b.decode().timeline["time_ps"].tolist() == [1000 * 1000 + 5]
+
+
+def test_step_markers_need_step_num_and_root() -> None:
+    b = SpaceBuilder()
+    line = b.line()
+    b.event(line, 3, 0, step_num=0, _r=1).duration_ps = 100
+    b.event(line, 3, 200, step_num=1, _r=1).duration_ps = 100
+    b.event(line, 3, 400, step_num=2).duration_ps = 100  # not a root event: ignored
+    alloc(b, line, 250, addr=1, size=256, total=256)
+    prof = b.decode()
+    assert prof.step_markers["step"].tolist() == [0, 1]
+    assert prof.allocations["step"].tolist() == [1]
+
+
+def test_op_compute_time_is_summed_from_op_events() -> None:
+    b = SpaceBuilder()
+    line = b.line()
+    b.event(line, 4, 0).duration_ps = 70
+    b.event(line, 4, 100).duration_ps = 30
+    trace = b.decode().traces[0]
+    assert trace.op_types == {"dense/MatMul": "MatMul"}
+    assert trace.op_time.to_dict("records") == [{"op": "dense/MatMul", "count": 2, "total_ps": 100}]
+
+
+def test_malformed_event_bytes_raise_a_corrupt_capture_error() -> None:
+    b = SpaceBuilder()
+    line = b.line()
+    alloc(b, line, 5, addr=1, size=256, total=256)
+    data = bytearray(b.space.SerializeToString())
+    # Corrupt a length inside the event's stats while the outer framing stays valid.
+    event_bytes = line.events[0].SerializeToString()
+    at = bytes(data).find(event_bytes)
+    stat_at = at + event_bytes.find(b"\x22")
+    data[stat_at + 1] = 0x7F
+    with pytest.raises(traceparse.CorruptCaptureError, match=r"test\.xplane\.pb"):
+        decode_xspace(bytes(data), path="test.xplane.pb", host="h")
+
+
+def test_leading_varint_matches_a_full_decode_for_odd_layouts() -> None:
+    events = [
+        xplane_pb2.XEvent(metadata_id=300, offset_ps=1).SerializeToString(),
+        xplane_pb2.XEvent(offset_ps=5).SerializeToString(),  # metadata_id 0: absent
+        b"",
+        xplane_pb2.XEvent(offset_ps=5).SerializeToString() + b"\x08\x05",  # not first
+        b"\x08\x02\x08\x09",  # repeated (no serializer does this): documented as first
+    ]
+    assert wire.leading_varint(wire.join(events), 1).tolist() == [300, 0, 0, 5, 2]
+
+
+# Random captures: the fast decoder and the reference decoder agree.
+
+sizes = st.integers(min_value=0, max_value=2**40)
+event_st = st.tuples(
+    st.booleans(),
+    st.integers(min_value=0, max_value=10**12),
+    st.integers(min_value=0, max_value=7),
+    sizes,
+    st.sampled_from(["float32", "[3,4]", "", "[]", "op/with:colon", "ünï"]),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(event_st, max_size=12), min_size=1, max_size=4))
+def test_random_captures_decode_like_the_reference(lines: list[list[tuple]]) -> None:  # type: ignore[type-arg]
+    b = SpaceBuilder()
+    for events in lines:
+        line = b.line(timestamp_ns=len(b.lines) * 10)
+        for is_alloc, t, addr, size, text, step in sorted(events, key=lambda e: e[1]):
+            b.event(
+                line,
+                1 if is_alloc else 2,
+                t,
+                allocator_name=f"alloc{addr % 2}",
+                addr=addr,
+                allocation_bytes=size,
+                bytes_allocated=size,
+                tf_op=text,
+                shape=text,
+                id=step,
+            )
+    expected = memory_events(b.space)
+    timeline = b.decode().timeline
+    assert timeline["time_ps"].tolist() == [e["time_ps"] for e in expected]
+    assert timeline["address"].tolist() == [e["addr"] for e in expected]
+    assert timeline["allocation_bytes"].tolist() == [e["allocation_bytes"] for e in expected]
+    assert timeline["allocator"].tolist() == [e["allocator_name"] for e in expected]
+    assert [k == "allocation" for k in timeline["kind"]] == [e["is_allocation"] for e in expected]
+    prof = b.decode()
+    allocs = prof.allocations
+    expected_allocs = [e for e in expected if e["is_allocation"]]
+    assert allocs["op"].astype(object).fillna("").tolist() == [e["tf_op"] for e in expected_allocs]
+    assert allocs["step_id"].tolist() == [e["id"] for e in expected_allocs]
+    assert len(allocs) + len(prof.frees_without_allocation) + int(
+        allocs["free_ps"].notna().sum()
+    ) == len(expected)
+    assert not math.isnan(float(np.sum(allocs["allocated_bytes"].to_numpy(dtype=float))))

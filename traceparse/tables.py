@@ -1,0 +1,210 @@
+"""Build the core tables from a ``MemoryTrace``: allocations, frees, timeline.
+
+Allocations pair with deallocations by (allocator, address) in time order:
+after sorting the events by those keys, an allocation's free is the very next
+event at the same address, if that is a deallocation. This is done with array
+operations, so millions of events cost no Python loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceparse.dtypes import estimate_columns, estimate_status
+from traceparse.trace import MemoryTrace
+
+ALLOCATION_COLUMNS = [
+    "host",
+    "allocator",
+    "address",
+    "op",
+    "op_type",
+    "region",
+    "dtype",
+    "shape",
+    "num_elements",
+    "estimated_bytes",
+    "requested_bytes",
+    "allocated_bytes",
+    "padding_bytes",
+    "estimate_status",
+    "alloc_ps",
+    "free_ps",
+    "lifetime_ps",
+    "step",
+    # Added columns: the allocator's own step id, and the rows of the timeline
+    # where the allocation and its free happen (handy for "live at" queries).
+    "step_id",
+    "alloc_event",
+    "free_event",
+]
+
+TIMELINE_COLUMNS = [
+    "host",
+    "allocator",
+    "time_ps",
+    "kind",
+    "in_use_bytes",
+    "heap_bytes",
+    "reserved_bytes",
+    "available_bytes",
+    "fragmentation",
+    "delta_bytes",
+    "address",
+    "requested_bytes",
+    "allocation_bytes",
+    "peak_bytes_in_use",
+    "op",
+    "step",
+]
+
+FREE_COLUMNS = ["host", "allocator", "address", "allocated_bytes", "free_ps", "free_event", "step"]
+
+
+def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair allocations with their frees.
+
+    Returns (allocation event indices, their free event indices or -1, event
+    indices of frees with no allocation in the capture). Indices are positions
+    in ``events``, which is in time order.
+    """
+    n = len(events)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    allocator = events["allocator"].cat.codes.to_numpy(dtype=np.int64)
+    address = events["address"].to_numpy(dtype=np.int64, na_value=-1)
+    is_alloc = events["is_allocation"].to_numpy(dtype=bool)
+    order = np.lexsort((np.arange(n), address, allocator))
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = (allocator[order][1:] == allocator[order][:-1]) & (
+        address[order][1:] == address[order][:-1]
+    )
+    same_next &= address[order] >= 0  # an event without an address pairs with nothing
+    sorted_alloc = is_alloc[order]
+    next_is_free = np.zeros(n, dtype=bool)
+    next_is_free[:-1] = ~sorted_alloc[1:]
+    paired = sorted_alloc & same_next & next_is_free  # allocation followed by its free
+    alloc_positions = np.flatnonzero(sorted_alloc)
+    free_of = np.full(n, -1, dtype=np.int64)
+    free_of[np.flatnonzero(paired)] = order[np.flatnonzero(paired) + 1]
+    matched_free = np.zeros(n, dtype=bool)
+    matched_free[np.flatnonzero(paired) + 1] = True
+    orphan_positions = np.flatnonzero(~sorted_alloc & ~matched_free)
+    allocs = order[alloc_positions]
+    frees = free_of[alloc_positions]
+    by_time = np.argsort(allocs, kind="stable")
+    return allocs[by_time], frees[by_time], np.sort(order[orphan_positions])
+
+
+def step_of(times: np.ndarray, markers: pd.DataFrame) -> np.ndarray:
+    """The marked step containing each time (-1 where none does)."""
+    if markers.empty or not times.size:
+        return np.full(times.size, -1, dtype=np.int64)
+    starts = markers["start_ps"].to_numpy(dtype=np.int64)
+    ends = markers["end_ps"].to_numpy(dtype=np.int64)
+    steps = markers["step"].to_numpy(dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends, steps = starts[order], ends[order], steps[order]
+    slot = np.searchsorted(starts, times, side="right") - 1
+    inside = (slot >= 0) & (times <= ends[np.maximum(slot, 0)])
+    return np.where(inside, steps[np.maximum(slot, 0)], -1)
+
+
+def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
+    """Each event's step: from the step markers, else the allocator's step id."""
+    events = trace.events
+    if trace.step_markers.empty:
+        return pd.array(events["step_id"], dtype="Int64")
+    found = step_of(events["time_ps"].to_numpy(dtype=np.int64), trace.step_markers)
+    return pd.arrays.IntegerArray(found, found < 0)
+
+
+def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(allocations, frees_without_allocation, timeline) for one host."""
+    events = trace.events
+    allocs, frees, orphans = pair_events(events)
+    steps = event_steps(trace)
+    host = pd.Categorical([trace.host] * len(events))
+    times = events["time_ps"].to_numpy(dtype=np.int64)
+
+    a = events.iloc[allocs].reset_index(drop=True)
+    freed = frees >= 0
+    free_ps = pd.arrays.IntegerArray(np.where(freed, times[np.maximum(frees, 0)], 0), ~freed)
+    dtype, elements, estimated = estimate_columns(a["data_type"], a["shape"])
+    requested = a["requested_bytes"].astype("Int64")
+    allocated = a["allocation_bytes"].astype("Int64")
+    op = a["tf_op"]
+    op_type = op.astype(object).map(trace.op_types).astype("category")
+    allocations = pd.DataFrame(
+        {
+            "host": host[allocs],
+            "allocator": a["allocator"],
+            "address": a["address"],
+            "op": op,
+            "op_type": op_type,
+            "region": a["region_type"],
+            "dtype": dtype,
+            "shape": a["shape"],
+            "num_elements": elements,
+            "estimated_bytes": estimated,
+            "requested_bytes": requested,
+            "allocated_bytes": allocated,
+            "padding_bytes": allocated - requested,
+            "estimate_status": estimate_status(estimated, requested),
+            "alloc_ps": a["time_ps"],
+            "free_ps": free_ps,
+            "lifetime_ps": free_ps - a["time_ps"].to_numpy(),
+            "step": steps[allocs],
+            "step_id": a["step_id"],
+            "alloc_event": allocs,
+            "free_event": pd.arrays.IntegerArray(np.maximum(frees, 0), ~freed),
+        }
+    )
+
+    o = events.iloc[orphans].reset_index(drop=True)
+    frees_without_allocation = pd.DataFrame(
+        {
+            "host": host[orphans],
+            "allocator": o["allocator"],
+            "address": o["address"],
+            "allocated_bytes": o["allocation_bytes"],
+            "free_ps": o["time_ps"],
+            "free_event": orphans,
+            "step": steps[orphans],
+        }
+    )
+
+    # A free carries no op: name it after the allocation it releases.
+    op_by_event = pd.Series(pd.NA, index=range(len(events)), dtype=object)
+    op_by_event.iloc[allocs] = op.astype(object).to_numpy()
+    op_by_event.iloc[frees[freed]] = op.astype(object).to_numpy()[freed]
+    alloc_bytes = events["allocation_bytes"].astype("Int64")
+    sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
+    reserved = events["bytes_reserved"].astype("Int64")
+    heap = events["bytes_allocated"].astype("Int64")
+    timeline = pd.DataFrame(
+        {
+            "host": host,
+            "allocator": events["allocator"],
+            "time_ps": events["time_ps"],
+            "kind": pd.Categorical(
+                np.where(sign > 0, "allocation", "deallocation"),
+                categories=["allocation", "deallocation"],
+            ),
+            "in_use_bytes": reserved + heap,
+            "heap_bytes": heap,
+            "reserved_bytes": reserved,
+            "available_bytes": events["bytes_available"].astype("Int64"),
+            "fragmentation": events["fragmentation"],
+            "delta_bytes": alloc_bytes * sign,
+            "address": events["address"],
+            "requested_bytes": events["requested_bytes"].astype("Int64"),
+            "allocation_bytes": alloc_bytes,
+            "peak_bytes_in_use": events["peak_bytes_in_use"].astype("Int64"),
+            "op": op_by_event.astype("category"),
+            "step": steps,
+        }
+    )
+    return allocations[ALLOCATION_COLUMNS], frees_without_allocation[FREE_COLUMNS], timeline

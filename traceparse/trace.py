@@ -1,0 +1,64 @@
+"""The decoded content of one capture, whatever file format it came from.
+
+Readers (``decode`` for ``.xplane.pb``, ``legacy`` for pre-converted
+``memory_profile`` files) produce a ``MemoryTrace``; ``Profile`` builds every
+table from it and never looks at the file again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# One row per allocator event, in time order. Bytes are Int64, NA when the
+# event did not carry the stat; strings are categoricals.
+EVENT_COLUMNS: dict[str, str] = {
+    "plane": "category",
+    "is_allocation": "bool",
+    "time_ps": "int64",
+    "allocator": "category",
+    "address": "Int64",
+    "requested_bytes": "Int64",
+    "allocation_bytes": "Int64",
+    "bytes_allocated": "Int64",
+    "bytes_reserved": "Int64",
+    "bytes_available": "Int64",
+    "peak_bytes_in_use": "Int64",
+    "fragmentation": "Float64",
+    "tf_op": "category",
+    "region_type": "category",
+    "data_type": "Int64",
+    "shape": "category",
+    "step_id": "Int64",
+}
+
+STEP_MARKER_COLUMNS: dict[str, str] = {
+    "name": "category",
+    "step": "int64",
+    "start_ps": "int64",
+    "end_ps": "int64",
+}
+
+OP_TIME_COLUMNS: dict[str, str] = {"op": "object", "count": "int64", "total_ps": "int64"}
+
+
+def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    """A zero-row frame with the given columns and dtypes."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+@dataclass
+class MemoryTrace:
+    """Everything traceparse needs from one host's capture."""
+
+    path: str
+    host: str
+    format: str  # "xplane", "memory_profile.json" or "memory_profile"
+    events: pd.DataFrame
+    step_markers: pd.DataFrame = field(default_factory=lambda: empty_frame(STEP_MARKER_COLUMNS))
+    op_types: dict[str, str] = field(default_factory=dict)
+    op_time: pd.DataFrame = field(default_factory=lambda: empty_frame(OP_TIME_COLUMNS))
+    start_ns: int | None = None
+    duration_ps: int | None = None
+    diagnostics: list[str] = field(default_factory=list)
