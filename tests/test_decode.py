@@ -254,7 +254,7 @@ def test_leading_varint_matches_a_full_decode_for_odd_layouts() -> None:
         xplane_pb2.XEvent(offset_ps=5).SerializeToString() + b"\x08\x05",  # not first
         b"\x08\x02\x08\x09",  # repeated (no serializer does this): documented as first
     ]
-    assert wire.leading_varint(wire.join(events), 1).tolist() == [300, 0, 0, 5, 2]
+    assert wire.leading_varints(wire.join(events), (1,))[0].tolist() == [300, 0, 0, 5, 2]
 
 
 # Random captures: the fast decoder and the reference decoder agree.

@@ -11,7 +11,6 @@
 Analysing a capture never imports TensorFlow; capturing does.
 """
 
-from traceparse.capture import Capture, profile
 from traceparse.dtypes import Estimate, estimate_bytes
 from traceparse.errors import (
     CaptureError,
@@ -25,6 +24,9 @@ from traceparse.errors import (
 )
 from traceparse.load import load, load_all
 from traceparse.profile import Profile
+
+# After the submodule import above, which binds the name `profile` to the module.
+from traceparse.capture import Capture, profile  # isort: skip
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,7 @@
 
 upb parses the file with the lean ``xplane_skim`` schema, which leaves each
 event as raw bytes. Per line, every event's metadata id is read at once with
-numpy (``wire.leading_varint``); only memory events, TF op events and step
+numpy (``wire.leading_varints``); only memory events, TF op events and step
 markers are decoded further, again column-wise. No Python object is built for
 the events that are skipped.
 """
@@ -10,12 +10,13 @@ the events that are skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
@@ -34,6 +35,11 @@ MAX_XSPACE_BYTES = 2**31 - 1
 _ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # Host events of TF ops are named "<op name>:<op type>".
 _EAGER_PREFIX = "EagerLocalExecute: "
+_PLANE_LINES = 3  # XPlane.lines
+# Events decoded per slice of a line: bounds the Python objects alive at once.
+_EVENTS_PER_SLICE = 1 << 16
+# Memory events decoded with their stats at once: bounds the temporaries.
+_EVENTS_PER_BATCH = 1 << 13
 _OP_EVENT = re.compile(r"^([A-Za-z0-9._][\w.\-/>]*):([A-Za-z_]\w*)$")
 _INT_STATS = {
     "addr": "address",
@@ -68,26 +74,73 @@ def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
     if not data:
         raise CorruptCaptureError(f"{path}: the file is empty; capture the profile again", path)
     try:
-        space = xplane_skim_pb2.SkimSpace.FromString(data)
-    except DecodeError as exc:
+        planes = _split_planes(memoryview(data))
+        if not planes:
+            raise CorruptCaptureError(
+                f"{path}: no profiler planes in this file, so it is not a profiler capture; "
+                "point traceparse at the .xplane.pb files that tf.profiler writes",
+                path,
+            )
+        return _Decoder(planes, path, host).run()
+    except (DecodeError, wire.WireError) as exc:
         raise CorruptCaptureError(
             f"{path}: not a readable XSpace (truncated or corrupt: {exc}); "
             "copy the file again or capture the profile again",
             path,
         ) from exc
-    if not space.planes:
-        raise CorruptCaptureError(
-            f"{path}: no profiler planes in this file, so it is not a profiler capture; "
-            "point traceparse at the .xplane.pb files that tf.profiler writes",
-            path,
-        )
-    try:
-        return _Decoder(space, path, host).run()
-    except wire.WireError as exc:
-        raise CorruptCaptureError(
-            f"{path}: malformed event data ({exc}); the file is corrupt, capture it again",
-            path,
-        ) from exc
+
+
+_Message = TypeVar("_Message", bound=Message)
+
+
+def _merge(message: _Message, data: memoryview) -> _Message:
+    """Parse a slice of the file into ``message`` (upb reads any buffer; the
+    stubs only admit bytes)."""
+    message.MergeFromString(data)  # type: ignore[arg-type]
+    return message
+
+
+@dataclass
+class _Plane:
+    """A plane's metadata, parsed, and its lines, left as bytes until read."""
+
+    meta: xplane_skim_pb2.SkimPlane
+    line_bytes: list[memoryview]
+
+    def lines(self) -> Iterator[xplane_skim_pb2.SkimLine]:
+        """Each line parsed in turn, so one line's events are in memory at a time."""
+        for raw in self.line_bytes:
+            yield _merge(xplane_skim_pb2.SkimLine(), raw)
+        yield from self.meta.lines  # lines written after the metadata (unusual)
+
+
+def _split_planes(data: memoryview) -> list[_Plane]:
+    """Find the planes and their lines without parsing the lines.
+
+    Serializers write a plane's id and name, then its lines, then the metadata
+    maps. The walk over a plane's fields stops at the first field numbered past
+    the lines, and upb parses from there to the end in one go (lines found
+    there, in an unusual file, are parsed with it).
+    """
+    planes = []
+    for number, _, end, start in wire.iter_fields(data, 0, len(data)):
+        if number != 1:  # XSpace.planes; errors, warnings and hostnames are not needed
+            continue
+        meta = xplane_skim_pb2.SkimPlane()
+        lines: list[memoryview] = []
+        rest = start
+        for field, field_start, field_end, value in wire.iter_fields(data, start, end):
+            rest = field_end
+            if field == _PLANE_LINES:
+                lines.append(data[value:field_end])
+            elif field > _PLANE_LINES:
+                rest = field_start
+                break
+            else:
+                _merge(meta, data[field_start:field_end])  # id, name
+        _merge(meta, data[rest:end])
+        planes.append(_Plane(meta, lines))
+    return planes
 
 
 @dataclass
@@ -99,13 +152,23 @@ class _Selected:
     line_ts_ns: np.ndarray
     order: np.ndarray  # (line index, event index) folded into one sortable key
 
+    def batches(self, size: int) -> Iterator[_Selected]:
+        for lo in range(0, len(self.chunks), size):
+            hi = lo + size
+            yield _Selected(
+                self.chunks[lo:hi],
+                self.metadata_ids[lo:hi],
+                self.line_ts_ns[lo:hi],
+                self.order[lo:hi],
+            )
+
 
 class _Decoder:
-    def __init__(self, space: xplane_skim_pb2.SkimSpace, path: str, host: str) -> None:
-        self.space = space
+    def __init__(self, planes: list[_Plane], path: str, host: str) -> None:
+        self.planes = planes
         self.path = path
         self.host = host
-        self.start_ns, self.stop_ns = _capture_window(space)
+        self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
         self.diagnostics: list[str] = []
 
     def run(self) -> MemoryTrace:
@@ -113,7 +176,8 @@ class _Decoder:
         markers: list[pd.DataFrame] = []
         op_time: list[pd.DataFrame] = []
         op_types: dict[str, str] = {}
-        for plane_index, plane in enumerate(self.space.planes):
+        for plane_index, parts in enumerate(self.planes):
+            plane = parts.meta
             names = {key: _text(meta.name) for key, meta in plane.event_metadata.items()}
             stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
             memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
@@ -130,25 +194,27 @@ class _Decoder:
                         op_type = name[len(_EAGER_PREFIX) :]
                         op_types.setdefault(op_type, op_type)
             step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
-            wanted = np.fromiter(memory_ids | op_ids.keys(), dtype=np.uint64)
-            selected = _select(plane.lines, wanted, step_stat_ids, self._relative_ns)
-            if not selected.chunks:
-                continue
-            decoded = _decode_events(selected, stat_names)
-            mids = selected.metadata_ids
-            plane_name = _text(plane.name)
-            is_mem = np.isin(mids, np.fromiter(memory_ids, dtype=np.uint64))
-            if is_mem.any():
-                alloc_ids = np.fromiter(
-                    (k for k in memory_ids if names[k] == _ALLOCATION), dtype=np.uint64
-                )
-                frame = decoded.memory_frame(is_mem, np.isin(mids, alloc_ids), plane_name)
-                frame["_plane"] = plane_index
-                events.append(frame)
-            if op_ids:
-                op_time.append(decoded.op_frame(mids, op_ids))
-            if step_stat_ids:
-                markers.append(decoded.marker_frame(names, mids))
+            memory = np.fromiter(memory_ids, dtype=np.uint64)
+            ops = np.fromiter(op_ids, dtype=np.uint64)
+            detailed, timing = _select(parts.lines(), memory, ops, step_stat_ids, self._relative_ns)
+            alloc_ids = np.fromiter(
+                (k for k in memory_ids if names[k] == _ALLOCATION), dtype=np.uint64
+            )
+            # In batches: the column-wise decode makes temporaries per field.
+            for batch in detailed.batches(_EVENTS_PER_BATCH):
+                decoded = _DecodedEvents(batch, stat_names)
+                mids = batch.metadata_ids
+                is_mem = np.isin(mids, memory)
+                if is_mem.any():
+                    frame = decoded.memory_frame(
+                        is_mem, np.isin(mids, alloc_ids), _text(plane.name)
+                    )
+                    frame["_plane"] = plane_index
+                    events.append(frame)
+                if step_stat_ids:
+                    markers.append(decoded.marker_frame(names, mids))
+            if timing[0].size:
+                op_time.append(_op_frame(*timing, op_ids))
         return MemoryTrace(
             path=self.path,
             host=self.host,
@@ -174,41 +240,99 @@ class _Decoder:
 
 def _select(
     lines: Iterable[xplane_skim_pb2.SkimLine],
-    wanted: np.ndarray,
+    memory: np.ndarray,
+    ops: np.ndarray,
     step_stat_ids: list[int],
-    relative_ns: object,
-) -> _Selected:
-    """Pick the events worth decoding from every line, without decoding the rest."""
-    chunks: list[bytes] = []
-    ids: list[np.ndarray] = []
-    stamps: list[np.ndarray] = []
-    orders: list[np.ndarray] = []
-    # A step marker carries a stat whose metadata id is that of "step_num"; every
-    # serializer writes an XStat's metadata_id first, so its bytes contain
-    # 0x08 <varint id>. Byte search finds candidates; decoding confirms them.
-    patterns = [re.compile(re.escape(b"\x08" + _varint(sid))) for sid in step_stat_ids]
+    relative_ns: Callable[[int], int],
+) -> tuple[_Selected, tuple[np.ndarray, np.ndarray]]:
+    """One pass over every line: picks memory events and step markers (decoded
+    later with their stats) and sums the duration of TF op events per metadata
+    id, without building a Python object per skipped event."""
+    detailed = _Picker()
+    op_ids: list[np.ndarray] = []
+    op_durations: list[np.ndarray] = []
+    # A step marker carries an integer stat whose metadata id is that of
+    # "step_num". Serializers write an XStat's metadata_id first, so its bytes
+    # read 0x08 <varint id> then an int tag (0x18 or 0x20). A regex with that
+    # literal prefix scans fast; decoding the events confirms the candidates.
+    patterns = [
+        re.compile(re.escape(b"\x08" + _varint(sid)) + b"[\x18\x20]") for sid in step_stat_ids
+    ]
     for line_index, line in enumerate(lines):
-        events = list(line.events)
-        if not events:
-            continue
-        joined = wire.join(events)
-        mids = wire.leading_varint(joined, 1)
-        keep = np.isin(mids, wanted)
-        for pattern in patterns:
-            hits = np.fromiter((m.start() for m in pattern.finditer(joined.raw)), dtype=np.int64)
+        stamp = relative_ns(line.timestamp_ns)
+        # Slices of a line bound the memory held at once on huge lines.
+        for first in range(0, len(line.events), _EVENTS_PER_SLICE):
+            events = line.events[first : first + _EVENTS_PER_SLICE]
+            joined = wire.join(events)
+            (mids,) = wire.leading_varints(joined, (1,))
+            keep = _member(mids, memory)
+            hits = _find_all(joined.raw, patterns)
             if hits.size:
                 keep[np.searchsorted(joined.ends, hits, side="right")] = True
-        rows = np.flatnonzero(keep)
+            order_base = line_index * (1 << 32) + first
+            detailed.add(events, mids, np.flatnonzero(keep), stamp, order_base)
+            if ops.size:
+                rows = np.flatnonzero(~keep & _member(mids, ops))
+                if rows.size:
+                    _, _, duration = wire.leading_varints(joined, (1, 2, 3), rows)
+                    op_ids.append(mids[rows])
+                    op_durations.append(duration.view(np.int64))
+    empty = np.zeros(0, dtype=np.int64)
+    timing = (
+        (np.concatenate(op_ids), np.concatenate(op_durations))
+        if op_ids
+        else (empty.astype(np.uint64), empty)
+    )
+    return detailed.done(), timing
+
+
+def _find_all(data: bytes, patterns: list[re.Pattern[bytes]]) -> np.ndarray:
+    """Every position where any of the patterns matches."""
+    found = [match.start() for pattern in patterns for match in pattern.finditer(data)]
+    return np.array(found, dtype=np.int64)
+
+
+def _member(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """np.isin for small non-negative ids: a lookup table instead of a sort."""
+    if not wanted.size:
+        return np.zeros(values.size, dtype=bool)
+    top = int(wanted.max())
+    if top > 16 * values.size + 1_000_000:
+        return np.isin(values, wanted)
+    table = np.zeros(top + 2, dtype=bool)
+    table[wanted.astype(np.int64)] = True
+    return table[np.minimum(values, top + 1).astype(np.int64)]
+
+
+class _Picker:
+    """Collects the chosen events of each line."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.ids: list[np.ndarray] = []
+        self.stamps: list[np.ndarray] = []
+        self.orders: list[np.ndarray] = []
+
+    def add(
+        self, events: list[bytes], mids: np.ndarray, rows: np.ndarray, stamp: int, base: int
+    ) -> None:
         if not rows.size:
-            continue
-        chunks.extend(events[i] for i in rows)
-        ids.append(mids[rows])
-        stamps.append(np.full(rows.size, relative_ns(line.timestamp_ns), dtype=np.int64))  # type: ignore[operator]
-        orders.append(line_index * (1 << 32) + rows)
-    if not chunks:
-        empty = np.zeros(0, dtype=np.int64)
-        return _Selected([], empty.astype(np.uint64), empty, empty)
-    return _Selected(chunks, np.concatenate(ids), np.concatenate(stamps), np.concatenate(orders))
+            return
+        self.chunks.extend(map(events.__getitem__, rows.tolist()))
+        self.ids.append(mids[rows])
+        self.stamps.append(np.full(rows.size, stamp, dtype=np.int64))
+        self.orders.append(base + rows)
+
+    def done(self) -> _Selected:
+        if not self.chunks:
+            empty = np.zeros(0, dtype=np.int64)
+            return _Selected([], empty.astype(np.uint64), empty, empty)
+        return _Selected(
+            self.chunks,
+            np.concatenate(self.ids),
+            np.concatenate(self.stamps),
+            np.concatenate(self.orders),
+        )
 
 
 class _DecodedEvents:
@@ -234,14 +358,16 @@ class _DecodedEvents:
         self.value = np.zeros(n, dtype=np.uint64)
         self.start = np.zeros(n, dtype=np.int64)
         self.length = np.zeros(n, dtype=np.int64)
+        is_value = np.zeros(len(stats.number), dtype=bool)
         for kind, wire_type in _VALUE_WIRE.items():
-            rows = stats.select(kind, wire_type)
-            # Rows are in wire order, so a later oneof member overwrites an earlier one.
-            owner = stats.message[rows]
-            self.kind[owner] = kind
-            self.value[owner] = stats.value[rows]
-            self.start[owner] = stats.start[rows]
-            self.length[owner] = stats.length[rows]
+            is_value |= (stats.number == kind) & (stats.wire == wire_type)
+        rows = np.flatnonzero(is_value)
+        # Rows are in wire order, so a later oneof member overwrites an earlier one.
+        owner = stats.message[rows]
+        self.kind[owner] = stats.number[rows]
+        self.value[owner] = stats.value[rows]
+        self.start[owner] = stats.start[rows]
+        self.length[owner] = stats.length[rows]
 
     def _stat_rows(self, name: str) -> np.ndarray:
         ids = [k for k, n in self.stat_names.items() if n == name]
@@ -281,14 +407,20 @@ class _DecodedEvents:
         present[self.stat_event[rows[ok]]] = True
         return pd.arrays.FloatingArray(np.nan_to_num(values), ~present)
 
-    def str_stat(self, name: str) -> np.ndarray:
-        """A stat as text per event (None where absent); refs resolve to names."""
+    def str_stat(self, name: str) -> pd.Categorical:
+        """A stat as text per event (NA where absent); refs resolve to names."""
         out = np.full(self.count, None, dtype=object)
-        for row in self._stat_rows(name):
+        rows = self._stat_rows(name)
+        # Refs (how TensorFlow writes repeated strings) resolve once per distinct id.
+        refs = rows[self.kind[rows] == _REF]
+        if refs.size:
+            ids, inverse = np.unique(self.value[refs], return_inverse=True)
+            names = np.array([self.stat_names.get(int(i)) for i in ids], dtype=object)
+            out[self.stat_event[refs]] = names[inverse]
+        for row in rows[self.kind[rows] != _REF]:
             kind = self.kind[row]
-            if kind == _REF:
-                text: str | None = self.stat_names.get(int(self.value[row]))
-            elif kind in (_STR, _BYTES):
+            text: str | None
+            if kind in (_STR, _BYTES):
                 text = _text(self.raw[self.start[row] : self.start[row] + self.length[row]])
             elif kind == _INT64:
                 text = str(int(self.value[row].view(np.int64)))
@@ -297,11 +429,11 @@ class _DecodedEvents:
             else:
                 text = repr(float(self.value[row].view(np.float64)))
             out[self.stat_event[row]] = text
-        return out
+        return pd.Categorical(out)
 
     def memory_frame(self, rows: np.ndarray, is_alloc: np.ndarray, plane: str) -> pd.DataFrame:
         columns: dict[str, object] = {
-            "plane": np.full(self.count, plane, dtype=object),
+            "plane": pd.Categorical.from_codes(np.zeros(self.count, dtype=np.int8), [plane]),
             "is_allocation": is_alloc,
             "time_ps": self.time_ps,
         }
@@ -311,27 +443,20 @@ class _DecodedEvents:
         for stat, column in _STR_STATS.items():
             columns[column] = self.str_stat(stat)
         allocator = columns["allocator"]
-        assert isinstance(allocator, np.ndarray)
-        missing = pd.isna(allocator)
+        assert isinstance(allocator, pd.Categorical)
+        missing = np.asarray(allocator.isna())
         if missing.any():
             # TPU memory events name no allocator; xprof uses the device index.
+            names = np.asarray(allocator, dtype=object)
             for stat in ("index_on_host", "device_ordinal"):
                 index = self.int_stat(stat)
                 fill = missing & ~np.asarray(index.isna())
-                allocator[fill] = [str(v) for v in np.asarray(index[fill], dtype=np.int64)]
+                names[fill] = [str(v) for v in np.asarray(index[fill], dtype=np.int64)]
                 missing &= ~fill
+            columns["allocator"] = pd.Categorical(names)
         frame = pd.DataFrame(columns)
         frame["_order"] = self.order
         return frame.loc[rows].reset_index(drop=True)
-
-    def op_frame(self, mids: np.ndarray, op_ids: dict[int, str]) -> pd.DataFrame:
-        keys = np.fromiter(op_ids.keys(), dtype=np.uint64)
-        rows = np.flatnonzero(np.isin(mids, keys))
-        frame = pd.DataFrame(
-            {"op": [op_ids[int(m)] for m in mids[rows]], "total_ps": self.duration_ps[rows]}
-        )
-        grouped = frame.groupby("op", sort=False)["total_ps"]
-        return pd.DataFrame({"count": grouped.size(), "total_ps": grouped.sum()}).reset_index()
 
     def marker_frame(self, names: dict[int, str], mids: np.ndarray) -> pd.DataFrame:
         # Trace(name, step_num=n, _r=1) marks a root event; Keras' callback writes
@@ -350,8 +475,18 @@ class _DecodedEvents:
         )
 
 
-def _decode_events(selected: _Selected, stat_names: dict[int, str]) -> _DecodedEvents:
-    return _DecodedEvents(selected, stat_names)
+def _op_frame(ids: np.ndarray, durations: np.ndarray, op_ids: dict[int, str]) -> pd.DataFrame:
+    """Count and total duration per op, from its events' metadata ids."""
+    unique, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    total = np.zeros(unique.size, dtype=np.int64)
+    np.add.at(total, inverse, durations)  # exact int64 sums
+    return pd.DataFrame(
+        {
+            "op": [op_ids[int(i)] for i in unique],
+            "count": counts.astype(np.int64),
+            "total_ps": total,
+        }
+    )
 
 
 def _finish_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -378,9 +513,9 @@ def _finish_op_time(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return merged.reset_index().astype(OP_TIME_COLUMNS)
 
 
-def _capture_window(space: xplane_skim_pb2.SkimSpace) -> tuple[int | None, int | None]:
+def _capture_window(planes: list[xplane_skim_pb2.SkimPlane]) -> tuple[int | None, int | None]:
     """profile_start_time / profile_stop_time (ns since epoch) from 'Task Environment'."""
-    for plane in space.planes:
+    for plane in planes:
         if _text(plane.name) != "Task Environment":
             continue
         names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}

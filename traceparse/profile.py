@@ -7,6 +7,19 @@ from functools import cached_property
 
 import pandas as pd
 
+from traceparse.analysis import (
+    AllocatorSummary,
+    LeakReport,
+    attribution_table,
+    build_summaries,
+    leak_report,
+    live_at_peak_table,
+    ops_table,
+    peak_table,
+    scopes_table,
+    select,
+    steps_table,
+)
 from traceparse.tables import build_tables
 from traceparse.trace import MemoryTrace
 
@@ -123,6 +136,82 @@ class Profile:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
         frames = [t.step_markers.assign(host=t.host) for t in self.traces]
         return _concat(frames)
+
+    # Analyses: built by traceparse.analysis, once each. Column contracts are in
+    # each analysis module and in docs/analyses.md.
+
+    @cached_property
+    def peak(self) -> pd.DataFrame:
+        """Per (host, allocator): the latest event at its maximum bytes in use (xprof's rule).
+
+        ``in_use_bytes`` is reserved + allocated, ``capacity_bytes`` in use + available,
+        ``event`` the row in ``timeline``.
+        """
+        return peak_table(self.timeline)
+
+    @cached_property
+    def _live_at_peak(self) -> pd.DataFrame:
+        return live_at_peak_table(self.allocations, self.peak)
+
+    def live_at_peak(self, allocator: str | None = None, host: str | None = None) -> pd.DataFrame:
+        """Every allocation live at its allocator's peak (all steps), largest first.
+
+        The allocations' columns plus ``in_peak_step``; filter on it for the
+        TensorBoard Memory Profile page's view. The index is the row in ``allocations``.
+        """
+        return select(self._live_at_peak, allocator, host, self.timeline)
+
+    @cached_property
+    def attribution(self) -> pd.DataFrame:
+        """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
+        return attribution_table(self.peak, self._live_at_peak)
+
+    @cached_property
+    def _op_time(self) -> pd.DataFrame:
+        frames = [t.op_time.assign(host=t.host) for t in self.traces]
+        return pd.concat(frames, ignore_index=True)
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
+        return ops_table(self.allocations, self.peak, self._op_time)
+
+    def scopes(self, depth: int = 1) -> pd.DataFrame:
+        """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
+        if depth not in self._scopes:
+            self._scopes[depth] = scopes_table(self.allocations, self.peak, self._op_time, depth)
+        return self._scopes[depth]
+
+    @cached_property
+    def _scopes(self) -> dict[int, pd.DataFrame]:
+        return {}
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per (host, allocator, step): from step markers, else the allocator's step ids."""
+        numbered = [t.host for t in self.traces if t.format != "xplane"]
+        return steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+
+    @cached_property
+    def _leaks(self) -> LeakReport:
+        return leak_report(self.steps, self.allocations)
+
+    def leaks(self) -> LeakReport:
+        """Step-over-step growth, a verdict, and the ops holding what stays live."""
+        return self._leaks
+
+    def summary(self) -> list[AllocatorSummary]:
+        """One headline record per (host, allocator); empty without memory events."""
+        return build_summaries(
+            self.peak,
+            self.attribution,
+            self._live_at_peak,
+            self.ops,
+            self.scopes(1),
+            self.allocations,
+            self.leaks(),
+            {host: self.diagnostics for host in self.hosts},
+        )
 
     def __repr__(self) -> str:
         return (

@@ -113,10 +113,18 @@ def step_of(times: np.ndarray, markers: pd.DataFrame) -> np.ndarray:
 
 
 def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
-    """Each event's step: from the step markers, else the allocator's step id."""
+    """Each event's step: from the step markers, else the allocator's step id.
+
+    In a raw capture a step id of 0 is TensorFlow's "no step" (every
+    deallocation has it): that is unknown, not step 0. Pre-converted profiles
+    carry xprof's step numbers, where 0 is a real step.
+    """
     events = trace.events
     if trace.step_markers.empty:
-        return pd.array(events["step_id"], dtype="Int64")
+        ids = pd.array(events["step_id"], dtype="Int64")
+        if trace.format == "xplane":
+            ids[(ids == 0).fillna(False).to_numpy(dtype=bool)] = pd.NA
+        return ids
     found = step_of(events["time_ps"].to_numpy(dtype=np.int64), trace.step_markers)
     return pd.arrays.IntegerArray(found, found < 0)
 
@@ -126,6 +134,10 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     events = trace.events
     allocs, frees, orphans = pair_events(events)
     steps = event_steps(trace)
+    if trace.format == "xplane" and trace.step_markers.empty and len(frees):
+        # Step ids: a free has none of its own; it belongs to its allocation's step.
+        released = frees >= 0
+        steps[frees[released]] = steps[allocs[released]]
     host = pd.Categorical([trace.host] * len(events))
     times = events["time_ps"].to_numpy(dtype=np.int64)
 

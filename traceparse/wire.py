@@ -12,7 +12,8 @@ bounds-checked against its message's end and a malformed message raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,8 +45,9 @@ def join(chunks: Sequence[bytes]) -> Chunks:
     """Concatenate messages into one padded buffer with their boundaries."""
     lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
     ends = np.cumsum(lengths)
-    raw = b"".join(chunks)
-    buf = np.frombuffer(raw + bytes(_PAD), dtype=np.uint8)
+    # One copy: the padding is joined in rather than appended afterwards.
+    raw = b"".join(itertools.chain(chunks, (bytes(_PAD),)))
+    buf = np.frombuffer(raw, dtype=np.uint8)
     return Chunks(raw, buf, ends - lengths, ends)
 
 
@@ -78,9 +80,9 @@ def read_fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Fields:
-    """Every field of a set of messages, one row per field occurrence, in wire order
-    within each message. ``value`` holds varints and fixed-width bits;
-    ``start``/``length`` locate length-delimited payloads in the buffer."""
+    """Every field of a set of messages, one row per field occurrence; the rows
+    of one message are in wire order (not adjacent). ``value`` holds varints and
+    fixed-width bits; ``start``/``length`` locate length-delimited payloads."""
 
     message: np.ndarray
     number: np.ndarray
@@ -148,33 +150,88 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return Fields(empty, empty, empty.astype(np.int8), empty.astype(np.uint64), empty, empty)
-    columns = [np.concatenate(column) for column in zip(*parts, strict=True)]
-    # Stable sort by message keeps each message's fields in wire order.
-    order = np.argsort(columns[0], kind="stable")
-    return Fields(*(column[order] for column in columns))
+    # Rows are grouped by field position, so within one message they stay in
+    # wire order: what protobuf's "last one wins" merge rule needs.
+    return Fields(*(np.concatenate(column) for column in zip(*parts, strict=True)))
 
 
-def leading_varint(chunks: Chunks, number: int) -> np.ndarray:
-    """The value of varint field ``number`` in each message. Absent fields give 0.
+def leading_varints(
+    chunks: Chunks, numbers: Sequence[int], rows: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Varint fields ``numbers`` (ascending, each below 16) of each message.
 
-    Serializers write fields in number order, so field 1 comes first and is read
-    straight off the first bytes; messages where it is not first are decoded in
-    full. One deviation from protobuf's merge rule: a message that repeats the
-    field (no serializer does) reads as its first value, not its last.
+    Serializers write fields in number order, so these are read straight off the
+    start of each message, in a few array operations; a message that does not
+    start with the first of them is decoded in full instead. Absent fields give
+    0. One deviation from protobuf's merge rule: a field repeated later in the
+    message (no serializer does that) keeps its first value.
     """
+    assert all(0 < n < 16 for n in numbers) and list(numbers) == sorted(numbers)
     buf, starts, ends = chunks.buf, chunks.starts, chunks.ends
-    tag = number << 3
-    fast = (ends > starts) & (buf[starts] == tag)
-    fast_rows = np.flatnonzero(fast)
-    values = np.zeros(len(starts), dtype=np.uint64)
-    decoded, after = read_varints(buf, starts[fast_rows] + 1)
-    ok = after <= ends[fast_rows]
-    values[fast_rows[ok]] = decoded[ok]
-    slow_rows = np.concatenate([np.flatnonzero(~fast & (ends > starts)), fast_rows[~ok]])
-    if slow_rows.size:
-        fields = scan_fields(buf, starts[slow_rows], ends[slow_rows])
-        values[slow_rows] = fields.last_value(number, _VARINT, slow_rows.size)
-    return values
+    if rows is not None:
+        starts, ends = starts[rows], ends[rows]
+    out = [np.zeros(len(starts), dtype=np.uint64) for _ in numbers]
+    fast = np.flatnonzero((ends > starts) & (buf[starts] == numbers[0] << 3))
+    pos, end = starts[fast], ends[fast]
+    for values, number in zip(out, numbers, strict=True):
+        # The bound check keeps each tag read inside its own message.
+        here = np.flatnonzero((pos < end) & (buf[np.minimum(pos, end)] == number << 3))
+        values[fast[here]], pos[here] = read_varints(buf, pos[here] + 1)
+    bad = pos > end
+    slow = np.concatenate(
+        [np.flatnonzero((ends > starts) & (buf[starts] != numbers[0] << 3)), fast[bad]]
+    )
+    if slow.size:
+        fields = scan_fields(buf, starts[slow], ends[slow])
+        for values, number in zip(out, numbers, strict=True):
+            values[slow] = fields.last_value(number, _VARINT, slow.size)
+    return out
+
+
+def iter_fields(
+    data: bytes | memoryview, start: int, end: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """The top-level fields of one message, one at a time, in plain Python:
+    (field number, field start, field end, value), where value is the number
+    for varint and fixed-width fields and the payload's start for
+    length-delimited ones (the payload ends at the field's end). Meant for the
+    few fields at the top of a file (planes, lines), not for events."""
+    pos = start
+    while pos < end:
+        field_start = pos
+        tag, pos = _read_varint(data, pos, end)
+        number, kind = tag >> 3, tag & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if kind == _VARINT:
+            value, pos = _read_varint(data, pos, end)
+        elif kind == _LEN:
+            size, value = _read_varint(data, pos, end)
+            if size > end - value:
+                raise WireError("length-delimited field runs past the end of its message")
+            pos = value + size
+        elif kind in (_FIXED64, _FIXED32):
+            width = 8 if kind == _FIXED64 else 4
+            if pos + width > end:
+                raise WireError("fixed-width field runs past the end of its message")
+            value = int.from_bytes(data[pos : pos + width], "little")
+            pos += width
+        else:
+            raise WireError(f"unsupported wire type {kind}")
+        yield number, field_start, pos, value
+
+
+def _read_varint(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise WireError("truncated or overlong varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
 
 
 def _check(ok: np.ndarray, what: str) -> None:

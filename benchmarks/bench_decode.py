@@ -1,0 +1,160 @@
+"""Decoder benchmark: traceparse against a bare protobuf parse and xprof.
+
+For each ResNet50 capture made by make_captures.py (3, 20 and 80 training
+steps), measures the median of several repetitions of:
+
+  (a) XSpace.ParseFromString of the whole file (upb): the floor for a full parse;
+  (b) xprof's memory_profile conversion of the same file: the peer;
+  (c) traceparse from file to Profile.allocations and Profile.timeline;
+  (d) `traceparse summary FILE` as a whole process, interpreter start included;
+
+plus the peak RSS of (c) and (d), each in a fresh process. Prints a table and
+writes benchmarks/RESULTS.md.
+
+    python benchmarks/bench_decode.py [--steps 3 20 80] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from make_captures import capture_path, make_capture  # noqa: E402
+
+# Each probe runs in a fresh interpreter and prints JSON: seconds per repetition
+# and the process's peak RSS.
+_PROBE = r"""
+import json, resource, sys, time
+path, what, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if what == "parse":
+    from traceparse._proto import xplane_pb2
+    def run():
+        with open(path, "rb") as f:
+            xplane_pb2.XSpace.FromString(f.read())
+elif what == "xprof":
+    from xprof.convert import raw_to_tool_data
+    def run():
+        raw_to_tool_data.xspace_to_tool_data([path], "memory_profile", {})
+else:
+    import traceparse
+    def run():
+        prof = traceparse.load(path)
+        prof.allocations, prof.timeline
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+times = []
+for _ in range(repeat):
+    start = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - start)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"times": times, "rss_kb": peak, "base_rss_kb": base}))
+"""
+
+
+def probe(path: Path, what: str, repeat: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(path), what, str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return {
+        "median_s": statistics.median(result["times"]),
+        "rss_mb": result["rss_kb"] / 1024,
+        "base_rss_mb": result["base_rss_kb"] / 1024,
+    }
+
+
+def whole_command(path: Path, repeat: int) -> dict[str, float]:
+    """(d): the CLI as a user runs it, timed from outside; RSS from wait4."""
+    times, peaks = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "traceparse", "summary", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        times.append(time.perf_counter() - start)
+        peaks.append(usage.ru_maxrss / 1024)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"traceparse summary {path} failed")
+    return {"median_s": statistics.median(times), "rss_mb": max(peaks)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[3, 20, 80])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    args = parser.parse_args(argv)
+
+    rows = []
+    for steps in args.steps:
+        path = capture_path(steps) or make_capture(steps)
+        size_mb = path.stat().st_size / 1e6
+        a = probe(path, "parse", args.repeat)
+        b = probe(path, "xprof", max(1, args.repeat // 2))
+        c = probe(path, "traceparse", args.repeat)
+        d = whole_command(path, args.repeat)
+        rows.append((steps, size_mb, a, b, c, d))
+        print(
+            f"{steps:>3} steps {size_mb:6.1f} MB  parse {a['median_s']:.3f}s  "
+            f"xprof {b['median_s']:.3f}s  traceparse {c['median_s']:.3f}s  "
+            f"summary {d['median_s']:.3f}s",
+            flush=True,
+        )
+
+    header = (
+        "| steps | file MB | (a) parse s | (b) xprof s | (c) traceparse s | (c)/(a) | (b)/(c) "
+        "| (c) s/MB | (c) peak RSS MB (after imports) | (d) summary s | (d) peak RSS MB |"
+    )
+    lines = [header, "|" + "---|" * 11]
+    for steps, size_mb, a, b, c, d in rows:
+        lines.append(
+            f"| {steps} | {size_mb:.1f} | {a['median_s']:.3f} | {b['median_s']:.3f} "
+            f"| {c['median_s']:.3f} | {c['median_s'] / a['median_s']:.2f}x "
+            f"| {b['median_s'] / c['median_s']:.1f}x | {c['median_s'] / size_mb:.4f} "
+            f"| {c['rss_mb']:.0f} ({c['rss_mb'] - c['base_rss_mb']:.0f}) "
+            f"| {d['median_s']:.2f} | {d['rss_mb']:.0f} |"
+        )
+    table = "\n".join(lines)
+    print()
+    print(table)
+    report = [
+        "# Decoder benchmark",
+        "",
+        f"Made by `python benchmarks/bench_decode.py --steps {' '.join(map(str, args.steps))} "
+        f"--repeat {args.repeat}` (medians of {args.repeat} runs, (b) of "
+        f"{max(1, args.repeat // 2)}) on {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}.",
+        "Captures: ResNet50 (64x64 inputs, batch 8) trained on CPU, see make_captures.py.",
+        "",
+        table,
+        "",
+        "(c) is file to `Profile.allocations` and `Profile.timeline`; peak RSS is the whole",
+        "process (interpreter, numpy, pandas, protobuf) with the part added after imports in",
+        "brackets. (d) is `traceparse summary FILE` timed from outside, interpreter start",
+        "included.",
+        "",
+    ]
+    args.output.write_text("\n".join(report))
+    print(f"\nwrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Analyses over a ``Profile``'s tables: peak, attribution, roll-ups, steps, leaks, summary.
+
+Each module does one job on whole columns; ``Profile`` exposes them as
+properties and methods. Nothing here reads a capture or renders a report.
+"""
+
+from traceparse.analysis.attribution import PARTS, attribution_table
+from traceparse.analysis.leaks import LeakReport, leak_report
+from traceparse.analysis.peak import live_at_peak_table, peak_table, select
+from traceparse.analysis.rollups import NO_SCOPE, ops_table, scope_of, scopes_table
+from traceparse.analysis.steps import steps_table
+from traceparse.analysis.summary import AllocatorSummary, build_summaries
+
+__all__ = [
+    "NO_SCOPE",
+    "PARTS",
+    "AllocatorSummary",
+    "LeakReport",
+    "attribution_table",
+    "build_summaries",
+    "leak_report",
+    "live_at_peak_table",
+    "ops_table",
+    "peak_table",
+    "scope_of",
+    "scopes_table",
+    "select",
+    "steps_table",
+]

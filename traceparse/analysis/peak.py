@@ -1,0 +1,146 @@
+"""The peak of each allocator, and every allocation live at that instant.
+
+The peak follows xprof's rule: bytes in use are ``bytes_reserved +
+bytes_allocated`` after an event (a missing counter counts as 0, as in xprof),
+and the peak is the *latest* event at which they reach their maximum in the
+capture. Capacity is the in-use bytes plus ``bytes_available`` at that event.
+
+xprof breaks ties in the order it reads the trace's lines, which is not time
+order when memory events sit on several threads' lines; we take the latest in
+time (file order for equal times), which is the same instant whenever the
+maximum is reached once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.liveness import end_events, group_codes, live_mask
+from traceparse.errors import UsageError
+
+PEAK_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "allocator": "category",
+    "time_ps": "int64",
+    "in_use_bytes": "Int64",
+    "heap_bytes": "Int64",
+    "reserved_bytes": "Int64",
+    "available_bytes": "Int64",
+    "capacity_bytes": "Int64",
+    "fragmentation": "Float64",
+    "step": "Int64",
+    "event": "int64",
+    # Added: how many events reach the maximum, the allocator's own lifetime
+    # peak counter (it may have peaked higher before the capture started), and
+    # the allocator's event count.
+    "peak_events": "int64",
+    "lifetime_peak_bytes": "Int64",
+    "events": "int64",
+}
+
+
+def in_use(timeline: pd.DataFrame) -> np.ndarray:
+    """Bytes in use after each timeline event (reserved + allocated; missing counts as 0)."""
+    heap = timeline["heap_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    reserved = timeline["reserved_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    return heap + reserved
+
+
+def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
+    """One row per (host, allocator): the latest event at its maximum bytes in use."""
+    if timeline.empty:
+        return _empty()
+    keys = group_codes(timeline, ["host", "allocator"])
+    values = in_use(timeline)
+    work = pd.DataFrame({"key": keys, "value": values, "event": np.arange(len(timeline))})
+    top = work.groupby("key")["value"].transform("max").to_numpy()
+    at_max = work[values == top]
+    grouped = at_max.groupby("key")["event"]
+    event = grouped.max().to_numpy(dtype=np.int64)
+    ties = grouped.size().to_numpy(dtype=np.int64)
+    by_key = timeline.groupby(keys, sort=True)
+    lifetime = by_key["peak_bytes_in_use"].max().astype("Int64").to_numpy()
+    counts = by_key.size().to_numpy(dtype=np.int64)
+    rows = timeline.iloc[event]
+    heap = rows["heap_bytes"].astype("Int64").to_numpy()
+    reserved = rows["reserved_bytes"].astype("Int64").to_numpy()
+    available = rows["available_bytes"].astype("Int64")
+    used = values[event]
+    peak = pd.DataFrame(
+        {
+            "host": rows["host"].to_numpy(),
+            "allocator": rows["allocator"].to_numpy(),
+            "time_ps": rows["time_ps"].to_numpy(dtype=np.int64),
+            "in_use_bytes": used,
+            "heap_bytes": heap,
+            "reserved_bytes": reserved,
+            "available_bytes": available.to_numpy(),
+            "capacity_bytes": (available + used).to_numpy(),
+            "fragmentation": rows["fragmentation"].astype("Float64").to_numpy(),
+            "step": rows["step"].astype("Int64").to_numpy(),
+            "event": event,
+            "peak_events": ties,
+            "lifetime_peak_bytes": lifetime,
+            "events": counts,
+        }
+    )
+    peak = peak.astype(PEAK_COLUMNS)
+    return peak.sort_values(["host", "allocator"], kind="stable").reset_index(drop=True)
+
+
+def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
+    """Per allocation, its allocator's peak ``event`` and ``step`` (-1 / NA without one)."""
+    left = allocations[["host", "allocator"]].astype(object)
+    right = peak[["host", "allocator", "event", "step"]].astype(
+        {"host": object, "allocator": object}
+    )
+    merged = left.merge(right, on=["host", "allocator"], how="left")
+    return pd.DataFrame(
+        {
+            "event": merged["event"].fillna(-1).to_numpy(dtype=np.int64),
+            "step": merged["step"].astype("Int64").to_numpy(),
+        },
+        index=allocations.index,
+    )
+
+
+def live_at_peak_table(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
+    """Every allocation live at its allocator's peak, largest first, plus ``in_peak_step``.
+
+    The index is the allocation's row in ``Profile.allocations``.
+    """
+    at_peak = peak_event_of(allocations, peak)
+    live = live_mask(allocations, end_events(allocations), at_peak["event"].to_numpy())
+    rows = allocations[live].copy()
+    peak_step = at_peak["step"][live]
+    same = rows["step"].astype("Int64") == peak_step.astype("Int64")
+    rows["in_peak_step"] = same.fillna(False).astype(bool)
+    order = rows.sort_values(
+        ["host", "allocator", "allocated_bytes", "alloc_ps"],
+        ascending=[True, True, False, True],
+        kind="stable",
+    )
+    return order
+
+
+def select(
+    frame: pd.DataFrame, allocator: str | None, host: str | None, known: pd.DataFrame
+) -> pd.DataFrame:
+    """Rows of one allocator and/or host; a name the capture lacks is a usage error."""
+    mask = np.ones(len(frame), dtype=bool)
+    for column, wanted in (("allocator", allocator), ("host", host)):
+        if wanted is None:
+            continue
+        names = sorted(str(v) for v in known[column].dropna().unique())
+        if wanted not in names:
+            raise UsageError(
+                f"no {column} named {wanted!r} in this capture; "
+                f"its {column}s are: {', '.join(names) or 'none (no memory events)'}"
+            )
+        mask &= (frame[column].astype(object) == wanted).to_numpy(dtype=bool)
+    return frame[mask]
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in PEAK_COLUMNS.items()})

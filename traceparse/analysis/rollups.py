@@ -1,0 +1,170 @@
+"""Allocations rolled up per op and per name scope, with their bytes at the peak and at the end.
+
+Every allocation lands in exactly one row (an allocation without an op is its
+own NA row), so the byte columns of a roll-up sum to those of
+``Profile.allocations``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, live_mask
+from traceparse.analysis.peak import peak_event_of
+from traceparse.errors import UsageError
+
+# The label of ops that sit in no name scope (TF names cannot contain parentheses).
+NO_SCOPE = "(no scope)"
+
+# Function-call wrappers that prefix every op of a tf.function or Keras step
+# ("StatefulPartitionedCall/mlp_1/hidden_1/Relu"); they are not the user's scopes.
+_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
+
+_SUMS = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
+
+ROLLUP_COLUMNS: dict[str, str] = {
+    "count": "int64",
+    "requested_bytes": "Int64",
+    "allocated_bytes": "Int64",
+    "estimated_bytes": "Int64",
+    "padding_bytes": "Int64",
+    "unestimated": "int64",
+    "largest_bytes": "Int64",
+    "live_at_peak": "int64",
+    "live_at_peak_bytes": "int64",
+    "live_at_end": "int64",
+    "live_at_end_bytes": "int64",
+    "mean_lifetime_ps": "Float64",
+    "compute_count": "Int64",
+    "compute_ps": "Int64",
+}
+
+OPS_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "allocator": "category",
+    "op": "category",
+    "op_type": "category",
+    **ROLLUP_COLUMNS,
+}
+
+SCOPE_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "allocator": "category",
+    "scope": "category",
+    "ops": "int64",
+    **ROLLUP_COLUMNS,
+}
+
+
+def ops_table(allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFrame) -> pd.DataFrame:
+    """One row per (host, allocator, op); ``op_time`` has ``host, op, count, total_ps``."""
+    if allocations.empty:
+        return _empty(OPS_COLUMNS)
+    work = _work_frame(allocations, peak)
+    work["op"] = allocations["op"].astype(object)
+    work["op_type"] = allocations["op_type"].astype(object)
+    table = _roll(work, "op", {"op_type": ("op_type", "first")})
+    timing = op_time.rename(columns={"count": "compute_count", "total_ps": "compute_ps"})
+    table = table.merge(timing, on=["host", "op"], how="left")
+    return _finish(table, OPS_COLUMNS)
+
+
+def scope_of(op: str, depth: int) -> str:
+    """The first ``depth`` name-scope levels of an op name, call wrappers removed.
+
+    >>> scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 2)
+    'mlp_1/hidden_1'
+    >>> scope_of("Fill", 1)
+    '(no scope)'
+    """
+    parts = op.split("/")[:-1]  # the last part is the op itself
+    while parts and _WRAPPER.match(parts[0]):
+        parts = parts[1:]
+    return "/".join(parts[:depth]) if parts else NO_SCOPE
+
+
+def scopes_table(
+    allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFrame, depth: int = 1
+) -> pd.DataFrame:
+    """The ops roll-up by name-scope prefix, ``depth`` levels deep."""
+    if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
+        raise UsageError(f"scope depth must be a whole number of levels, 1 or more, not {depth!r}")
+    depth = int(depth)
+    if allocations.empty:
+        return _empty(SCOPE_COLUMNS)
+    work = _work_frame(allocations, peak)
+    ops = allocations["op"].astype("category")
+    scope_names = [scope_of(str(op), depth) for op in ops.cat.categories]
+    codes = ops.cat.codes.to_numpy()
+    # Code -1 (no op) picks the trailing None.
+    work["scope"] = np.asarray([*scope_names, None], dtype=object)[codes]
+    work["op"] = ops.astype(object)
+    table = _roll(work, "scope", {"ops": ("op", "nunique")})
+    if not op_time.empty:
+        timing = op_time.assign(scope=[scope_of(str(op), depth) for op in op_time["op"]])
+        timing = timing.groupby(["host", "scope"], as_index=False).agg(
+            compute_count=("count", "sum"), compute_ps=("total_ps", "sum")
+        )
+        table = table.merge(timing, on=["host", "scope"], how="left")
+    return _finish(table, SCOPE_COLUMNS)
+
+
+def _work_frame(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
+    """The columns every roll-up sums, with liveness at the peak and at the end."""
+    ends = end_events(allocations)
+    held = held_bytes(allocations)
+    at_peak = live_mask(allocations, ends, peak_event_of(allocations, peak)["event"].to_numpy())
+    at_end = ends == STILL_LIVE
+    work = pd.DataFrame(
+        {
+            "host": allocations["host"].astype(object),
+            "allocator": allocations["allocator"].astype(object),
+            **{column: allocations[column].astype("Int64") for column in _SUMS},
+            "unestimated": allocations["estimated_bytes"].isna().to_numpy(),
+            "live_at_peak": at_peak,
+            "live_at_peak_bytes": np.where(at_peak, held, 0),
+            "live_at_end": at_end,
+            "live_at_end_bytes": np.where(at_end, held, 0),
+            "lifetime_ps": allocations["lifetime_ps"].astype("Float64"),
+        },
+        index=allocations.index,
+    )
+    return work
+
+
+def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    grouped = work.groupby(["host", "allocator", key], dropna=False, sort=False)
+    table = grouped.agg(
+        **extra,
+        count=("allocated_bytes", "size"),
+        **{column: (column, "sum") for column in _SUMS},
+        unestimated=("unestimated", "sum"),
+        largest_bytes=("allocated_bytes", "max"),
+        live_at_peak=("live_at_peak", "sum"),
+        live_at_peak_bytes=("live_at_peak_bytes", "sum"),
+        live_at_end=("live_at_end", "sum"),
+        live_at_end_bytes=("live_at_end_bytes", "sum"),
+        mean_lifetime_ps=("lifetime_ps", "mean"),
+    )
+    return table.reset_index()
+
+
+def _finish(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    for column in ("compute_count", "compute_ps"):
+        if column not in table:
+            table[column] = pd.NA
+    table = table[list(columns)].astype(columns)
+    table = table.sort_values(
+        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes"],
+        ascending=[True, True, False, False],
+        kind="stable",
+        na_position="last",
+    )
+    return table.reset_index(drop=True)
+
+
+def _empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})

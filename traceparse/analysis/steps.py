@@ -1,0 +1,207 @@
+"""One row per (host, allocator, step): what each step allocated, freed, peaked at and kept.
+
+Steps come from the step markers (``Trace(name, step_num=n, _r=1)``, which
+``cap.step(n)`` and Keras' TensorBoard callback write): a step spans its
+markers' first start to last end. A host without markers falls back to the
+allocator's step ids: a step then spans its events' first and last times.
+``Profile.allocations.step`` and ``Profile.timeline.step`` use the same rule,
+so a step's counts here are those rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.peak import in_use
+
+STEP_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "allocator": "category",
+    "step": "int64",
+    "name": "category",
+    "source": "category",
+    "start_ps": "int64",
+    "end_ps": "int64",
+    "duration_ps": "int64",
+    "allocations": "int64",
+    "requested_bytes": "int64",
+    "allocated_bytes": "int64",
+    "frees": "int64",
+    "freed_bytes": "int64",
+    "peak_in_use_bytes": "int64",
+    "peak_time_ps": "int64",
+    "in_use_start_bytes": "int64",
+    "in_use_end_bytes": "int64",
+    "growth_bytes": "int64",
+    "retained_bytes": "int64",
+}
+
+# Where a step comes from: step markers; xprof's step numbers (pre-converted
+# profiles); or the allocator's own step ids, which in a raw capture number
+# single executions (one eager op, one tf.function call), not training steps.
+MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "step_id"
+
+
+def step_windows(
+    timeline: pd.DataFrame, markers: pd.DataFrame, numbered_hosts: Collection[str] = ()
+) -> pd.DataFrame:
+    """Per host and step: ``name, source, start_ps, end_ps``, from markers or step ids."""
+    frames: list[pd.DataFrame] = []
+    marked_hosts: set[str] = set()
+    if not markers.empty:
+        marked = markers.assign(host=markers["host"].astype(object))
+        grouped = marked.groupby(["host", "step"], as_index=False, sort=True)
+        windows = grouped.agg(
+            name=("name", "first"), start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
+        )
+        frames.append(windows.assign(source=MARKER))
+        marked_hosts = set(windows["host"])
+    rest = timeline[~timeline["host"].astype(object).isin(marked_hosts) & timeline["step"].notna()]
+    if not rest.empty:
+        by_id = rest.assign(host=rest["host"].astype(object), step=rest["step"].astype("int64"))
+        windows = by_id.groupby(["host", "step"], as_index=False, sort=True).agg(
+            start_ps=("time_ps", "min"), end_ps=("time_ps", "max")
+        )
+        numbered = windows["host"].isin(set(numbered_hosts)).to_numpy()
+        frames.append(windows.assign(name=pd.NA, source=np.where(numbered, XPROF_STEP, STEP_ID)))
+    if not frames:
+        return pd.DataFrame(
+            {
+                "host": pd.Series(dtype=object),
+                "step": pd.Series(dtype="int64"),
+                "name": pd.Series(dtype=object),
+                "source": pd.Series(dtype=object),
+                "start_ps": pd.Series(dtype="int64"),
+                "end_ps": pd.Series(dtype="int64"),
+            }
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def steps_table(
+    timeline: pd.DataFrame,
+    allocations: pd.DataFrame,
+    markers: pd.DataFrame,
+    numbered_hosts: Collection[str] = (),
+) -> pd.DataFrame:
+    """The steps of every allocator; empty when the capture has no memory events.
+
+    ``numbered_hosts`` are hosts whose step ids are xprof's step numbers.
+    """
+    if timeline.empty:
+        return _empty()
+    windows = step_windows(timeline, markers, numbered_hosts)
+    allocators = timeline[["host", "allocator"]].astype(object).drop_duplicates()
+    table = allocators.merge(windows, on="host", how="inner")
+    if table.empty:
+        return _empty()
+    table = table.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
+    table = table.reset_index(drop=True)
+    table = _add_counts(table, timeline, allocations)
+    table = _add_in_use(table, timeline)
+    table["duration_ps"] = table["end_ps"] - table["start_ps"]
+    table["growth_bytes"] = table["in_use_end_bytes"] - table["in_use_start_bytes"]
+    return table[list(STEP_COLUMNS)].astype(STEP_COLUMNS)
+
+
+def _add_counts(
+    table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame
+) -> pd.DataFrame:
+    keys = ["host", "allocator", "step"]
+    stepped = allocations["step"].notna().to_numpy()
+    allocs = allocations[stepped]
+    ends = end_events(allocations)[stepped]
+    held = held_bytes(allocs)
+    made = pd.DataFrame(
+        {
+            "host": allocs["host"].astype(object).to_numpy(),
+            "allocator": allocs["allocator"].astype(object).to_numpy(),
+            "step": allocs["step"].to_numpy(dtype=np.int64),
+            "allocated_bytes": held,
+            "requested_bytes": allocs["requested_bytes"].fillna(0).to_numpy(dtype=np.int64),
+            "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
+        }
+    )
+    made_sums = made.groupby(keys, as_index=False).agg(
+        allocations=("allocated_bytes", "size"),
+        allocated_bytes=("allocated_bytes", "sum"),
+        requested_bytes=("requested_bytes", "sum"),
+        retained_bytes=("retained_bytes", "sum"),
+    )
+    frees = timeline[(timeline["kind"] == "deallocation").to_numpy() & timeline["step"].notna()]
+    freed = pd.DataFrame(
+        {
+            "host": frees["host"].astype(object).to_numpy(),
+            "allocator": frees["allocator"].astype(object).to_numpy(),
+            "step": frees["step"].to_numpy(dtype=np.int64),
+            "freed_bytes": frees["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64),
+        }
+    )
+    freed_sums = freed.groupby(keys, as_index=False).agg(
+        frees=("freed_bytes", "size"), freed_bytes=("freed_bytes", "sum")
+    )
+    table = table.merge(made_sums, on=keys, how="left").merge(freed_sums, on=keys, how="left")
+    counts = ["allocations", "allocated_bytes", "requested_bytes", "retained_bytes"]
+    for column in [*counts, "frees", "freed_bytes"]:
+        table[column] = table[column].fillna(0).astype("int64")
+    return table
+
+
+def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
+    """In use at each step's start and end, and its peak (within the step's own events)."""
+    values = in_use(timeline)
+    times = timeline["time_ps"].to_numpy(dtype=np.int64)
+    delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    steps = timeline["step"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
+    owners = _owner_keys(timeline)
+    start_bytes = np.zeros(len(table), dtype=np.int64)
+    end_bytes = np.zeros(len(table), dtype=np.int64)
+    peak_bytes = np.zeros(len(table), dtype=np.int64)
+    peak_time = np.zeros(len(table), dtype=np.int64)
+    table_owner = pd.Series(_owner_keys(table)).groupby(_owner_keys(table)).indices
+    event_owner = pd.Series(owners).groupby(owners).indices
+    # One pass per allocator (a handful), each vectorised over its steps.
+    for owner, rows in table_owner.items():
+        events = event_owner[owner]
+        t, v = times[events], values[events]
+        before_first = v[0] - delta[events[0]]
+        # The counter after every event, preceded by its value before the first one.
+        counter = np.concatenate(([before_first], v))
+        start = table["start_ps"].to_numpy(dtype=np.int64)[rows]
+        end = table["end_ps"].to_numpy(dtype=np.int64)[rows]
+        start_bytes[rows] = counter[np.searchsorted(t, start, side="left")]
+        end_bytes[rows] = counter[np.searchsorted(t, end, side="right")]
+        peak_bytes[rows] = start_bytes[rows]
+        peak_time[rows] = start
+        # The highest event of each step among its own events.
+        own = pd.DataFrame({"step": steps[events], "value": v, "time": t})
+        own = own[own["step"] != np.iinfo(np.int64).min]
+        if own.empty:
+            continue
+        # The latest event at each step's highest value, as for the allocator's peak.
+        best = own.sort_values(["value", "time"], kind="stable").groupby("step").tail(1)
+        found = best.set_index("step").reindex(table["step"].to_numpy(dtype=np.int64)[rows])
+        value = found["value"].fillna(-1).to_numpy(dtype=np.int64)
+        higher = value > peak_bytes[rows]
+        peak_bytes[rows[higher]] = value[higher]
+        peak_time[rows[higher]] = found["time"].fillna(0).to_numpy(dtype=np.int64)[higher]
+    table["in_use_start_bytes"] = start_bytes
+    table["in_use_end_bytes"] = end_bytes
+    table["peak_in_use_bytes"] = peak_bytes
+    table["peak_time_ps"] = peak_time
+    return table
+
+
+def _owner_keys(frame: pd.DataFrame) -> np.ndarray:
+    """One string per (host, allocator), NA spelled as an empty name."""
+    host = frame["host"].astype(object).fillna("").astype(str)
+    allocator = frame["allocator"].astype(object).fillna("").astype(str)
+    return (host + "\x00" + allocator).to_numpy(dtype=object)
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in STEP_COLUMNS.items()})

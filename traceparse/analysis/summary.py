@@ -1,0 +1,213 @@
+"""The headline figures of each allocator: the input of every report and of batch analysis."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.attribution import PARTS
+from traceparse.analysis.leaks import LeakReport
+from traceparse.units import format_bytes
+
+TOP = 10
+
+TOP_TENSOR_COLUMNS = [
+    "op",
+    "op_type",
+    "dtype",
+    "shape",
+    "region",
+    "requested_bytes",
+    "allocated_bytes",
+    "estimated_bytes",
+    "estimate_status",
+    "step",
+    "alloc_ps",
+]
+TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
+TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
+
+
+@dataclass
+class AllocatorSummary:
+    """One allocator of one host at a glance. ``to_dict()`` gives plain JSON types."""
+
+    host: str
+    allocator: str
+    peak_bytes: int
+    peak_time_ps: int
+    peak_step: int | None
+    capacity_bytes: int | None
+    utilisation: float | None  # peak / capacity, 0..1
+    heap_bytes: int
+    reserved_bytes: int
+    fragmentation: float | None
+    allocations: int
+    live_at_peak: int
+    top_tensors: pd.DataFrame = field(repr=False)
+    top_ops: pd.DataFrame = field(repr=False)
+    top_scopes: pd.DataFrame = field(repr=False)
+    attribution: dict[str, int]
+    leak_verdict: str
+    leak_message: str
+    growth_bytes_per_step: float | None
+    diagnostics: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-serialisable values: frames as lists of records, NA as None."""
+        out: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, pd.DataFrame):
+                out[item.name] = records(value)
+            elif isinstance(value, dict):
+                out[item.name] = {str(k): plain(v) for k, v in value.items()}
+            elif isinstance(value, list):
+                out[item.name] = [plain(v) for v in value]
+            else:
+                out[item.name] = plain(value)
+        return out
+
+
+def plain(value: Any) -> Any:
+    """A Python scalar for JSON: numpy numbers unwrapped, NA / NaN / inf as None."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer | int):
+        return int(value)
+    if isinstance(value, np.floating | float):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pd.Timestamp | pd.Timedelta):
+        return str(value)
+    return str(value)
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame as a list of dicts of plain values."""
+    columns = [str(c) for c in frame.columns]
+    return [
+        {column: plain(value) for column, value in zip(columns, row, strict=True)}
+        for row in frame.astype(object).itertuples(index=False, name=None)
+    ]
+
+
+def build_summaries(
+    peak: pd.DataFrame,
+    attribution: pd.DataFrame,
+    live: pd.DataFrame,
+    ops: pd.DataFrame,
+    scopes: pd.DataFrame,
+    allocations: pd.DataFrame,
+    leaks: LeakReport,
+    diagnostics: dict[str, list[str]],
+) -> list[AllocatorSummary]:
+    """One summary per peak row. ``diagnostics`` maps a host to its notes."""
+    counts = allocations.groupby(["host", "allocator"], observed=True).size()
+    verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
+    out: list[AllocatorSummary] = []
+    for index in range(len(peak)):
+        row = peak.iloc[index]
+        host, allocator = str(row["host"]), str(row["allocator"])
+        parts = attribution.iloc[index]
+        mine = _owned(live, host, allocator)
+        capacity = _int(row["capacity_bytes"])
+        peak_bytes = int(row["in_use_bytes"])
+        verdict, message, rate = leaks.verdict, leaks.message, None
+        if verdicts is not None and (host, allocator) in verdicts.index:
+            found = verdicts.loc[(host, allocator)]
+            verdict, message = str(found["verdict"]), str(found["message"])
+            rate = (
+                None
+                if pd.isna(found["growth_bytes_per_step"])
+                else float(found["growth_bytes_per_step"])
+            )
+        attribution_parts = {part: int(parts[part]) for part in PARTS}
+        out.append(
+            AllocatorSummary(
+                host=host,
+                allocator=allocator,
+                peak_bytes=peak_bytes,
+                peak_time_ps=int(row["time_ps"]),
+                peak_step=_int(row["step"]),
+                capacity_bytes=capacity,
+                utilisation=peak_bytes / capacity if capacity else None,
+                heap_bytes=_int(row["heap_bytes"]) or 0,
+                reserved_bytes=_int(row["reserved_bytes"]) or 0,
+                fragmentation=None
+                if pd.isna(row["fragmentation"])
+                else float(row["fragmentation"]),
+                allocations=int(counts.get((host, allocator), 0)),
+                live_at_peak=len(mine),
+                top_tensors=mine.head(TOP)[TOP_TENSOR_COLUMNS].reset_index(drop=True),
+                top_ops=_top(ops, host, allocator, TOP_OP_COLUMNS),
+                top_scopes=_top(scopes, host, allocator, TOP_SCOPE_COLUMNS),
+                attribution=attribution_parts,
+                leak_verdict=verdict,
+                leak_message=message,
+                growth_bytes_per_step=rate,
+                diagnostics=[*diagnostics.get(host, []), *_notes(row, attribution_parts)],
+            )
+        )
+    return out
+
+
+def _owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
+    mask = (frame["host"].astype(object) == host) & (frame["allocator"].astype(object) == allocator)
+    return frame[mask.to_numpy(dtype=bool)]
+
+
+def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> pd.DataFrame:
+    """The rows holding the most bytes at the peak (only those holding any), largest first."""
+    mine = _owned(frame, host, allocator)
+    mine = mine[mine["live_at_peak_bytes"] > 0]
+    mine = mine.sort_values(
+        ["live_at_peak_bytes", "allocated_bytes"], ascending=False, kind="stable"
+    )
+    return mine.head(TOP)[columns].reset_index(drop=True)
+
+
+def _int(value: Any) -> int | None:
+    return None if pd.isna(value) else int(value)
+
+
+def _notes(row: pd.Series, parts: dict[str, int]) -> list[str]:
+    """Plain sentences about this allocator's figures that a reader should know."""
+    name = f"{row['allocator']} on {row['host']}"
+    notes: list[str] = []
+    if pd.isna(row["capacity_bytes"]):
+        notes.append(f"{name}: the events carry no bytes_available, so capacity is unknown.")
+    before = parts["before_capture_bytes"]
+    if before < 0:
+        notes.append(
+            f"{name}: the allocations live at the peak hold {format_bytes(-before)} more than "
+            "the allocator's own counter; the capture lost some frees, so some of them "
+            "were in fact released."
+        )
+    elif before > 0:
+        notes.append(
+            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
+            "started; start the profiler earlier to see which tensors hold it."
+        )
+    if int(row["peak_events"]) > 1:
+        notes.append(
+            f"{name}: the peak of {format_bytes(row['in_use_bytes'])} is reached "
+            f"{int(row['peak_events'])} times; the figures are for the last of them."
+        )
+    lifetime = row["lifetime_peak_bytes"]
+    if not pd.isna(lifetime) and int(lifetime) > int(
+        row["heap_bytes"] if not pd.isna(row["heap_bytes"]) else 0
+    ):
+        notes.append(
+            f"{name}: the allocator's own lifetime peak, {format_bytes(lifetime)}, is higher "
+            "than any point in the capture: it peaked before the capture started."
+        )
+    return notes

@@ -1,0 +1,305 @@
+"""The HTML report: one self-contained file, readable offline, safe to open.
+
+Everything is inline: CSS, charts as SVG. The page carries a Content Security
+Policy that allows no scripts and no network at all, and every string from the
+capture goes through ``html_text``; charts come from ``plots`` (matplotlib's
+SVG writer escapes their labels). Layout per allocator: headline cards, the
+memory timeline, the ops and scopes at the peak as bars, the attribution as a
+stacked bar, then the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from traceparse.report.escape import html_text as esc
+from traceparse.report.source import ProfileLike
+from traceparse.report.style import CSP, STYLE
+from traceparse.report.view import (
+    AllocatorView,
+    Cell,
+    ProfileView,
+    ReportView,
+    TableView,
+    build_view,
+)
+from traceparse.units import is_missing
+
+__all__ = ["render_html", "render_html_view"]
+
+# Above this many steps the timeline shades none (it would be a grey wash).
+MAX_SHADED_STEPS = 400
+
+
+def render_html(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+    """The HTML report over ``profiles``: a complete, self-contained document."""
+    from traceparse.report import _version
+
+    return render_html_view(build_view(profiles, version or _version()))
+
+
+def render_html_view(view: ReportView) -> str:
+    sections = sum(len(p.allocators) for p in view.profiles)
+    parts = [
+        "<!doctype html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta name="referrer" content="no-referrer">',
+        f"<title>{esc(view.title)}</title>",
+        f"<style>{STYLE}</style>",
+        "</head>",
+        "<body>",
+        "<main>",
+        f"<h1>{esc(view.title)}</h1>",
+        f'<p class="meta">{len(view.profiles)} run{"" if len(view.profiles) == 1 else "s"}, '
+        f"{sections} allocator{'' if sections == 1 else 's'} · traceparse {esc(view.version)}"
+        f" · generated {esc(view.generated_at)}</p>",
+    ]
+    if view.profiles:
+        parts.append(_overview(view))
+    for profile in view.profiles:
+        parts.append(_profile(profile))
+    parts += [
+        "<footer>Times are from the start of each capture. Bytes are binary units "
+        "(1 MiB = 1,048,576 bytes). Made by traceparse from the TensorFlow profiler's "
+        "allocator events.</footer>",
+        "</main>",
+        "</body>",
+        "</html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _overview(view: ReportView) -> str:
+    rows = []
+    for profile in view.profiles:
+        if not profile.allocators:
+            hosts = ", ".join(f"<code>{esc(h)}</code>" for h in profile.hosts)
+            rows.append(
+                f"<tr><td><code>{esc(profile.run)}</code></td><td>{hosts}</td><td>-</td>"
+                '<td class="num">-</td><td class="num">-</td><td class="num">-</td>'
+                '<td><span class="badge unknown">no memory events</span></td></tr>'
+            )
+        for a in profile.allocators:
+            facts = {f.label: f for f in a.facts}
+            rows.append(
+                "<tr>"
+                f"<td><code>{esc(profile.run)}</code></td>"
+                f"<td><code>{esc(a.host)}</code></td>"
+                f'<td><a href="#{esc(a.anchor)}"><code>{esc(a.allocator)}</code></a></td>'
+                f'<td class="num"><strong>{esc(facts["Peak in use"].value)}</strong></td>'
+                f'<td class="num">{esc(facts["Capacity"].value)}</td>'
+                f'<td class="num">{esc(a.utilisation)}</td>'
+                f'<td><span class="badge {a.verdict_level}">{esc(a.verdict)}</span></td>'
+                "</tr>"
+            )
+    head = (
+        "<tr><th>Run</th><th>Host</th><th>Allocator</th><th class=num>Peak</th>"
+        "<th class=num>Capacity</th><th class=num>Utilisation</th><th>Leak check</th></tr>"
+    )
+    return (
+        f'<div class="scroll"><table class="overview"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _profile(profile: ProfileView) -> str:
+    hosts = ", ".join(f"<code>{esc(h)}</code>" for h in profile.hosts)
+    parts = [
+        f'<section class="run" id="{esc(profile.anchor)}">',
+        f"<h2>Run <code>{esc(profile.run)}</code> on {hosts}</h2>",
+        '<p class="paths">'
+        + "<br>".join(f"Capture: <code>{esc(p)}</code>" for p in profile.paths)
+        + "</p>",
+    ]
+    if not profile.allocators:
+        parts.append(
+            '<p class="empty">No memory to report: this capture has no allocator events.</p>'
+        )
+    if profile.diagnostics:
+        parts.append(_diagnostics(profile.diagnostics))
+    for allocator in profile.allocators:
+        parts.append(_allocator(profile, allocator))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _diagnostics(notes: Sequence[str]) -> str:
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return f'<ul class="diagnostics">{items}</ul>'
+
+
+def _allocator(profile: ProfileView, a: AllocatorView) -> str:
+    parts = [
+        f'<section class="allocator" id="{esc(a.anchor)}">',
+        f"<h3><code>{esc(a.host)}</code> · <code>{esc(a.allocator)}</code></h3>",
+        f'<p class="headline">{esc(a.headline)}</p>',
+        _cards(a),
+        _charts(profile, a),
+    ]
+    for table in a.tables:
+        parts.append(_table(table))
+    if a.diagnostics:
+        parts.append("<h4>Diagnostics</h4>")
+        parts.append(_diagnostics(a.diagnostics))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _cards(a: AllocatorView) -> str:
+    cards = []
+    for fact in a.facts:
+        level = f" {a.verdict_level}" if fact.label == "Leak check" else ""
+        detail = f'<div class="detail">{esc(fact.detail)}</div>' if fact.detail else ""
+        cards.append(
+            f'<div class="card{level}"><div class="label">{esc(fact.label)}</div>'
+            f'<div class="value">{esc(fact.value)}</div>{detail}</div>'
+        )
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _charts(profile: ProfileView, a: AllocatorView) -> str:
+    try:
+        import matplotlib  # noqa: F401
+
+        from traceparse.report import plots
+    except ImportError:
+        return (
+            '<p class="note">Charts need matplotlib: '
+            "<code>pip install 'traceparse[report]'</code>.</p>"
+        )
+    s = a.summary
+    timeline = profile.profile.timeline
+    mine = timeline[
+        (timeline["host"].astype(object) == a.host)
+        & (timeline["allocator"].astype(object) == a.allocator)
+    ]
+    steps, note = _steps(profile.profile, a.host)
+    salt = a.anchor
+    figures = [
+        _figure(
+            "Memory in use over time",
+            plots.timeline_svg(
+                mine["time_ps"].to_numpy(dtype=np.int64),
+                mine["in_use_bytes"].to_numpy(dtype=np.float64, na_value=np.nan),
+                peak_time_ps=_int(s.peak_time_ps),
+                peak_bytes=_int(s.peak_bytes),
+                capacity_bytes=_int(s.capacity_bytes),
+                steps=steps,
+                label=f"Memory in use over time, {a.host} {a.allocator}",
+                salt=f"{salt}-timeline",
+            ),
+            "Bytes in use (allocated + reserved) after every allocator event; "
+            "the peak is marked, steps are shaded." + note,
+            css="timeline",
+            element_id=f"timeline-{a.anchor}",
+        )
+    ]
+    bars = []
+    for frame, column, what in ((s.top_ops, "op", "Ops"), (s.top_scopes, "scope", "Name scopes")):
+        if frame is None or frame.empty or "live_at_peak_bytes" not in frame.columns:
+            continue
+        top = frame[frame["live_at_peak_bytes"].fillna(0) > 0].head(12)
+        if top.empty:
+            continue
+        bars.append(
+            _figure(
+                f"{what} at the peak",
+                plots.bars_svg(
+                    [str(x) for x in top[column].astype(object)],
+                    [int(v) for v in top["live_at_peak_bytes"]],
+                    label=f"{what} holding memory at the peak",
+                    salt=f"{salt}-{column}",
+                ),
+                f"{what} by bytes live at the peak (the largest {len(top)}).",
+                css="bars",
+            )
+        )
+    figures.extend(bars)
+    if a.attribution_parts and any(v > 0 for _, v in a.attribution_parts):
+        figures.append(
+            _figure(
+                "What the bytes in use at the peak are",
+                plots.attribution_svg(
+                    a.attribution_parts,
+                    label="What the bytes in use at the peak are",
+                    salt=f"{salt}-attribution",
+                ),
+                "The bytes in use at the peak, by what explains them.",
+                css="attribution",
+            )
+        )
+    return "\n".join(figures)
+
+
+def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | None = None) -> str:
+    ident = f' id="{esc(element_id)}"' if element_id else ""
+    return (
+        f"<h4>{esc(title)}</h4>"
+        f'<figure class="chart {css}"{ident}>{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+    )
+
+
+def _steps(profile: ProfileLike, host: str) -> tuple[list[tuple[int, int, int]], str]:
+    markers = profile.step_markers
+    if markers is None or markers.empty:
+        return [], ""
+    if "host" in markers.columns:
+        markers = markers[markers["host"].astype(object) == host]
+    spans = markers.groupby("step", sort=True).agg(start=("start_ps", "min"), end=("end_ps", "max"))
+    if len(spans) > MAX_SHADED_STEPS:
+        return [], f" ({len(spans)} steps: too many to shade.)"
+    steps = [
+        (int(i), int(r.start), int(r.end))
+        for i, r in zip(spans.index, spans.itertuples(), strict=True)
+    ]
+    return steps, ""
+
+
+def _int(value: object) -> int | None:
+    return None if is_missing(value) else int(value)  # type: ignore[call-overload]
+
+
+def _name(text: str) -> str:
+    """A long op or scope name as code that may wrap after each ``/``."""
+    return "<code>" + "/<wbr>".join(esc(part) for part in text.split("/")) + "</code>"
+
+
+def _td(cell: Cell, numeric: bool) -> str:
+    if cell.kind == "name":
+        return f'<td class="name">{_name(cell.text)}</td>'
+    if cell.kind == "ident":
+        return f'<td class="ident"><code>{esc(cell.text)}</code></td>'
+    return f'<td class="num">{esc(cell.text)}</td>' if numeric else f"<td>{esc(cell.text)}</td>"
+
+
+def _table(table: TableView) -> str:
+    head = "".join(
+        f'<th class="num">{esc(h)}</th>' if n else f"<th>{esc(h)}</th>"
+        for h, n in zip(table.headers, table.numeric, strict=True)
+    )
+    rows = []
+    for i, row in enumerate(table.rows):
+        total = table.total_last and i == len(table.rows) - 1
+        cells = "".join(_td(c, n) for c, n in zip(row, table.numeric, strict=True))
+        rows.append(f'<tr class="total">{cells}</tr>' if total else f"<tr>{cells}</tr>")
+    note = ""
+    if table.hidden_rows:
+        note = (
+            f'<p class="note">{len(table.rows)} of {table.total_rows} rows; '
+            "the JSON report has all.</p>"
+        )
+    body = (
+        f'<div class="scroll"><table class="{esc(table.key)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>{note}"
+    )
+    if table.key == "steps":
+        return (
+            f"<details><summary>{esc(table.title)} ({table.total_rows})</summary>{body}</details>"
+        )
+    return f"<h4>{esc(table.title)}</h4>{body}"

@@ -1,0 +1,100 @@
+"""The JSON report: every number, machine-readable, with a ``schema_version``.
+
+Layout (``schema_version`` 1)::
+
+    {"schema_version": 1,
+     "generator": {"name": "traceparse", "version": "..."},
+     "generated_at": "YYYY-MM-DDTHH:MM:SSZ",
+     "profiles": [{"run", "hosts", "paths", "diagnostics",
+                   "summary": [AllocatorSummary.to_dict(), ...],
+                   "tables": {"peak": [...], "attribution": [...],
+                              "ops": [...], "steps": [...]}}]}
+
+Tables are lists of records with the columns in table order; unknown values
+(pandas NA, NaN) are ``null``; bytes and picoseconds are exact integers.
+Bump ``SCHEMA_VERSION`` when a key is renamed or removed (adding keys is fine).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceparse.report.source import ProfileLike
+from traceparse.report.view import generated_at
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "frame_records", "jsonable", "render_json", "report_dict"]
+
+SCHEMA_VERSION = 1
+TABLES = ("peak", "attribution", "ops", "steps")
+
+
+def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+    """The JSON report over ``profiles``, as text (UTF-8, two-space indent)."""
+    document = report_dict(profiles, version)
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> dict[str, Any]:
+    from traceparse.report import _version
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generator": {"name": "traceparse", "version": version or _version()},
+        "generated_at": generated_at(),
+        "profiles": [_profile(p) for p in profiles],
+    }
+
+
+def _profile(profile: ProfileLike) -> dict[str, Any]:
+    return {
+        "run": profile.run,
+        "hosts": [str(h) for h in profile.hosts],
+        "paths": [str(p) for p in profile.paths],
+        "diagnostics": [str(d) for d in profile.diagnostics],
+        "summary": [jsonable(s.to_dict()) for s in profile.summary()],
+        "tables": {name: frame_records(getattr(profile, name)) for name in TABLES},
+    }
+
+
+def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """A DataFrame as a list of JSON-safe records, columns in order, NA as None."""
+    if frame is None or len(frame) == 0:
+        return []
+    columns = [str(c) for c in frame.columns]
+    values = frame.astype(object).itertuples(index=False, name=None)
+    return [dict(zip(columns, map(jsonable, row), strict=True)) for row in values]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON types: NA/NaN/inf -> None, numpy scalars -> Python."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, pd.DataFrame):
+        return frame_records(value)
+    if isinstance(value, pd.Series):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date, pd.Timestamp)):
+        return value.isoformat()
+    if isinstance(value, (pd.Timedelta, dt.timedelta)):
+        return value.total_seconds()
+    return str(value)

@@ -1,0 +1,174 @@
+"""The Markdown report: reads well as a GitHub Actions job summary.
+
+Headline first (an overview row per allocator: peak, capacity, utilisation,
+leak check), then per allocator its facts, the top tensors/ops/scopes, the
+attribution and the steps, and diagnostics as a list. Names from the capture
+are code spans and free text is escaped (``escape``), so no op or scope name
+can leave its cell, open a link or inject HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from traceparse.report.escape import html_text, md_code, md_text
+from traceparse.report.source import ProfileLike
+from traceparse.report.view import (
+    AllocatorView,
+    Cell,
+    ProfileView,
+    ReportView,
+    TableView,
+    build_view,
+)
+
+__all__ = ["render_markdown", "render_markdown_view"]
+
+# Cells we formatted ourselves ("1.5 MiB", "12.3 ms", "91.2%", "1,024", "-").
+_SAFE_NUMBER = re.compile(r"^[-+]?[0-9][0-9,.]*(?: ?[a-zA-Zµ%]+)?$|^-$")
+_LEVEL_MARK = {"ok": "✅", "warn": "⚠️", "unknown": "❔"}
+
+
+def render_markdown(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+    """The Markdown report over ``profiles``."""
+    from traceparse.report import _version
+
+    return render_markdown_view(build_view(profiles, version or _version()))
+
+
+def render_markdown_view(view: ReportView) -> str:
+    out: list[str] = [f"# {md_text(view.title)}", ""]
+    sections = sum(len(p.allocators) for p in view.profiles)
+    out.append(
+        f"{_plural(len(view.profiles), 'run')}, {_plural(sections, 'allocator')}"
+        f" · traceparse {md_text(view.version)} · generated {md_text(view.generated_at)}"
+    )
+    out.append("")
+    if view.profiles:
+        out.extend(_overview(view))
+    for profile in view.profiles:
+        out.extend(_profile(profile))
+    out.append(
+        "<sub>Times are from the start of each capture. Bytes are binary units "
+        "(1 MiB = 1,048,576 bytes).</sub>"
+    )
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _cell(cell: Cell) -> str:
+    if cell.kind in ("name", "ident"):
+        return md_code(cell.text)
+    return _plain(cell.text)
+
+
+def _plain(text: str) -> str:
+    """Text as written: our own numbers verbatim (cleaner source), the rest escaped."""
+    return text if _SAFE_NUMBER.match(text) else md_text(text)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _overview(view: ReportView) -> list[str]:
+    out = [
+        _row(["Run", "Host", "Allocator", "Peak", "Capacity", "Utilisation", "Leak check"]),
+        _row(["---", "---", "---", "--:", "--:", "--:", "---"]),
+    ]
+    for profile in view.profiles:
+        if not profile.allocators:
+            hosts = ", ".join(md_code(h) for h in profile.hosts)
+            out.append(
+                _row([md_code(profile.run), hosts, "-", "-", "-", "-", "❔ no memory events"])
+            )
+        for a in profile.allocators:
+            facts = {f.label: f for f in a.facts}
+            out.append(
+                _row(
+                    [
+                        md_code(profile.run),
+                        md_code(a.host),
+                        f"[{md_code(a.allocator)}](#{a.anchor})",
+                        f"**{_plain(facts['Peak in use'].value)}**",
+                        _plain(facts["Capacity"].value),
+                        _plain(a.utilisation),
+                        f"{_LEVEL_MARK[a.verdict_level]} {md_text(a.verdict)}",
+                    ]
+                )
+            )
+    return [*out, ""]
+
+
+def _profile(profile: ProfileView) -> list[str]:
+    hosts = ", ".join(md_code(h) for h in profile.hosts)
+    out = [f"## Run {md_code(profile.run)} on {hosts}", ""]
+    for path in profile.paths:
+        out.append(f"- Capture: {md_code(path)}")
+    out.append("")
+    if not profile.allocators:
+        out.append("**No memory to report:** this capture has no allocator events.")
+        out.append("")
+    if profile.diagnostics:
+        out.append("**Diagnostics**")
+        out.append("")
+        out.extend(f"- {md_text(d)}" for d in profile.diagnostics)
+        out.append("")
+    for allocator in profile.allocators:
+        out.extend(_allocator(allocator))
+    return out
+
+
+def _allocator(a: AllocatorView) -> list[str]:
+    # An explicit anchor: GitHub's generated heading ids are not predictable
+    # for names with punctuation.
+    out = [
+        f'<a id="{a.anchor}"></a>',
+        "",
+        f"### {md_code(a.host)} · {md_code(a.allocator)}",
+        "",
+        f"{_LEVEL_MARK[a.verdict_level]} **{md_text(a.headline)}**",
+        "",
+        _row(["Measure", "Value"]),
+        _row(["---", "---"]),
+    ]
+    for fact in a.facts:
+        value = _plain(fact.value)
+        if fact.detail:
+            value += f" ({md_text(fact.detail)})"
+        out.append(_row([md_text(fact.label), value]))
+    out.append("")
+    for table in a.tables:
+        out.extend(_table(table))
+    if a.diagnostics:
+        out.append("#### Diagnostics")
+        out.append("")
+        out.extend(f"- {md_text(d)}" for d in a.diagnostics)
+        out.append("")
+    return out
+
+
+def _table(table: TableView) -> list[str]:
+    body = [
+        _row([md_text(h) for h in table.headers]),
+        _row(["--:" if n else "---" for n in table.numeric]),
+        *(_row([_cell(c) for c in row]) for row in table.rows),
+    ]
+    if table.hidden_rows:
+        body += ["", f"_{len(table.rows)} of {table.total_rows} rows; the JSON report has all._"]
+    if table.key == "steps":
+        # Long and secondary: folded, so the summary stays short.
+        return [
+            "<details>",
+            f"<summary>{html_text(table.title)} ({table.total_rows})</summary>",
+            "",
+            *body,
+            "",
+            "</details>",
+            "",
+        ]
+    return [f"#### {md_text(table.title)}", "", *body, ""]

@@ -1,0 +1,319 @@
+"""Charts for the HTML report, as inline SVG text.
+
+matplotlib is imported inside the functions that draw (``import traceparse``
+must stay light), and only through ``Figure`` with the Agg canvas: no pyplot,
+no global backend switch, safe to call from any thread. Every label that comes
+from the capture is drawn with ``parse_math=False`` (a ``$`` in an op name is
+not mathtext) and matplotlib's SVG writer escapes it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from traceparse.report.escape import html_text, one_line
+from traceparse.units import format_bytes, format_duration_ps
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "attribution_svg",
+    "bars_svg",
+    "downsample_minmax",
+    "timeline_svg",
+]
+
+# Points kept per allocator are about 4 x this; plenty for a 1000-pixel-wide chart.
+TIMELINE_BUCKETS = 1200
+# Steps get a "step n" label above the chart only when there are this few.
+MAX_LABELLED_STEPS = 30
+
+INK = "#1f2933"
+MUTED = "#616e7c"
+GRID = "#e4e7eb"
+LINE = "#2563eb"
+PEAK = "#dc2626"
+CAPACITY = "#7c3aed"
+STEP_SHADE = "#eef2f7"
+PALETTE = ["#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#64748b", "#ec4899"]
+
+_PATH_DATA = re.compile(r' d="([^"]*)"')
+_DECIMALS = re.compile(r"(\.\d)\d+")
+_BINARY = [("B", 1), ("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3), ("TiB", 1024**4)]
+_TIME = [("ns", 1e3), ("µs", 1e6), ("ms", 1e9), ("s", 1e12)]
+
+
+def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = TIMELINE_BUCKETS) -> np.ndarray:
+    """Indices of the points to draw: per x bucket, the first, last, lowest and highest.
+
+    ``x`` must be sorted. Every local extreme that a pixel column could show
+    survives, so the peak and the troughs are drawn at their true heights.
+    Returns every index when there are few points.
+    """
+    n = len(x)
+    if n <= 4 * buckets:
+        return np.arange(n)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    span = x[-1] - x[0]
+    if span <= 0:
+        bucket = np.zeros(n, dtype=np.int64)
+    else:
+        bucket = np.minimum(((x - x[0]) / span * buckets).astype(np.int64), buckets - 1)
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    ends = np.r_[starts[1:], n] - 1
+    # Within each bucket: sort by (bucket, y) and take the first and last.
+    order = np.lexsort((y, bucket))
+    lowest = order[starts]
+    highest = order[ends]
+    return np.unique(np.concatenate([starts, ends, lowest, highest]))
+
+
+def _unit(value: float, units: Sequence[tuple[str, float]]) -> tuple[str, float]:
+    chosen = units[0]
+    for unit in units:
+        if abs(value) >= unit[1]:
+            chosen = unit
+    return chosen
+
+
+@contextmanager
+def _figure(width: float, height: float, salt: str) -> Iterator[tuple[Figure, Axes]]:
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with mpl.rc_context(
+        {
+            "svg.fonttype": "none",  # real text: selectable, small, styled by the page
+            "svg.hashsalt": salt,  # deterministic and distinct ids per chart
+            "font.family": "sans-serif",
+            "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial"],
+            "font.size": 9,
+            "axes.edgecolor": GRID,
+            "axes.labelcolor": MUTED,
+            "axes.titlesize": 10,
+            "xtick.color": MUTED,
+            "ytick.color": MUTED,
+            "text.color": INK,
+        }
+    ):
+        fig = Figure(figsize=(width, height), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        yield fig, ax
+
+
+def _svg(fig: Figure, label: str) -> str:
+    """The figure as an ``<svg>`` element for inlining: no XML prolog, responsive size."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S)
+    # Path data to 0.1 pt (a fifth of a pixel at most): timelines shrink by half.
+    # Only inside d="..." attributes, where no label text can be.
+    text = _PATH_DATA.sub(lambda m: ' d="' + _DECIMALS.sub(r"\1", m.group(1)) + '"', text)
+    # A function, not a template: the label comes from the capture and may hold "\\1".
+    opening = f'<svg role="img" aria-label="{html_text(label)}" '
+    return re.sub(
+        r'<svg ([^>]*?)width="[^"]*" height="[^"]*"',
+        lambda m: opening + m.group(1),
+        text,
+        count=1,
+    )
+
+
+def _shorten(name: str, limit: int = 56) -> str:
+    """Keep the head and the tail of a long op or scope name (the tail says the most)."""
+    if len(name) <= limit:
+        return name
+    tail = limit * 2 // 3
+    return name[: limit - tail - 1] + "…" + name[-tail:]
+
+
+def timeline_svg(
+    time_ps: np.ndarray,
+    in_use_bytes: np.ndarray,
+    *,
+    peak_time_ps: int | None = None,
+    peak_bytes: int | None = None,
+    capacity_bytes: int | None = None,
+    steps: Sequence[tuple[int, int, int]] = (),
+    label: str = "memory in use over time",
+    salt: str = "timeline",
+) -> str:
+    """In-use bytes over time as a step line; the peak marked, steps shaded.
+
+    ``steps`` are ``(step, start_ps, end_ps)``. Times are picoseconds from the
+    capture start; axes are labelled in ms/s and KiB/MiB/GiB.
+    """
+    t = np.asarray(time_ps, dtype=np.float64)
+    y = np.asarray(in_use_bytes, dtype=np.float64)
+    keep = ~np.isnan(y)
+    t, y = t[keep], y[keep]
+    keep_idx = downsample_minmax(t, y)
+    t, y = t[keep_idx], y[keep_idx]
+
+    top = max([float(y.max()) if len(y) else 0.0, float(peak_bytes or 0)])
+    show_capacity = bool(capacity_bytes) and capacity_bytes <= 2 * max(top, 1)  # type: ignore[operator]
+    if show_capacity:
+        top = max(top, float(capacity_bytes))  # type: ignore[arg-type]
+    y_unit, y_scale = _unit(top, _BINARY)
+    ends = [float(e) for _, _, e in steps] + ([float(t[-1])] if len(t) else [1.0])
+    t_unit, t_scale = _unit(max(ends), _TIME)
+    span_ps = max(ends)
+
+    with _figure(10, 3.4, salt) as (fig, ax):
+        for i, (step, start, end) in enumerate(steps):
+            shade = STEP_SHADE if i % 2 == 0 else "#f6f8fb"
+            ax.axvspan(start / t_scale, end / t_scale, color=shade, lw=0)
+            # Label a step only where its band is wide enough to hold the text.
+            if len(steps) > MAX_LABELLED_STEPS or (end - start) < 0.045 * span_ps:
+                continue
+            ax.text(
+                (start + end) / 2 / t_scale,
+                1.0,
+                f"step {step}",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=MUTED,
+                clip_on=False,
+            )
+        if len(t):
+            ax.plot(t / t_scale, y / y_scale, drawstyle="steps-post", color=LINE, lw=1.4)
+            ax.fill_between(t / t_scale, y / y_scale, step="post", color=LINE, alpha=0.08, lw=0)
+        if show_capacity:
+            ax.axhline(capacity_bytes / y_scale, color=CAPACITY, lw=1, ls="--")  # type: ignore[operator]
+            ax.text(
+                0.005,
+                capacity_bytes / y_scale,  # type: ignore[operator]
+                f"capacity {format_bytes(capacity_bytes)}",
+                transform=ax.get_yaxis_transform(),
+                va="bottom",
+                fontsize=8,
+                color=CAPACITY,
+            )
+        if peak_time_ps is not None and peak_bytes is not None:
+            px, py = peak_time_ps / t_scale, peak_bytes / y_scale
+            ax.plot([px], [py], "o", color=PEAK, ms=5, zorder=5)
+            span = ax.get_xlim()
+            right = (px - span[0]) > 0.7 * (span[1] - span[0])
+            ax.annotate(
+                f"peak {format_bytes(peak_bytes)} at {format_duration_ps(peak_time_ps)}",
+                (px, py),
+                xytext=(-8 if right else 8, 4),
+                textcoords="offset points",
+                ha="right" if right else "left",
+                va="bottom",
+                color=PEAK,
+                fontsize=9,
+                fontweight="bold",
+            )
+        ax.set_ylim(0, top / y_scale * 1.12 if top else 1)
+        ax.set_xlim(0, span_ps / t_scale * 1.01)
+        ax.set_xlabel(f"time since capture start ({t_unit})")
+        ax.set_ylabel(f"in use ({y_unit})")
+        ax.grid(axis="y", color=GRID, lw=0.8)
+        ax.set_axisbelow(True)
+        return _svg(fig, label)
+
+
+def bars_svg(
+    labels: Sequence[str],
+    values: Sequence[int],
+    *,
+    label: str,
+    xlabel: str = "bytes live at the peak",
+    salt: str = "bars",
+) -> str:
+    """Horizontal bars, largest on top, each with its value in human units."""
+    n = max(len(labels), 1)
+    with _figure(10, 0.7 + 0.28 * n, salt) as (fig, ax):
+        vals = np.asarray(values, dtype=np.float64)
+        unit, scale = _unit(float(vals.max()) if len(vals) else 0.0, _BINARY)
+        positions = np.arange(len(labels))[::-1]
+        ax.barh(positions, vals / scale, color=LINE, height=0.68)
+        ax.set_yticks(
+            positions,
+            labels=[_shorten(one_line(name)) for name in labels],
+            parse_math=False,
+            fontfamily="DejaVu Sans Mono",
+            fontsize=8,
+        )
+        for pos, value in zip(positions, vals, strict=True):
+            ax.annotate(
+                format_bytes(value),
+                (value / scale, pos),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                ha="left",
+                fontsize=8,
+                color=INK,
+            )
+        ax.set_xlim(0, (vals.max() / scale if len(vals) else 1) * 1.15)
+        ax.set_xlabel(f"{xlabel} ({unit})")
+        ax.spines["left"].set_visible(False)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color=GRID, lw=0.8)
+        ax.set_axisbelow(True)
+        return _svg(fig, label)
+
+
+def attribution_svg(
+    parts: Sequence[tuple[str, int]], *, label: str, salt: str = "attribution"
+) -> str:
+    """One stacked bar: what the bytes in use at the peak are made of."""
+    shown = [(name, value) for name, value in parts if value > 0]
+    total = float(sum(v for _, v in shown)) or 1.0
+    with _figure(10, 1.05, salt) as (fig, ax):
+        left = 0.0
+        for i, (name, value) in enumerate(shown):
+            share = value / total
+            ax.barh(
+                [0],
+                [share],
+                left=left,
+                color=PALETTE[i % len(PALETTE)],
+                height=0.8,
+                label=f"{name}: {format_bytes(value)} ({share:.0%})",
+            )
+            if share > 0.08:
+                ax.text(
+                    left + share / 2,
+                    0,
+                    f"{share:.0%}",
+                    ha="center",
+                    va="center",
+                    color="white",
+                    fontsize=9,
+                    fontweight="bold",
+                )
+            left += share
+        if shown:
+            legend = ax.legend(
+                loc="upper center",
+                bbox_to_anchor=(0.5, 0.02),
+                ncols=min(len(shown), 3),
+                frameon=False,
+                fontsize=8,
+            )
+            for text in legend.get_texts():
+                text.set_parse_math(False)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.4, 0.4)
+        ax.axis("off")
+        return _svg(fig, label)

@@ -1,0 +1,417 @@
+"""What every report shows, decided once: sections, headline facts, table columns, units.
+
+Markdown and HTML differ only in markup; both walk the ``ReportView`` built
+here, so the numbers, units, column choices and wording agree. Values are
+formatted to human units here; escaping is the renderer's job (see
+``escape``), since it depends on the markup.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+from traceparse.report.source import AllocatorSummaryLike, ProfileLike
+from traceparse.terminal import NUMERIC_KINDS, column_kind, format_cell
+from traceparse.terminal import Kind as TermKind
+from traceparse.units import (
+    format_bytes,
+    format_count,
+    format_duration_ps,
+    format_percent,
+    is_missing,
+)
+
+__all__ = [
+    "AllocatorView",
+    "Cell",
+    "Fact",
+    "ProfileView",
+    "ReportView",
+    "TableView",
+    "build_view",
+    "generated_at",
+]
+
+Kind = Literal["name", "ident", "text", "number"]
+
+# Rows shown per table in Markdown and HTML; JSON always has every row.
+MAX_ROWS = 20
+MAX_STEP_ROWS = 50
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One formatted value. ``name`` (long, hierarchical: ops, scopes) and ``ident``
+    (short: types, shapes) cells come from the capture and show as code;
+    ``number`` cells are right-aligned; ``text`` cells are prose."""
+
+    text: str
+    kind: Kind = "text"
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+    detail: str = ""
+
+
+@dataclass
+class TableView:
+    key: str
+    title: str
+    headers: list[str]
+    numeric: list[bool]
+    rows: list[list[Cell]]
+    total_rows: int
+    note: str = ""
+    # The last row is a total (shown emphasised).
+    total_last: bool = False
+
+    @property
+    def hidden_rows(self) -> int:
+        return self.total_rows - len(self.rows)
+
+
+@dataclass
+class AllocatorView:
+    host: str
+    allocator: str
+    anchor: str
+    headline: str
+    verdict: str
+    verdict_level: Literal["ok", "warn", "unknown"]
+    utilisation: str
+    facts: list[Fact]
+    tables: list[TableView]
+    diagnostics: list[str]
+    summary: AllocatorSummaryLike
+    # The attribution as (label, bytes) parts, for the stacked bar.
+    attribution_parts: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class ProfileView:
+    run: str
+    hosts: list[str]
+    paths: list[str]
+    anchor: str
+    diagnostics: list[str]
+    allocators: list[AllocatorView]
+    profile: ProfileLike
+
+
+@dataclass
+class ReportView:
+    title: str
+    generated_at: str
+    version: str
+    profiles: list[ProfileView]
+
+
+# Attribution components, in the order they stack up to the bytes in use.
+ATTRIBUTION_LABELS: dict[str, str] = {
+    "shape_explained_bytes": "tensors (shape × dtype)",
+    "unexplained_request_bytes": "requested beyond shape × dtype",
+    "padding_bytes": "allocator rounding and slack",
+    "before_capture_bytes": "allocated before the capture",
+    "reserved_bytes": "reserved by the allocator",
+}
+
+_HEADERS: dict[str, str] = {
+    "op": "Op",
+    "op_type": "Type",
+    "dtype": "Dtype",
+    "shape": "Shape",
+    "region": "Region",
+    "scope": "Scope",
+    "requested_bytes": "Requested",
+    "allocated_bytes": "Allocated",
+    "estimated_bytes": "Shape × dtype",
+    "estimate_status": "Estimate",
+    "live_at_peak_bytes": "Live at peak",
+    "count": "Allocations",
+    "allocations": "Allocations",
+    "step": "Step",
+    "alloc_ps": "Allocated at",
+    "start_ps": "Start",
+    "end_ps": "End",
+    "duration_ps": "Duration",
+    "peak_bytes": "Peak",
+    "peak_in_use_bytes": "Peak in use",
+    "host": "Host",
+    "allocator": "Allocator",
+}
+
+# Columns holding identifiers from the capture: shown as code.
+_LONG_NAME_COLUMNS = {"op", "scope"}
+_NAME_COLUMNS = {*_LONG_NAME_COLUMNS, "op_type", "shape", "host", "allocator", "dtype", "region"}
+
+_TOP_TENSOR_COLUMNS = [
+    "op",
+    "op_type",
+    "dtype",
+    "shape",
+    "region",
+    "allocated_bytes",
+    "requested_bytes",
+    "estimated_bytes",
+    "step",
+    "alloc_ps",
+]
+_TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
+_TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
+# The steps table in Markdown and HTML (the JSON has every column).
+_STEP_COLUMNS = [
+    "step",
+    "name",
+    "start_ps",
+    "duration_ps",
+    "allocations",
+    "allocated_bytes",
+    "freed_bytes",
+    "peak_in_use_bytes",
+    "in_use_end_bytes",
+    "growth_bytes",
+]
+
+# Leak verdicts ("stable", "growing", "too few steps", "no memory events") as a colour.
+_OK_VERDICTS = {"stable", "no leak", "ok"}
+_WARN_VERDICTS = {"growing", "leak", "leaking", "likely leak"}
+
+
+def generated_at() -> str:
+    """Now, UTC, to the second; ``SOURCE_DATE_EPOCH`` pins it (reproducible reports)."""
+    pinned = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    seconds = int(pinned) if pinned.isdigit() else int(time.time())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def build_view(profiles: Sequence[ProfileLike], version: str) -> ReportView:
+    views = [_profile_view(p, i) for i, p in enumerate(profiles)]
+    return ReportView(
+        title="traceparse memory report",
+        generated_at=generated_at(),
+        version=version,
+        profiles=views,
+    )
+
+
+def _profile_view(profile: ProfileLike, index: int) -> ProfileView:
+    anchor = f"run-{index + 1}"
+    allocators = [
+        _allocator_view(profile, summary, f"{anchor}-{j + 1}")
+        for j, summary in enumerate(profile.summary())
+    ]
+    return ProfileView(
+        run=str(profile.run) if profile.run is not None else "(unnamed run)",
+        hosts=[str(h) for h in profile.hosts],
+        paths=[str(p) for p in profile.paths],
+        anchor=anchor,
+        diagnostics=[str(d) for d in profile.diagnostics],
+        allocators=allocators,
+        profile=profile,
+    )
+
+
+def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) -> AllocatorView:
+    verdict = "unknown" if is_missing(s.leak_verdict) else str(s.leak_verdict)
+    level = _verdict_level(verdict)
+    tables = [
+        _table(
+            "top_tensors", "Largest tensors live at the peak", s.top_tensors, _TOP_TENSOR_COLUMNS
+        ),
+        _table("top_ops", "Ops holding memory at the peak", s.top_ops, _TOP_OP_COLUMNS),
+        _table(
+            "top_scopes", "Name scopes holding memory at the peak", s.top_scopes, _TOP_SCOPE_COLUMNS
+        ),
+        _attribution_table(s),
+        _steps_table(profile.steps, s.host, s.allocator),
+    ]
+    own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
+    return AllocatorView(
+        host=str(s.host),
+        allocator=str(s.allocator),
+        anchor=anchor,
+        headline=_headline(s, verdict),
+        verdict=verdict,
+        verdict_level=level,
+        utilisation=_percent(s.utilisation),
+        facts=_facts(s, verdict),
+        tables=[t for t in tables if t.total_rows],
+        diagnostics=own,
+        summary=s,
+        attribution_parts=_attribution_parts(s),
+    )
+
+
+def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
+    v = verdict.strip().lower()
+    if v in _OK_VERDICTS:
+        return "ok"
+    if v in _WARN_VERDICTS:
+        return "warn"
+    return "unknown"
+
+
+def _where(s: AllocatorSummaryLike) -> str:
+    parts = []
+    if not is_missing(s.peak_time_ps):
+        parts.append(f"at {format_duration_ps(s.peak_time_ps)}")
+    if not is_missing(s.peak_step):
+        parts.append(f"step {int(s.peak_step)}")  # type: ignore[arg-type]
+    return ", ".join(parts)
+
+
+def _headline(s: AllocatorSummaryLike, verdict: str) -> str:
+    peak = f"Peak {format_bytes(s.peak_bytes)}"
+    if not is_missing(s.capacity_bytes):
+        peak += f" of {format_bytes(s.capacity_bytes)}"
+        if not is_missing(s.utilisation):
+            peak += f" ({_percent(s.utilisation)})"
+    where = _where(s)
+    if where:
+        peak += f" {where}"
+    return f"{peak}; leak check: {verdict}"
+
+
+def _percent(fraction: float | None) -> str:
+    """A percentage that never reads "0.0%" for a use that is small but real."""
+    if not is_missing(fraction) and 0 < fraction < 0.0005:  # type: ignore[operator]
+        return "<0.1%"
+    return format_percent(fraction)
+
+
+def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
+    capacity_detail = (
+        f"{_percent(s.utilisation)} used at the peak" if not is_missing(s.utilisation) else ""
+    )
+    growth = s.growth_bytes_per_step
+    growth_text = "-" if is_missing(growth) else f"{format_bytes(growth, signed=True)} per step"
+    return [
+        Fact("Peak in use", format_bytes(s.peak_bytes), _where(s)),
+        Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
+        Fact("Leak check", verdict, "" if is_missing(s.leak_message) else str(s.leak_message)),
+        Fact("Growth", growth_text),
+        Fact("Heap at peak", format_bytes(s.heap_bytes)),
+        Fact("Reserved at peak", format_bytes(s.reserved_bytes)),
+        Fact("Fragmentation at peak", format_percent(s.fragmentation)),
+        Fact(
+            "Allocations",
+            format_count(s.allocations),
+            f"{format_count(s.live_at_peak)} live at the peak",
+        ),
+    ]
+
+
+def _format(column: str, value: Any, kind: TermKind) -> Cell:
+    """One value in human units, chosen by the column's name (as in the terminal)."""
+    if column in _NAME_COLUMNS:
+        if is_missing(value):
+            return Cell("-")
+        return Cell(str(value), "name" if column in _LONG_NAME_COLUMNS else "ident")
+    text = format_cell(value, kind)
+    return Cell(text, "number" if kind in NUMERIC_KINDS else "text")
+
+
+def _header(column: str) -> str:
+    if column in _HEADERS:
+        return _HEADERS[column]
+    words = column.removesuffix("_bytes").removesuffix("_ps").replace("_", " ")
+    return words[:1].upper() + words[1:]
+
+
+def _kind(frame: pd.DataFrame, column: str) -> TermKind:
+    return "text" if column in _NAME_COLUMNS else column_kind(column, frame[column].dtype)
+
+
+def _table(
+    key: str,
+    title: str,
+    frame: pd.DataFrame | None,
+    wanted: Sequence[str] | None,
+    *,
+    limit: int = MAX_ROWS,
+    note: str = "",
+) -> TableView:
+    if frame is None or len(frame) == 0:
+        return TableView(key, title, [], [], [], 0)
+    columns = [c for c in wanted if c in frame.columns] if wanted else list(frame.columns)
+    kinds = [_kind(frame, c) for c in columns]
+    shown = frame.head(limit)
+    rows = [
+        [_format(c, v, k) for c, v, k in zip(columns, record, kinds, strict=True)]
+        for record in shown[columns].astype(object).itertuples(index=False, name=None)
+    ]
+    return TableView(
+        key=key,
+        title=title,
+        headers=[_header(c) for c in columns],
+        numeric=[k in NUMERIC_KINDS for k in kinds],
+        rows=rows,
+        total_rows=len(frame),
+        note=note,
+    )
+
+
+def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
+    parts = []
+    for key, value in s.attribution.items():
+        if key == "in_use_bytes" or is_missing(value):
+            continue
+        parts.append((ATTRIBUTION_LABELS.get(key, _header(key).lower()), int(value)))
+    return parts
+
+
+def _attribution_table(s: AllocatorSummaryLike) -> TableView:
+    total = s.attribution.get("in_use_bytes")
+    if is_missing(total):
+        total = s.peak_bytes
+    rows = []
+    for label, value in _attribution_parts(s):
+        share = value / total if not is_missing(total) and total else None
+        rows.append(
+            [
+                Cell(label),
+                Cell(format_bytes(value), "number"),
+                Cell(format_percent(share), "number"),
+            ]
+        )
+    has_total = bool(rows) and not is_missing(total)
+    if has_total:
+        rows.append(
+            [
+                Cell("in use at the peak"),
+                Cell(format_bytes(total), "number"),
+                Cell("100.0%", "number"),
+            ]
+        )
+    return TableView(
+        key="attribution",
+        title="Where the bytes in use at the peak come from",
+        headers=["Component", "Bytes", "Share"],
+        numeric=[False, True, True],
+        rows=rows,
+        total_rows=len(rows),
+        total_last=has_total,
+    )
+
+
+def _steps_table(steps: pd.DataFrame, host: str, allocator: str) -> TableView:
+    if steps is None or steps.empty:
+        return _table("steps", "Steps", None, None)
+    mine = steps
+    if "host" in steps.columns:
+        mine = mine[mine["host"].astype(object) == host]
+    if "allocator" in steps.columns:
+        mine = mine[mine["allocator"].astype(object) == allocator]
+    columns = [c for c in _STEP_COLUMNS if c in mine.columns]
+    if len(columns) < 3:  # an unfamiliar layout: show it all
+        columns = [c for c in mine.columns if c not in ("host", "allocator")]
+    return _table("steps", "Steps", mine, columns, limit=MAX_STEP_ROWS)
