@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, MANIFEST
+from conftest import FIXTURES, MANIFEST, xplane_files
 
 import traceparse
 from traceparse import Profile
 from traceparse.analysis import PARTS
-from traceparse.errors import CorruptCaptureError
 
-CAPTURES = sorted(FIXTURES.glob("**/*.xplane.pb"))
+# Every readable capture; the corrupt fixtures belong to the error tests.
+CAPTURES = xplane_files()
 LEGACY = sorted(FIXTURES.glob("legacy*/**/*.memory_profile.*"))
 SUMMED = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
 
@@ -36,16 +36,13 @@ def test_the_fixtures_are_there() -> None:
     assert LEGACY, f"no pre-converted memory_profile under {FIXTURES}"
 
 
-def load_or_skip(path: Path) -> Profile:
-    try:
-        return traceparse.load(path)
-    except CorruptCaptureError:
-        pytest.skip(f"{path} is an unreadable fixture (tested by the error-handling tests)")
+def load_profile(path: Path) -> Profile:
+    return traceparse.load(path)
 
 
 @pytest.mark.parametrize("path", CAPTURES + LEGACY, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_invariants_hold_on_every_capture(path: Path) -> None:
-    prof = load_or_skip(path)
+    prof = load_profile(path)
     allocations = prof.allocations
     attribution = prof.attribution
     assert (

@@ -23,7 +23,7 @@ from traceparse.errors import (
     UsageError,
 )
 from traceparse.load import load, load_all
-from traceparse.profile import Profile
+from traceparse.profile_data import Profile
 
 # After the submodule import above, which binds the name `profile` to the module.
 from traceparse.capture import Capture, profile  # isort: skip

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
 
 __all__ = ["Capture", "ScriptResult", "profile", "run_script"]
 

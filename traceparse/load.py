@@ -8,7 +8,7 @@ from itertools import groupby
 from traceparse.decode import decode_xspace
 from traceparse.discover import CaptureFile, find_captures, read_bytes
 from traceparse.legacy import decode_memory_profile
-from traceparse.profile import Profile
+from traceparse.profile_data import Profile
 from traceparse.trace import MemoryTrace
 
 PathLike = str | os.PathLike[str]

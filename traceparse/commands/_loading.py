@@ -10,7 +10,7 @@ from traceparse.units import format_bytes
 
 if TYPE_CHECKING:
     from traceparse.discover import CaptureFile
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
     from traceparse.terminal import Terminal
     from traceparse.trace import MemoryTrace
 
@@ -37,7 +37,7 @@ def _read(captures: Sequence[CaptureFile], term: Terminal) -> list[MemoryTrace]:
 def load_each(paths: Sequence[str], term: Terminal) -> list[Profile]:
     """One ``Profile`` per run and host under every path, oldest run first (``load_all``)."""
     from traceparse.discover import find_captures
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
 
     captures = [capture for path in paths for capture in find_captures(path)]
     traces = _read(captures, term)
@@ -52,7 +52,7 @@ def load_newest(path: str, term: Terminal) -> Profile:
     When the path holds several runs, a note says which one is shown.
     """
     from traceparse.discover import find_captures
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
 
     captures = find_captures(path)
     newest = captures[-1].run_dir

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
     from traceparse.terminal import Terminal
 
 # Per-allocator tables the terminal summary leaves to their own subcommand.

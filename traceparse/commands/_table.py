@@ -19,7 +19,7 @@ from traceparse.errors import UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
     from traceparse.terminal import Terminal
 
 TABLE_FORMATS = ("table", "csv", "json", "parquet")

@@ -9,7 +9,7 @@ from traceparse.commands.base import Command
 from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
     from traceparse.terminal import Terminal
 
 REPORT_FORMATS = ("md", "html", "json")

@@ -11,7 +11,7 @@ from traceparse.commands.base import count_type
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
 
 
 class ScopesCommand(TableCommand):

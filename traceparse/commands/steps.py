@@ -10,7 +10,7 @@ from traceparse.commands._table import TableCommand
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceparse.profile import Profile
+    from traceparse.profile_data import Profile
 
 
 class StepsCommand(TableCommand):
