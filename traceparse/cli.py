@@ -40,7 +40,7 @@ exit codes:
   1  internal error (a bug: please report it with the output of --debug)
   2  usage error (unknown option, bad value, unwritable output file)
   3  input problem (capture missing, unreadable or corrupt)
-  4  budget exceeded (reserved for budget checks)"""
+  4  a memory budget was breached (traceparse check)"""
 
 DESCRIPTION = """\
 Which tensors hold your TensorFlow memory: reads profiler captures

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from traceparse.commands.allocations import AllocationsCommand
 from traceparse.commands.base import Command
+from traceparse.commands.baseline import BaselineCommand
+from traceparse.commands.check import CheckCommand
 from traceparse.commands.demo import DemoCommand
+from traceparse.commands.diff import DiffCommand
 from traceparse.commands.ops import OpsCommand
 from traceparse.commands.peak import PeakCommand
 from traceparse.commands.report import ReportCommand
@@ -29,6 +32,9 @@ COMMANDS: dict[str, type[Command]] = {
         RunCommand,
         SummaryCommand,
         ReportCommand,
+        CheckCommand,
+        BaselineCommand,
+        DiffCommand,
         PeakCommand,
         AllocationsCommand,
         OpsCommand,

@@ -1,0 +1,35 @@
+"""Memory as a CI gate: budgets, baselines, diffs and JUnit XML.
+
+>>> from traceparse.gate import Budgets, evaluate
+>>> prof = traceparse.load("logs/")                                 # doctest: +SKIP
+>>> results = evaluate(prof, Budgets.from_options(max_peak="2GiB"))  # doctest: +SKIP
+>>> [r.line() for r in results if r.failed]                         # doctest: +SKIP
+
+Nothing here reads a capture by itself except ``load_baseline`` given a capture
+path; nothing imports TensorFlow.
+"""
+
+from traceparse.gate.baseline import Baseline, baseline_of, read_baseline
+from traceparse.gate.budgets import Budgets, Contributor, Result, Tolerance, evaluate, load_baseline
+from traceparse.gate.diff import AllocatorDiff, DiffRow, diff_figures
+from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
+from traceparse.gate.junit import junit_xml
+
+__all__ = [
+    "AllocatorDiff",
+    "AllocatorFigures",
+    "Baseline",
+    "Budgets",
+    "Contributor",
+    "DiffRow",
+    "OpFigures",
+    "Result",
+    "Tolerance",
+    "baseline_of",
+    "diff_figures",
+    "evaluate",
+    "figures_of",
+    "junit_xml",
+    "load_baseline",
+    "read_baseline",
+]

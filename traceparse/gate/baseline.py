@@ -1,0 +1,231 @@
+"""Baselines: a capture's figures as versioned JSON, for later runs to be checked against.
+
+The file is meant to be committed and reviewed: keys in a fixed order,
+allocators sorted by host then name, ops sorted by name, integers as plain
+numbers, one value per line, a trailing newline. Nothing in it depends on the
+time it was written, so the same capture always gives the same bytes.
+
+::
+
+    {
+      "format": "traceparse-baseline",
+      "version": 1,
+      "traceparse": "0.1.0",
+      "source": {"path": "logs/plugins/profile/2026_11_29_14_13_15/localhost.xplane.pb",
+                 "run": "2026_11_29_14_13_15"},
+      "allocators": [
+        {"host": "localhost", "allocator": "mklcpu", "peak_bytes": 29360128,
+         "capacity_bytes": 25276502016, "live_at_peak_bytes": 29360128,
+         "padding_at_peak_bytes": 2752512, "allocated_bytes": 159907840,
+         "allocations": 43,
+         "ops": {"AddV2": {"live_at_peak_bytes": 4194304, "allocated_bytes": 4194304,
+                           "count": 1}, ...}}
+      ]
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from traceparse.errors import InputError
+from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
+
+if TYPE_CHECKING:
+    from traceparse.profile_data import Profile
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "BASELINE_VERSION",
+    "Baseline",
+    "baseline_of",
+    "is_baseline_file",
+    "read_baseline",
+]
+
+BASELINE_FORMAT = "traceparse-baseline"
+BASELINE_VERSION = 1
+
+_INT_FIELDS = (
+    "peak_bytes",
+    "live_at_peak_bytes",
+    "padding_at_peak_bytes",
+    "allocated_bytes",
+    "allocations",
+)
+_OP_FIELDS = ("live_at_peak_bytes", "allocated_bytes", "count")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Figures per (host, allocator) and where they came from."""
+
+    allocators: list[AllocatorFigures]
+    source: dict[str, str] = field(default_factory=dict)
+    path: str | None = None  # the file it was read from, for messages
+
+    @property
+    def label(self) -> str:
+        return self.path or self.source.get("path", "baseline")
+
+    def to_dict(self) -> dict[str, Any]:
+        from traceparse import __version__
+
+        return {
+            "format": BASELINE_FORMAT,
+            "version": BASELINE_VERSION,
+            "traceparse": __version__,
+            "source": dict(self.source),
+            "allocators": [
+                _allocator_dict(a)
+                for a in sorted(self.allocators, key=lambda a: (a.host, a.allocator))
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, path: str | None = None) -> Baseline:
+        """Parse a baseline; ``InputError`` naming ``path`` for anything else."""
+        where = path or "baseline"
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InputError(
+                f"{where}: not a traceparse baseline (invalid JSON: {exc}); write one with "
+                "'traceparse baseline PATH -o FILE'",
+                path,
+            ) from None
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str | None = None) -> Baseline:
+        where = path or "baseline"
+        if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+            raise InputError(
+                f'{where}: not a traceparse baseline (no "format": "{BASELINE_FORMAT}"); '
+                "write one with 'traceparse baseline PATH -o FILE'",
+                path,
+            )
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InputError(f'{where}: the baseline has no valid "version"', path)
+        if version > BASELINE_VERSION:
+            raise InputError(
+                f"{where}: baseline version {version} is newer than this traceparse reads "
+                f"(up to {BASELINE_VERSION}); upgrade traceparse or rewrite the baseline",
+                path,
+            )
+        entries = data.get("allocators")
+        if not isinstance(entries, list):
+            raise InputError(f'{where}: the baseline has no "allocators" list', path)
+        source = data.get("source") if isinstance(data.get("source"), dict) else {}
+        allocators = [_allocator_from(entry, i, where, path) for i, entry in enumerate(entries)]
+        return cls(
+            allocators=allocators,
+            source={str(k): str(v) for k, v in (source or {}).items()},
+            path=path,
+        )
+
+
+def baseline_of(profile: Profile) -> Baseline:
+    """The baseline figures of ``profile``."""
+    return Baseline(
+        allocators=figures_of(profile),
+        source={"path": profile.path, "run": profile.run or ""},
+    )
+
+
+def is_baseline_file(path: str | os.PathLike[str]) -> bool:
+    """True for a path that looks like a baseline (a ``.json`` file), not a capture."""
+    text = os.fspath(path)
+    return text.lower().endswith(".json") and not os.path.isdir(text)
+
+
+def read_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read a baseline file; ``InputError`` (exit code 3) if missing or invalid."""
+    text_path = os.fspath(path)
+    try:
+        with open(text_path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise InputError(
+            f"{text_path}: no such baseline file; write one with "
+            "'traceparse baseline PATH -o FILE'",
+            text_path,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(f"{text_path}: cannot read the baseline ({reason})", text_path) from exc
+    return Baseline.from_json(text, text_path)
+
+
+def _allocator_dict(figures: AllocatorFigures) -> dict[str, Any]:
+    return {
+        "host": figures.host,
+        "allocator": figures.allocator,
+        "peak_bytes": figures.peak_bytes,
+        "capacity_bytes": figures.capacity_bytes,
+        "live_at_peak_bytes": figures.live_at_peak_bytes,
+        "padding_at_peak_bytes": figures.padding_at_peak_bytes,
+        "allocated_bytes": figures.allocated_bytes,
+        "allocations": figures.allocations,
+        "ops": {
+            op: {name: getattr(values, name) for name in _OP_FIELDS}
+            for op, values in sorted(figures.ops.items())
+        },
+    }
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> AllocatorFigures:
+    def bad(what: str) -> InputError:
+        return InputError(f"{where}: allocator entry {index} {what}", path)
+
+    if not isinstance(entry, dict):
+        raise bad("is not an object")
+    host, allocator = entry.get("host"), entry.get("allocator")
+    if not isinstance(host, str) or not isinstance(allocator, str):
+        raise bad('needs "host" and "allocator" strings')
+    values: dict[str, int] = {}
+    if "peak_bytes" not in entry:
+        raise bad('has no "peak_bytes"')
+    for name in _INT_FIELDS:
+        value = _int(entry.get(name, 0))
+        if value is None or value < 0:
+            raise bad(f"has an invalid {name!r} (a whole number of bytes, 0 or more)")
+        values[name] = value
+    capacity = entry.get("capacity_bytes")
+    if capacity is not None and (_int(capacity) is None or capacity < 0):
+        raise bad("has an invalid 'capacity_bytes'")
+    ops_data = entry.get("ops", {})
+    if not isinstance(ops_data, dict):
+        raise bad("has an invalid 'ops' (an object keyed by op name)")
+    ops: dict[str, OpFigures] = {}
+    for op, figures in ops_data.items():
+        if not isinstance(figures, dict):
+            raise bad(f"has an invalid entry for op {op!r}")
+        numbers = [_int(figures.get(name, 0)) for name in _OP_FIELDS]
+        if any(n is None or n < 0 for n in numbers):
+            raise bad(f"has invalid numbers for op {op!r}")
+        ops[str(op)] = OpFigures(*(int(n or 0) for n in numbers))
+    return AllocatorFigures(
+        host=host,
+        allocator=allocator,
+        peak_bytes=values["peak_bytes"],
+        capacity_bytes=capacity,
+        live_at_peak_bytes=values["live_at_peak_bytes"],
+        padding_at_peak_bytes=values["padding_at_peak_bytes"],
+        allocated_bytes=values["allocated_bytes"],
+        allocations=values["allocations"],
+        ops=dict(sorted(ops.items())),
+    )

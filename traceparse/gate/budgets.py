@@ -1,0 +1,533 @@
+"""Memory budgets: what a CI gate checks, and one result per (budget, host, allocator).
+
+Every budget is judged per allocator of each host, from ``Profile.summary()``,
+``Profile.live_at_peak``, ``Profile.leaks()`` and a baseline's figures:
+
+- ``max-peak``: bytes in use at the allocator's peak (reserved + allocated,
+  xprof's rule) may not exceed the limit;
+- ``max-utilisation``: peak / capacity (capacity = in use + available at the
+  peak); skipped when the capture does not record capacity;
+- ``max-padding``: padding bytes (chunk minus request) / bytes held by the
+  allocations live at the peak;
+- ``no-leaks``: the allocator may not be judged "growing" step over step;
+  skipped when there are too few marked steps to judge;
+- ``baseline``: the peak may not grow beyond the baseline's peak plus the
+  tolerance. An allocator in the baseline but missing from the capture fails;
+  one missing from the baseline is skipped.
+
+A result is ``pass``, ``fail`` or ``skip`` (could not be judged, with the
+reason); only ``fail`` breaches the gate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from traceparse.errors import InputError, UsageError
+from traceparse.gate.baseline import Baseline, baseline_of, is_baseline_file, read_baseline
+from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
+from traceparse.units import format_bytes, format_percent, parse_bytes, parse_percent
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.analysis.summary import AllocatorSummary
+    from traceparse.profile_data import Profile
+
+__all__ = [
+    "BUDGET_NAMES",
+    "Budgets",
+    "Contributor",
+    "Result",
+    "Tolerance",
+    "evaluate",
+    "load_baseline",
+]
+
+BUDGET_NAMES = ("max-peak", "max-utilisation", "max-padding", "no-leaks", "baseline")
+Status = Literal["pass", "fail", "skip"]
+Unit = Literal["bytes", "fraction", "bytes_per_step"]
+
+# Contributors named on a result's line.
+CONTRIBUTORS = 3
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much a baseline's peak may grow: a fraction (``5%``) or bytes (``64MiB``)."""
+
+    fraction: float = 0.0
+    bytes: int = 0
+
+    @classmethod
+    def parse(cls, text: str | float | Tolerance) -> Tolerance:
+        """``"5%"``/``0.05`` -> 5 %; ``"64MiB"`` -> 64 MiB; ``UsageError`` otherwise."""
+        if isinstance(text, Tolerance):
+            return text
+        raw = str(text).strip()
+        if raw and raw[-1].isalpha():
+            try:
+                return cls(bytes=parse_bytes(raw))
+            except UsageError:
+                raise UsageError(
+                    f"invalid tolerance {text!r}: give a percentage such as 5% or a size "
+                    "such as 64MiB"
+                ) from None
+        return cls(fraction=parse_percent(text))
+
+    def allowed(self, base: int) -> int:
+        """The most bytes allowed for a baseline figure of ``base`` bytes."""
+        return base + int(base * self.fraction) + self.bytes
+
+    def __str__(self) -> str:
+        if self.bytes:
+            return format_bytes(self.bytes)
+        return format_percent(self.fraction, digits=_digits(self.fraction))
+
+
+DEFAULT_TOLERANCE = Tolerance(fraction=0.05)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The budgets to check; ``None``/``False`` leaves a budget unchecked."""
+
+    max_peak: int | None = None
+    max_utilisation: float | None = None
+    max_padding: float | None = None
+    no_leaks: bool = False
+    baseline: Baseline | None = None
+    tolerance: Tolerance = DEFAULT_TOLERANCE
+    allocator: str | None = None
+    allow_empty: bool = False
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        max_peak: str | int | None = None,
+        max_utilisation: str | float | None = None,
+        max_padding: str | float | None = None,
+        no_leaks: bool = False,
+        baseline: str | os.PathLike[str] | Baseline | None = None,
+        tolerance: str | float | Tolerance = DEFAULT_TOLERANCE,
+        allocator: str | None = None,
+        allow_empty: bool = False,
+    ) -> Budgets:
+        """Budgets from values as people write them (``"2GiB"``, ``"90%"``); ``UsageError``."""
+        if baseline is not None and not isinstance(baseline, Baseline):
+            baseline = load_baseline(baseline)
+        return cls(
+            max_peak=None if max_peak is None else parse_bytes(max_peak),
+            max_utilisation=None if max_utilisation is None else parse_percent(max_utilisation),
+            max_padding=None if max_padding is None else parse_percent(max_padding),
+            no_leaks=bool(no_leaks),
+            baseline=baseline,
+            tolerance=Tolerance.parse(tolerance),
+            allocator=allocator,
+            allow_empty=bool(allow_empty),
+        )
+
+    @property
+    def empty(self) -> bool:
+        """True when no budget is set."""
+        return (
+            self.max_peak is None
+            and self.max_utilisation is None
+            and self.max_padding is None
+            and not self.no_leaks
+            and self.baseline is None
+        )
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """Something that holds bytes behind a result: a tensor, an op, an op's growth."""
+
+    name: str
+    bytes: int
+    detail: str = ""
+    signed: bool = False
+
+    def __str__(self) -> str:
+        text = f"{self.name} {format_bytes(self.bytes, signed=self.signed)}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class Result:
+    """One budget judged for one allocator of one host."""
+
+    budget: str
+    host: str
+    allocator: str
+    status: Status
+    message: str
+    measured: float | None = None
+    allowed: float | None = None
+    unit: Unit = "bytes"
+    contributors: tuple[Contributor, ...] = field(default=())
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    @property
+    def where(self) -> str:
+        return f"{self.allocator} on {self.host}"
+
+    def line(self) -> str:
+        """One line: the budget, the allocator, measured vs allowed, the top contributors."""
+        text = f"{self.budget}: {self.where}: {self.message}"
+        if self.contributors:
+            text += "; top: " + ", ".join(str(c) for c in self.contributors[:CONTRIBUTORS])
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["contributors"] = [asdict(c) for c in self.contributors]
+        return data
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """A baseline file, or the figures of a capture (directory or capture file) to compare with."""
+    if is_baseline_file(path):
+        return read_baseline(path)
+    from traceparse.load import load
+
+    return baseline_of(load(path))
+
+
+def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
+    """Judge every budget for every allocator (or only ``budgets.allocator``) of ``profile``.
+
+    Raises ``UsageError`` for an allocator the capture lacks, and ``InputError``
+    when the capture has no memory events (nothing could be measured) unless
+    ``budgets.allow_empty``.
+    """
+    summaries = profile.summary()
+    if budgets.allocator is not None:
+        known = sorted({s.allocator for s in summaries})
+        if budgets.allocator not in known:
+            raise UsageError(
+                f"no allocator named {budgets.allocator!r} in {profile.path}; its allocators "
+                f"are: {', '.join(known) or 'none (no memory events)'}"
+            )
+        summaries = [s for s in summaries if s.allocator == budgets.allocator]
+    if not summaries:
+        if budgets.allow_empty:
+            return []
+        raise InputError(
+            f"{profile.path}: the capture has no memory events, so no budget can be checked "
+            "(the host tracer level was below 2, the allocator records no events, or every "
+            "allocation was too small to be recorded); pass --allow-empty to accept that",
+            profile.path,
+        )
+    results: list[Result] = []
+    for summary in summaries:
+        if budgets.max_peak is not None:
+            results.append(_peak(profile, summary, budgets.max_peak))
+        if budgets.max_utilisation is not None:
+            results.append(_utilisation(profile, summary, budgets.max_utilisation))
+        if budgets.max_padding is not None:
+            results.append(_padding(profile, summary, budgets.max_padding))
+        if budgets.no_leaks:
+            results.append(_leaks(profile, summary))
+    if budgets.baseline is not None:
+        results.extend(_baseline(profile, budgets))
+    order = {name: i for i, name in enumerate(BUDGET_NAMES)}
+    return sorted(results, key=lambda r: (r.host, r.allocator, order[r.budget]))
+
+
+# -- the budgets --------------------------------------------------------------
+
+
+def _peak(profile: Profile, s: AllocatorSummary, limit: int) -> Result:
+    over = s.peak_bytes - limit
+    failed = over > 0
+    message = f"peak {format_bytes(s.peak_bytes)} {'>' if failed else '<='} allowed " + (
+        f"{format_bytes(limit)} ({format_bytes(over, signed=True)}, {_ratio(over, limit)})"
+        if failed
+        else format_bytes(limit)
+    )
+    return Result(
+        "max-peak",
+        s.host,
+        s.allocator,
+        "fail" if failed else "pass",
+        message,
+        measured=s.peak_bytes,
+        allowed=limit,
+        contributors=_top_tensors(profile, s) if failed else (),
+    )
+
+
+def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
+    if s.utilisation is None or not s.capacity_bytes:
+        return Result(
+            "max-utilisation",
+            s.host,
+            s.allocator,
+            "skip",
+            "capacity unknown (the memory events carry no bytes_available), so utilisation "
+            "cannot be checked",
+            allowed=limit,
+            unit="fraction",
+        )
+    failed = s.utilisation > limit
+    message = (
+        f"utilisation {_pct(s.utilisation)} ({format_bytes(s.peak_bytes)} of "
+        f"{format_bytes(s.capacity_bytes)}) {'>' if failed else '<='} allowed {_pct(limit)}"
+    )
+    return Result(
+        "max-utilisation",
+        s.host,
+        s.allocator,
+        "fail" if failed else "pass",
+        message,
+        measured=s.utilisation,
+        allowed=limit,
+        unit="fraction",
+        contributors=_top_tensors(profile, s) if failed else (),
+    )
+
+
+def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
+    parts = s.attribution
+    padding = parts["padding_bytes"]
+    held = parts["shape_explained_bytes"] + parts["unexplained_request_bytes"] + padding
+    fraction = padding / held if held > 0 else 0.0
+    failed = fraction > limit
+    message = (
+        f"padding {_pct(fraction)} ({format_bytes(padding)} of the {format_bytes(held)} held "
+        f"by allocations live at the peak) {'>' if failed else '<='} allowed {_pct(limit)}"
+    )
+    return Result(
+        "max-padding",
+        s.host,
+        s.allocator,
+        "fail" if failed else "pass",
+        message,
+        measured=fraction,
+        allowed=limit,
+        unit="fraction",
+        contributors=_top_padding(profile, s) if failed else (),
+    )
+
+
+def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
+    report = profile.leaks()
+    rate = s.growth_bytes_per_step
+    if s.leak_verdict == "growing":
+        by_op = _owned(report.by_op, s)
+        contributors = tuple(
+            Contributor(
+                _op_name(row.op),
+                int(row.bytes),
+                f"{int(row.count)} allocation{'s' if int(row.count) != 1 else ''} still live",
+            )
+            for row in by_op.head(CONTRIBUTORS).itertuples(index=False)
+        )
+        return Result(
+            "no-leaks",
+            s.host,
+            s.allocator,
+            "fail",
+            f"growing {format_bytes(rate or 0, signed=True)} per step, allowed no growth",
+            measured=rate,
+            allowed=0,
+            unit="bytes_per_step",
+            contributors=contributors,
+        )
+    if s.leak_verdict == "stable":
+        return Result(
+            "no-leaks",
+            s.host,
+            s.allocator,
+            "pass",
+            f"stable ({format_bytes(rate or 0, signed=True)} per step)",
+            measured=rate,
+            allowed=0,
+            unit="bytes_per_step",
+        )
+    return Result(
+        "no-leaks",
+        s.host,
+        s.allocator,
+        "skip",
+        f"cannot judge growth: {_strip_name(s.leak_message, s)}",
+        allowed=0,
+        unit="bytes_per_step",
+    )
+
+
+def _baseline(profile: Profile, budgets: Budgets) -> list[Result]:
+    assert budgets.baseline is not None
+    tolerance = budgets.tolerance
+    current = figures_of(profile)
+    base = budgets.baseline.allocators
+    if budgets.allocator is not None:
+        current = [f for f in current if f.allocator == budgets.allocator]
+        base = [f for f in base if f.allocator == budgets.allocator]
+    results: list[Result] = []
+    for now, before in pair_allocators(current, base):
+        if now is None:
+            assert before is not None
+            results.append(
+                Result(
+                    "baseline",
+                    before.host,
+                    before.allocator,
+                    "fail",
+                    f"in the baseline (peak {format_bytes(before.peak_bytes)}) but not in this "
+                    "capture",
+                    allowed=tolerance.allowed(before.peak_bytes),
+                )
+            )
+        elif before is None:
+            results.append(
+                Result(
+                    "baseline",
+                    now.host,
+                    now.allocator,
+                    "skip",
+                    f"not in the baseline (peak {format_bytes(now.peak_bytes)}); record a new "
+                    "baseline to check it",
+                    measured=now.peak_bytes,
+                )
+            )
+        else:
+            results.append(_against(now, before, tolerance))
+    return results
+
+
+def _against(now: AllocatorFigures, before: AllocatorFigures, tolerance: Tolerance) -> Result:
+    allowed = tolerance.allowed(before.peak_bytes)
+    delta = now.peak_bytes - before.peak_bytes
+    failed = now.peak_bytes > allowed
+    message = (
+        f"peak {format_bytes(now.peak_bytes)} vs baseline {format_bytes(before.peak_bytes)} "
+        f"({format_bytes(delta, signed=True)}, {_ratio(delta, before.peak_bytes)}) "
+        f"{'>' if failed else '<='} allowed {format_bytes(allowed)} (tolerance {tolerance})"
+    )
+    contributors: tuple[Contributor, ...] = ()
+    if failed:
+        grown = []
+        for op in sorted(set(now.ops) | set(before.ops)):
+            after_bytes = now.ops[op].live_at_peak_bytes if op in now.ops else 0
+            before_bytes = before.ops[op].live_at_peak_bytes if op in before.ops else 0
+            if after_bytes > before_bytes:
+                grown.append((after_bytes - before_bytes, op, before_bytes, after_bytes))
+        grown.sort(key=lambda g: (-g[0], g[1]))
+        contributors = tuple(
+            Contributor(
+                op,
+                d,
+                f"{format_bytes(b)} -> {format_bytes(a)} at the peak" if b else "new",
+                signed=True,
+            )
+            for d, op, b, a in grown[:CONTRIBUTORS]
+        )
+    return Result(
+        "baseline",
+        now.host,
+        now.allocator,
+        "fail" if failed else "pass",
+        message,
+        measured=now.peak_bytes,
+        allowed=allowed,
+        contributors=contributors,
+    )
+
+
+# -- contributors -------------------------------------------------------------
+
+
+def _owned(frame: pd.DataFrame, s: AllocatorSummary) -> pd.DataFrame:
+    mask = (frame["host"].astype(object) == s.host) & (
+        frame["allocator"].astype(object) == s.allocator
+    )
+    return frame[mask.to_numpy(dtype=bool)]
+
+
+def _top_tensors(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
+    live = profile.live_at_peak(allocator=s.allocator, host=s.host).head(CONTRIBUTORS)
+    return tuple(
+        Contributor(_op_name(row["op"]), _int(row["allocated_bytes"]), tensor_detail(row))
+        for _, row in live.iterrows()
+    )
+
+
+def _top_padding(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
+    from traceparse.analysis.attribution import split_bytes
+
+    live = profile.live_at_peak(allocator=s.allocator, host=s.host)
+    if live.empty:
+        return ()
+    padding = split_bytes(live)["padding_bytes"]
+    order = padding[padding > 0].sort_values(ascending=False, kind="stable").head(CONTRIBUTORS)
+    out = []
+    for index, pad in order.items():
+        row = live.loc[index]
+        detail = (
+            f"asked {format_bytes(_int(row['requested_bytes']))}, "
+            f"got {format_bytes(_int(row['allocated_bytes']))}"
+        )
+        out.append(Contributor(_op_name(row["op"]), int(pad), detail))
+    return tuple(out)
+
+
+def tensor_detail(row: Any) -> str:
+    """``"float32 [4096,256] output"`` from an allocation row; parts that are NA left out."""
+    parts = [row[c] for c in ("dtype", "shape", "region")]
+    return " ".join(str(p) for p in parts if not _missing(p))
+
+
+def _op_name(op: Any) -> str:
+    return NO_OP if _missing(op) else str(op)
+
+
+def _missing(value: Any) -> bool:
+    from traceparse.units import is_missing
+
+    return is_missing(value)
+
+
+def _int(value: Any) -> int:
+    return 0 if _missing(value) else int(value)
+
+
+def _pct(fraction: float) -> str:
+    return format_percent(fraction, digits=_digits(fraction))
+
+
+def _digits(fraction: float) -> int:
+    # 90% reads as "90%", 0.05% as "0.05%": enough digits to show the value.
+    percent = abs(fraction) * 100
+    if percent == round(percent):
+        return 0
+    return 1 if percent >= 1 else 2
+
+
+def _ratio(delta: int, base: int) -> str:
+    if base <= 0:
+        return "new" if delta > 0 else "0%"
+    return ("+" if delta > 0 else "") + format_percent(delta / base)
+
+
+def _strip_name(message: str, s: AllocatorSummary) -> str:
+    """A leak message without its leading "<allocator> on <host>: " (the line has it)."""
+    prefix = f"{s.allocator} on {s.host}: "
+    text = message[len(prefix) :] if message.startswith(prefix) else message
+    return text.rstrip(".")
+
+
+def results_by_status(results: Sequence[Result]) -> dict[str, list[Result]]:
+    """The results grouped as ``{"fail": [...], "skip": [...], "pass": [...]}``."""
+    groups: dict[str, list[Result]] = {"fail": [], "skip": [], "pass": []}
+    for result in results:
+        groups[result.status].append(result)
+    return groups

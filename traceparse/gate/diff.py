@@ -1,0 +1,257 @@
+"""What changed between two captures (or a baseline and a capture), per op or name scope.
+
+For each allocator present on either side, one row per op (keyed by name) or
+per name-scope prefix: bytes live at the allocator's peak and bytes allocated
+over the capture, before and after, and their deltas. Rows are sorted by
+impact: the size of the change at the peak, then of the change in allocated
+bytes, then by name. The headline says how the peak moved and which rows
+explain it: the rows that moved the same way as the peak, largest first, until
+they account for the peak's change. Bytes at the peak that belong to no op
+(allocated before the capture started, or reserved) are named separately, so
+the rows and the rest always add up to the peak's change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from traceparse.gate.figures import AllocatorFigures, OpFigures, pair_allocators, rollup
+from traceparse.units import format_bytes, format_percent
+
+__all__ = ["EXPLAIN_MAX_ROWS", "AllocatorDiff", "By", "DiffRow", "diff_figures"]
+
+By = Literal["op", "scope"]
+RowStatus = Literal["new", "vanished", "changed", "same"]
+
+# The headline names at most this many rows.
+EXPLAIN_MAX_ROWS = 5
+
+_EMPTY = OpFigures()
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One op or scope: its figures before and after (None where it is absent)."""
+
+    key: str
+    before: OpFigures | None
+    after: OpFigures | None
+
+    @property
+    def status(self) -> RowStatus:
+        if self.before is None:
+            return "new"
+        if self.after is None:
+            return "vanished"
+        return "same" if self.before == self.after else "changed"
+
+    @property
+    def peak_before(self) -> int:
+        return (self.before or _EMPTY).live_at_peak_bytes
+
+    @property
+    def peak_after(self) -> int:
+        return (self.after or _EMPTY).live_at_peak_bytes
+
+    @property
+    def peak_delta(self) -> int:
+        return self.peak_after - self.peak_before
+
+    @property
+    def allocated_before(self) -> int:
+        return (self.before or _EMPTY).allocated_bytes
+
+    @property
+    def allocated_after(self) -> int:
+        return (self.after or _EMPTY).allocated_bytes
+
+    @property
+    def allocated_delta(self) -> int:
+        return self.allocated_after - self.allocated_before
+
+    @property
+    def count_before(self) -> int:
+        return (self.before or _EMPTY).count
+
+    @property
+    def count_after(self) -> int:
+        return (self.after or _EMPTY).count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "status": self.status,
+            "peak_before_bytes": self.peak_before,
+            "peak_after_bytes": self.peak_after,
+            "peak_delta_bytes": self.peak_delta,
+            "allocated_before_bytes": self.allocated_before,
+            "allocated_after_bytes": self.allocated_after,
+            "allocated_delta_bytes": self.allocated_delta,
+            "count_before": self.count_before,
+            "count_after": self.count_after,
+        }
+
+
+@dataclass(frozen=True)
+class AllocatorDiff:
+    """One allocator compared: its peak before and after, and the rows, by impact."""
+
+    allocator: str
+    host_before: str | None
+    host_after: str | None
+    peak_before: int | None
+    peak_after: int | None
+    rows: tuple[DiffRow, ...]
+    by: By = "op"
+
+    @property
+    def host(self) -> str:
+        hosts = [h for h in (self.host_before, self.host_after) if h is not None]
+        if len(hosts) == 2 and hosts[0] != hosts[1]:
+            return f"{hosts[0]} → {hosts[1]}"
+        return hosts[0]
+
+    @property
+    def where(self) -> str:
+        return f"{self.allocator} on {self.host}"
+
+    @property
+    def peak_delta(self) -> int:
+        return (self.peak_after or 0) - (self.peak_before or 0)
+
+    @property
+    def changed_rows(self) -> tuple[DiffRow, ...]:
+        return tuple(r for r in self.rows if r.status != "same")
+
+    @property
+    def outside_rows_delta(self) -> int:
+        """The peak's change not held by any row: before-capture and reserved bytes."""
+        return self.peak_delta - sum(r.peak_delta for r in self.rows)
+
+    def _explanation(self) -> list[DiffRow | None]:
+        """What moved with the peak, largest first, until it covers the peak's change.
+
+        ``None`` stands for the bytes held by no row (before the capture, reserved).
+        """
+        change = self.peak_delta
+        if change == 0:
+            return []
+        sign = 1 if change > 0 else -1
+        candidates: list[tuple[int, str, DiffRow | None]] = [
+            (abs(r.peak_delta), r.key, r) for r in self.rows if r.peak_delta * sign > 0
+        ]
+        if self.outside_rows_delta * sign > 0:
+            candidates.append((abs(self.outside_rows_delta), "", None))
+        candidates.sort(key=lambda c: (-c[0], c[1]))
+        chosen: list[DiffRow | None] = []
+        covered = 0
+        for size, _key, row in candidates:
+            if covered >= abs(change) or len(chosen) == EXPLAIN_MAX_ROWS:
+                break
+            chosen.append(row)
+            covered += size
+        return chosen
+
+    @property
+    def explained_by(self) -> tuple[DiffRow, ...]:
+        """The rows that moved with the peak, largest first, until they cover its change.
+
+        Bytes held by no row count towards the cover (``outside_rows_delta``), so
+        when they moved the peak, fewer rows (or none) are named.
+        """
+        return tuple(row for row in self._explanation() if row is not None)
+
+    def headline(self) -> str:
+        """One sentence: how the peak moved and which rows explain it."""
+        if self.peak_before is None:
+            return f"{self.where}: only in the second capture (peak {_b(self.peak_after)})."
+        if self.peak_after is None:
+            return f"{self.where}: only in the first capture (peak {_b(self.peak_before)})."
+        noun = self.by
+        if self.peak_delta == 0:
+            text = f"{self.where}: peak unchanged at {_b(self.peak_after)}"
+            changed = len(self.changed_rows)
+            if changed:
+                text += f"; {changed} {noun}{'s' if changed != 1 else ''} changed"
+            return text + "."
+        text = (
+            f"{self.where}: peak {_b(self.peak_before)} → {_b(self.peak_after)} "
+            f"({format_bytes(self.peak_delta, signed=True)}, "
+            f"{_ratio(self.peak_delta, self.peak_before)})"
+        )
+        rest = self.outside_rows_delta
+        outside = (
+            f"{format_bytes(rest, signed=True)} held by no {noun} (allocated before the "
+            "capture started, or reserved)"
+        )
+        explanation = self._explanation()
+        if explanation:
+            names = ", ".join(outside if r is None else _row_label(r) for r in explanation)
+            text += f"; explained by {names}"
+        if rest and None not in explanation:
+            text += f"; {outside}"
+        return text + "."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "allocator": self.allocator,
+            "host_before": self.host_before,
+            "host_after": self.host_after,
+            "peak_before_bytes": self.peak_before,
+            "peak_after_bytes": self.peak_after,
+            "peak_delta_bytes": self.peak_delta,
+            "outside_rows_delta_bytes": self.outside_rows_delta,
+            "headline": self.headline(),
+            "explained_by": [r.key for r in self.explained_by],
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def diff_figures(
+    before: Sequence[AllocatorFigures],
+    after: Sequence[AllocatorFigures],
+    by: By = "op",
+    depth: int = 1,
+    allocator: str | None = None,
+) -> list[AllocatorDiff]:
+    """One ``AllocatorDiff`` per allocator on either side (hosts paired as in a baseline)."""
+    if allocator is not None:
+        before = [f for f in before if f.allocator == allocator]
+        after = [f for f in after if f.allocator == allocator]
+    out = []
+    for a, b in pair_allocators(before, after):
+        rows_a = rollup(a, by, depth) if a is not None else {}
+        rows_b = rollup(b, by, depth) if b is not None else {}
+        rows = [DiffRow(key, rows_a.get(key), rows_b.get(key)) for key in {*rows_a, *rows_b}]
+        rows.sort(key=lambda r: (-abs(r.peak_delta), -abs(r.allocated_delta), r.key))
+        some = a if a is not None else b
+        assert some is not None
+        out.append(
+            AllocatorDiff(
+                allocator=some.allocator,
+                host_before=None if a is None else a.host,
+                host_after=None if b is None else b.host,
+                peak_before=None if a is None else a.peak_bytes,
+                peak_after=None if b is None else b.peak_bytes,
+                rows=tuple(rows),
+                by=by,
+            )
+        )
+    return out
+
+
+def _row_label(row: DiffRow) -> str:
+    status = {"new": ", new", "vanished": ", gone"}.get(row.status, "")
+    return f"{row.key} ({format_bytes(row.peak_delta, signed=True)}{status})"
+
+
+def _b(value: int | None) -> str:
+    return format_bytes(value)
+
+
+def _ratio(delta: int, base: int) -> str:
+    if base <= 0:
+        return "new"
+    return ("+" if delta > 0 else "") + format_percent(delta / base)
