@@ -13,12 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from traceparse.cells import column_kind, render_plain_table
 from traceparse.cli import build_parser
 from traceparse.commands import COMMANDS
 from traceparse.commands._table import pick_columns, sort_rows
 from traceparse.commands.base import Command
 from traceparse.errors import UsageError
-from traceparse.terminal import Progress, Terminal, column_kind, render_plain_table
+from traceparse.terminal import Progress, Terminal
 
 REPO = Path(__file__).resolve().parent.parent
 

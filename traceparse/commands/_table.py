@@ -221,7 +221,7 @@ def filter_rows(table: pd.DataFrame, column: str, wanted: str | None) -> pd.Data
 
 def sort_rows(table: pd.DataFrame, column: str | None, reverse: bool = False) -> pd.DataFrame:
     """Sort by ``column``: quantities largest first, the rest ascending; NA last."""
-    from traceparse.terminal import DESCENDING_KINDS, column_kind
+    from traceparse.cells import DESCENDING_KINDS, column_kind
 
     if column is None:
         return table.iloc[::-1] if reverse else table

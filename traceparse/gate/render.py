@@ -92,7 +92,7 @@ def top_tensors_lines(
     profile: Profile, host: str, allocator: str, top: int = TOP_TENSORS
 ) -> list[str]:
     """A plain aligned table of the largest allocations live at the allocator's peak."""
-    from traceparse.terminal import column_kind, format_cell, render_plain_table
+    from traceparse.cells import column_kind, format_cell, render_plain_table
 
     live = profile.live_at_peak(allocator=allocator, host=host)
     columns = ["op", "dtype", "shape", "region", "requested_bytes", "allocated_bytes", "step"]

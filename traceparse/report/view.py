@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from traceparse.cells import NUMERIC_KINDS, column_kind, format_cell
+from traceparse.cells import Kind as TermKind
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
-from traceparse.terminal import NUMERIC_KINDS, column_kind, format_cell
-from traceparse.terminal import Kind as TermKind
 from traceparse.units import (
     format_bytes,
     format_count,
