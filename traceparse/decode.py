@@ -10,6 +10,7 @@ the events that are skipped.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,6 +21,7 @@ from google.protobuf.message import DecodeError, Message
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
+from traceparse.discover import MAX_PROTOBUF_BYTES
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
 from traceparse.trace import (
     EVENT_COLUMNS,
@@ -30,7 +32,28 @@ from traceparse.trace import (
 )
 
 # protobuf cannot parse a message of 2 GiB or more.
-MAX_XSPACE_BYTES = 2**31 - 1
+MAX_XSPACE_BYTES = MAX_PROTOBUF_BYTES
+# Values no real capture holds (docs/robustness.md). A byte count below 0 or
+# above 256 TiB (no allocator manages that much) is read as unknown. An event
+# more than 2**62 ps (53 days) from the capture start is skipped: times stay
+# far enough inside int64 that sums and differences of them cannot overflow.
+MAX_BYTES = 2**48
+MAX_TIME_PS = 2**62
+BYTE_STATS = (
+    "requested_bytes",
+    "allocation_bytes",
+    "bytes_allocated",
+    "bytes_reserved",
+    "bytes_available",
+    "peak_bytes_in_use",
+)
+# A host has a few allocators per device (GPU_0_bfc, gpu_host_bfc, ...): a few
+# dozen on the largest. A file naming more is damaged or made up, and every
+# analysis and report section costs time per allocator, so it is refused.
+MAX_ALLOCATORS = 128
+# A line timestamp is clamped to this before it becomes picoseconds, so the
+# product fits in int64 (and a clamped line is out of range).
+_MAX_LINE_NS = MAX_TIME_PS // 1000 + 1
 
 _ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # Host events of TF ops are named "<op name>:<op type>".
@@ -170,6 +193,8 @@ class _Decoder:
         self.host = host
         self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
         self.diagnostics: list[str] = []
+        # (stat, problem) -> memory events with it; said once per kind at the end.
+        self.problems: Counter[tuple[str, str]] = Counter()
 
     def run(self) -> MemoryTrace:
         events: list[pd.DataFrame] = []
@@ -207,7 +232,7 @@ class _Decoder:
                 is_mem = np.isin(mids, memory)
                 if is_mem.any():
                     frame = decoded.memory_frame(
-                        is_mem, np.isin(mids, alloc_ids), _text(plane.name)
+                        is_mem, np.isin(mids, alloc_ids), _text(plane.name), self.problems
                     )
                     frame["_plane"] = plane_index
                     events.append(frame)
@@ -215,18 +240,22 @@ class _Decoder:
                     markers.append(decoded.marker_frame(names, mids))
             if timing[0].size:
                 op_time.append(_op_frame(*timing, op_ids))
+        finished = _finish_events(events)
+        check_allocators(finished, self.path)
+        self.diagnostics.extend(checked_bytes(finished, self.path))
+        self.diagnostics.extend(_problem_notes(self.problems, self.path))
         return MemoryTrace(
             path=self.path,
             host=self.host,
             format="xplane",
-            events=_finish_events(events),
+            events=finished,
             step_markers=_finish_markers(markers),
             op_types=op_types,
             op_time=_finish_op_time(op_time),
             start_ns=self.start_ns,
             duration_ps=None
-            if self.start_ns is None or self.stop_ns is None
-            else (self.stop_ns - self.start_ns) * 1000,
+            if self.start_ns is None or self.stop_ns is None or self.stop_ns < self.start_ns
+            else min((self.stop_ns - self.start_ns) * 1000, MAX_TIME_PS),
             diagnostics=self.diagnostics,
         )
 
@@ -234,8 +263,8 @@ class _Decoder:
         # Host lines count from the capture start; device lines may carry
         # nanoseconds since the epoch. Put both on the capture's clock.
         if self.start_ns and timestamp_ns >= self.start_ns // 2:
-            return timestamp_ns - self.start_ns
-        return timestamp_ns
+            timestamp_ns -= self.start_ns
+        return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
 
 
 def _select(
@@ -346,7 +375,11 @@ class _DecodedEvents:
         fields = wire.scan_fields(joined.buf, joined.starts, joined.ends)
         offset = fields.last_value(2, 0, self.count).view(np.int64)
         self.duration_ps = fields.last_value(3, 0, self.count).view(np.int64)
-        self.time_ps = selected.line_ts_ns * 1000 + offset
+        line_ps = selected.line_ts_ns * 1000  # fits: line stamps are clamped
+        # Both parts within 2**62, so their sum cannot overflow; then the sum too.
+        self.in_range = _within(line_ps) & _within(offset)
+        self.time_ps = line_ps + np.where(self.in_range, offset, 0)
+        self.in_range &= _within(self.time_ps)
         self.order = selected.order
         stat_rows = fields.select(4, 2)
         self.stat_event = fields.message[stat_rows]
@@ -368,10 +401,14 @@ class _DecodedEvents:
         self.value[owner] = stats.value[rows]
         self.start[owner] = stats.start[rows]
         self.length[owner] = stats.length[rows]
+        self._rows: dict[str, np.ndarray] = {}
 
     def _stat_rows(self, name: str) -> np.ndarray:
-        ids = [k for k, n in self.stat_names.items() if n == name]
-        return np.flatnonzero(np.isin(self.stat_id, ids) & (self.kind > 0))
+        # Each stat is asked for more than once (its value, then whether it had one).
+        if name not in self._rows:
+            ids = [k for k, n in self.stat_names.items() if n == name]
+            self._rows[name] = np.flatnonzero(np.isin(self.stat_id, ids) & (self.kind > 0))
+        return self._rows[name]
 
     def int_stat(self, name: str) -> pd.arrays.IntegerArray:
         """A stat as Int64 per event (NA where absent or not numeric)."""
@@ -382,8 +419,9 @@ class _DecodedEvents:
         raw = self.value[rows]
         numbers = raw.view(np.int64).copy()
         doubles = raw.view(np.float64)
-        # A count written as a double is used when it is a finite int64.
+        # A count written as a double is used when it is a whole number within int64.
         finite = (kind == _DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
+        finite[finite] = doubles[finite] == np.trunc(doubles[finite])
         numbers[finite] = doubles[finite].astype(np.int64)
         ok = np.isin(kind, (_UINT64, _INT64)) | finite
         values[self.stat_event[rows[ok]]] = numbers[ok]
@@ -408,7 +446,7 @@ class _DecodedEvents:
         return pd.arrays.FloatingArray(np.nan_to_num(values), ~present)
 
     def str_stat(self, name: str) -> pd.Categorical:
-        """A stat as text per event (NA where absent); refs resolve to names."""
+        """A stat as text per event (NA where absent or not text); refs resolve to names."""
         out = np.full(self.count, None, dtype=object)
         rows = self._stat_rows(name)
         # Refs (how TensorFlow writes repeated strings) resolve once per distinct id.
@@ -417,21 +455,27 @@ class _DecodedEvents:
             ids, inverse = np.unique(self.value[refs], return_inverse=True)
             names = np.array([self.stat_names.get(int(i)) for i in ids], dtype=object)
             out[self.stat_event[refs]] = names[inverse]
-        for row in rows[self.kind[rows] != _REF]:
-            kind = self.kind[row]
-            text: str | None
-            if kind in (_STR, _BYTES):
-                text = _text(self.raw[self.start[row] : self.start[row] + self.length[row]])
-            elif kind == _INT64:
-                text = str(int(self.value[row].view(np.int64)))
-            elif kind == _UINT64:
-                text = str(int(self.value[row]))
-            else:
-                text = repr(float(self.value[row].view(np.float64)))
-            out[self.stat_event[row]] = text
+        # A number where text belongs is the wrong type: it stays NA.
+        for row in rows[np.isin(self.kind[rows], (_STR, _BYTES))]:
+            start = self.start[row]
+            out[self.stat_event[row]] = _text(self.raw[start : start + self.length[row]])
         return pd.Categorical(out)
 
-    def memory_frame(self, rows: np.ndarray, is_alloc: np.ndarray, plane: str) -> pd.DataFrame:
+    def present(self, name: str) -> np.ndarray:
+        """Per event: whether it carries the stat at all (with any value)."""
+        out = np.zeros(self.count, dtype=bool)
+        out[self.stat_event[self._stat_rows(name)]] = True
+        return out
+
+    def memory_frame(
+        self,
+        rows: np.ndarray,
+        is_alloc: np.ndarray,
+        plane: str,
+        problems: Counter[tuple[str, str]],
+    ) -> pd.DataFrame:
+        """The memory events among ``rows`` (a mask). A stat of the wrong type is NA,
+        and an event out of time range is dropped; ``problems`` counts both."""
         columns: dict[str, object] = {
             "plane": pd.Categorical.from_codes(np.zeros(self.count, dtype=np.int8), [plane]),
             "is_allocation": is_alloc,
@@ -442,6 +486,20 @@ class _DecodedEvents:
         columns["fragmentation"] = self.float_stat("fragmentation")
         for stat, column in _STR_STATS.items():
             columns[column] = self.str_stat(stat)
+        for stat, column in [*_INT_STATS.items(), *_STR_STATS.items()]:
+            values = columns[column]
+            assert isinstance(values, pd.arrays.IntegerArray | pd.Categorical)
+            wrong = rows & self.present(stat) & np.asarray(values.isna())
+            if wrong.any():
+                problems[stat, "type"] += int(wrong.sum())
+        wrong = (
+            rows & self.present("fragmentation") & ~np.isin(self._kind("fragmentation"), _NUMBERS)
+        )
+        if wrong.any():
+            problems["fragmentation", "type"] += int(wrong.sum())
+        if not self.in_range[rows].all():
+            problems["time", "range"] += int((rows & ~self.in_range).sum())
+            rows = rows & self.in_range
         allocator = columns["allocator"]
         assert isinstance(allocator, pd.Categorical)
         missing = np.asarray(allocator.isna())
@@ -458,10 +516,20 @@ class _DecodedEvents:
         frame["_order"] = self.order
         return frame.loc[rows].reset_index(drop=True)
 
+    def _kind(self, name: str) -> np.ndarray:
+        """Per event: the value kind of the stat (0 where absent; the last one wins)."""
+        out = np.zeros(self.count, dtype=np.int8)
+        rows = self._stat_rows(name)
+        out[self.stat_event[rows]] = self.kind[rows]
+        return out
+
     def marker_frame(self, names: dict[int, str], mids: np.ndarray) -> pd.DataFrame:
         # Trace(name, step_num=n, _r=1) marks a root event; Keras' callback writes
         # "Profiled batch" events with step_num only. Prefer roots when there are any.
+        # A marker out of time range, or lasting less than nothing, is left out.
         has_step = ~np.asarray(self.int_stat("step_num").isna())
+        has_step &= self.in_range & (self.duration_ps >= 0) & _within(self.duration_ps)
+        has_step &= _within(self.time_ps + np.where(has_step, self.duration_ps, 0))
         is_root = has_step & ~np.asarray(self.int_stat("_r").isna())
         rows = np.flatnonzero(is_root if is_root.any() else has_step)
         step = self.int_stat("step_num")
@@ -473,6 +541,64 @@ class _DecodedEvents:
                 "end_ps": self.time_ps[rows] + self.duration_ps[rows],
             }
         )
+
+
+def _within(values: np.ndarray) -> np.ndarray:
+    """Whether each int64 lies strictly between -MAX_TIME_PS and MAX_TIME_PS."""
+    return (values > -MAX_TIME_PS) & (values < MAX_TIME_PS)
+
+
+_NUMBERS = (_DOUBLE, _UINT64, _INT64)
+_EXPECTED = {
+    **dict.fromkeys(_INT_STATS, "a whole number"),
+    **dict.fromkeys(_STR_STATS, "text"),
+    "fragmentation": "a number",
+}
+
+
+def check_allocators(events: pd.DataFrame, path: str) -> None:
+    """Raise ``CaptureTooLargeError`` when ``events`` name more than MAX_ALLOCATORS
+    allocators. Shared with the pre-converted profile reader."""
+    count = events["allocator"].nunique(dropna=False)
+    if count > MAX_ALLOCATORS:
+        raise CaptureTooLargeError(
+            f"{path}: the memory events name {count} allocators, more than the "
+            f"{MAX_ALLOCATORS} traceparse reads from one capture (a host has a few per "
+            "device); the file is damaged or not a profiler capture",
+            path,
+        )
+
+
+def checked_bytes(events: pd.DataFrame, path: str) -> list[str]:
+    """Set the byte counts of ``events`` outside 0..MAX_BYTES to NA, in place; a
+    sentence per stat that had any. Shared with the pre-converted profile reader."""
+    notes: list[str] = []
+    for column in BYTE_STATS:
+        values = events[column]
+        bad = ((values < 0) | (values > MAX_BYTES)).fillna(False).to_numpy(dtype=bool)
+        if bad.any():
+            events.loc[bad, column] = pd.NA
+            notes.append(
+                f"{path}: {int(bad.sum())} memory events carry {column} below 0 or above "
+                f"{MAX_BYTES // 2**40} TiB, which no allocator reports; it is read as unknown."
+            )
+    return notes
+
+
+def _problem_notes(problems: Counter[tuple[str, str]], path: str) -> list[str]:
+    notes: list[str] = []
+    for (stat, problem), count in sorted(problems.items()):
+        if problem == "range":
+            notes.append(
+                f"{path}: {count} memory events lie more than {MAX_TIME_PS / 1e12 / 86400:.0f} "
+                "days from the capture start (corrupt timestamps) and were skipped."
+            )
+        else:
+            notes.append(
+                f"{path}: {count} memory events carry a {stat} stat that is not "
+                f"{_EXPECTED[stat]} (or names nothing); it is read as unknown."
+            )
+    return notes
 
 
 def _op_frame(ids: np.ndarray, durations: np.ndarray, op_ids: dict[int, str]) -> pd.DataFrame:

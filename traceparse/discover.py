@@ -12,6 +12,7 @@ import gzip
 import io
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from traceparse.errors import (
     InputError,
     NoCaptureError,
 )
+from traceparse.units import format_bytes
 
 # File name suffix -> format, most preferred first (a run with both an
 # .xplane.pb and a pre-converted file is read from the .xplane.pb).
@@ -34,7 +36,15 @@ FORMATS = {
     ".memory_profile.pb": "memory_profile",
 }
 # A decompressed capture larger than this is refused instead of filling memory.
-MAX_DECOMPRESSED_BYTES = 4 * 2**30
+# Only pre-converted memory_profile JSON is gzipped; xprof keeps at most 1000
+# timeline points plus the peak step in it, so real files are a few MiB, and
+# parsing JSON takes ten times its size in memory and more.
+MAX_DECOMPRESSED_BYTES = 256 * 2**20
+# protobuf cannot parse a message of 2 GiB or more (an .xplane.pb, a binary
+# memory_profile); a larger file is refused before it is read.
+MAX_PROTOBUF_BYTES = 2**31 - 1
+# gzip is expanded this much at a time, so the limit holds before memory fills.
+_GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
 
 
@@ -158,31 +168,68 @@ def _run_order(capture: CaptureFile) -> tuple[str, str, str]:
 
 
 def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
-    """The file's bytes, gunzipped when its name ends in .gz, within ``limit``."""
+    """The file's bytes, gunzipped when its name ends in .gz, within ``limit``.
+
+    The file is opened read-only. Its size is checked before it is read, and
+    gzip is expanded a chunk at a time, so an input past ``limit`` raises
+    ``CaptureTooLargeError`` without first filling memory.
+    """
     path = capture.path
     try:
         if is_url(path):
             fs, inner = _filesystem(path)
+            _check_size(path, fs.size(inner), limit)
             data: bytes = fs.cat_file(inner)
         else:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = _read_local(path, limit)
     except FileNotFoundError as exc:
         raise CaptureNotFoundError(f"{path}: the file disappeared while reading it", path) from exc
     except OSError as exc:
         raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})", path) from exc
+    _check_size(path, len(data), limit)
     if not path.endswith(".gz"):
         return data
+    chunks: list[bytes] = []
+    total = 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-            out = stream.read(limit + 1)
+            while chunk := stream.read(_GZIP_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise CaptureTooLargeError(
+                        f"{path}: expands past {format_bytes(limit)} when decompressed "
+                        "(a gzip bomb, or not a memory profile); refusing to read it",
+                        path,
+                    )
+                chunks.append(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         raise CorruptCaptureError(
             f"{path}: not a readable gzip file ({exc}); copy it again", path
         ) from exc
-    if len(out) > limit:
-        raise CaptureTooLargeError(
-            f"{path}: expands past {limit / 2**30:.0f} GiB when decompressed; refusing to read it",
-            path,
-        )
-    return out
+    return b"".join(chunks)
+
+
+def _read_local(path: str, limit: int) -> bytes:
+    # A FIFO or a device (a link to /dev/zero, say) would block or never end.
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: not a regular file; point at the capture file itself", path)
+    _check_size(path, info.st_size, limit)
+    with open(path, "rb") as handle:
+        # At most one byte past the size it had: a file that is still growing
+        # cannot take the read past the limit (the caller's check catches it).
+        return handle.read(info.st_size + 1)
+
+
+def _check_size(path: str, size: int | None, limit: int) -> None:
+    if size is None or size <= limit:
+        return
+    why = (
+        " (protobuf cannot parse a message of 2 GiB or more)" if limit == MAX_PROTOBUF_BYTES else ""
+    )
+    raise CaptureTooLargeError(
+        f"{path}: {format_bytes(size)} is past the {format_bytes(limit)} traceparse reads from "
+        f"one capture file{why}; capture fewer steps (a shorter profiling window) and "
+        "analyse those",
+        path,
+    )

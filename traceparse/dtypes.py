@@ -95,7 +95,9 @@ def parse_shape(text: str | None) -> tuple[int, ...] | None:
     dims: list[int] = []
     for part in body.split(","):
         part = part.strip()
-        if not part.isdigit():
+        # ASCII digits only ("²".isdigit() is true, int("²") fails), and no more
+        # than an int64 holds: the text comes from the capture, which may be hostile.
+        if not (part.isascii() and part.isdigit() and len(part) <= 19):
             return None
         dims.append(int(part))
     return tuple(dims)
@@ -200,6 +202,8 @@ def _normalise_shape(shape: Any) -> tuple[tuple[int, ...] | None, str | None]:
 
 # Vectorised versions used to build the allocation table.
 
+_MAX_INT64 = 2**63 - 1
+
 
 def estimate_columns(
     codes: Sequence[float] | np.ndarray | pd.Series, shapes: pd.Series
@@ -222,9 +226,11 @@ def estimate_columns(
             if shape is None:
                 continue
             count = math.prod(shape)
+            if count > _MAX_INT64:  # an absurd shape: no tensor has that many elements
+                continue
             elements.iloc[rows] = count
             size = itemsize(name) if isinstance(name, str) else None
-            if size is not None:
+            if size is not None and count * size <= _MAX_INT64:
                 estimated.iloc[rows] = count * size
     return dtype_col, elements, estimated
 

@@ -6,7 +6,10 @@ empty CSV cell or JSON ``null``); human units are for the terminal only.
 CSV is made safe to open in a spreadsheet: a text cell that starts with ``=``,
 ``+``, ``-``, ``@``, a tab or a carriage return gets a leading apostrophe, so it
 is never run as a formula. Numeric columns are written as numbers (a negative
-number is not a formula).
+number is not a formula). A carriage return inside a text cell is written as a
+line feed: lines end in ``\n``, so the writer quotes only cells holding that,
+and a bare ``\r`` would end the row for every reader, starting a new one with
+whatever follows it (``"x\r=cmd()"``).
 """
 
 from __future__ import annotations
@@ -57,10 +60,13 @@ def format_from_path(path: str | None) -> str | None:
 
 
 def neutralise_cell(value: Any) -> Any:
-    """Prefix an apostrophe to text a spreadsheet would read as a formula."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return value
+    """Prefix an apostrophe to text a spreadsheet would read as a formula; turn
+    carriage returns into line feeds, which the CSV writer quotes."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_STARTS):
+        value = "'" + value
+    return value.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _is_text_column(column: pd.Series) -> bool:

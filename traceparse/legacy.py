@@ -15,6 +15,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import memory_profile_pb2
+from traceparse.decode import MAX_TIME_PS, check_allocators, checked_bytes
 from traceparse.dtypes import dtype_code
 from traceparse.errors import CorruptCaptureError
 from traceparse.trace import EVENT_COLUMNS, MemoryTrace, empty_frame
@@ -51,6 +52,7 @@ def decode_memory_profile(data: bytes, *, path: str, host: str, binary: bool) ->
     profile = parse_memory_profile(data, path=path, binary=binary)
     rows: list[dict[str, object]] = []
     incomplete: list[str] = []
+    out_of_range = 0
     for allocator in sorted(profile.memory_profile_per_allocator):
         per = profile.memory_profile_per_allocator[allocator]
         if len(per.sampled_timeline_snapshots) >= _TIMELINE_POINTS:
@@ -68,15 +70,25 @@ def decode_memory_profile(data: bytes, *, path: str, host: str, binary: bool) ->
             key = (snapshot.time_offset_ps, meta.memory_activity, meta.address)
             if key in seen:
                 continue
+            if not -MAX_TIME_PS < snapshot.time_offset_ps < MAX_TIME_PS:
+                out_of_range += 1  # same rule as for raw captures
+                continue
             seen.add(key)
             rows.append(_row(allocator, snapshot))
     events = _frame(rows)
+    check_allocators(events, path)
     fmt = "memory_profile" if binary else "memory_profile.json"
     diagnostics = [
         f"{path} is a pre-converted memory profile, not a raw capture: it has no step "
         "markers, no op types and no op timings, times count from xprof's first event, "
         "and frees repeat their allocation's op. Capture again for the full picture.",
     ]
+    diagnostics.extend(checked_bytes(events, path))
+    if out_of_range:
+        diagnostics.append(
+            f"{path}: {out_of_range} memory events lie more than 53 days from the first "
+            "event (corrupt timestamps) and were skipped."
+        )
     if incomplete:
         diagnostics.append(
             f"The timeline of {', '.join(incomplete)} was downsampled to "
@@ -94,7 +106,8 @@ def _row(allocator: str, snapshot: memory_profile_pb2.MemoryProfileSnapshot) -> 
         "is_allocation": meta.memory_activity == memory_profile_pb2.ALLOCATION,
         "time_ps": snapshot.time_offset_ps,
         "allocator": allocator,
-        "address": meta.address if meta.address < 2**63 else pd.NA,
+        # The same opaque 64-bit id as a raw capture's addr stat read as int64.
+        "address": meta.address - 2**64 if meta.address >= 2**63 else meta.address,
         "requested_bytes": meta.requested_bytes,
         "allocation_bytes": meta.allocation_bytes,
         "bytes_allocated": stats.heap_allocated_bytes,

@@ -6,7 +6,13 @@ import os
 from itertools import groupby
 
 from traceparse.decode import decode_xspace
-from traceparse.discover import CaptureFile, find_captures, read_bytes
+from traceparse.discover import (
+    MAX_DECOMPRESSED_BYTES,
+    MAX_PROTOBUF_BYTES,
+    CaptureFile,
+    find_captures,
+    read_bytes,
+)
 from traceparse.legacy import decode_memory_profile
 from traceparse.profile_data import Profile
 from traceparse.trace import MemoryTrace
@@ -16,7 +22,9 @@ PathLike = str | os.PathLike[str]
 
 def read_trace(capture: CaptureFile) -> MemoryTrace:
     """Decode one capture file, whatever its format."""
-    data = read_bytes(capture)
+    # Protobuf files stop at protobuf's limit; JSON at the decompression limit.
+    binary = capture.format in ("xplane", "memory_profile")
+    data = read_bytes(capture, MAX_PROTOBUF_BYTES if binary else MAX_DECOMPRESSED_BYTES)
     if capture.format == "xplane":
         return decode_xspace(data, path=capture.path, host=capture.host)
     return decode_memory_profile(

@@ -74,14 +74,19 @@ def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
     allocator = events["allocator"].cat.codes.to_numpy(dtype=np.int64)
-    address = events["address"].to_numpy(dtype=np.int64, na_value=-1)
+    # An address is an opaque 64-bit id: one past 2**63 is negative here, and
+    # only a missing one (NA, sorted apart from every real one) pairs with nothing.
+    address = events["address"].to_numpy(dtype=np.int64, na_value=0)
+    known = events["address"].notna().to_numpy(dtype=bool)
     is_alloc = events["is_allocation"].to_numpy(dtype=bool)
-    order = np.lexsort((np.arange(n), address, allocator))
+    order = np.lexsort((np.arange(n), address, known, allocator))
     same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = (allocator[order][1:] == allocator[order][:-1]) & (
-        address[order][1:] == address[order][:-1]
+    same_next[:-1] = (
+        (allocator[order][1:] == allocator[order][:-1])
+        & (address[order][1:] == address[order][:-1])
+        & known[order][1:]
     )
-    same_next &= address[order] >= 0  # an event without an address pairs with nothing
+    same_next &= known[order]
     sorted_alloc = is_alloc[order]
     next_is_free = np.zeros(n, dtype=bool)
     next_is_free[:-1] = ~sorted_alloc[1:]

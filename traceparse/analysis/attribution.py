@@ -74,7 +74,9 @@ def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
         live_allocations=("held_bytes", "size"),
     )
     keys = peak[["host", "allocator"]].astype(object)
-    table = keys.merge(sums.reset_index(), on=["host", "allocator"], how="left")
+    # A key of only NA comes out of the groupby as float: merge on objects.
+    sums = sums.reset_index().astype({"host": object, "allocator": object})
+    table = keys.merge(sums, on=["host", "allocator"], how="left")
     table = table.fillna(0).infer_objects()
     heap = peak["heap_bytes"].fillna(0).to_numpy(dtype=np.int64)
     reserved = peak["reserved_bytes"].fillna(0).to_numpy(dtype=np.int64)

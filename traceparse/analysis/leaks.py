@@ -117,7 +117,8 @@ def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
         return _frame(GROWTH_COLUMNS)
     table = steps.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
     table = table.reset_index(drop=True)
-    owner = table.groupby(["host", "allocator"], observed=True, sort=False)
+    # dropna=False: events that name no allocator are one allocator of their own.
+    owner = table.groupby(["host", "allocator"], observed=True, sort=False, dropna=False)
     previous_end = owner["in_use_end_bytes"].shift(1)
     first = previous_end.isna().to_numpy()
     growth = table["in_use_end_bytes"] - previous_end.fillna(table["in_use_start_bytes"])

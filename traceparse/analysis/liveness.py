@@ -47,12 +47,15 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     free = allocations["free_event"].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
     alloc = allocations["alloc_event"].to_numpy(dtype=np.int64)
-    address = allocations["address"].to_numpy(dtype=np.int64, na_value=-1)
+    # Addresses are opaque 64-bit ids (negative past 2**63); only NA has none,
+    # and NA sorts apart from every real address.
+    address = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
+    known = allocations["address"].notna().to_numpy(dtype=bool)
     owner = group_codes(allocations, ["host", "allocator"])
-    order = np.lexsort((alloc, address, owner))
+    order = np.lexsort((alloc, address, known, owner))
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
     same = (owner[order][1:] == owner[order][:-1]) & (address[order][1:] == address[order][:-1])
-    same &= address[order][:-1] >= 0
+    same &= known[order][:-1] & known[order][1:]
     nxt[order[:-1][same]] = alloc[order][1:][same]
     return np.where(free >= 0, free, nxt)
 

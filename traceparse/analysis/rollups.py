@@ -68,6 +68,8 @@ def ops_table(allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFra
     work["op_type"] = allocations["op_type"].astype(object)
     table = _roll(work, "op", {"op_type": ("op_type", "first")})
     timing = op_time.rename(columns={"count": "compute_count", "total_ps": "compute_ps"})
+    # A key column of only NA comes out of the groupby as float: merge on objects.
+    table["op"] = table["op"].astype(object)
     table = table.merge(timing, on=["host", "op"], how="left")
     return _finish(table, OPS_COLUMNS)
 
@@ -108,6 +110,7 @@ def scopes_table(
         timing = timing.groupby(["host", "scope"], as_index=False).agg(
             compute_count=("count", "sum"), compute_ps=("total_ps", "sum")
         )
+        table["scope"] = table["scope"].astype(object)
         table = table.merge(timing, on=["host", "scope"], how="left")
     return _finish(table, SCOPE_COLUMNS)
 

@@ -5,9 +5,11 @@ so every renderer passes them through here. The rules target GitHub-flavoured
 Markdown (cmark-gfm) and HTML5:
 
 - ``md_code``: a name as a code span that no content can leave. The fence is
-  longer than any backtick run inside; pipes become ``\\|``, which GFM's table
-  parser turns back into ``|`` before the inline parser sees the span (so the
-  cell keeps its boundaries and the reader sees the name unchanged).
+  longer than any backtick run inside; in a table cell pipes become ``\\|``,
+  which GFM's table parser turns back into ``|`` before the inline parser sees
+  the span (so the cell keeps its boundaries and the reader sees the name
+  unchanged). Outside tables (``table=False``) nothing would undo the escape
+  (code spans take no backslash escapes), so pipes stay as they are.
 - ``md_text``: free text with every character Markdown could act on
   backslash-escaped, so it renders exactly as written.
 - ``html_text``: ``html.escape`` with quotes, for element text and attributes.
@@ -20,7 +22,8 @@ import re
 
 __all__ = ["html_text", "md_code", "md_text", "one_line"]
 
-_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+# Tabs too: a font has no glyph for one (matplotlib warns), and a cell shows it as a space.
+_LINE_BREAKS = re.compile(r"[\t\r\n\u2028\u2029\x0b\x0c\x85]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 # Characters that start or end inline constructs anywhere in a line. An "_"
 # between two ASCII letters or digits can neither open nor close emphasis, so
@@ -32,7 +35,7 @@ _BACKTICK_RUNS = re.compile(r"`+")
 
 
 def one_line(text: object) -> str:
-    """``str(text)`` on one line: line breaks become spaces, control characters go."""
+    """``str(text)`` on one line: line breaks and tabs become spaces, control characters go."""
     return _CONTROL.sub("", _LINE_BREAKS.sub(" ", str(text)))
 
 
@@ -49,8 +52,9 @@ def _escape_marker(match: re.Match[str]) -> str:
     return f"{space}\\{marker}"
 
 
-def md_code(text: object) -> str:
-    """A name as a Markdown code span, safe inside a table cell."""
+def md_code(text: object, *, table: bool = True) -> str:
+    """A name as a Markdown code span, safe inside a table cell; ``table=False``
+    for headings, list items and paragraphs."""
     content = one_line(text)
     if not content:
         return "-"
@@ -65,7 +69,7 @@ def md_code(text: object) -> str:
         or (content.startswith(" ") and content.endswith(" ") and content.strip(" "))
     ):
         content = f" {content} "
-    return fence + content.replace("|", "\\|") + fence
+    return fence + (content.replace("|", "\\|") if table else content) + fence
 
 
 def html_text(text: object) -> str:

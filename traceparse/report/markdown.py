@@ -105,10 +105,10 @@ def _overview(view: ReportView) -> list[str]:
 
 
 def _profile(profile: ProfileView) -> list[str]:
-    hosts = ", ".join(md_code(h) for h in profile.hosts)
-    out = [f"## Run {md_code(profile.run)} on {hosts}", ""]
+    hosts = ", ".join(md_code(h, table=False) for h in profile.hosts)
+    out = [f"## Run {md_code(profile.run, table=False)} on {hosts}", ""]
     for path in profile.paths:
-        out.append(f"- Capture: {md_code(path)}")
+        out.append(f"- Capture: {md_code(path, table=False)}")
     out.append("")
     if not profile.allocators:
         out.append("**No memory to report:** this capture has no allocator events.")
@@ -129,7 +129,7 @@ def _allocator(a: AllocatorView) -> list[str]:
     out = [
         f'<a id="{a.anchor}"></a>',
         "",
-        f"### {md_code(a.host)} · {md_code(a.allocator)}",
+        f"### {md_code(a.host, table=False)} · {md_code(a.allocator, table=False)}",
         "",
         f"{_LEVEL_MARK[a.verdict_level]} **{md_text(a.headline)}**",
         "",
