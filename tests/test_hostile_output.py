@@ -221,12 +221,6 @@ def test_json_keeps_names_exactly(capture: Path, capsys: pytest.CaptureFixture[s
     assert {row["host"] for row in rows} == {HOST}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="terminal.py writes names raw in plain output: escape sequences in an op name "
-    "reach the reader's terminal (reported to the lead; fix in traceparse/cells.py or "
-    "terminal.py, then drop this mark)",
-)
 @pytest.mark.parametrize("command", ["ops", "summary"])
 def test_terminal_output_carries_no_control_characters(
     command: str, capture: Path, capsys: pytest.CaptureFixture[str]

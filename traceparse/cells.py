@@ -7,6 +7,7 @@ HTML reports format cells here, so the same value reads the same everywhere.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,28 @@ from traceparse.units import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Kind", "column_kind", "format_cell", "formatted_rows", "render_plain_table"]
+__all__ = [
+    "Kind",
+    "column_kind",
+    "format_cell",
+    "formatted_rows",
+    "render_plain_table",
+    "visible",
+]
+
+# Control characters (C0 but tab and newline, DEL, C1). Names come from the user
+# (tf.name_scope) and may hold terminal escape sequences: shown, not obeyed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, *, cell: bool = False) -> str:
+    """``text`` with control characters written as ``\\xNN`` escapes, so a
+    hostile name cannot move the cursor or restyle the reader's terminal.
+    In a table ``cell`` tabs and newlines are escaped too, to keep its shape."""
+    pattern = _CELL_CONTROL if cell else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 Kind = Literal[
     "text", "bytes", "signed_bytes", "duration", "time", "percent", "count", "number", "address"
@@ -91,7 +113,7 @@ def format_cell(value: Any, kind: Kind) -> str:
             number = float(value)
             return str(int(number)) if number.is_integer() else f"{number:.4g}"
         return str(value)
-    return str(value)
+    return visible(str(value), cell=True)
 
 
 def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[str]]:

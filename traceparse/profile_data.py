@@ -90,8 +90,11 @@ class Profile:
                 "frees_without_allocation."
             )
         allocations = self.allocations
-        reused = allocations["free_ps"].isna() & allocations.duplicated(
-            ["host", "allocator", "address"], keep="last"
+        # An allocation without an address pairs with nothing: it is not a reuse.
+        reused = (
+            allocations["free_ps"].isna()
+            & allocations["address"].notna()
+            & allocations.duplicated(["host", "allocator", "address"], keep="last")
         )
         if reused.any():
             notes.append(

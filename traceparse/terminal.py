@@ -27,6 +27,7 @@ from traceparse.cells import (
     column_kind,
     formatted_rows,
     render_plain_table,
+    visible,
 )
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class Terminal:
         return shutil.get_terminal_size((100, 24)).columns
 
     def _write(self, text: str) -> None:
-        self.stream.write(text + "\n")
+        self.stream.write(visible(text) + "\n")
 
     # -- results -------------------------------------------------------------
 
@@ -118,12 +119,13 @@ class Terminal:
         if self.use_rich:
             from rich.text import Text
 
-            self._rich().print(Text(text, style=style or ""), soft_wrap=True)
+            self._rich().print(Text(visible(text), style=style or ""), soft_wrap=True)
         else:
             self._write(text)
 
     def heading(self, text: str, level: int = 1) -> None:
         """A section title: level 1 for a capture, level 2 for a part of it."""
+        text = visible(text)
         if self.use_rich:
             if level == 1:
                 from rich.rule import Rule
@@ -149,7 +151,9 @@ class Terminal:
             grid.add_column(style="bold", no_wrap=True)
             grid.add_column(overflow="fold")
             for label, value in rows:
-                grid.add_row(label, Text(value, style=(styles or {}).get(label, "")))
+                grid.add_row(
+                    visible(label), Text(visible(value), style=(styles or {}).get(label, ""))
+                )
             self._rich().print(grid)
             return
         pad = max(len(label) for label, _ in rows)
@@ -161,7 +165,7 @@ class Terminal:
             if self.use_rich:
                 from rich.text import Text
 
-                self._rich().print(Text("• " + item, style=style or ""))
+                self._rich().print(Text("• " + visible(item), style=style or ""))
             else:
                 self._write(f"- {item}")
 

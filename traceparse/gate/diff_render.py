@@ -91,7 +91,10 @@ def print_diff(diffs: Sequence[AllocatorDiff], term: Terminal, top: int, title: 
 def diff_markdown(diffs: Sequence[AllocatorDiff], top: int, title: str) -> str:
     out = [f"## {md_text(title)}", ""]
     for diff in diffs:
-        out += [f"### {md_code(diff.allocator)} on {md_code(diff.host)}", ""]
+        out += [
+            f"### {md_code(diff.allocator, table=False)} on {md_code(diff.host, table=False)}",
+            "",
+        ]
         out += [md_text(diff.headline()), ""]
         rows, note = _shown(diff, top)
         if rows:

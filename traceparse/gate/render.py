@@ -73,9 +73,8 @@ def check_markdown(results: Sequence[Result], source: str, *, error: str | None 
     for r in results:
         if r.status == "pass":
             continue
-        out.append(
-            f"**{r.budget}, {md_code(r.allocator)} on {md_code(r.host)}:** {md_text(r.message)}"
-        )
+        where = f"{md_code(r.allocator, table=False)} on {md_code(r.host, table=False)}"
+        out.append(f"**{r.budget}, {where}:** {md_text(r.message)}")
         out.append("")
         if r.contributors:
             out += ["| Top contributor | Bytes | Detail |", "| --- | ---: | --- |"]
