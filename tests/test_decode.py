@@ -305,3 +305,15 @@ def test_random_captures_decode_like_the_reference(lines: list[list[tuple]]) -> 
         allocs["free_ps"].notna().sum()
     ) == len(expected)
     assert not math.isnan(float(np.sum(allocs["allocated_bytes"].to_numpy(dtype=float))))
+
+
+def test_without_a_capture_start_epoch_lines_count_from_the_earliest() -> None:
+    b = SpaceBuilder()
+    first, second = b.line(timestamp_ns=START_NS + 1000), b.line(timestamp_ns=START_NS + 5000)
+    alloc(b, first, 5, addr=1, size=256, total=256)
+    free(b, second, 7, addr=1, size=256, total=0)
+    space = xplane_pb2.XSpace.FromString(b.space.SerializeToString())
+    del space.planes[0]  # older TensorFlow wrote no "Task Environment" plane
+    trace = decode_xspace(space.SerializeToString(), path="old.xplane.pb", host="h")
+    assert trace.events["time_ps"].tolist() == [5, 4000 * 1000 + 7]
+    assert any("does not record when it started" in d for d in trace.diagnostics)

@@ -15,9 +15,9 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import memory_profile_pb2
-from traceparse.decode import MAX_TIME_PS, check_allocators, checked_bytes
 from traceparse.dtypes import dtype_code
 from traceparse.errors import CorruptCaptureError
+from traceparse.sanity import MAX_TIME_PS, check_allocators, checked_bytes
 from traceparse.trace import EVENT_COLUMNS, MemoryTrace, empty_frame
 
 # xprof downsamples its timeline to this many points.

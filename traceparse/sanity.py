@@ -1,0 +1,87 @@
+"""Limits every real capture respects. What lies outside them is read as
+unknown, skipped or refused, each with a sentence in the diagnostics
+(docs/robustness.md), so a damaged file cannot overflow a sum or make the
+analyses allocate without bound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from traceparse.errors import CaptureTooLargeError
+
+# A byte count below 0 or above 256 TiB (no allocator manages that much) is
+# read as unknown. An event more than 2**62 ps (53 days) from the capture start
+# is skipped: times stay far enough inside int64 that sums and differences of
+# them cannot overflow.
+MAX_BYTES = 2**48
+MAX_TIME_PS = 2**62
+BYTE_STATS = (
+    "requested_bytes",
+    "allocation_bytes",
+    "bytes_allocated",
+    "bytes_reserved",
+    "bytes_available",
+    "peak_bytes_in_use",
+)
+# A host has a few allocators per device (GPU_0_bfc, gpu_host_bfc, ...): a few
+# dozen on the largest. A file naming more is damaged or made up, and every
+# analysis and report section costs time per allocator, so it is refused.
+MAX_ALLOCATORS = 128
+
+
+def within_time(values: np.ndarray) -> np.ndarray:
+    """Whether each int64 lies strictly between -MAX_TIME_PS and MAX_TIME_PS."""
+    return (values > -MAX_TIME_PS) & (values < MAX_TIME_PS)
+
+
+def check_allocators(events: pd.DataFrame, path: str) -> None:
+    """Raise ``CaptureTooLargeError`` when ``events`` name more than MAX_ALLOCATORS
+    allocators. Shared with the pre-converted profile reader."""
+    count = events["allocator"].nunique(dropna=False)
+    if count > MAX_ALLOCATORS:
+        raise CaptureTooLargeError(
+            f"{path}: the memory events name {count} allocators, more than the "
+            f"{MAX_ALLOCATORS} traceparse reads from one capture (a host has a few per "
+            "device); the file is damaged or not a profiler capture",
+            path,
+        )
+
+
+def checked_bytes(events: pd.DataFrame, path: str) -> list[str]:
+    """Set the byte counts of ``events`` outside 0..MAX_BYTES to NA, in place; a
+    sentence per stat that had any. Shared with the pre-converted profile reader."""
+    notes: list[str] = []
+    for column in BYTE_STATS:
+        values = events[column]
+        bad = ((values < 0) | (values > MAX_BYTES)).fillna(False).to_numpy(dtype=bool)
+        if bad.any():
+            events.loc[bad, column] = pd.NA
+            notes.append(
+                f"{path}: {int(bad.sum())} memory events carry {column} below 0 or above "
+                f"{MAX_BYTES // 2**40} TiB, which no allocator reports; it is read as unknown."
+            )
+    return notes
+
+
+def problem_notes(
+    problems: Counter[tuple[str, str]], path: str, expected: Mapping[str, str]
+) -> list[str]:
+    """A sentence per kind of bad value counted while decoding."""
+    notes: list[str] = []
+    for (stat, problem), count in sorted(problems.items()):
+        if problem == "range":
+            notes.append(
+                f"{path}: {count} memory events lie more than {MAX_TIME_PS / 1e12 / 86400:.0f} "
+                "days from the capture start (corrupt timestamps) and were skipped."
+            )
+        else:
+            notes.append(
+                f"{path}: {count} memory events carry a {stat} stat that is not "
+                f"{expected[stat]} (or names nothing); it is read as unknown."
+            )
+    return notes
