@@ -170,6 +170,12 @@ def _minimal_args(name: str) -> list[str]:
         return ["run", "script.py"]
     if name == "demo":
         return ["demo"]
+    if name == "batch":
+        return ["batch", "some/path", "-o", "out"]
+    if name == "baseline":
+        return ["baseline", "some/path", "-o", "baseline.json"]
+    if name == "diff":
+        return ["diff", "a/path", "b/path"]
     return [name, "some/path"]
 
 

@@ -28,6 +28,10 @@ from traceparse.profile_data import Profile
 # After the submodule import above, which binds the name `profile` to the module.
 from traceparse.capture import Capture, profile  # isort: skip
 
+# The function, not its package: `traceparse.batch(...)`; the package's other
+# names are imported with `from traceparse.batch import ...`.
+from traceparse.batch import batch  # isort: skip
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -43,6 +47,7 @@ __all__ = [
     "TraceparseError",
     "UsageError",
     "__version__",
+    "batch",
     "estimate_bytes",
     "load",
     "load_all",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from traceparse.commands.allocations import AllocationsCommand
 from traceparse.commands.base import Command
 from traceparse.commands.baseline import BaselineCommand
+from traceparse.commands.batch import BatchCommand
 from traceparse.commands.check import CheckCommand
 from traceparse.commands.demo import DemoCommand
 from traceparse.commands.diff import DiffCommand
@@ -32,6 +33,7 @@ COMMANDS: dict[str, type[Command]] = {
         RunCommand,
         SummaryCommand,
         ReportCommand,
+        BatchCommand,
         CheckCommand,
         BaselineCommand,
         DiffCommand,
