@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fuzz.mutations import STAT_NAMES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import memory_events
@@ -18,25 +19,8 @@ from traceparse._proto import xplane_pb2
 from traceparse.decode import decode_xspace
 
 START_NS = 1_795_961_080_992_152_166
-NAMES = [
-    "allocator_name",
-    "addr",
-    "requested_bytes",
-    "allocation_bytes",
-    "bytes_allocated",
-    "bytes_reserved",
-    "bytes_available",
-    "peak_bytes_in_use",
-    "fragmentation",
-    "tf_op",
-    "region_type",
-    "data_type",
-    "shape",
-    "id",
-    "step_num",
-    "_r",
-    "index_on_host",
-]
+# Stat ids are positions in this list, plus one.
+NAMES = STAT_NAMES
 
 
 class SpaceBuilder:

@@ -37,6 +37,7 @@ from google.protobuf import json_format
 
 from traceparse import wire
 from traceparse._proto import memory_profile_pb2, xplane_pb2
+from traceparse.sanity import BYTE_STATS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -111,14 +112,6 @@ HOSTILE_SHAPES = [
     "[",
     "[]",
     "[0]",
-]
-BYTE_STATS = [
-    "requested_bytes",
-    "allocation_bytes",
-    "bytes_allocated",
-    "bytes_reserved",
-    "bytes_available",
-    "peak_bytes_in_use",
 ]
 # Stat names TensorFlow writes on memory events and step markers.
 STAT_NAMES = [
