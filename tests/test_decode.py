@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from reference import memory_events
 
 import traceparse
-from traceparse import wire
 from traceparse._proto import xplane_pb2
 from traceparse.decode import decode_xspace
 
@@ -228,17 +227,6 @@ def test_malformed_event_bytes_raise_a_corrupt_capture_error() -> None:
     data[stat_at + 1] = 0x7F
     with pytest.raises(traceparse.CorruptCaptureError, match=r"test\.xplane\.pb"):
         decode_xspace(bytes(data), path="test.xplane.pb", host="h")
-
-
-def test_leading_varint_matches_a_full_decode_for_odd_layouts() -> None:
-    events = [
-        xplane_pb2.XEvent(metadata_id=300, offset_ps=1).SerializeToString(),
-        xplane_pb2.XEvent(offset_ps=5).SerializeToString(),  # metadata_id 0: absent
-        b"",
-        xplane_pb2.XEvent(offset_ps=5).SerializeToString() + b"\x08\x05",  # not first
-        b"\x08\x02\x08\x09",  # repeated (no serializer does this): documented as first
-    ]
-    assert wire.leading_varints(wire.join(events), (1,))[0].tolist() == [300, 0, 0, 5, 2]
 
 
 # Random captures: the fast decoder and the reference decoder agree.

@@ -1,9 +1,10 @@
 """Decode an ``XSpace`` (``*.xplane.pb``) into a ``MemoryTrace``: the hot path.
 
-upb parses the file with the lean ``xplane_skim`` schema, which leaves each
-event as raw bytes. ``event_scan`` finds the planes, lines and events worth
-decoding without building a Python object per skipped event; ``event_columns``
-decodes those column-wise; ``sanity`` keeps absurd values out of the tables.
+Planes' metadata is parsed by upb with the lean ``xplane_skim`` schema; lines
+are never parsed as messages. ``event_scan`` (with ``framing``) finds the
+events worth decoding in the file's bytes without a Python object per event;
+``event_columns`` decodes those column-wise; ``sanity`` keeps absurd values out
+of the tables.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from traceparse._proto import xplane_skim_pb2
 from traceparse.discover import MAX_PROTOBUF_BYTES
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
 from traceparse.event_columns import EXPECTED, DecodedEvents, text
-from traceparse.event_scan import Plane, select, split_planes
+from traceparse.event_scan import OpTimes, Plane, select, split_planes
 from traceparse.sanity import (
     MAX_TIME_PS,
     check_allocators,
@@ -63,14 +64,14 @@ def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
     if not data:
         raise CorruptCaptureError(f"{path}: the file is empty; capture the profile again", path)
     try:
-        planes = split_planes(memoryview(data))
+        planes = split_planes(data)
         if not planes:
             raise CorruptCaptureError(
                 f"{path}: no profiler planes in this file, so it is not a profiler capture; "
                 "point traceparse at the .xplane.pb files that tf.profiler writes",
                 path,
             )
-        return _Decoder(planes, path, host).run()
+        return _Decoder(data, planes, path, host).run()
     except (DecodeError, wire.WireError) as exc:
         raise CorruptCaptureError(
             f"{path}: not a readable XSpace (truncated or corrupt: {exc}); "
@@ -80,7 +81,8 @@ def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
 
 
 class _Decoder:
-    def __init__(self, planes: list[Plane], path: str, host: str) -> None:
+    def __init__(self, data: bytes, planes: list[Plane], path: str, host: str) -> None:
+        self.data = data
         self.planes = planes
         self.path = path
         self.host = host
@@ -89,7 +91,7 @@ class _Decoder:
         if self.start_ns is None:
             # No 'Task Environment' plane (older TensorFlow): lines stamped with
             # the epoch count from the earliest of them instead.
-            stamps = [t for p in planes for t in p.line_timestamps() if t >= _EPOCH_NS]
+            stamps = [t for p in planes for t in p.line_timestamps(data) if t >= _EPOCH_NS]
             if stamps:
                 self.start_ns = min(stamps)
                 self.diagnostics.append(
@@ -124,7 +126,9 @@ class _Decoder:
             step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
             memory = np.fromiter(memory_ids, dtype=np.uint64)
             ops = np.fromiter(op_ids, dtype=np.uint64)
-            detailed, timing = select(parts.lines(), memory, ops, step_stat_ids, self._relative_ns)
+            detailed, timing = select(
+                self.data, parts.lines, memory, ops, step_stat_ids, self._relative_ns
+            )
             alloc_ids = np.fromiter(
                 (k for k in memory_ids if names[k] == _ALLOCATION), dtype=np.uint64
             )
@@ -141,8 +145,8 @@ class _Decoder:
                     events.append(frame)
                 if step_stat_ids:
                     markers.append(decoded.marker_frame(names, mids))
-            if timing[0].size:
-                op_time.append(_op_frame(*timing, op_ids))
+            if timing.metadata_ids.size:
+                op_time.append(_op_frame(timing, op_ids))
         finished = _finish_events(events)
         check_allocators(finished, self.path)
         self.diagnostics.extend(checked_bytes(finished, self.path))
@@ -170,16 +174,12 @@ class _Decoder:
         return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
 
 
-def _op_frame(ids: np.ndarray, durations: np.ndarray, op_ids: dict[int, str]) -> pd.DataFrame:
-    """Count and total duration per op, from its events' metadata ids."""
-    unique, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
-    total = np.zeros(unique.size, dtype=np.int64)
-    np.add.at(total, inverse, durations)  # exact int64 sums
+def _op_frame(timing: OpTimes, op_ids: dict[int, str]) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "op": [op_ids[int(i)] for i in unique],
-            "count": counts.astype(np.int64),
-            "total_ps": total,
+            "op": [op_ids[i] for i in timing.metadata_ids.tolist()],
+            "count": timing.counts,
+            "total_ps": timing.total_ps,
         }
     )
 
@@ -189,8 +189,9 @@ def _finish_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
         return empty_frame(EVENT_COLUMNS)
     events = pd.concat(frames, ignore_index=True)
     # Time order; ties keep the file's order (plane, line, position in line).
-    events = events.sort_values(["time_ps", "_plane", "_order"], kind="stable")
-    events = events.drop(columns=["_plane", "_order"]).reset_index(drop=True)
+    keys = [events[k].to_numpy(dtype=np.int64) for k in ("_order", "_plane", "time_ps")]
+    events = events.take(np.lexsort(keys)).drop(columns=["_plane", "_order"])
+    events = events.reset_index(drop=True)
     return events.astype(EVENT_COLUMNS)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceparse.trace import categorical_take
+
 # DataType enum value -> (TensorFlow's Python dtype name, bytes per element).
 # None means the element size is not fixed: a ``tstring`` is a 24-byte header
 # whose characters live elsewhere; resource and variant elements are handles.
@@ -211,31 +213,51 @@ def estimate_columns(
     """dtype names, element counts and estimated bytes for table columns.
 
     ``codes`` holds DataType enum values (NA where unknown); ``shapes`` the
-    profiler's shape text. Only distinct (dtype, shape) pairs are parsed.
+    profiler's shape text. Only distinct codes and (dtype, shape) pairs are
+    looked at; rows take their values by index.
     """
     code_series = pd.Series(codes, index=shapes.index, dtype="Int64")
-    names = code_series.map(lambda c: dtype_name(c) if pd.notna(c) else None)
-    dtype_col = pd.Series(names, index=shapes.index, dtype="category")
-    elements = pd.Series(pd.NA, index=shapes.index, dtype="Int64")
-    estimated = pd.Series(pd.NA, index=shapes.index, dtype="Int64")
-    if len(shapes):
-        keys = pd.DataFrame({"dtype": dtype_col.astype(object), "shape": shapes.astype(object)})
-        grouped = keys.groupby(["dtype", "shape"], dropna=False, sort=False, observed=True)
-        for (name, text), rows in grouped.indices.items():
-            shape = parse_shape(text) if isinstance(text, str) else None
-            if shape is None:
-                continue
-            count = math.prod(shape)
-            if count > _MAX_INT64:  # an absurd shape: no tensor has that many elements
-                continue
-            elements.iloc[rows] = count
-            size = itemsize(name) if isinstance(name, str) else None
-            if size is not None and count * size <= _MAX_INT64:
-                estimated.iloc[rows] = count * size
-    return dtype_col, elements, estimated
+    code_index, distinct_codes = pd.factorize(code_series)
+    # Mapping the distinct codes gives the names' dtype that mapping the rows
+    # would (str, or Int64 when no code has a name).
+    names = pd.Series(distinct_codes).map(lambda c: dtype_name(c) if pd.notna(c) else None)
+    dtype_col = pd.Series(categorical_take(names.array, code_index), index=shapes.index)
+    shape_index, shape_texts = pd.factorize(shapes)
+    # One key per (dtype, shape) pair; -1 (NA) shifts to 0.
+    dtype_index = dtype_col.cat.codes.to_numpy(dtype=np.int64)
+    stride = len(shape_texts) + 1
+    inverse, pairs = pd.factorize((dtype_index + 1) * stride + shape_index + 1)
+    dtype_names = np.asarray(dtype_col.cat.categories, dtype=object)
+    texts = np.asarray(shape_texts, dtype=object)
+    counts = np.zeros(pairs.size, dtype=np.int64)
+    sizes = np.zeros(pairs.size, dtype=np.int64)
+    has_count = np.zeros(pairs.size, dtype=bool)
+    has_size = np.zeros(pairs.size, dtype=bool)
+    for i, pair in enumerate(pairs.tolist()):
+        name_at, text_at = divmod(pair, stride)
+        text = texts[text_at - 1] if text_at else None
+        shape = parse_shape(text) if isinstance(text, str) else None
+        if shape is None:
+            continue
+        count = math.prod(shape)
+        if count > _MAX_INT64:  # an absurd shape: no tensor has that many elements
+            continue
+        counts[i], has_count[i] = count, True
+        name = dtype_names[name_at - 1] if name_at else None
+        size = itemsize(name) if isinstance(name, str) else None
+        if size is not None and count * size <= _MAX_INT64:
+            sizes[i], has_size[i] = count * size, True
+    elements = pd.arrays.IntegerArray(counts[inverse], ~has_count[inverse])
+    estimated = pd.arrays.IntegerArray(sizes[inverse], ~has_size[inverse])
+    return (
+        dtype_col,
+        pd.Series(elements, index=shapes.index),
+        pd.Series(estimated, index=shapes.index),
+    )
 
 
 ESTIMATE_STATUSES = ("match", "over", "under", "unknown")
+_STATUS_DTYPE = pd.CategoricalDtype(list(ESTIMATE_STATUSES))
 
 
 def estimate_status(estimated: pd.Series, requested: pd.Series) -> pd.Series:
@@ -243,12 +265,13 @@ def estimate_status(estimated: pd.Series, requested: pd.Series) -> pd.Series:
     is larger than the shape explains, ``under`` when smaller, else ``unknown``."""
     est = estimated.astype("Int64")
     req = requested.astype("Int64")
-    status = np.full(len(est), "unknown", dtype=object)
+    status = np.full(len(est), ESTIMATE_STATUSES.index("unknown"), dtype=np.int8)
     known = (est.notna() & req.notna()).to_numpy(dtype=bool)
     diff = (req - est).to_numpy(dtype="float64", na_value=np.nan)
-    status[known & (diff == 0)] = "match"
-    status[known & (diff > 0)] = "over"
-    status[known & (diff < 0)] = "under"
+    status[known & (diff == 0)] = ESTIMATE_STATUSES.index("match")
+    status[known & (diff > 0)] = ESTIMATE_STATUSES.index("over")
+    status[known & (diff < 0)] = ESTIMATE_STATUSES.index("under")
     return pd.Series(
-        pd.Categorical(status, categories=list(ESTIMATE_STATUSES)), index=estimated.index
+        pd.Categorical.from_codes(status, dtype=_STATUS_DTYPE, validate=False),
+        index=estimated.index,
     )

@@ -8,6 +8,7 @@ by name. A stat of the wrong type is NA, never a guess.
 from __future__ import annotations
 
 from collections import Counter
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from traceparse import wire
 from traceparse.event_scan import Selected
 from traceparse.sanity import within_time
+from traceparse.trace import categorical_take
 
 INT_STATS = {
     "addr": "address",
@@ -42,6 +44,10 @@ EXPECTED = {
 # Stat value kinds: the XStat oneof field numbers.
 _DOUBLE, _UINT64, _INT64, _STR, _BYTES, _REF = 2, 3, 4, 5, 6, 7
 _VALUE_WIRE = {_DOUBLE: 1, _UINT64: 0, _INT64: 0, _STR: 2, _BYTES: 2, _REF: 0}
+# The wire type each field number of an XStat must have (-1: not a value field).
+_WIRE_OF_FIELD = np.full(9, -1, dtype=np.int8)
+for _number, _wire_type in _VALUE_WIRE.items():
+    _WIRE_OF_FIELD[_number] = _wire_type
 _NUMBERS = (_DOUBLE, _UINT64, _INT64)
 
 
@@ -49,7 +55,7 @@ class DecodedEvents:
     """The fields and stats of the selected events, as columns."""
 
     def __init__(self, selected: Selected, stat_names: dict[int, str]) -> None:
-        joined = wire.join(selected.chunks)
+        joined = selected.joined()
         self.raw = joined.raw
         self.count = len(joined)
         self.stat_names = stat_names
@@ -65,31 +71,26 @@ class DecodedEvents:
         stat_rows = fields.select(4, 2)
         self.stat_event = fields.message[stat_rows]
         payload = fields.start[stat_rows]
-        stats = wire.scan_fields(joined.buf, payload, payload + fields.length[stat_rows])
-        n = len(stat_rows)
-        self.stat_id = stats.last_value(1, 0, n).view(np.int64)
-        self.kind = np.zeros(n, dtype=np.int8)
-        self.value = np.zeros(n, dtype=np.uint64)
-        self.start = np.zeros(n, dtype=np.int64)
-        self.length = np.zeros(n, dtype=np.int64)
-        is_value = np.zeros(len(stats.number), dtype=bool)
-        for kind, wire_type in _VALUE_WIRE.items():
-            is_value |= (stats.number == kind) & (stats.wire == wire_type)
-        rows = np.flatnonzero(is_value)
-        # Rows are in wire order, so a later oneof member overwrites an earlier one.
-        owner = stats.message[rows]
-        self.kind[owner] = stats.number[rows]
-        self.value[owner] = stats.value[rows]
-        self.start[owner] = stats.start[rows]
-        self.length[owner] = stats.length[rows]
+        stats = _read_stats(joined.buf, payload, payload + fields.length[stat_rows])
+        self.stat_id, self.kind, self.value, self.start, self.length = stats
         self._rows: dict[str, np.ndarray] = {}
 
     def _stat_rows(self, name: str) -> np.ndarray:
         # Each stat is asked for more than once (its value, then whether it had one).
         if name not in self._rows:
-            ids = [k for k, n in self.stat_names.items() if n == name]
-            self._rows[name] = np.flatnonzero(np.isin(self.stat_id, ids) & (self.kind > 0))
+            ids = self._stat_ids.get(name, [])
+            # A name has one id in any sane capture; == is much cheaper than isin.
+            hit = self.stat_id == ids[0] if len(ids) == 1 else np.isin(self.stat_id, ids)
+            self._rows[name] = np.flatnonzero(hit & (self.kind > 0))
         return self._rows[name]
+
+    @cached_property
+    def _stat_ids(self) -> dict[str, list[int]]:
+        """Stat metadata ids by name (interned strings live there too, so it is long)."""
+        ids: dict[str, list[int]] = {}
+        for key, name in self.stat_names.items():
+            ids.setdefault(name, []).append(key)
+        return ids
 
     def int_stat(self, name: str) -> pd.arrays.IntegerArray:
         """A stat as Int64 per event (NA where absent or not numeric)."""
@@ -104,7 +105,7 @@ class DecodedEvents:
         finite = (kind == _DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
         finite[finite] = doubles[finite] == np.trunc(doubles[finite])
         numbers[finite] = doubles[finite].astype(np.int64)
-        ok = np.isin(kind, (_UINT64, _INT64)) | finite
+        ok = (kind == _UINT64) | (kind == _INT64) | finite
         values[self.stat_event[rows[ok]]] = numbers[ok]
         present[self.stat_event[rows[ok]]] = True
         return pd.arrays.IntegerArray(values, ~present)
@@ -120,7 +121,7 @@ class DecodedEvents:
             np.where(kind == _INT64, raw.view(np.int64), raw).astype(np.float64),
         )
         # xprof writes NaN fragmentation when nothing is free: that is "unknown".
-        ok = np.isin(kind, (_DOUBLE, _UINT64, _INT64)) & np.isfinite(numbers)
+        ok = ((kind == _DOUBLE) | (kind == _UINT64) | (kind == _INT64)) & np.isfinite(numbers)
         values[self.stat_event[rows[ok]]] = numbers[ok]
         present = np.zeros(self.count, dtype=bool)
         present[self.stat_event[rows[ok]]] = True
@@ -128,19 +129,36 @@ class DecodedEvents:
 
     def str_stat(self, name: str) -> pd.Categorical:
         """A stat as text per event (NA where absent or not text); refs resolve to names."""
-        out = np.full(self.count, None, dtype=object)
+        codes, labels = self._str_codes(name)
+        return categorical_take(labels, codes)
+
+    def _str_codes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per event: an index into the labels (-1 where NA), and the labels (str or
+        None). Each distinct ref id and each distinct byte string is decoded once."""
         rows = self._stat_rows(name)
-        # Refs (how TensorFlow writes repeated strings) resolve once per distinct id.
-        refs = rows[self.kind[rows] == _REF]
-        if refs.size:
-            ids, inverse = np.unique(self.value[refs], return_inverse=True)
-            names = np.array([self.stat_names.get(int(i)) for i in ids], dtype=object)
-            out[self.stat_event[refs]] = names[inverse]
-        # A number where text belongs is the wrong type: it stays NA.
-        for row in rows[np.isin(self.kind[rows], (_STR, _BYTES))]:
-            start = self.start[row]
-            out[self.stat_event[row]] = text(self.raw[start : start + self.length[row]])
-        return pd.Categorical(out)
+        kind = self.kind[rows]
+        # Refs (how TensorFlow writes repeated strings) first, then inline text, so
+        # inline text wins for an event that has both. A number where text belongs
+        # is the wrong type: it stays NA.
+        refs = rows[kind == _REF]
+        inline = rows[(kind == _STR) | (kind == _BYTES)]
+        ref_codes, ids = pd.factorize(self.value[refs])
+        labels: list[str | None] = [self.stat_names.get(int(i)) for i in ids]
+        seen: dict[bytes, int] = {}
+        inline_codes = np.empty(inline.size, dtype=np.int64)
+        for i, (start, length) in enumerate(
+            zip(self.start[inline], self.length[inline], strict=True)
+        ):
+            raw = self.raw[start : start + length]
+            code = seen.get(raw)
+            if code is None:
+                code = seen[raw] = len(labels)
+                labels.append(text(raw))
+            inline_codes[i] = code
+        codes = np.full(self.count, -1, dtype=np.int64)
+        codes[self.stat_event[refs]] = ref_codes
+        codes[self.stat_event[inline]] = inline_codes
+        return codes, np.array(labels, dtype=object)
 
     def present(self, name: str) -> np.ndarray:
         """Per event: whether it carries the stat at all (with any value)."""
@@ -158,7 +176,11 @@ class DecodedEvents:
         """The memory events among ``rows`` (a mask). A stat of the wrong type is NA,
         and an event out of time range is dropped; ``problems`` counts both."""
         columns: dict[str, object] = {
-            "plane": pd.Categorical.from_codes(np.zeros(self.count, dtype=np.int8), [plane]),
+            "plane": pd.Categorical.from_codes(
+                np.zeros(self.count, dtype=np.int8),
+                dtype=pd.CategoricalDtype([plane]),
+                validate=False,
+            ),
             "is_allocation": is_alloc,
             "time_ps": self.time_ps,
         }
@@ -186,13 +208,20 @@ class DecodedEvents:
         missing = np.asarray(allocator.isna())
         if missing.any():
             # TPU memory events name no allocator; xprof uses the device index.
-            names = np.asarray(allocator, dtype=object)
+            labels = [np.asarray(allocator.categories, dtype=object)]
+            codes = allocator.codes.astype(np.int64)
+            top = len(labels[0])
             for stat in ("index_on_host", "device_ordinal"):
                 index = self.int_stat(stat)
                 fill = missing & ~np.asarray(index.isna())
-                names[fill] = [str(v) for v in np.asarray(index[fill], dtype=np.int64)]
+                numbers, inverse = np.unique(
+                    np.asarray(index[fill], dtype=np.int64), return_inverse=True
+                )
+                codes[fill] = top + inverse
+                labels.append(np.array([str(v) for v in numbers], dtype=object))
+                top += numbers.size
                 missing &= ~fill
-            columns["allocator"] = pd.Categorical(names)
+            columns["allocator"] = categorical_take(np.concatenate(labels), codes)
         frame = pd.DataFrame(columns)
         frame["_order"] = self.order
         return frame.loc[rows].reset_index(drop=True)
@@ -208,12 +237,12 @@ class DecodedEvents:
         # Trace(name, step_num=n, _r=1) marks a root event; Keras' callback writes
         # "Profiled batch" events with step_num only. Prefer roots when there are any.
         # A marker out of time range, or lasting less than nothing, is left out.
-        has_step = ~np.asarray(self.int_stat("step_num").isna())
+        step = self.int_stat("step_num")
+        has_step = ~np.asarray(step.isna())
         has_step &= self.in_range & (self.duration_ps >= 0) & within_time(self.duration_ps)
         has_step &= within_time(self.time_ps + np.where(has_step, self.duration_ps, 0))
         is_root = has_step & ~np.asarray(self.int_stat("_r").isna())
         rows = np.flatnonzero(is_root if is_root.any() else has_step)
-        step = self.int_stat("step_num")
         return pd.DataFrame(
             {
                 "name": [names.get(int(m), "") for m in mids[rows]],
@@ -222,6 +251,64 @@ class DecodedEvents:
                 "end_ps": self.time_ps[rows] + self.duration_ps[rows],
             }
         )
+
+
+def _read_stats(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each XStat ``buf[starts[i]:ends[i]]`` as (metadata id, value kind, value
+    bits, payload start, payload length); kind 0 when it has no value.
+
+    Serializers write ``0x08 <id>`` and then the one value field, so most stats
+    are read straight off those bytes, all at once. A stat laid out any other
+    way is decoded field by field with protobuf's rules (``wire.scan_fields``).
+    ``buf`` is padded (``wire.join``): the direct reads stay inside it.
+    """
+    n = len(starts)
+    id_length, ok = wire.varint_lengths(buf, starts + 1)
+    ok &= (starts < ends) & (buf[starts] == 0x08)
+    stat_id = wire.varint_values(buf, starts + 1, id_length)
+    tag = buf[starts + 1 + id_length]
+    kind = (tag >> 3).astype(np.int8)
+    wire_type = (tag & 7).astype(np.int8)
+    ok &= _WIRE_OF_FIELD[np.minimum(kind, 8)] == wire_type
+    at = starts + 2 + id_length
+    value_length, value_ok = wire.varint_lengths(buf, at)
+    value = np.zeros(n, dtype=np.uint64)
+    start = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    field_end = at + value_length
+    rows = np.flatnonzero(wire_type == 0)
+    value[rows] = wire.varint_values(buf, at[rows], value_length[rows])
+    rows = np.flatnonzero(wire_type == 1)
+    value[rows] = wire.read_fixed(buf, at[rows], 8)
+    field_end[rows] = at[rows] + 8
+    value_ok[rows] = True
+    rows = np.flatnonzero(wire_type == 2)
+    size = wire.varint_values(buf, at[rows], value_length[rows])
+    start[rows] = field_end[rows]
+    room = np.maximum(ends[rows] - start[rows], 0).astype(np.uint64)
+    value_ok[rows] &= size <= room
+    length[rows] = np.minimum(size, room).astype(np.int64)
+    field_end[rows] += length[rows]
+    ok &= value_ok & (field_end == ends)
+    kind[~ok] = 0
+
+    slow = np.flatnonzero(~ok)
+    if slow.size:
+        fields = wire.scan_fields(buf, starts[slow], ends[slow])
+        stat_id[slow] = fields.last_value(1, wire.VARINT, slow.size)
+        is_value = np.zeros(len(fields.number), dtype=bool)
+        for number, expected in _VALUE_WIRE.items():
+            is_value |= (fields.number == number) & (fields.wire == expected)
+        rows = np.flatnonzero(is_value)
+        # Rows are in wire order, so a later oneof member overwrites an earlier one.
+        owner = slow[fields.message[rows]]
+        kind[owner] = fields.number[rows]
+        value[owner] = fields.value[rows]
+        start[owner] = fields.start[rows]
+        length[owner] = fields.length[rows]
+    return stat_id.view(np.int64), kind, value, start, length
 
 
 def text(raw: bytes) -> str:

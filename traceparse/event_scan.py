@@ -1,129 +1,147 @@
 """Find the planes, the lines and the events worth decoding, without parsing
 the rest.
 
-A plane's lines stay raw bytes until read, one line at a time; within a line,
-upb hands over each event as bytes and numpy reads every event's metadata id at
-once (``wire.leading_varints``). Only memory events and step markers are kept
-for a full decode; TF op events give up just their duration.
+Planes are walked field by field and their metadata parsed with upb; lines
+stay where they are in the file. ``framing`` finds every event of a line and
+reads its metadata id and duration with numpy. Only memory events and step
+markers are kept for a full decode; TF op events give up just their duration,
+summed per op.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
-from google.protobuf.message import Message
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
+from traceparse.framing import Events, LineReader
 
 _PLANE_LINES = 3  # XPlane.lines
 _LINE_TIMESTAMP = 3  # XLine.timestamp_ns
-# Events decoded per slice of a line: bounds the Python objects alive at once.
-_EVENTS_PER_SLICE = 1 << 16
-
-
-_Message = TypeVar("_Message", bound=Message)
-
-
-def _merge(message: _Message, data: memoryview) -> _Message:
-    """Parse a slice of the file into ``message`` (upb reads any buffer; the
-    stubs only admit bytes)."""
-    message.MergeFromString(data)  # type: ignore[arg-type]
-    return message
 
 
 @dataclass
 class Plane:
-    """A plane's metadata, parsed, and its lines, left as bytes until read."""
+    """A plane's metadata, parsed, and where its lines lie in the file."""
 
     meta: xplane_skim_pb2.SkimPlane
-    line_bytes: list[memoryview]
+    lines: list[tuple[int, int]]  # (start, end) of each XLine's bytes
 
-    def lines(self) -> Iterator[xplane_skim_pb2.SkimLine]:
-        """Each line parsed in turn, so one line's events are in memory at a time."""
-        for raw in self.line_bytes:
-            yield _merge(xplane_skim_pb2.SkimLine(), raw)
-        yield from self.meta.lines  # lines written after the metadata (unusual)
-
-    def line_timestamps(self) -> Iterator[int]:
-        """Each line's timestamp_ns, read off its first fields without parsing it
-        (serializers write the timestamp before the events)."""
-        for raw in self.line_bytes:
-            for number, _, _, value in wire.iter_fields(raw, 0, len(raw)):
-                if number == _LINE_TIMESTAMP:
-                    yield value
+    def line_timestamps(self, data: bytes) -> Iterator[int]:
+        """Each line's timestamp_ns, read off its first fields without reading its
+        events (serializers write the timestamp before the events)."""
+        for pos, end in self.lines:
+            while pos < end:
+                number, kind, pos, value = wire.read_field(data, pos, end)
+                if number == _LINE_TIMESTAMP and kind == wire.VARINT:
+                    yield wire.as_int64(value)
                 if number >= _LINE_TIMESTAMP:
                     break
-        for line in self.meta.lines:
-            yield line.timestamp_ns
 
 
-def split_planes(data: memoryview) -> list[Plane]:
-    """Find the planes and their lines without parsing the lines.
+def split_planes(data: bytes) -> list[Plane]:
+    """Find the planes and their lines without reading the lines.
 
     Serializers write a plane's id and name, then its lines, then the metadata
     maps. The walk over a plane's fields stops at the first field numbered past
-    the lines, and upb parses from there to the end in one go (lines found
-    there, in an unusual file, are parsed with it).
+    the lines, and upb parses from there to the end in one go. Lines found
+    there (an unusual file) are looked up in the bytes afterwards.
     """
+    view = memoryview(data)
     planes = []
     for number, _, end, start in wire.iter_fields(data, 0, len(data)):
         if number != 1:  # XSpace.planes; errors, warnings and hostnames are not needed
             continue
         meta = xplane_skim_pb2.SkimPlane()
-        lines: list[memoryview] = []
+        lines: list[tuple[int, int]] = []
         rest = start
         for field, field_start, field_end, value in wire.iter_fields(data, start, end):
             rest = field_end
             if field == _PLANE_LINES:
-                lines.append(data[value:field_end])
+                lines.append((value, field_end))
             elif field > _PLANE_LINES:
                 rest = field_start
                 break
             else:
-                _merge(meta, data[field_start:field_end])  # id, name
-        _merge(meta, data[rest:end])
+                _merge(meta, view[field_start:field_end])  # id, name
+        _merge(meta, view[rest:end])
+        if meta.lines:
+            meta.ClearField("lines")
+            for field, _, field_end, value in wire.iter_fields(data, rest, end):
+                if field == _PLANE_LINES:
+                    lines.append((value, field_end))
         planes.append(Plane(meta, lines))
     return planes
+
+
+def _merge(message: xplane_skim_pb2.SkimPlane, data: memoryview) -> None:
+    # upb reads any buffer; the stubs only admit bytes.
+    message.MergeFromString(data)  # type: ignore[arg-type]
 
 
 @dataclass
 class Selected:
     """Events picked from one plane, with the facts known before decoding them."""
 
-    chunks: list[bytes]
+    data: bytes
+    starts: np.ndarray  # where each event's XEvent bytes lie in ``data``
+    ends: np.ndarray
     metadata_ids: np.ndarray
     line_ts_ns: np.ndarray
     order: np.ndarray  # (line index, event index) folded into one sortable key
 
+    def __len__(self) -> int:
+        return len(self.starts)
+
     def batches(self, size: int) -> Iterator[Selected]:
-        for lo in range(0, len(self.chunks), size):
-            hi = lo + size
+        for lo in range(0, len(self), size):
+            rows = slice(lo, lo + size)
             yield Selected(
-                self.chunks[lo:hi],
-                self.metadata_ids[lo:hi],
-                self.line_ts_ns[lo:hi],
-                self.order[lo:hi],
+                self.data,
+                self.starts[rows],
+                self.ends[rows],
+                self.metadata_ids[rows],
+                self.line_ts_ns[rows],
+                self.order[rows],
             )
+
+    def joined(self) -> wire.Chunks:
+        """The events' bytes, joined in one padded buffer."""
+        data = self.data
+        return wire.join(
+            [data[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist(), strict=True)]
+        )
+
+
+@dataclass
+class OpTimes:
+    """Per op event metadata id: how many events, and their total duration_ps."""
+
+    metadata_ids: np.ndarray
+    counts: np.ndarray
+    total_ps: np.ndarray
 
 
 def select(
-    lines: Iterable[xplane_skim_pb2.SkimLine],
+    data: bytes,
+    lines: list[tuple[int, int]],
     memory: np.ndarray,
     ops: np.ndarray,
     step_stat_ids: list[int],
     relative_ns: Callable[[int], int],
-) -> tuple[Selected, tuple[np.ndarray, np.ndarray]]:
+) -> tuple[Selected, OpTimes]:
     """One pass over every line: picks memory events and step markers (decoded
     later with their stats) and sums the duration of TF op events per metadata
     id, without building a Python object per skipped event."""
-    detailed = _Picker()
-    op_ids: list[np.ndarray] = []
-    op_durations: list[np.ndarray] = []
+    buf = np.frombuffer(data, dtype=np.uint8)
+    picked = _Picker(data)
+    memory, ops = np.unique(memory), np.unique(ops)
+    op_counts = np.zeros(ops.size, dtype=np.int64)
+    op_totals = np.zeros(ops.size, dtype=np.int64)
     # A step marker carries an integer stat whose metadata id is that of
     # "step_num". Serializers write an XStat's metadata_id first, so its bytes
     # read 0x08 <varint id> then an int tag (0x18 or 0x20). A regex with that
@@ -131,77 +149,94 @@ def select(
     patterns = [
         re.compile(re.escape(b"\x08" + _varint(sid)) + b"[\x18\x20]") for sid in step_stat_ids
     ]
-    for line_index, line in enumerate(lines):
-        stamp = relative_ns(line.timestamp_ns)
-        # Slices of a line bound the memory held at once on huge lines.
-        for first in range(0, len(line.events), _EVENTS_PER_SLICE):
-            events = line.events[first : first + _EVENTS_PER_SLICE]
-            joined = wire.join(events)
-            (mids,) = wire.leading_varints(joined, (1,))
-            keep = _member(mids, memory)
-            hits = _find_all(joined.raw, patterns)
-            if hits.size:
-                keep[np.searchsorted(joined.ends, hits, side="right")] = True
-            order_base = line_index * (1 << 32) + first
-            detailed.add(events, mids, np.flatnonzero(keep), stamp, order_base)
+    for line_index, (lo, hi) in enumerate(lines):
+        reader = LineReader(data, buf, lo, hi)
+        order = line_index * (1 << 32)
+        for events in reader.events():
+            mids = events.metadata_ids
+            keep = _index_in(mids, memory) >= 0
+            if patterns:
+                _mark_hits(keep, events.starts, events.ends, data, patterns)
+            picked.add(events, np.flatnonzero(keep), order)
+            order += len(events)
             if ops.size:
-                rows = np.flatnonzero(~keep & _member(mids, ops))
-                if rows.size:
-                    _, _, duration = wire.leading_varints(joined, (1, 2, 3), rows)
-                    op_ids.append(mids[rows])
-                    op_durations.append(duration.view(np.int64))
-    empty = np.zeros(0, dtype=np.int64)
-    timing = (
-        (np.concatenate(op_ids), np.concatenate(op_durations))
-        if op_ids
-        else (empty.astype(np.uint64), empty)
+                code = _index_in(mids, ops)
+                rows = np.flatnonzero((code >= 0) & ~keep)
+                op_counts += np.bincount(code[rows], minlength=ops.size)
+                np.add.at(op_totals, code[rows], events.durations[rows])
+        picked.stamp(relative_ns(reader.timestamp_ns))
+    used = op_counts > 0
+    return picked.done(), OpTimes(ops[used], op_counts[used], op_totals[used])
+
+
+def _mark_hits(
+    keep: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    data: bytes,
+    patterns: list[re.Pattern[bytes]],
+) -> None:
+    """Keep the events whose bytes match any of the patterns."""
+    lo, hi = int(starts[0]), int(ends[-1])
+    hits = np.array(
+        [m.start() for pattern in patterns for m in pattern.finditer(data, lo, hi)], dtype=np.int64
     )
-    return detailed.done(), timing
+    if hits.size:
+        row = np.searchsorted(ends, hits, side="right")
+        inside = row < len(ends)
+        row = row[inside]
+        keep[row[starts[row] <= hits[inside]]] = True
 
 
-def _find_all(data: bytes, patterns: list[re.Pattern[bytes]]) -> np.ndarray:
-    """Every position where any of the patterns matches."""
-    found = [match.start() for pattern in patterns for match in pattern.finditer(data)]
-    return np.array(found, dtype=np.int64)
-
-
-def _member(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """np.isin for small non-negative ids: a lookup table instead of a sort."""
+def _index_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Each value's position in ``wanted`` (sorted, unique), or -1."""
     if not wanted.size:
-        return np.zeros(values.size, dtype=bool)
-    top = int(wanted.max())
-    if top > 16 * values.size + 1_000_000:
-        return np.isin(values, wanted)
-    table = np.zeros(top + 2, dtype=bool)
-    table[wanted.astype(np.int64)] = True
-    return table[np.minimum(values, top + 1).astype(np.int64)]
+        return np.full(values.size, -1, dtype=np.int64)
+    top = int(wanted[-1])
+    if top <= 16 * values.size + 1_000_000:
+        # Small ids (the usual case): a lookup table instead of a search.
+        table = np.full(top + 2, -1, dtype=np.int64)
+        table[wanted.astype(np.int64)] = np.arange(wanted.size)
+        return table[np.minimum(values, top + 1).astype(np.int64)]
+    slot = np.minimum(np.searchsorted(wanted, values), wanted.size - 1)
+    return np.where(wanted[slot] == values, slot, -1)
 
 
 class _Picker:
     """Collects the chosen events of each line."""
 
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
         self.ids: list[np.ndarray] = []
         self.stamps: list[np.ndarray] = []
         self.orders: list[np.ndarray] = []
+        self.unstamped = 0
 
-    def add(
-        self, events: list[bytes], mids: np.ndarray, rows: np.ndarray, stamp: int, base: int
-    ) -> None:
+    def add(self, events: Events, rows: np.ndarray, order_base: int) -> None:
         if not rows.size:
             return
-        self.chunks.extend(map(events.__getitem__, rows.tolist()))
-        self.ids.append(mids[rows])
-        self.stamps.append(np.full(rows.size, stamp, dtype=np.int64))
-        self.orders.append(base + rows)
+        self.starts.append(events.starts[rows])
+        self.ends.append(events.ends[rows])
+        self.ids.append(events.metadata_ids[rows])
+        self.orders.append(order_base + rows)
+        self.unstamped += rows.size
+
+    def stamp(self, timestamp_ns: int) -> None:
+        """The line's timestamp, for the events picked since the last line."""
+        if self.unstamped:
+            self.stamps.append(np.full(self.unstamped, timestamp_ns, dtype=np.int64))
+            self.unstamped = 0
 
     def done(self) -> Selected:
-        if not self.chunks:
+        if not self.starts:
             empty = np.zeros(0, dtype=np.int64)
-            return Selected([], empty.astype(np.uint64), empty, empty)
+            return Selected(self.data, empty, empty, empty.astype(np.uint64), empty, empty)
         return Selected(
-            self.chunks,
+            self.data,
+            np.concatenate(self.starts),
+            np.concatenate(self.ends),
             np.concatenate(self.ids),
             np.concatenate(self.stamps),
             np.concatenate(self.orders),

@@ -12,7 +12,12 @@ import numpy as np
 import pandas as pd
 
 from traceparse.dtypes import estimate_columns, estimate_status
-from traceparse.trace import MemoryTrace
+from traceparse.trace import (
+    MemoryTrace,
+    categorical_from_distinct,
+    categorical_take,
+    codes_used,
+)
 
 ALLOCATION_COLUMNS = [
     "host",
@@ -58,6 +63,8 @@ TIMELINE_COLUMNS = [
     "op",
     "step",
 ]
+
+_KIND_DTYPE = pd.CategoricalDtype(["allocation", "deallocation"])
 
 FREE_COLUMNS = ["host", "allocator", "address", "allocated_bytes", "free_ps", "free_event", "step"]
 
@@ -143,7 +150,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
         # Step ids: a free has none of its own; it belongs to its allocation's step.
         released = frees >= 0
         steps[frees[released]] = steps[allocs[released]]
-    host = pd.Categorical([trace.host] * len(events))
+    host = categorical_take(np.array([trace.host], dtype=object), np.zeros(len(events), np.int64))
     times = events["time_ps"].to_numpy(dtype=np.int64)
 
     a = events.iloc[allocs].reset_index(drop=True)
@@ -153,7 +160,14 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     requested = a["requested_bytes"].astype("Int64")
     allocated = a["allocation_bytes"].astype("Int64")
     op = a["tf_op"]
-    op_type = op.astype(object).map(trace.op_types).astype("category")
+    op_codes = op.cat.codes.to_numpy(dtype=np.int64)
+    # Map each op name used once, not once per row; mapping them as objects
+    # gives the dtype mapping the rows would.
+    used, by_row = codes_used(op_codes, len(op.cat.categories))
+    used_ops = pd.api.extensions.take(op.cat.categories, used, allow_fill=True)
+    op_type = categorical_from_distinct(
+        pd.Series(used_ops, dtype=object).map(trace.op_types).array, by_row
+    )
     allocations = pd.DataFrame(
         {
             "host": host[allocs],
@@ -194,9 +208,10 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     )
 
     # A free carries no op: name it after the allocation it releases.
-    op_by_event = pd.Series(pd.NA, index=range(len(events)), dtype=object)
-    op_by_event.iloc[allocs] = op.astype(object).to_numpy()
-    op_by_event.iloc[frees[freed]] = op.astype(object).to_numpy()[freed]
+    op_by_event = np.full(len(events), -1, dtype=np.int64)
+    op_by_event[allocs] = op_codes
+    op_by_event[frees[freed]] = op_codes[freed]
+    op_names = np.asarray(op.cat.categories, dtype=object)
     alloc_bytes = events["allocation_bytes"].astype("Int64")
     sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
     reserved = events["bytes_reserved"].astype("Int64")
@@ -206,9 +221,8 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "host": host,
             "allocator": events["allocator"],
             "time_ps": events["time_ps"],
-            "kind": pd.Categorical(
-                np.where(sign > 0, "allocation", "deallocation"),
-                categories=["allocation", "deallocation"],
+            "kind": pd.Categorical.from_codes(
+                (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
             ),
             "in_use_bytes": reserved + heap,
             "heap_bytes": heap,
@@ -220,7 +234,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "requested_bytes": events["requested_bytes"].astype("Int64"),
             "allocation_bytes": alloc_bytes,
             "peak_bytes_in_use": events["peak_bytes_in_use"].astype("Int64"),
-            "op": op_by_event.astype("category"),
+            "op": categorical_take(op_names, op_by_event),
             "step": steps,
         }
     )

@@ -8,7 +8,9 @@ table from it and never looks at the file again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 # One row per allocator event, in time order. Bytes are Int64, NA when the
@@ -46,6 +48,43 @@ OP_TIME_COLUMNS: dict[str, str] = {"op": "object", "count": "int64", "total_ps":
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     """A zero-row frame with the given columns and dtypes."""
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
+def categorical_from_distinct(distinct: Any, inverse: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(distinct[inverse])``, converting only ``distinct``.
+
+    pandas' string dtype makes building a categorical from many strings slow;
+    the distinct values give the same categories (values, order and dtype), and
+    each row's code is then a lookup.
+    """
+    if isinstance(distinct, np.ndarray) and distinct.dtype == object:
+        text = distinct[~pd.isna(distinct)]
+        if all(type(v) is str for v in text):
+            # Plain text, the usual case: pandas would sort it and infer its string
+            # dtype, as a CategoricalDtype of the sorted names does, in less time.
+            names = sorted(set(text))
+            position = {name: i for i, name in enumerate(names)}
+            codes = np.array([position.get(v, -1) for v in distinct], dtype=np.int64)
+            dtype = pd.CategoricalDtype(names)
+            return pd.Categorical.from_codes(codes[inverse], dtype=dtype, validate=False)
+    small = pd.Categorical(distinct)
+    return pd.Categorical.from_codes(small.codes[inverse], dtype=small.dtype, validate=False)
+
+
+def categorical_take(values: Any, codes: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(values[codes])`` where code -1 is NA: categories hold only
+    the values used, sorted, as if built from the rows themselves."""
+    used, inverse = codes_used(codes, len(values))
+    distinct = pd.api.extensions.take(values, used, allow_fill=True)
+    return categorical_from_distinct(distinct, inverse)
+
+
+def codes_used(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for codes in [-1, size), in linear time."""
+    shifted = np.asarray(codes, dtype=np.intp) + 1
+    seen = np.zeros(size + 1, dtype=bool)
+    seen[shifted] = True
+    return np.flatnonzero(seen) - 1, (np.cumsum(seen) - 1)[shifted]
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 # Zero bytes after the data, so a read that runs past a message's end is caught
 # by the bounds check instead of indexing outside the buffer.
 _PAD = 32
-_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+VARINT, _FIXED64, LEN, _FIXED32 = 0, 1, 2, 5
 
 
 class WireError(ValueError):
@@ -53,22 +53,65 @@ def join(chunks: Sequence[bytes]) -> Chunks:
 
 def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position: (values as uint64, positions after them)."""
+    values, after, overlong = _varints(buf, pos)
+    if overlong.size:
+        raise WireError("varint longer than 10 bytes")
+    return values, after
+
+
+def varint_lengths(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(length in bytes, well-formed) of a varint at each position, for positions
+    that may not hold one: a run of more than 10 continuation bytes is not
+    well-formed. Reads at most 10 bytes past each position."""
+    lengths = np.ones(len(pos), dtype=np.uint8)
+    going = buf[pos] >= 0x80
+    # Whole-array steps while many varints go on; then only the rows that do.
+    k = 1
+    while k < 10 and 4 * np.count_nonzero(going) >= len(pos) > 0:
+        lengths += going
+        going &= buf[k:][pos] >= 0x80
+        k += 1
+    rows = np.flatnonzero(going)
+    while k < 10 and rows.size:
+        lengths[rows] += 1
+        rows = rows[buf[k:][pos[rows]] >= 0x80]
+        k += 1
+    well_formed = np.ones(len(pos), dtype=bool)
+    well_formed[rows] = False
+    return lengths, well_formed
+
+
+def varint_values(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The varints at ``pos`` whose byte lengths are known (``varint_lengths``), as
+    uint64. Reads ``lengths.max()`` bytes past every position."""
+    values = (buf[pos] & 0x7F).astype(np.uint64)
+    # Rows grouped by length, so each byte is read only where it belongs.
+    for length in np.unique(lengths[lengths > 1]).tolist():
+        rows = np.flatnonzero(lengths == length)
+        at = pos[rows]
+        value = values[rows]
+        for k in range(1, length):
+            value |= (buf[k:][at] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        values[rows] = value
+    return values
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # (values, positions after, rows still unfinished after 10 bytes)
     values = buf[pos].astype(np.uint64)
     after = pos + 1
     more = np.flatnonzero(values >= 0x80)
     if more.size == 0:
-        return values, after
+        return values, after, more
     values[more] &= np.uint64(0x7F)
     shift = 7
-    while more.size:
-        if shift > 63:
-            raise WireError("varint longer than 10 bytes")
+    while more.size and shift <= 63:
         byte = buf[after[more]].astype(np.uint64)
         values[more] |= (byte & np.uint64(0x7F)) << np.uint64(shift)
         after[more] += 1
         more = more[byte >= 0x80]
         shift += 7
-    return values, after
+    return values, after, more
 
 
 def read_fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -123,7 +166,7 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
         start = np.zeros(message.size, dtype=np.int64)
         length = np.zeros(message.size, dtype=np.int64)
 
-        rows = np.flatnonzero(wire == _VARINT)
+        rows = np.flatnonzero(wire == VARINT)
         if rows.size:
             value[rows], after[rows] = read_varints(buf, after[rows])
         for kind, width in ((_FIXED64, 8), (_FIXED32, 4)):
@@ -131,7 +174,7 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
             if rows.size:
                 value[rows] = read_fixed(buf, after[rows], width)
                 after[rows] += width
-        rows = np.flatnonzero(wire == _LEN)
+        rows = np.flatnonzero(wire == LEN)
         if rows.size:
             size, payload = read_varints(buf, after[rows])
             room = np.maximum(limit[rows] - payload, 0).astype(np.uint64)
@@ -140,7 +183,7 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
             length[rows] = size.astype(np.int64)
             after[rows] = payload + length[rows]
 
-        _check(np.isin(wire, (_VARINT, _FIXED64, _LEN, _FIXED32)), "unsupported wire type")
+        _check((wire <= LEN) | (wire == _FIXED32), "unsupported wire type")
         _check(number > 0, "field number 0")
         _check(after <= limit, "field runs past the end of its message")
         parts.append((message, number, wire, value, start, length))
@@ -155,39 +198,6 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
     return Fields(*(np.concatenate(column) for column in zip(*parts, strict=True)))
 
 
-def leading_varints(
-    chunks: Chunks, numbers: Sequence[int], rows: np.ndarray | None = None
-) -> list[np.ndarray]:
-    """Varint fields ``numbers`` (ascending, each below 16) of each message.
-
-    Serializers write fields in number order, so these are read straight off the
-    start of each message, in a few array operations; a message that does not
-    start with the first of them is decoded in full instead. Absent fields give
-    0. One deviation from protobuf's merge rule: a field repeated later in the
-    message (no serializer does that) keeps its first value.
-    """
-    assert all(0 < n < 16 for n in numbers) and list(numbers) == sorted(numbers)
-    buf, starts, ends = chunks.buf, chunks.starts, chunks.ends
-    if rows is not None:
-        starts, ends = starts[rows], ends[rows]
-    out = [np.zeros(len(starts), dtype=np.uint64) for _ in numbers]
-    fast = np.flatnonzero((ends > starts) & (buf[starts] == numbers[0] << 3))
-    pos, end = starts[fast], ends[fast]
-    for values, number in zip(out, numbers, strict=True):
-        # The bound check keeps each tag read inside its own message.
-        here = np.flatnonzero((pos < end) & (buf[np.minimum(pos, end)] == number << 3))
-        values[fast[here]], pos[here] = read_varints(buf, pos[here] + 1)
-    bad = pos > end
-    slow = np.concatenate(
-        [np.flatnonzero((ends > starts) & (buf[starts] != numbers[0] << 3)), fast[bad]]
-    )
-    if slow.size:
-        fields = scan_fields(buf, starts[slow], ends[slow])
-        for values, number in zip(out, numbers, strict=True):
-            values[slow] = fields.last_value(number, _VARINT, slow.size)
-    return out
-
-
 def iter_fields(
     data: bytes | memoryview, start: int, end: int
 ) -> Iterator[tuple[int, int, int, int]]:
@@ -198,27 +208,39 @@ def iter_fields(
     few fields at the top of a file (planes, lines), not for events."""
     pos = start
     while pos < end:
-        field_start = pos
-        tag, pos = _read_varint(data, pos, end)
-        number, kind = tag >> 3, tag & 7
-        if number == 0:
-            raise WireError("field number 0")
-        if kind == _VARINT:
-            value, pos = _read_varint(data, pos, end)
-        elif kind == _LEN:
-            size, value = _read_varint(data, pos, end)
-            if size > end - value:
-                raise WireError("length-delimited field runs past the end of its message")
-            pos = value + size
-        elif kind in (_FIXED64, _FIXED32):
-            width = 8 if kind == _FIXED64 else 4
-            if pos + width > end:
-                raise WireError("fixed-width field runs past the end of its message")
-            value = int.from_bytes(data[pos : pos + width], "little")
-            pos += width
-        else:
-            raise WireError(f"unsupported wire type {kind}")
-        yield number, field_start, pos, value
+        number, _, field_end, value = read_field(data, pos, end)
+        yield number, pos, field_end, value
+        pos = field_end
+
+
+def read_field(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
+    """The field at ``pos``: (number, wire type, field end, value), value as in
+    ``iter_fields``."""
+    tag, pos = _read_varint(data, pos, end)
+    number, kind = tag >> 3, tag & 7
+    if number == 0:
+        raise WireError("field number 0")
+    if kind == VARINT:
+        value, pos = _read_varint(data, pos, end)
+    elif kind == LEN:
+        size, value = _read_varint(data, pos, end)
+        if size > end - value:
+            raise WireError("length-delimited field runs past the end of its message")
+        pos = value + size
+    elif kind in (_FIXED64, _FIXED32):
+        width = 8 if kind == _FIXED64 else 4
+        if pos + width > end:
+            raise WireError("fixed-width field runs past the end of its message")
+        value = int.from_bytes(data[pos : pos + width], "little")
+        pos += width
+    else:
+        raise WireError(f"unsupported wire type {kind}")
+    return number, kind, pos, value
+
+
+def as_int64(value: int) -> int:
+    """A varint's 64 bits read as a signed int64 field."""
+    return value - (1 << 64) if value >> 63 else value
 
 
 def _read_varint(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:

@@ -1,0 +1,121 @@
+"""Splitting a line into events (``traceparse.framing``) against upb's own parse
+of the same bytes: real captures, odd layouts, and random lines from hypothesis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import xplane_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceparse import framing, wire
+from traceparse._proto import xplane_pb2
+from traceparse.event_scan import split_planes
+
+
+def split(data: bytes, lo: int, hi: int) -> tuple[framing.Events, int]:
+    reader = framing.LineReader(data, np.frombuffer(data, dtype=np.uint8), lo, hi)
+    blocks = list(reader.events())
+    if not blocks:
+        none = np.zeros(0, dtype=np.int64)
+        return framing.Events(none, none, none.astype(np.uint64), none), reader.timestamp_ns
+    columns = [
+        np.concatenate(c)
+        for c in zip(
+            *((b.starts, b.ends, b.metadata_ids, b.durations) for b in blocks), strict=True
+        )
+    ]
+    return framing.Events(*columns), reader.timestamp_ns
+
+
+def expect_like_upb(data: bytes, lo: int, hi: int) -> None:
+    """Every event's bytes, metadata id, duration and the line's timestamp as upb reads them."""
+    line = xplane_pb2.XLine.FromString(data[lo:hi])
+    events, timestamp_ns = split(data, lo, hi)
+    assert timestamp_ns == line.timestamp_ns
+    assert len(events) == len(line.events)
+    for i, event in enumerate(line.events):
+        assert xplane_pb2.XEvent.FromString(data[events.starts[i] : events.ends[i]]) == event
+        assert int(events.metadata_ids[i]) == event.metadata_id
+        assert int(events.durations[i]) == event.duration_ps
+
+
+@pytest.mark.parametrize("path", xplane_files(), ids=lambda p: p.parent.parent.parent.parent.name)
+def test_every_line_of_the_real_captures_splits_like_upb(path) -> None:  # type: ignore[no-untyped-def]
+    data = path.read_bytes()
+    for plane in split_planes(data):
+        for lo, hi in plane.lines:
+            expect_like_upb(data, lo, hi)
+
+
+def test_odd_layouts_split_exactly() -> None:
+    # A string stat holding the bytes of an event header: a false candidate.
+    fake = b"\x22\x06\x08\x05\x10\x01\x18\x02"
+    events = [
+        xplane_pb2.XEvent(metadata_id=7, offset_ps=1, duration_ps=9),
+        xplane_pb2.XEvent(offset_ps=5),  # metadata_id 0: absent
+        xplane_pb2.XEvent(),  # empty
+        xplane_pb2.XEvent(metadata_id=300, num_occurrences=4, duration_ps=2**40),
+        xplane_pb2.XEvent(
+            metadata_id=7,
+            offset_ps=2,
+            stats=[xplane_pb2.XStat(metadata_id=1, str_value=fake.decode())],
+        ),
+        xplane_pb2.XEvent(metadata_id=2**62, offset_ps=2**62, duration_ps=2**63 - 1),
+    ]
+    line = xplane_pb2.XLine(id=1, name="thread", timestamp_ns=-5, events=events)
+    data = line.SerializeToString()
+    # Fields out of the usual order, and metadata_id written twice (the last wins).
+    data += (
+        b"\x22\x04\x08\x02\x08\x09"
+        + b"\x18\x07"
+        + xplane_pb2.XLine(events=events[:1]).SerializeToString()
+    )
+    expect_like_upb(data, 0, len(data))
+
+
+def test_a_malformed_line_raises() -> None:
+    data = xplane_pb2.XLine(
+        events=[xplane_pb2.XEvent(metadata_id=1, offset_ps=1)]
+    ).SerializeToString()
+    with pytest.raises(wire.WireError):
+        split(data + b"\x22\x7f\x08", 0, len(data) + 3)
+
+
+stat = st.builds(
+    xplane_pb2.XStat,
+    metadata_id=st.integers(0, 2**20),
+    str_value=st.binary(max_size=12).map(lambda b: b.decode("latin-1")),
+)
+event = st.builds(
+    lambda mid, data, value, duration, stats: xplane_pb2.XEvent(
+        metadata_id=mid, duration_ps=duration, stats=stats, **{data: value}
+    ),
+    st.integers(0, 2**63 - 1),
+    st.sampled_from(["offset_ps", "num_occurrences"]),
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.lists(stat, max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(event, max_size=30),
+    timestamp=st.integers(-(2**63), 2**63 - 1),
+    before=st.binary(max_size=64),
+    window=st.sampled_from([8, 64, 1 << 21]),
+)
+def test_random_lines_split_like_upb(
+    events: list[xplane_pb2.XEvent], timestamp: int, before: bytes, window: int
+) -> None:
+    # Bytes before the line (never read) and none after it: the end of the
+    # buffer is where candidates are not looked for. Small windows make runs
+    # cross window edges.
+    line = xplane_pb2.XLine(id=3, timestamp_ns=timestamp, events=events).SerializeToString()
+    saved, framing._WINDOW = framing._WINDOW, window
+    try:
+        expect_like_upb(before + line, len(before), len(before) + len(line))
+    finally:
+        framing._WINDOW = saved

@@ -1,0 +1,192 @@
+"""Find where each event of an ``XLine`` lies in the file, without a Python
+object per event.
+
+A line's events are its field 4, written one after another, each a tag byte
+(0x22), a length and the ``XEvent`` bytes. Where an event starts depends on the
+length of the one before, so the split is sequential by nature; here it is
+guessed and then proved, with numpy:
+
+1. Candidates: every 0x22 byte whose payload opens the way serializers write an
+   XEvent, ``0x08 <metadata id>`` then ``0x10`` (offset_ps) or ``0x28``
+   (num_occurrences). A candidate's length says where the next field would start.
+2. Runs: walking from a known field boundary, a run of candidates where each
+   one ends where the next begins is a run of real events (by induction from
+   the first), taken in one step. A false candidate (the pattern inside an
+   event's bytes) ends a run; the walk resumes at the real event's end.
+
+Whatever the candidates miss (the line's own fields, an event laid out some
+other way) is read one field at a time in plain Python, so every well-formed
+line splits exactly; a malformed one raises ``WireError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from traceparse import wire
+
+_EVENTS_TAG = 0x22  # XLine.events: field 4, length-delimited
+_LINE_TIMESTAMP = 3  # XLine.timestamp_ns
+_METADATA_TAG = 0x08  # XEvent.metadata_id: field 1, varint
+_DATA_TAGS = (0x10, 0x28)  # XEvent.offset_ps (field 2) or num_occurrences (5)
+_DURATION_TAG = 0x18  # XEvent.duration_ps: field 3, varint
+# A candidate's reads end at most this far past its tag: four tags, four varints.
+_LOOKAHEAD = 4 * (1 + 10)
+# Bytes scanned for candidates at once: bounds the temporary arrays.
+_WINDOW = 1 << 21
+
+
+@dataclass
+class Events:
+    """Consecutive events of a line: the bounds of each one's ``XEvent`` bytes in
+    the file, its metadata id and its duration_ps (0 when absent)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    metadata_ids: np.ndarray
+    durations: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, rows: slice | np.ndarray) -> Events:
+        return Events(
+            self.starts[rows], self.ends[rows], self.metadata_ids[rows], self.durations[rows]
+        )
+
+
+@dataclass
+class LineReader:
+    """Reads one line's fields from ``data[lo:hi]`` (``buf`` is the same bytes as
+    a ``uint8`` array). ``events()`` yields the events in order, in blocks;
+    ``timestamp_ns`` is known once they have all been read."""
+
+    data: bytes
+    buf: np.ndarray
+    lo: int
+    hi: int
+    timestamp_ns: int = 0
+    # Events read one at a time in Python, not yet handed out.
+    _odd: list[tuple[int, int, int, int]] = field(default_factory=list, init=False, repr=False)
+
+    def events(self) -> Iterator[Events]:
+        data, hi = self.data, self.hi
+        # Candidates are only looked for where all their reads stay in the buffer.
+        fast_stop = min(hi, len(self.buf) - _LOOKAHEAD)
+        window = _Candidates.empty()
+        pos = self.lo
+        while pos < hi:
+            if pos < fast_stop and data[pos] == _EVENTS_TAG:
+                if not window.start <= pos < window.stop:
+                    window = _Candidates.scan(self.buf, pos, min(pos + _WINDOW, fast_stop), hi)
+                first = window.index(pos)
+                if first >= 0:
+                    last = window.run_end(first)
+                    if self._odd:
+                        yield self._flush_odd()
+                    yield window.events[first : last + 1]
+                    pos = int(window.events.ends[last])
+                    continue
+            pos = self._read_one_field(pos)
+        if self._odd:
+            yield self._flush_odd()
+
+    def _read_one_field(self, pos: int) -> int:
+        number, kind, end, value = wire.read_field(self.data, pos, self.hi)
+        if number == 4 and kind == wire.LEN:
+            self._odd.append((value, end, *_event_head(self.data, value, end)))
+        elif number == _LINE_TIMESTAMP and kind == wire.VARINT:
+            self.timestamp_ns = wire.as_int64(value)
+        return end
+
+    def _flush_odd(self) -> Events:
+        starts, ends, mids, durations = zip(*self._odd, strict=True)
+        self._odd.clear()
+        return Events(
+            np.array(starts, dtype=np.int64),
+            np.array(ends, dtype=np.int64),
+            np.array(mids, dtype=np.uint64),
+            np.array(durations, dtype=np.uint64).view(np.int64),
+        )
+
+
+def _event_head(data: bytes, start: int, end: int) -> tuple[int, int]:
+    """(metadata_id, duration_ps bits) of one event, by protobuf's rules: the
+    last occurrence wins, absent is 0."""
+    metadata_id = duration = 0
+    pos = start
+    while pos < end:
+        number, kind, pos, value = wire.read_field(data, pos, end)
+        if kind == wire.VARINT and number == 1:
+            metadata_id = value
+        elif kind == wire.VARINT and number == 3:
+            duration = value
+    return metadata_id, duration
+
+
+@dataclass
+class _Candidates:
+    """Candidate events whose tags lie in ``buf[start:stop]``, in file order."""
+
+    start: int
+    stop: int
+    tags: np.ndarray
+    events: Events
+    breaks: np.ndarray  # rows whose event does not end where the next candidate starts
+
+    @classmethod
+    def empty(cls) -> _Candidates:
+        none = np.zeros(0, dtype=np.int64)
+        return cls(0, 0, none, Events(none, none, none.astype(np.uint64), none), none)
+
+    @classmethod
+    def scan(cls, buf: np.ndarray, start: int, stop: int, line_end: int) -> _Candidates:
+        # Positions count from ``start`` and byte lengths are uint8 while every
+        # 0x22 is a candidate; values are read once only events are left.
+        here = buf[start:]
+        tags = np.flatnonzero(here[: stop - start] == _EVENTS_TAG)
+        size_length, ok = wire.varint_lengths(here[1:], tags)
+        payload = tags + 1 + size_length
+        ok &= here[payload] == _METADATA_TAG
+        mid_length, mid_ok = wire.varint_lengths(here[1:], payload)
+        data_tag = here[1:][payload + mid_length]
+        ok &= mid_ok & ((data_tag == _DATA_TAGS[0]) | (data_tag == _DATA_TAGS[1]))
+        keep = np.flatnonzero(ok)
+        tags, payload = tags[keep] + start, payload[keep] + start
+        size_length, mid_length = size_length[keep], mid_length[keep]
+        size = wire.varint_values(buf, tags + 1, size_length)
+        room = np.maximum(line_end - payload, 0).astype(np.uint64)
+        ok = size <= room
+        ends = payload + np.minimum(size, room).astype(np.int64)
+        mids = wire.varint_values(buf, payload + 1, mid_length)
+
+        # The offset_ps (or num_occurrences) value, then duration_ps if not zero.
+        value_at = payload + 2 + mid_length
+        value_length, value_ok = wire.varint_lengths(buf, value_at)
+        after = value_at + value_length
+        ok &= value_ok & (after <= ends)
+        has_duration = ok & (after < ends) & (buf[np.minimum(after, ends)] == _DURATION_TAG)
+        rows = np.flatnonzero(has_duration)
+        durations = np.zeros(len(tags), dtype=np.uint64)
+        at = after[rows] + 1
+        duration_length, duration_ok = wire.varint_lengths(buf, at)
+        durations[rows] = wire.varint_values(buf, at, duration_length)
+        ok[rows] &= duration_ok & (at + duration_length <= ends[rows])
+
+        keep = np.flatnonzero(ok)
+        tags, ends = tags[keep], ends[keep]
+        events = Events(payload[keep], ends, mids[keep], durations[keep].view(np.int64))
+        breaks = np.append(np.flatnonzero(ends[:-1] != tags[1:]), len(tags) - 1)
+        return cls(start, stop, tags, events, breaks)
+
+    def index(self, pos: int) -> int:
+        """The row of the candidate at ``pos``, or -1."""
+        row = int(np.searchsorted(self.tags, pos))
+        return row if row < len(self.tags) and self.tags[row] == pos else -1
+
+    def run_end(self, first: int) -> int:
+        """The last row of the run that starts at row ``first``."""
+        return int(self.breaks[np.searchsorted(self.breaks, first)])
