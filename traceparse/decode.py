@@ -14,6 +14,7 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 from google.protobuf.message import DecodeError
 
 from traceparse import wire
@@ -187,12 +188,20 @@ def _op_frame(timing: OpTimes, op_ids: dict[int, str]) -> pd.DataFrame:
 def _finish_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
         return empty_frame(EVENT_COLUMNS)
-    events = pd.concat(frames, ignore_index=True)
+    # Column by column: pd.concat would turn categoricals whose categories differ
+    # between batches into objects and back.
+    columns: dict[str, object] = {}
+    for name in frames[0].columns:
+        parts = [frame[name].array for frame in frames]
+        if isinstance(parts[0], pd.Categorical):
+            columns[name] = union_categoricals(parts, sort_categories=True)
+        else:
+            columns[name] = pd.concat([frame[name] for frame in frames], ignore_index=True)
+    events = pd.DataFrame(columns)
     # Time order; ties keep the file's order (plane, line, position in line).
     keys = [events[k].to_numpy(dtype=np.int64) for k in ("_order", "_plane", "time_ps")]
     events = events.take(np.lexsort(keys)).drop(columns=["_plane", "_order"])
-    events = events.reset_index(drop=True)
-    return events.astype(EVENT_COLUMNS)
+    return events.reset_index(drop=True).astype(EVENT_COLUMNS)
 
 
 def _finish_markers(frames: list[pd.DataFrame]) -> pd.DataFrame:
