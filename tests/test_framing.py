@@ -14,8 +14,12 @@ from traceparse._proto import xplane_pb2
 from traceparse.event_scan import split_planes
 
 
-def split(data: bytes, lo: int, hi: int) -> tuple[framing.Events, int]:
-    reader = framing.LineReader(data, np.frombuffer(data, dtype=np.uint8), lo, hi)
+def split(
+    data: bytes, lo: int, hi: int, timed: list[int] | None = None
+) -> tuple[framing.Events, int]:
+    """The line's events and timestamp; durations of the ``timed`` metadata ids."""
+    wanted = np.unique(np.array(timed or [], dtype=np.uint64))
+    reader = framing.LineReader(data, np.frombuffer(data, dtype=np.uint8), lo, hi, wanted)
     blocks = list(reader.events())
     if not blocks:
         none = np.zeros(0, dtype=np.int64)
@@ -32,7 +36,7 @@ def split(data: bytes, lo: int, hi: int) -> tuple[framing.Events, int]:
 def expect_like_upb(data: bytes, lo: int, hi: int) -> None:
     """Every event's bytes, metadata id, duration and the line's timestamp as upb reads them."""
     line = xplane_pb2.XLine.FromString(data[lo:hi])
-    events, timestamp_ns = split(data, lo, hi)
+    events, timestamp_ns = split(data, lo, hi, [e.metadata_id for e in line.events])
     assert timestamp_ns == line.timestamp_ns
     assert len(events) == len(line.events)
     for i, event in enumerate(line.events):
@@ -73,6 +77,24 @@ def test_odd_layouts_split_exactly() -> None:
         + xplane_pb2.XLine(events=events[:1]).SerializeToString()
     )
     expect_like_upb(data, 0, len(data))
+
+
+def test_only_timed_events_get_their_duration() -> None:
+    events = [xplane_pb2.XEvent(metadata_id=m, offset_ps=1, duration_ps=10 * m) for m in (1, 2, 3)]
+    data = xplane_pb2.XLine(events=events * 20).SerializeToString()
+    found, _ = split(data, 0, len(data), timed=[2])
+    assert found.durations.tolist() == [0, 20, 0] * 20
+    assert found.metadata_ids.tolist() == [1, 2, 3] * 20
+
+
+def test_a_ten_byte_varint_keeps_its_low_64_bits() -> None:
+    # protobuf drops the bits a 10th varint byte carries past 64.
+    event = b"\x08" + b"\xff" * 9 + b"\x7f" + b"\x18\x05"
+    data = b"\x22" + bytes([len(event)]) + event
+    found, _ = split(data, 0, len(data), timed=[2**64 - 1])
+    assert found.metadata_ids.tolist() == [2**64 - 1]
+    assert xplane_pb2.XLine.FromString(data).events[0].metadata_id == -1  # int64 upstream
+    assert found.durations.tolist() == [5]
 
 
 def test_a_malformed_line_raises() -> None:

@@ -14,8 +14,8 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 from google.protobuf.message import DecodeError
+from pandas.api.types import union_categoricals
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2

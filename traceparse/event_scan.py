@@ -18,7 +18,7 @@ import numpy as np
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
-from traceparse.framing import Events, LineReader
+from traceparse.framing import Events, LineReader, index_in
 
 _PLANE_LINES = 3  # XPlane.lines
 _LINE_TIMESTAMP = 3  # XLine.timestamp_ns
@@ -150,17 +150,17 @@ def select(
         re.compile(re.escape(b"\x08" + _varint(sid)) + b"[\x18\x20]") for sid in step_stat_ids
     ]
     for line_index, (lo, hi) in enumerate(lines):
-        reader = LineReader(data, buf, lo, hi)
+        reader = LineReader(data, buf, lo, hi, ops)
         order = line_index * (1 << 32)
         for events in reader.events():
             mids = events.metadata_ids
-            keep = _index_in(mids, memory) >= 0
+            keep = index_in(mids, memory) >= 0
             if patterns:
                 _mark_hits(keep, events.starts, events.ends, data, patterns)
             picked.add(events, np.flatnonzero(keep), order)
             order += len(events)
             if ops.size:
-                code = _index_in(mids, ops)
+                code = index_in(mids, ops)
                 rows = np.flatnonzero((code >= 0) & ~keep)
                 op_counts += np.bincount(code[rows], minlength=ops.size)
                 np.add.at(op_totals, code[rows], events.durations[rows])
@@ -186,20 +186,6 @@ def _mark_hits(
         inside = row < len(ends)
         row = row[inside]
         keep[row[starts[row] <= hits[inside]]] = True
-
-
-def _index_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Each value's position in ``wanted`` (sorted, unique), or -1."""
-    if not wanted.size:
-        return np.full(values.size, -1, dtype=np.int64)
-    top = int(wanted[-1])
-    if top <= 16 * values.size + 1_000_000:
-        # Small ids (the usual case): a lookup table instead of a search.
-        table = np.full(top + 2, -1, dtype=np.int64)
-        table[wanted.astype(np.int64)] = np.arange(wanted.size)
-        return table[np.minimum(values, top + 1).astype(np.int64)]
-    slot = np.minimum(np.searchsorted(wanted, values), wanted.size - 1)
-    return np.where(wanted[slot] == values, slot, -1)
 
 
 class _Picker:

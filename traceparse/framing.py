@@ -42,7 +42,8 @@ _WINDOW = 1 << 21
 @dataclass
 class Events:
     """Consecutive events of a line: the bounds of each one's ``XEvent`` bytes in
-    the file, its metadata id and its duration_ps (0 when absent)."""
+    the file, its metadata id and its duration_ps (0 when absent, and for events
+    whose metadata id is not among the reader's ``timed`` ones)."""
 
     starts: np.ndarray
     ends: np.ndarray
@@ -61,13 +62,16 @@ class Events:
 @dataclass
 class LineReader:
     """Reads one line's fields from ``data[lo:hi]`` (``buf`` is the same bytes as
-    a ``uint8`` array). ``events()`` yields the events in order, in blocks;
-    ``timestamp_ns`` is known once they have all been read."""
+    a ``uint8`` array). ``events()`` yields the events in order, in blocks, with
+    the durations of the ``timed`` ones; ``timestamp_ns`` is known once they
+    have all been read."""
 
     data: bytes
     buf: np.ndarray
     lo: int
     hi: int
+    # Metadata ids (sorted, unique) of the events whose duration_ps is wanted.
+    timed: np.ndarray
     timestamp_ns: int = 0
     # Events read one at a time in Python, not yet handed out.
     _odd: list[tuple[int, int, int, int]] = field(default_factory=list, init=False, repr=False)
@@ -81,7 +85,9 @@ class LineReader:
         while pos < hi:
             if pos < fast_stop and data[pos] == _EVENTS_TAG:
                 if not window.start <= pos < window.stop:
-                    window = _Candidates.scan(self.buf, pos, min(pos + _WINDOW, fast_stop), hi)
+                    window = _Candidates.scan(
+                        self.buf, pos, min(pos + _WINDOW, fast_stop), hi, self.timed
+                    )
                 first = window.index(pos)
                 if first >= 0:
                     last = window.run_end(first)
@@ -103,14 +109,12 @@ class LineReader:
         return end
 
     def _flush_odd(self) -> Events:
-        starts, ends, mids, durations = zip(*self._odd, strict=True)
+        starts, ends, mids, durations = (np.array(c) for c in zip(*self._odd, strict=True))
         self._odd.clear()
-        return Events(
-            np.array(starts, dtype=np.int64),
-            np.array(ends, dtype=np.int64),
-            np.array(mids, dtype=np.uint64),
-            np.array(durations, dtype=np.uint64).view(np.int64),
-        )
+        mids = mids.astype(np.uint64)
+        durations = durations.astype(np.uint64).view(np.int64)
+        durations[index_in(mids, self.timed) < 0] = 0
+        return Events(starts.astype(np.int64), ends.astype(np.int64), mids, durations)
 
 
 def _event_head(data: bytes, start: int, end: int) -> tuple[int, int]:
@@ -143,7 +147,9 @@ class _Candidates:
         return cls(0, 0, none, Events(none, none, none.astype(np.uint64), none), none)
 
     @classmethod
-    def scan(cls, buf: np.ndarray, start: int, stop: int, line_end: int) -> _Candidates:
+    def scan(
+        cls, buf: np.ndarray, start: int, stop: int, line_end: int, timed: np.ndarray
+    ) -> _Candidates:
         # Positions count from ``start`` and byte lengths are uint8 while every
         # 0x22 is a candidate; values are read once only events are left.
         here = buf[start:]
@@ -163,15 +169,17 @@ class _Candidates:
         ends = payload + np.minimum(size, room).astype(np.int64)
         mids = wire.varint_values(buf, payload + 1, mid_length)
 
-        # The offset_ps (or num_occurrences) value, then duration_ps if not zero.
-        value_at = payload + 2 + mid_length
+        # For timed events: skip the offset_ps (or num_occurrences) value, then
+        # read duration_ps, written after it when it is not zero.
+        rows = np.flatnonzero(ok & (index_in(mids, timed) >= 0))
+        value_at = payload[rows] + 2 + mid_length[rows]
         value_length, value_ok = wire.varint_lengths(buf, value_at)
         after = value_at + value_length
-        ok &= value_ok & (after <= ends)
-        has_duration = ok & (after < ends) & (buf[np.minimum(after, ends)] == _DURATION_TAG)
-        rows = np.flatnonzero(has_duration)
+        ok[rows] &= value_ok & (after <= ends[rows])
+        has_duration = ok[rows] & (after < ends[rows])
+        has_duration &= buf[np.minimum(after, ends[rows])] == _DURATION_TAG
+        rows, at = rows[has_duration], after[has_duration] + 1
         durations = np.zeros(len(tags), dtype=np.uint64)
-        at = after[rows] + 1
         duration_length, duration_ok = wire.varint_lengths(buf, at)
         durations[rows] = wire.varint_values(buf, at, duration_length)
         ok[rows] &= duration_ok & (at + duration_length <= ends[rows])
@@ -190,3 +198,17 @@ class _Candidates:
     def run_end(self, first: int) -> int:
         """The last row of the run that starts at row ``first``."""
         return int(self.breaks[np.searchsorted(self.breaks, first)])
+
+
+def index_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Each value's position in ``wanted`` (sorted, unique), or -1."""
+    if not wanted.size:
+        return np.full(values.size, -1, dtype=np.int64)
+    top = int(wanted[-1])
+    if top <= 16 * values.size + 1_000_000:
+        # Small ids (the usual case): a lookup table instead of a search.
+        table = np.full(top + 2, -1, dtype=np.int64)
+        table[wanted.astype(np.int64)] = np.arange(wanted.size)
+        return table[np.minimum(values, top + 1).astype(np.int64)]
+    slot = np.minimum(np.searchsorted(wanted, values), wanted.size - 1)
+    return np.where(wanted[slot] == values, slot, -1)

@@ -22,6 +22,7 @@ import numpy as np
 # by the bounds check instead of indexing outside the buffer.
 _PAD = 32
 VARINT, _FIXED64, LEN, _FIXED32 = 0, 1, 2, 5
+_UINT64_MASK = (1 << 64) - 1
 
 
 class WireError(ValueError):
@@ -252,7 +253,7 @@ def _read_varint(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return value, pos
+            return value & _UINT64_MASK, pos  # a 10th byte may carry bits past 64
         shift += 7
 
 
