@@ -127,10 +127,10 @@ def goals(rows: list[tuple]) -> list[str]:  # type: ignore[type-arg]
             f"RSS added after warm-up {added:.0f} MB {_mark(added <= bound)} "
             f"(<= 2 x file + tables = {bound:.0f} MB)"
         )
-    if len(rows) >= 3:
+    if len(big) >= 3:
         # Linear growth: a straight line through (MB, seconds) fits every capture.
-        sizes = [r[1] for r in rows]
-        times = [r[4]["median_s"] for r in rows]
+        sizes = [r[1] for r in big]
+        times = [r[4]["median_s"] for r in big]
         slope, fixed = statistics.linear_regression(sizes, times)
         worst = max(abs(t - (fixed + slope * m)) / t for m, t in zip(sizes, times, strict=True))
         out.append(

@@ -18,9 +18,9 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.batch import COLUMNS, BatchResult, tasks
-from traceparse.batch.lock import LOCK_NAME, output_lock
-from traceparse.batch.summary import SUMMARY_FILES
+from traceparse.batching import COLUMNS, BatchResult, tasks
+from traceparse.batching.lock import LOCK_NAME, output_lock
+from traceparse.batching.summary import SUMMARY_FILES
 from traceparse.discover import find_captures
 from traceparse.errors import UsageError
 
@@ -410,7 +410,7 @@ def test_at_most_two_captures_per_worker_are_in_flight(
 ) -> None:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from traceparse.batch import runners
+    from traceparse.batching import runners
 
     outstanding = [0, 0]  # now, most
 

@@ -93,7 +93,7 @@ def test_command_usage_errors_exit_2(args: tuple[str, ...]) -> None:
 
 _CRASHING_SCRIPT = """
 import json, os, sys
-from traceparse.batch import tasks
+from traceparse.batching import tasks
 
 # Runs again in every spawned worker (as __mp_main__): a capture whose path
 # says "crash" kills the worker process outright, as the OOM killer would.

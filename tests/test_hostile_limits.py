@@ -7,7 +7,6 @@ from __future__ import annotations
 import builtins
 import gzip
 import os
-import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -20,6 +19,9 @@ from conftest import FIXTURES, fixture_file
 
 import traceparse
 from traceparse import cli, decode
+
+# The module that holds the limits read_trace uses.
+from traceparse import loading as load_module
 from traceparse.discover import (
     MAX_DECOMPRESSED_BYTES,
     MAX_PROTOBUF_BYTES,
@@ -28,8 +30,6 @@ from traceparse.discover import (
 )
 from traceparse.errors import EXIT_INPUT
 
-# ``traceparse.load`` is the function; the module holds the limits read_trace uses.
-load_module = sys.modules["traceparse.load"]
 RUN = "plugins/profile/2026_01_01_00_00_00"
 
 

@@ -93,6 +93,22 @@ def test_loading_never_imports_tensorflow() -> None:
     )
 
 
+def test_import_is_lean_and_the_public_names_stay_functions() -> None:
+    # `import traceparse` (and so the pytest plugin, loaded in every pytest run)
+    # must not pull in pandas; the public names load on first use and stay the
+    # functions even after the modules behind them are imported.
+    code = (
+        "import sys, traceparse, traceparse.pytest_plugin;"
+        "assert 'pandas' not in sys.modules, 'pandas imported';"
+        "import traceparse.batching.runners, traceparse.loading;"
+        "assert callable(traceparse.batch) and callable(traceparse.load);"
+        "assert traceparse.load.__module__ == 'traceparse.loading';"
+        "assert sorted(traceparse.__all__) == dir(traceparse);"
+        "assert all(hasattr(traceparse, name) for name in traceparse.__all__)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
 def test_inputs_are_not_modified(tmp_path: Path) -> None:
     copy = shutil.copytree(FIXTURES / "keras_train", tmp_path / "logs")
     before = {

@@ -11,7 +11,13 @@
 Analysing a capture never imports TensorFlow; capturing does.
 """
 
-from traceparse.dtypes import Estimate, estimate_bytes
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Errors are light; everything else (pandas above all) loads on first use, so
+# `import traceparse` and the pytest plugin cost next to nothing until used.
 from traceparse.errors import (
     CaptureError,
     CaptureNotFoundError,
@@ -22,15 +28,39 @@ from traceparse.errors import (
     TraceparseError,
     UsageError,
 )
-from traceparse.load import load, load_all
-from traceparse.profile_data import Profile
 
-# After the submodule import above, which binds the name `profile` to the module.
-from traceparse.capture import Capture, profile  # isort: skip
+if TYPE_CHECKING:
+    from traceparse.batching import batch
+    from traceparse.capture import Capture, profile
+    from traceparse.dtypes import Estimate, estimate_bytes
+    from traceparse.loading import load, load_all
+    from traceparse.profile_data import Profile
 
-# The function, not its package: `traceparse.batch(...)`; the package's other
-# names are imported with `from traceparse.batch import ...`.
-from traceparse.batch import batch  # isort: skip
+# Public name -> the module that defines it.
+_LAZY = {
+    "batch": "traceparse.batching",
+    "Capture": "traceparse.capture",
+    "profile": "traceparse.capture",
+    "Estimate": "traceparse.dtypes",
+    "estimate_bytes": "traceparse.dtypes",
+    "load": "traceparse.loading",
+    "load_all": "traceparse.loading",
+    "Profile": "traceparse.profile_data",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'traceparse' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 

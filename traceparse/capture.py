@@ -283,12 +283,12 @@ class Capture(AbstractContextManager["Capture"]):
         return trace
 
     def load(self) -> Profile:
-        """Read this capture: ``traceparse.load.load(self.run_dir)``."""
+        """Read this capture: ``traceparse.loading.load(self.run_dir)``."""
         if self._state != _STOPPED:
             raise UsageError("stop the capture (leave its with-block) before loading it")
         if self.run_dir is None:
             raise CaptureError(f"the capture wrote no files under {self.logdir}", path=self.logdir)
-        from traceparse.load import load
+        from traceparse.loading import load
 
         return load(self.run_dir)
 

@@ -23,7 +23,7 @@ def _size(capture: CaptureFile) -> str:
 
 
 def _read(captures: Sequence[CaptureFile], term: Terminal) -> list[MemoryTrace]:
-    from traceparse.load import read_trace
+    from traceparse.loading import read_trace
 
     traces: list[MemoryTrace] = []
     with term.progress("Reading captures", total=len(captures)) as bar:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from traceparse.commands.base import Command, count_type
 
 if TYPE_CHECKING:
-    from traceparse.batch import BatchResult
+    from traceparse.batching import BatchResult
     from traceparse.terminal import Terminal
 
 _REPORT_CHOICES = ("md", "html", "json")
@@ -118,7 +118,7 @@ class BatchCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.batch import batch
+        from traceparse.batching import batch
 
         if args.scheduler and args.jobs is not None:
             term.note("--jobs has no effect with --scheduler: the cluster's workers do the work")

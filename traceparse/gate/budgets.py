@@ -196,7 +196,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """A baseline file, or the figures of a capture (directory or capture file) to compare with."""
     if is_baseline_file(path):
         return read_baseline(path)
-    from traceparse.load import load
+    from traceparse.loading import load
 
     return baseline_of(load(path))
 

@@ -17,7 +17,7 @@ from traceparse.discover import is_url
 from traceparse.errors import CaptureNotFoundError, InputError
 
 if TYPE_CHECKING:
-    from traceparse.batch.tasks import Outcome, Task
+    from traceparse.batching.tasks import Outcome, Task
 
 __all__ = [
     "RESULT_NAME",

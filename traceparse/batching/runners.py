@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from traceparse.batch.tasks import Outcome, Task, outcome_of_crash, run_task
+from traceparse.batching.tasks import Outcome, Task, outcome_of_crash, run_task
 from traceparse.errors import UsageError
 
 __all__ = ["OnDone", "run_dask", "run_inline", "run_local"]

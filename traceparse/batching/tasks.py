@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
-from traceparse.batch.store import (
+from traceparse.batching.store import (
     RESULT_NAME,
     Fingerprint,
     fingerprint,
@@ -167,7 +167,7 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
     """(outcome, whether to store it). Errors the input's bytes decide are stored too."""
     capture = task.capture
     try:
-        from traceparse.load import read_trace
+        from traceparse.loading import read_trace
         from traceparse.profile_data import Profile
         from traceparse.report import write_report
 

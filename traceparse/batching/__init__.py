@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from traceparse.batch.lock import output_lock, sweep_temporaries
-from traceparse.batch.summary import COLUMNS, summary_frame, write_summaries
-from traceparse.batch.tasks import (
+from traceparse.batching.lock import output_lock, sweep_temporaries
+from traceparse.batching.summary import COLUMNS, summary_frame, write_summaries
+from traceparse.batching.tasks import (
     CAPTURES_DIR,
     REPORT_FORMATS,
     Fingerprint,
@@ -230,7 +230,7 @@ def _root_failure(root: str, message: str) -> dict[str, Any]:
 def _execute(
     tasks: Sequence[Task], jobs: int | None, scheduler: Any, progress: Progress | None
 ) -> dict[str, Outcome]:
-    from traceparse.batch.runners import run_dask, run_inline, run_local
+    from traceparse.batching.runners import run_dask, run_inline, run_local
 
     outcomes: dict[str, Outcome] = {}
     total = len(tasks)
