@@ -1,5 +1,6 @@
 """Splitting a line into events (``traceparse.framing``) against upb's own parse
-of the same bytes: real captures, odd layouts, and random lines from hypothesis."""
+of the same bytes: real captures, odd layouts, and random lines from hypothesis;
+and the lockstep reader of memory events' fields against a full decode."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from traceparse import framing, wire
 from traceparse._proto import xplane_pb2
+from traceparse.event_columns import _read_events
 from traceparse.event_scan import split_planes
 
 
@@ -141,3 +143,39 @@ def test_random_lines_split_like_upb(
         expect_like_upb(before + line, len(before), len(before) + len(line))
     finally:
         framing._WINDOW = saved
+
+
+def test_event_fields_and_stats_read_like_a_full_decode() -> None:
+    """``_read_events`` (the lockstep reader for memory events) against
+    ``wire.scan_fields`` with protobuf's rules, on usual and odd layouts."""
+    stat = xplane_pb2.XStat(metadata_id=3, int64_value=-7).SerializeToString()
+    usual = xplane_pb2.XEvent(metadata_id=5, offset_ps=9, duration_ps=4)
+    usual.stats.add().MergeFromString(stat)
+    usual.stats.add(metadata_id=4, str_value="shape")
+    events = [
+        usual.SerializeToString(),
+        xplane_pb2.XEvent(metadata_id=5, num_occurrences=2).SerializeToString(),
+        xplane_pb2.XEvent(metadata_id=5, offset_ps=1).SerializeToString(),  # no stats
+        b"",  # empty
+        b"\x18\x07\x08\x05\x10\x03" + b"\x22" + bytes([len(stat)]) + stat,  # duration first
+        b"\x08\x05\x10\x03\x22\x00\x10\x08",  # empty stat, then offset again
+        usual.SerializeToString() + b"\x28\x01",  # num_occurrences after the stats
+    ]
+    joined = wire.join(events)
+    offset, duration, owner, start, end = _read_events(joined)
+    fields = wire.scan_fields(joined.buf, joined.starts, joined.ends)
+    assert offset.tolist() == fields.last_value(2, 0, len(events)).view(np.int64).tolist()
+    assert duration.tolist() == fields.last_value(3, 0, len(events)).tolist()
+    found = fields.select(4, 2)
+    expected = sorted(
+        zip(
+            fields.message[found].tolist(),
+            fields.start[found].tolist(),
+            (fields.start[found] + fields.length[found]).tolist(),
+            strict=True,
+        )
+    )
+    assert sorted(zip(owner.tolist(), start.tolist(), end.tolist(), strict=True)) == expected
+    for event in range(len(events)):  # each event's stats in wire order
+        mine = start[owner == event]
+        assert mine.tolist() == sorted(mine.tolist())

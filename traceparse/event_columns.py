@@ -59,19 +59,14 @@ class DecodedEvents:
         self.raw = joined.raw
         self.count = len(joined)
         self.stat_names = stat_names
-        fields = wire.scan_fields(joined.buf, joined.starts, joined.ends)
-        offset = fields.last_value(2, 0, self.count).view(np.int64)
-        self.duration_ps = fields.last_value(3, 0, self.count).view(np.int64)
+        offset, self.duration_ps, self.stat_event, payload, stat_end = _read_events(joined)
         line_ps = selected.line_ts_ns * 1000  # fits: line stamps are clamped
         # Both parts within 2**62, so their sum cannot overflow; then the sum too.
         self.in_range = within_time(line_ps) & within_time(offset)
         self.time_ps = line_ps + np.where(self.in_range, offset, 0)
         self.in_range &= within_time(self.time_ps)
         self.order = selected.order
-        stat_rows = fields.select(4, 2)
-        self.stat_event = fields.message[stat_rows]
-        payload = fields.start[stat_rows]
-        stats = _read_stats(joined.buf, payload, payload + fields.length[stat_rows])
+        stats = _read_stats(joined.buf, payload, stat_end)
         self.stat_id, self.kind, self.value, self.start, self.length = stats
         self._rows: dict[str, np.ndarray] = {}
 
@@ -251,6 +246,75 @@ class DecodedEvents:
                 "end_ps": self.time_ps[rows] + self.duration_ps[rows],
             }
         )
+
+
+def _read_events(
+    events: wire.Chunks,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(offset_ps, duration_ps) of each event, and (event, payload start, payload
+    end) of each of their stats: the stats of one event are in wire order (what
+    "the last one wins" needs), those of different events interleave.
+
+    Serializers write ``0x08 <metadata id>``, ``0x10 <offset>`` (or ``0x28
+    <num_occurrences>``), ``0x18 <duration>`` when not zero, then the stats as
+    ``0x22 <length> <XStat>``: such events are read in lockstep, one stat of
+    every event per step. Any other layout is decoded field by field with
+    protobuf's rules (``wire.scan_fields``).
+    """
+    buf, starts, ends = events.buf, events.starts, events.ends
+    n = len(starts)
+    mid_length, ok = wire.varint_lengths(buf, starts + 1)
+    ok &= (starts < ends) & (buf[starts] == 0x08)
+    tag_at = starts + 1 + mid_length
+    tag = buf[tag_at]
+    ok &= (tag == 0x10) | (tag == 0x28)
+    value_length, value_ok = wire.varint_lengths(buf, tag_at + 1)
+    ok &= value_ok
+    offset = wire.varint_values(buf, tag_at + 1, value_length)
+    offset[tag != 0x10] = 0
+    pos = tag_at + 1 + value_length
+    duration = np.zeros(n, dtype=np.uint64)
+    rows = np.flatnonzero(ok & (pos < ends) & (buf[pos] == 0x18))
+    length, value_ok = wire.varint_lengths(buf, pos[rows] + 1)
+    duration[rows] = wire.varint_values(buf, pos[rows] + 1, length)
+    ok[rows] &= value_ok
+    pos[rows] += 1 + length.astype(np.int64)
+    ok &= pos <= ends
+
+    owners, stat_starts, stat_ends = [], [], []
+    rows = np.flatnonzero(ok & (pos < ends))
+    while rows.size:
+        at = pos[rows]
+        length, length_ok = wire.varint_lengths(buf, at + 1)
+        size = wire.varint_values(buf, at + 1, length)
+        payload = at + 1 + length
+        room = np.maximum(ends[rows] - payload, 0).astype(np.uint64)
+        good = (buf[at] == 0x22) & length_ok & (size <= room)
+        ok[rows[~good]] = False
+        rows, payload, size = rows[good], payload[good], size[good]
+        end = payload + size.astype(np.int64)
+        owners.append(rows)
+        stat_starts.append(payload)
+        stat_ends.append(end)
+        pos[rows] = end
+        rows = rows[end < ends[rows]]
+
+    stat_event = np.concatenate([np.zeros(0, dtype=np.int64), *owners])
+    stat_start = np.concatenate([np.zeros(0, dtype=np.int64), *stat_starts])
+    stat_end = np.concatenate([np.zeros(0, dtype=np.int64), *stat_ends])
+    keep = ok[stat_event]  # stats read before their event turned out odd go
+    stat_event, stat_start, stat_end = stat_event[keep], stat_start[keep], stat_end[keep]
+
+    slow = np.flatnonzero(~ok)
+    if slow.size:
+        fields = wire.scan_fields(buf, starts[slow], ends[slow])
+        offset[slow] = fields.last_value(2, wire.VARINT, slow.size)
+        duration[slow] = fields.last_value(3, wire.VARINT, slow.size)
+        found = fields.select(4, wire.LEN)
+        stat_event = np.concatenate([stat_event, slow[fields.message[found]]])
+        stat_start = np.concatenate([stat_start, fields.start[found]])
+        stat_end = np.concatenate([stat_end, fields.start[found] + fields.length[found]])
+    return offset.view(np.int64), duration.view(np.int64), stat_event, stat_start, stat_end
 
 
 def _read_stats(

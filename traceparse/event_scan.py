@@ -110,11 +110,14 @@ class Selected:
             )
 
     def joined(self) -> wire.Chunks:
-        """The events' bytes, joined in one padded buffer."""
+        """The events' bytes in one buffer with ``wire.PAD`` bytes after the last:
+        the file itself when that holds, else a copy."""
         data = self.data
-        return wire.join(
-            [data[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist(), strict=True)]
-        )
+        if not len(self) or int(self.ends.max()) <= len(data) - wire.PAD:
+            buf = np.frombuffer(data, dtype=np.uint8)
+            return wire.Chunks(data, buf, self.starts, self.ends)
+        spans = zip(self.starts.tolist(), self.ends.tolist(), strict=True)
+        return wire.join([data[s:e] for s, e in spans])
 
 
 @dataclass

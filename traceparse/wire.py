@@ -5,9 +5,9 @@ a million events one Python object at a time costs more than the whole parse,
 so the fields of many events are decoded together here with numpy: one pass of
 array operations per field position, not one Python call per event.
 
-All positions index one padded ``uint8`` buffer (see ``join``); every read is
-bounds-checked against its message's end and a malformed message raises
-``WireError``.
+All positions index one ``uint8`` buffer with at least ``PAD`` bytes after the
+last message (``join`` adds them); every read is bounds-checked against its
+message's end and a malformed message raises ``WireError``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Zero bytes after the data, so a read that runs past a message's end is caught
-# by the bounds check instead of indexing outside the buffer.
-_PAD = 32
+# Bytes after the last message, so a read that runs past a message's end (a
+# varint is at most 10 bytes) is caught by the bounds check instead of indexing
+# outside the buffer.
+PAD = 32
 VARINT, _FIXED64, LEN, _FIXED32 = 0, 1, 2, 5
 _UINT64_MASK = (1 << 64) - 1
 
@@ -31,7 +32,8 @@ class WireError(ValueError):
 
 @dataclass(frozen=True)
 class Chunks:
-    """Many messages joined in one buffer: message i is ``buf[starts[i]:ends[i]]``."""
+    """Many messages in one buffer: message i is ``buf[starts[i]:ends[i]]``, and
+    ``raw`` is the same bytes."""
 
     raw: bytes
     buf: np.ndarray
@@ -47,7 +49,7 @@ def join(chunks: Sequence[bytes]) -> Chunks:
     lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
     ends = np.cumsum(lengths)
     # One copy: the padding is joined in rather than appended afterwards.
-    raw = b"".join(itertools.chain(chunks, (bytes(_PAD),)))
+    raw = b"".join(itertools.chain(chunks, (bytes(PAD),)))
     buf = np.frombuffer(raw, dtype=np.uint8)
     return Chunks(raw, buf, ends - lengths, ends)
 
