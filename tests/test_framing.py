@@ -4,6 +4,8 @@ and the lockstep reader of memory events' fields against a full decode."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import xplane_files
@@ -25,14 +27,13 @@ def split(
     blocks = list(reader.events())
     if not blocks:
         none = np.zeros(0, dtype=np.int64)
-        return framing.Events(none, none, none.astype(np.uint64), none), reader.timestamp_ns
-    columns = [
-        np.concatenate(c)
-        for c in zip(
-            *((b.starts, b.ends, b.metadata_ids, b.durations) for b in blocks), strict=True
-        )
-    ]
-    return framing.Events(*columns), reader.timestamp_ns
+        empty = framing.Events(none, none, none.astype(np.uint64), none, none)
+        return empty, reader.timestamp_ns
+    columns = {
+        f.name: np.concatenate([getattr(b, f.name) for b in blocks])
+        for f in dataclasses.fields(framing.Events)
+    }
+    return framing.Events(**columns), reader.timestamp_ns
 
 
 def expect_like_upb(data: bytes, lo: int, hi: int) -> None:
@@ -86,6 +87,7 @@ def test_only_timed_events_get_their_duration() -> None:
     data = xplane_pb2.XLine(events=events * 20).SerializeToString()
     found, _ = split(data, 0, len(data), timed=[2])
     assert found.durations.tolist() == [0, 20, 0] * 20
+    assert found.timed_index.tolist() == [-1, 0, -1] * 20
     assert found.metadata_ids.tolist() == [1, 2, 3] * 20
 
 

@@ -34,9 +34,8 @@ class Plane:
     def line_timestamps(self, data: bytes) -> Iterator[int]:
         """Each line's timestamp_ns, read off its first fields without reading its
         events (serializers write the timestamp before the events)."""
-        for pos, end in self.lines:
-            while pos < end:
-                number, kind, pos, value = wire.read_field(data, pos, end)
+        for start, end in self.lines:
+            for number, kind, _, _, value in wire.iter_fields(data, start, end):
                 if number == _LINE_TIMESTAMP and kind == wire.VARINT:
                     yield wire.as_int64(value)
                 if number >= _LINE_TIMESTAMP:
@@ -53,13 +52,13 @@ def split_planes(data: bytes) -> list[Plane]:
     """
     view = memoryview(data)
     planes = []
-    for number, _, end, start in wire.iter_fields(data, 0, len(data)):
+    for number, _, _, end, start in wire.iter_fields(data, 0, len(data)):
         if number != 1:  # XSpace.planes; errors, warnings and hostnames are not needed
             continue
         meta = xplane_skim_pb2.SkimPlane()
         lines: list[tuple[int, int]] = []
         rest = start
-        for field, field_start, field_end, value in wire.iter_fields(data, start, end):
+        for field, _, field_start, field_end, value in wire.iter_fields(data, start, end):
             rest = field_end
             if field == _PLANE_LINES:
                 lines.append((value, field_end))
@@ -71,7 +70,7 @@ def split_planes(data: bytes) -> list[Plane]:
         _merge(meta, view[rest:end])
         if meta.lines:
             meta.ClearField("lines")
-            for field, _, field_end, value in wire.iter_fields(data, rest, end):
+            for field, _, _, field_end, value in wire.iter_fields(data, rest, end):
                 if field == _PLANE_LINES:
                     lines.append((value, field_end))
         planes.append(Plane(meta, lines))
@@ -163,7 +162,7 @@ def select(
             picked.add(events, np.flatnonzero(keep), order)
             order += len(events)
             if ops.size:
-                code = index_in(mids, ops)
+                code = events.timed_index  # ops are the reader's timed ids
                 rows = np.flatnonzero((code >= 0) & ~keep)
                 op_counts += np.bincount(code[rows], minlength=ops.size)
                 np.add.at(op_totals, code[rows], events.durations[rows])

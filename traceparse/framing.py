@@ -42,12 +42,14 @@ _WINDOW = 1 << 21
 @dataclass
 class Events:
     """Consecutive events of a line: the bounds of each one's ``XEvent`` bytes in
-    the file, its metadata id and its duration_ps (0 when absent, and for events
-    whose metadata id is not among the reader's ``timed`` ones)."""
+    the file, its metadata id, where that id is in the reader's ``timed`` ids
+    (-1 if not there) and its duration_ps (0 when absent, and for events that
+    are not timed)."""
 
     starts: np.ndarray
     ends: np.ndarray
     metadata_ids: np.ndarray
+    timed_index: np.ndarray
     durations: np.ndarray
 
     def __len__(self) -> int:
@@ -55,7 +57,11 @@ class Events:
 
     def __getitem__(self, rows: slice | np.ndarray) -> Events:
         return Events(
-            self.starts[rows], self.ends[rows], self.metadata_ids[rows], self.durations[rows]
+            self.starts[rows],
+            self.ends[rows],
+            self.metadata_ids[rows],
+            self.timed_index[rows],
+            self.durations[rows],
         )
 
 
@@ -113,17 +119,16 @@ class LineReader:
         self._odd.clear()
         mids = mids.astype(np.uint64)
         durations = durations.astype(np.uint64).view(np.int64)
-        durations[index_in(mids, self.timed) < 0] = 0
-        return Events(starts.astype(np.int64), ends.astype(np.int64), mids, durations)
+        timed_index = index_in(mids, self.timed)
+        durations[timed_index < 0] = 0
+        return Events(starts.astype(np.int64), ends.astype(np.int64), mids, timed_index, durations)
 
 
 def _event_head(data: bytes, start: int, end: int) -> tuple[int, int]:
     """(metadata_id, duration_ps bits) of one event, by protobuf's rules: the
     last occurrence wins, absent is 0."""
     metadata_id = duration = 0
-    pos = start
-    while pos < end:
-        number, kind, pos, value = wire.read_field(data, pos, end)
+    for number, kind, _, _, value in wire.iter_fields(data, start, end):
         if kind == wire.VARINT and number == 1:
             metadata_id = value
         elif kind == wire.VARINT and number == 3:
@@ -144,7 +149,7 @@ class _Candidates:
     @classmethod
     def empty(cls) -> _Candidates:
         none = np.zeros(0, dtype=np.int64)
-        return cls(0, 0, none, Events(none, none, none.astype(np.uint64), none), none)
+        return cls(0, 0, none, Events(none, none, none.astype(np.uint64), none, none), none)
 
     @classmethod
     def scan(
@@ -171,7 +176,8 @@ class _Candidates:
 
         # For timed events: skip the offset_ps (or num_occurrences) value, then
         # read duration_ps, written after it when it is not zero.
-        rows = np.flatnonzero(ok & (index_in(mids, timed) >= 0))
+        timed_index = index_in(mids, timed)
+        rows = np.flatnonzero(ok & (timed_index >= 0))
         value_at = payload[rows] + 2 + mid_length[rows]
         value_length, value_ok = wire.varint_lengths(buf, value_at)
         after = value_at + value_length
@@ -186,7 +192,9 @@ class _Candidates:
 
         keep = np.flatnonzero(ok)
         tags, ends = tags[keep], ends[keep]
-        events = Events(payload[keep], ends, mids[keep], durations[keep].view(np.int64))
+        events = Events(
+            payload[keep], ends, mids[keep], timed_index[keep], durations[keep].view(np.int64)
+        )
         breaks = np.append(np.flatnonzero(ends[:-1] != tags[1:]), len(tags) - 1)
         return cls(start, stop, tags, events, breaks)
 

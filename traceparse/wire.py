@@ -203,16 +203,17 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
 
 def iter_fields(
     data: bytes | memoryview, start: int, end: int
-) -> Iterator[tuple[int, int, int, int]]:
+) -> Iterator[tuple[int, int, int, int, int]]:
     """The top-level fields of one message, one at a time, in plain Python:
-    (field number, field start, field end, value), where value is the number
-    for varint and fixed-width fields and the payload's start for
+    (field number, wire type, field start, field end, value), where value is
+    the number for varint and fixed-width fields and the payload's start for
     length-delimited ones (the payload ends at the field's end). Meant for the
-    few fields at the top of a file (planes, lines), not for events."""
+    few fields at the top of a file (planes, lines) and odd events, not for the
+    bulk of the events."""
     pos = start
     while pos < end:
-        number, _, field_end, value = read_field(data, pos, end)
-        yield number, pos, field_end, value
+        number, kind, field_end, value = read_field(data, pos, end)
+        yield number, kind, pos, field_end, value
         pos = field_end
 
 

@@ -238,9 +238,8 @@ def _varint_end(data: bytes, pos: int) -> int:
 
 def _spots(data: bytes, start: int, end: int, depth: int) -> Iterator[Spot]:
     """The varints of one message (and, below ``depth``, of its nested messages)."""
-    for number, field_start, field_end, value in wire.iter_fields(data, start, end):
+    for number, kind, field_start, field_end, value in wire.iter_fields(data, start, end):
         tag_end = _varint_end(data, field_start)
-        kind = data[field_start] & 7
         if kind == 0:
             yield Spot(tag_end, field_end, False)
         elif kind == 2:
@@ -254,13 +253,13 @@ def event_spots(data: bytes) -> tuple[Spot, ...]:
     """Every varint and length prefix inside the events of an XSpace."""
     found: list[Spot] = []
     try:
-        for number, _, plane_end, plane_start in wire.iter_fields(data, 0, len(data)):
+        for number, _, _, plane_end, plane_start in wire.iter_fields(data, 0, len(data)):
             if number != 1:
                 continue
-            for field, _, line_end, line_start in wire.iter_fields(data, plane_start, plane_end):
+            for field, _, _, line_end, line_start in wire.iter_fields(data, plane_start, plane_end):
                 if field != 3:
                     continue
-                for event_field, _, event_end, event_start in wire.iter_fields(
+                for event_field, _, _, event_end, event_start in wire.iter_fields(
                     data, line_start, line_end
                 ):
                     if event_field == 4:
