@@ -205,6 +205,35 @@ def test_step_markers_need_step_num_and_root() -> None:
     assert prof.allocations["step"].tolist() == [1]
 
 
+def test_roots_are_preferred_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Events are decoded a few at a time: a batch holding only a plain marker must
+    # not keep it when another batch has root markers.
+    monkeypatch.setattr(traceparse.decode, "_EVENTS_PER_BATCH", 2)
+    b = SpaceBuilder()
+    line = b.line()
+    b.event(line, 3, 0, step_num=7).duration_ps = 100  # not a root event: ignored
+    alloc(b, line, 50, addr=1, size=256, total=256)
+    b.event(line, 3, 200, step_num=1, _r=1).duration_ps = 100
+    b.event(line, 3, 400, step_num=2, _r=1).duration_ps = 100
+    alloc(b, line, 450, addr=2, size=256, total=512)
+    prof = b.decode()
+    assert prof.step_markers["step"].tolist() == [1, 2]
+    assert prof.allocations["step"].tolist() == [pd.NA, 2]
+
+
+def test_batching_does_not_change_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = SpaceBuilder()
+    lines = [b.line(timestamp_ns=4967 + 10 * i) for i in range(3)]
+    for i in range(12):
+        alloc(b, lines[i % 3], 1000 - 7 * i, addr=i + 1, size=256 * (i + 1), total=256 * (i + 1))
+        b.event(lines[i % 3], 3, 10 * i, step_num=i, _r=1).duration_ps = 5
+    whole = b.decode()
+    monkeypatch.setattr(traceparse.decode, "_EVENTS_PER_BATCH", 3)
+    batched = b.decode()
+    pd.testing.assert_frame_equal(whole.traces[0].events, batched.traces[0].events)
+    pd.testing.assert_frame_equal(whole.step_markers, batched.step_markers)
+
+
 def test_op_compute_time_is_summed_from_op_events() -> None:
     b = SpaceBuilder()
     line = b.line()

@@ -13,29 +13,22 @@ import re
 from collections import Counter
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
-from pandas.api.types import union_categoricals
 
 from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
 from traceparse.discover import MAX_PROTOBUF_BYTES
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
 from traceparse.event_columns import EXPECTED, DecodedEvents, text
-from traceparse.event_scan import OpTimes, Plane, select, split_planes
+from traceparse.event_scan import Plane, select, split_planes
+from traceparse.event_table import MemoryEvents, StepMarkers, op_time_table
 from traceparse.sanity import (
     MAX_TIME_PS,
     check_allocators,
     checked_bytes,
     problem_notes,
 )
-from traceparse.trace import (
-    EVENT_COLUMNS,
-    OP_TIME_COLUMNS,
-    STEP_MARKER_COLUMNS,
-    MemoryTrace,
-    empty_frame,
-)
+from traceparse.trace import MemoryTrace
 
 # protobuf cannot parse a message of 2 GiB or more.
 MAX_XSPACE_BYTES = MAX_PROTOBUF_BYTES
@@ -103,9 +96,9 @@ class _Decoder:
         self.problems: Counter[tuple[str, str]] = Counter()
 
     def run(self) -> MemoryTrace:
-        events: list[pd.DataFrame] = []
-        markers: list[pd.DataFrame] = []
-        op_time: list[pd.DataFrame] = []
+        memory_events = MemoryEvents(self.problems)
+        markers = StepMarkers()
+        op_time: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         op_types: dict[str, str] = {}
         for plane_index, parts in enumerate(self.planes):
             plane = parts.meta
@@ -137,29 +130,29 @@ class _Decoder:
             for batch in detailed.batches(_EVENTS_PER_BATCH):
                 decoded = DecodedEvents(batch, stat_names)
                 mids = batch.metadata_ids
-                is_mem = np.isin(mids, memory)
-                if is_mem.any():
-                    frame = decoded.memory_frame(
-                        is_mem, np.isin(mids, alloc_ids), text(plane.name), self.problems
+                is_memory = np.isin(mids, memory)
+                if is_memory.any():
+                    is_allocation = np.isin(mids, alloc_ids)
+                    memory_events.add(
+                        decoded, is_memory, is_allocation, text(plane.name), plane_index
                     )
-                    frame["_plane"] = plane_index
-                    events.append(frame)
                 if step_stat_ids:
-                    markers.append(decoded.marker_frame(names, mids))
+                    markers.add(decoded, names, mids)
             if timing.metadata_ids.size:
-                op_time.append(_op_frame(timing, op_ids))
-        finished = _finish_events(events)
-        check_allocators(finished, self.path)
-        self.diagnostics.extend(checked_bytes(finished, self.path))
+                op_names = [op_ids[i] for i in timing.metadata_ids.tolist()]
+                op_time.append((op_names, timing.counts, timing.total_ps))
+        events = memory_events.frame()
+        check_allocators(events, self.path)
+        self.diagnostics.extend(checked_bytes(events, self.path))
         self.diagnostics.extend(problem_notes(self.problems, self.path, EXPECTED))
         return MemoryTrace(
             path=self.path,
             host=self.host,
             format="xplane",
-            events=finished,
-            step_markers=_finish_markers(markers),
+            events=events,
+            step_markers=markers.frame(),
             op_types=op_types,
-            op_time=_finish_op_time(op_time),
+            op_time=op_time_table(op_time),
             start_ns=self.start_ns,
             duration_ps=None
             if self.start_ns is None or self.stop_ns is None or self.stop_ns < self.start_ns
@@ -173,49 +166,6 @@ class _Decoder:
         if self.start_ns and timestamp_ns >= self.start_ns // 2:
             timestamp_ns -= self.start_ns
         return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
-
-
-def _op_frame(timing: OpTimes, op_ids: dict[int, str]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "op": [op_ids[i] for i in timing.metadata_ids.tolist()],
-            "count": timing.counts,
-            "total_ps": timing.total_ps,
-        }
-    )
-
-
-def _finish_events(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if not frames:
-        return empty_frame(EVENT_COLUMNS)
-    # Column by column: pd.concat would turn categoricals whose categories differ
-    # between batches into objects and back.
-    columns: dict[str, object] = {}
-    for name in frames[0].columns:
-        parts = [frame[name].array for frame in frames]
-        if isinstance(parts[0], pd.Categorical):
-            columns[name] = union_categoricals(parts, sort_categories=True)
-        else:
-            columns[name] = pd.concat([frame[name] for frame in frames], ignore_index=True)
-    events = pd.DataFrame(columns)
-    # Time order; ties keep the file's order (plane, line, position in line).
-    keys = [events[k].to_numpy(dtype=np.int64) for k in ("_order", "_plane", "time_ps")]
-    events = events.take(np.lexsort(keys)).drop(columns=["_plane", "_order"])
-    return events.reset_index(drop=True).astype(EVENT_COLUMNS)
-
-
-def _finish_markers(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if not frames:
-        return empty_frame(STEP_MARKER_COLUMNS)
-    markers = pd.concat(frames, ignore_index=True).sort_values(["start_ps", "step"])
-    return markers.reset_index(drop=True).astype(STEP_MARKER_COLUMNS)
-
-
-def _finish_op_time(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if not frames:
-        return empty_frame(OP_TIME_COLUMNS)
-    merged = pd.concat(frames, ignore_index=True).groupby("op", sort=True).sum()
-    return merged.reset_index().astype(OP_TIME_COLUMNS)
 
 
 def _capture_window(planes: list[xplane_skim_pb2.SkimPlane]) -> tuple[int | None, int | None]:

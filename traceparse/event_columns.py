@@ -7,16 +7,13 @@ by name. A stat of the wrong type is NA, never a guess.
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from traceparse import wire
 from traceparse.event_scan import Selected
 from traceparse.sanity import within_time
-from traceparse.trace import categorical_take
 
 INT_STATS = {
     "addr": "address",
@@ -87,10 +84,11 @@ class DecodedEvents:
             ids.setdefault(name, []).append(key)
         return ids
 
-    def int_stat(self, name: str) -> pd.arrays.IntegerArray:
-        """A stat as Int64 per event (NA where absent or not numeric)."""
+    def int_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A stat per event as (int64 values, valid): not valid where absent or
+        not a whole number."""
         values = np.zeros(self.count, dtype=np.int64)
-        present = np.zeros(self.count, dtype=bool)
+        valid = np.zeros(self.count, dtype=bool)
         rows = self._stat_rows(name)
         kind = self.kind[rows]
         raw = self.value[rows]
@@ -102,11 +100,13 @@ class DecodedEvents:
         numbers[finite] = doubles[finite].astype(np.int64)
         ok = (kind == _UINT64) | (kind == _INT64) | finite
         values[self.stat_event[rows[ok]]] = numbers[ok]
-        present[self.stat_event[rows[ok]]] = True
-        return pd.arrays.IntegerArray(values, ~present)
+        valid[self.stat_event[rows[ok]]] = True
+        return values, valid
 
-    def float_stat(self, name: str) -> pd.arrays.FloatingArray:
-        values = np.full(self.count, np.nan)
+    def float_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A stat per event as (float64 values, valid): not valid where absent, not
+        a number, or not finite."""
+        values = np.zeros(self.count)
         rows = self._stat_rows(name)
         kind = self.kind[rows]
         raw = self.value[rows]
@@ -118,18 +118,19 @@ class DecodedEvents:
         # xprof writes NaN fragmentation when nothing is free: that is "unknown".
         ok = ((kind == _DOUBLE) | (kind == _UINT64) | (kind == _INT64)) & np.isfinite(numbers)
         values[self.stat_event[rows[ok]]] = numbers[ok]
-        present = np.zeros(self.count, dtype=bool)
-        present[self.stat_event[rows[ok]]] = True
-        return pd.arrays.FloatingArray(np.nan_to_num(values), ~present)
+        valid = np.zeros(self.count, dtype=bool)
+        valid[self.stat_event[rows[ok]]] = True
+        return values, valid
 
-    def str_stat(self, name: str) -> pd.Categorical:
-        """A stat as text per event (NA where absent or not text); refs resolve to names."""
-        codes, labels = self._str_codes(name)
-        return categorical_take(labels, codes)
+    def is_number(self, name: str) -> np.ndarray:
+        """Per event: whether the stat's value (the last one) is a number of any kind."""
+        return np.isin(self._kind(name), _NUMBERS)
 
-    def _str_codes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per event: an index into the labels (-1 where NA), and the labels (str or
-        None). Each distinct ref id and each distinct byte string is decoded once."""
+    def str_codes(self, name: str) -> tuple[np.ndarray, list[str | None]]:
+        """A text stat per event as (index into the labels, -1 where absent or not
+        text; the labels). A ref resolves to the name of the stat metadata it
+        points to, None when it points nowhere. Each distinct ref id and each
+        distinct byte string is decoded once."""
         rows = self._stat_rows(name)
         kind = self.kind[rows]
         # Refs (how TensorFlow writes repeated strings) first, then inline text, so
@@ -137,13 +138,12 @@ class DecodedEvents:
         # is the wrong type: it stays NA.
         refs = rows[kind == _REF]
         inline = rows[(kind == _STR) | (kind == _BYTES)]
-        ref_codes, ids = pd.factorize(self.value[refs])
-        labels: list[str | None] = [self.stat_names.get(int(i)) for i in ids]
+        ids, ref_codes = np.unique(self.value[refs], return_inverse=True)
+        labels: list[str | None] = [self.stat_names.get(i) for i in ids.tolist()]
         seen: dict[bytes, int] = {}
         inline_codes = np.empty(inline.size, dtype=np.int64)
-        for i, (start, length) in enumerate(
-            zip(self.start[inline], self.length[inline], strict=True)
-        ):
+        spans = zip(self.start[inline].tolist(), self.length[inline].tolist(), strict=True)
+        for i, (start, length) in enumerate(spans):
             raw = self.raw[start : start + length]
             code = seen.get(raw)
             if code is None:
@@ -153,7 +153,7 @@ class DecodedEvents:
         codes = np.full(self.count, -1, dtype=np.int64)
         codes[self.stat_event[refs]] = ref_codes
         codes[self.stat_event[inline]] = inline_codes
-        return codes, np.array(labels, dtype=object)
+        return codes, labels
 
     def present(self, name: str) -> np.ndarray:
         """Per event: whether it carries the stat at all (with any value)."""
@@ -161,91 +161,12 @@ class DecodedEvents:
         out[self.stat_event[self._stat_rows(name)]] = True
         return out
 
-    def memory_frame(
-        self,
-        rows: np.ndarray,
-        is_alloc: np.ndarray,
-        plane: str,
-        problems: Counter[tuple[str, str]],
-    ) -> pd.DataFrame:
-        """The memory events among ``rows`` (a mask). A stat of the wrong type is NA,
-        and an event out of time range is dropped; ``problems`` counts both."""
-        columns: dict[str, object] = {
-            "plane": pd.Categorical.from_codes(
-                np.zeros(self.count, dtype=np.int8),
-                dtype=pd.CategoricalDtype([plane]),
-                validate=False,
-            ),
-            "is_allocation": is_alloc,
-            "time_ps": self.time_ps,
-        }
-        for stat, column in INT_STATS.items():
-            columns[column] = self.int_stat(stat)
-        columns["fragmentation"] = self.float_stat("fragmentation")
-        for stat, column in STR_STATS.items():
-            columns[column] = self.str_stat(stat)
-        for stat, column in [*INT_STATS.items(), *STR_STATS.items()]:
-            values = columns[column]
-            assert isinstance(values, pd.arrays.IntegerArray | pd.Categorical)
-            wrong = rows & self.present(stat) & np.asarray(values.isna())
-            if wrong.any():
-                problems[stat, "type"] += int(wrong.sum())
-        wrong = (
-            rows & self.present("fragmentation") & ~np.isin(self._kind("fragmentation"), _NUMBERS)
-        )
-        if wrong.any():
-            problems["fragmentation", "type"] += int(wrong.sum())
-        if not self.in_range[rows].all():
-            problems["time", "range"] += int((rows & ~self.in_range).sum())
-            rows = rows & self.in_range
-        allocator = columns["allocator"]
-        assert isinstance(allocator, pd.Categorical)
-        missing = np.asarray(allocator.isna())
-        if missing.any():
-            # TPU memory events name no allocator; xprof uses the device index.
-            labels = [np.asarray(allocator.categories, dtype=object)]
-            codes = allocator.codes.astype(np.int64)
-            top = len(labels[0])
-            for stat in ("index_on_host", "device_ordinal"):
-                index = self.int_stat(stat)
-                fill = missing & ~np.asarray(index.isna())
-                numbers, inverse = np.unique(
-                    np.asarray(index[fill], dtype=np.int64), return_inverse=True
-                )
-                codes[fill] = top + inverse
-                labels.append(np.array([str(v) for v in numbers], dtype=object))
-                top += numbers.size
-                missing &= ~fill
-            columns["allocator"] = categorical_take(np.concatenate(labels), codes)
-        frame = pd.DataFrame(columns)
-        frame["_order"] = self.order
-        return frame.loc[rows].reset_index(drop=True)
-
     def _kind(self, name: str) -> np.ndarray:
         """Per event: the value kind of the stat (0 where absent; the last one wins)."""
         out = np.zeros(self.count, dtype=np.int8)
         rows = self._stat_rows(name)
         out[self.stat_event[rows]] = self.kind[rows]
         return out
-
-    def marker_frame(self, names: dict[int, str], mids: np.ndarray) -> pd.DataFrame:
-        # Trace(name, step_num=n, _r=1) marks a root event; Keras' callback writes
-        # "Profiled batch" events with step_num only. Prefer roots when there are any.
-        # A marker out of time range, or lasting less than nothing, is left out.
-        step = self.int_stat("step_num")
-        has_step = ~np.asarray(step.isna())
-        has_step &= self.in_range & (self.duration_ps >= 0) & within_time(self.duration_ps)
-        has_step &= within_time(self.time_ps + np.where(has_step, self.duration_ps, 0))
-        is_root = has_step & ~np.asarray(self.int_stat("_r").isna())
-        rows = np.flatnonzero(is_root if is_root.any() else has_step)
-        return pd.DataFrame(
-            {
-                "name": [names.get(int(m), "") for m in mids[rows]],
-                "step": np.asarray(step[rows], dtype=np.int64),
-                "start_ps": self.time_ps[rows],
-                "end_ps": self.time_ps[rows] + self.duration_ps[rows],
-            }
-        )
 
 
 def _read_events(
