@@ -181,3 +181,26 @@ def test_event_fields_and_stats_read_like_a_full_decode() -> None:
     for event in range(len(events)):  # each event's stats in wire order
         mine = start[owner == event]
         assert mine.tolist() == sorted(mine.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    pad=st.integers(10, 16),
+)
+def test_wide_varints_read_what_protobuf_writes(values: list[int], pad: int) -> None:
+    # Each value as a uint64 field written by protobuf; the varint follows its tag.
+    fields = [xplane_pb2.XStat(uint64_value=v).SerializeToString() for v in values]
+    data = b"".join(fields) + bytes(pad)
+    starts = np.cumsum([0, *map(len, fields[:-1])])
+    found, lengths, well_formed = wire.wide_varints(np.frombuffer(data, dtype=np.uint8), starts + 1)
+    assert found.tolist() == values
+    assert lengths.tolist() == [len(f) - 1 for f in fields]
+    assert well_formed.all()
+
+
+def test_wide_varints_refuse_more_than_ten_bytes() -> None:
+    buf = np.frombuffer(b"\x80" * 11 + b"\x01" + bytes(12), dtype=np.uint8)
+    _, lengths, well_formed = wire.wide_varints(buf, np.array([0, 2]))
+    assert well_formed.tolist() == [False, True]
+    assert lengths.tolist() == [10, 10]

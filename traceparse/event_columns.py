@@ -189,15 +189,13 @@ def _read_events(
     tag_at = starts + 1 + mid_length
     tag = buf[tag_at]
     ok &= (tag == 0x10) | (tag == 0x28)
-    value_length, value_ok = wire.varint_lengths(buf, tag_at + 1)
+    offset, value_length, value_ok = wire.wide_varints(buf, tag_at + 1)
     ok &= value_ok
-    offset = wire.varint_values(buf, tag_at + 1, value_length)
     offset[tag != 0x10] = 0
     pos = tag_at + 1 + value_length
     duration = np.zeros(n, dtype=np.uint64)
     rows = np.flatnonzero(ok & (pos < ends) & (buf[pos] == 0x18))
-    length, value_ok = wire.varint_lengths(buf, pos[rows] + 1)
-    duration[rows] = wire.varint_values(buf, pos[rows] + 1, length)
+    duration[rows], length, value_ok = wire.wide_varints(buf, pos[rows] + 1)
     ok[rows] &= value_ok
     pos[rows] += 1 + length.astype(np.int64)
     ok &= pos <= ends
@@ -258,19 +256,18 @@ def _read_stats(
     wire_type = (tag & 7).astype(np.int8)
     ok &= _WIRE_OF_FIELD[np.minimum(kind, 8)] == wire_type
     at = starts + 2 + id_length
-    value_length, value_ok = wire.varint_lengths(buf, at)
-    value = np.zeros(n, dtype=np.uint64)
+    # Read as a varint whatever the wire type; a fixed64 value is read again below.
+    value, value_length, value_ok = wire.wide_varints(buf, at)
     start = np.zeros(n, dtype=np.int64)
     length = np.zeros(n, dtype=np.int64)
     field_end = at + value_length
-    rows = np.flatnonzero(wire_type == 0)
-    value[rows] = wire.varint_values(buf, at[rows], value_length[rows])
     rows = np.flatnonzero(wire_type == 1)
     value[rows] = wire.read_fixed(buf, at[rows], 8)
     field_end[rows] = at[rows] + 8
     value_ok[rows] = True
     rows = np.flatnonzero(wire_type == 2)
-    size = wire.varint_values(buf, at[rows], value_length[rows])
+    size = value[rows]
+    value[rows] = 0
     start[rows] = field_end[rows]
     room = np.maximum(ends[rows] - start[rows], 0).astype(np.uint64)
     value_ok[rows] &= size <= room

@@ -179,15 +179,14 @@ class _Candidates:
         timed_index = index_in(mids, timed)
         rows = np.flatnonzero(ok & (timed_index >= 0))
         value_at = payload[rows] + 2 + mid_length[rows]
-        value_length, value_ok = wire.varint_lengths(buf, value_at)
+        _, value_length, value_ok = wire.wide_varints(buf, value_at)
         after = value_at + value_length
         ok[rows] &= value_ok & (after <= ends[rows])
         has_duration = ok[rows] & (after < ends[rows])
         has_duration &= buf[np.minimum(after, ends[rows])] == _DURATION_TAG
         rows, at = rows[has_duration], after[has_duration] + 1
         durations = np.zeros(len(tags), dtype=np.uint64)
-        duration_length, duration_ok = wire.varint_lengths(buf, at)
-        durations[rows] = wire.varint_values(buf, at, duration_length)
+        durations[rows], duration_length, duration_ok = wire.wide_varints(buf, at)
         ok[rows] &= duration_ok & (at + duration_length <= ends[rows])
 
         keep = np.flatnonzero(ok)
