@@ -109,10 +109,10 @@ class Profile:
         offset = 0
         for trace in self.traces:
             a, f, t = build_tables(trace)
-            # Event indices point into the combined timeline.
-            a["alloc_event"] += offset
-            a["free_event"] += offset
-            f["free_event"] += offset
+            if offset:  # event indices point into the combined timeline
+                a["alloc_event"] += offset
+                a["free_event"] += offset
+                f["free_event"] += offset
             offset += len(t)
             allocations.append(a)
             frees.append(f)

@@ -153,55 +153,59 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     host = categorical_take(np.array([trace.host], dtype=object), np.zeros(len(events), np.int64))
     times = events["time_ps"].to_numpy(dtype=np.int64)
 
-    a = events.iloc[allocs].reset_index(drop=True)
+    def at_allocations(column: str) -> pd.Series:
+        return pd.Series(events[column].array.take(allocs))
+
     freed = frees >= 0
     free_ps = pd.arrays.IntegerArray(np.where(freed, times[np.maximum(frees, 0)], 0), ~freed)
-    dtype, elements, estimated = estimate_columns(a["data_type"], a["shape"])
-    requested = a["requested_bytes"].astype("Int64")
-    allocated = a["allocation_bytes"].astype("Int64")
-    op = a["tf_op"]
+    shapes = at_allocations("shape")
+    dtype, elements, estimated = estimate_columns(at_allocations("data_type"), shapes)
+    requested = at_allocations("requested_bytes")
+    allocated = at_allocations("allocation_bytes")
+    op = at_allocations("tf_op")
     op_codes = op.cat.codes.to_numpy(dtype=np.int64)
-    # Map each op name used once, not once per row; mapping them as objects
-    # gives the dtype mapping the rows would.
+    # Map each op name used once, not once per row.
     used, by_row = codes_used(op_codes, len(op.cat.categories))
-    used_ops = pd.api.extensions.take(op.cat.categories, used, allow_fill=True)
-    op_type = categorical_from_distinct(
-        pd.Series(used_ops, dtype=object).map(trace.op_types).array, by_row
-    )
+    used_ops = np.asarray(op.cat.categories, dtype=object)[used[used >= 0]]
+    op_types = [trace.op_types.get(name) for name in used_ops]
+    if used.size and used[0] < 0:
+        op_types.insert(0, None)
+    op_type = categorical_from_distinct(np.array(op_types, dtype=object), by_row)
+    alloc_ps = times[allocs]
+    # Built in ALLOCATION_COLUMNS order.
     allocations = pd.DataFrame(
         {
             "host": host[allocs],
-            "allocator": a["allocator"],
-            "address": a["address"],
+            "allocator": at_allocations("allocator"),
+            "address": at_allocations("address"),
             "op": op,
             "op_type": op_type,
-            "region": a["region_type"],
+            "region": at_allocations("region_type"),
             "dtype": dtype,
-            "shape": a["shape"],
+            "shape": shapes,
             "num_elements": elements,
             "estimated_bytes": estimated,
             "requested_bytes": requested,
             "allocated_bytes": allocated,
             "padding_bytes": allocated - requested,
             "estimate_status": estimate_status(estimated, requested),
-            "alloc_ps": a["time_ps"],
+            "alloc_ps": alloc_ps,
             "free_ps": free_ps,
-            "lifetime_ps": free_ps - a["time_ps"].to_numpy(),
+            "lifetime_ps": free_ps - alloc_ps,
             "step": steps[allocs],
-            "step_id": a["step_id"],
+            "step_id": at_allocations("step_id"),
             "alloc_event": allocs,
             "free_event": pd.arrays.IntegerArray(np.maximum(frees, 0), ~freed),
         }
     )
 
-    o = events.iloc[orphans].reset_index(drop=True)
     frees_without_allocation = pd.DataFrame(
         {
             "host": host[orphans],
-            "allocator": o["allocator"],
-            "address": o["address"],
-            "allocated_bytes": o["allocation_bytes"],
-            "free_ps": o["time_ps"],
+            "allocator": events["allocator"].array.take(orphans),
+            "address": events["address"].array.take(orphans),
+            "allocated_bytes": events["allocation_bytes"].array.take(orphans),
+            "free_ps": times[orphans],
             "free_event": orphans,
             "step": steps[orphans],
         }
@@ -212,30 +216,30 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
     op_names = np.asarray(op.cat.categories, dtype=object)
-    alloc_bytes = events["allocation_bytes"].astype("Int64")
+    alloc_bytes = events["allocation_bytes"].array
     sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
-    reserved = events["bytes_reserved"].astype("Int64")
-    heap = events["bytes_allocated"].astype("Int64")
+    reserved = events["bytes_reserved"].array
+    heap = events["bytes_allocated"].array
     timeline = pd.DataFrame(
         {
             "host": host,
-            "allocator": events["allocator"],
-            "time_ps": events["time_ps"],
+            "allocator": events["allocator"].array,
+            "time_ps": times,
             "kind": pd.Categorical.from_codes(
                 (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
             ),
             "in_use_bytes": reserved + heap,
             "heap_bytes": heap,
             "reserved_bytes": reserved,
-            "available_bytes": events["bytes_available"].astype("Int64"),
-            "fragmentation": events["fragmentation"],
+            "available_bytes": events["bytes_available"].array,
+            "fragmentation": events["fragmentation"].array,
             "delta_bytes": alloc_bytes * sign,
-            "address": events["address"],
-            "requested_bytes": events["requested_bytes"].astype("Int64"),
+            "address": events["address"].array,
+            "requested_bytes": events["requested_bytes"].array,
             "allocation_bytes": alloc_bytes,
-            "peak_bytes_in_use": events["peak_bytes_in_use"].astype("Int64"),
+            "peak_bytes_in_use": events["peak_bytes_in_use"].array,
             "op": categorical_take(op_names, op_by_event),
             "step": steps,
         }
     )
-    return allocations[ALLOCATION_COLUMNS], frees_without_allocation[FREE_COLUMNS], timeline
+    return allocations, frees_without_allocation, timeline
