@@ -4,6 +4,7 @@ protobuf module."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from conftest import MANIFEST, MEMORY_FIXTURES, fixture_file, xplane_files
 from reference import memory_events, replay
 
 import traceparse
+from traceparse.event_columns import INT_STATS, STR_STATS
 from traceparse.tables import ALLOCATION_COLUMNS
 
 xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
@@ -78,6 +80,15 @@ def test_every_event_field_equals_tensorflows_reading(name: str) -> None:
         kinds = ["allocation" if e["is_allocation"] else "deallocation" for e in reference]
         assert timeline["kind"].tolist() == kinds
         assert timeline["available_bytes"].tolist() == [e["bytes_available"] for e in reference]
+        # Every stat the decoder reads, in the events table, as protobuf reads it.
+        events = traceparse.load(path).traces[0].events
+        stats = {**INT_STATS, **STR_STATS, "fragmentation": "fragmentation"}
+        for stat, column in stats.items():
+            expected = [e.get(stat) for e in reference]
+            found = [None if pd.isna(v) else v for v in events[column].tolist()]
+            if stat == "fragmentation":  # xprof's NaN (nothing free) reads as unknown
+                expected = [None if v is None or math.isnan(v) else v for v in expected]
+            assert found == expected, stat
 
 
 def test_allocation_fields_equal_the_events() -> None:

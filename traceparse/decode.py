@@ -19,7 +19,7 @@ from traceparse import wire
 from traceparse._proto import xplane_skim_pb2
 from traceparse.discover import MAX_PROTOBUF_BYTES
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
-from traceparse.event_columns import EXPECTED, DecodedEvents, text
+from traceparse.event_columns import EXPECTED, DecodedEvents, StatLayout, text
 from traceparse.event_scan import Plane, select, split_planes
 from traceparse.event_table import MemoryEvents, StepMarkers, op_time_table
 from traceparse.sanity import (
@@ -127,8 +127,9 @@ class _Decoder:
                 (k for k in memory_ids if names[k] == _ALLOCATION), dtype=np.uint64
             )
             # In batches: the column-wise decode makes temporaries per field.
+            layout = StatLayout(stat_names)
             for batch in detailed.batches(_EVENTS_PER_BATCH):
-                decoded = DecodedEvents(batch, stat_names)
+                decoded = DecodedEvents(batch, layout)
                 mids = batch.metadata_ids
                 is_memory = np.isin(mids, memory)
                 if is_memory.any():

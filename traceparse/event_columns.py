@@ -7,13 +7,15 @@ by name. A stat of the wrong type is NA, never a guess.
 
 from __future__ import annotations
 
-from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
 from traceparse import wire
 from traceparse.event_scan import Selected
+from traceparse.framing import index_in
 from traceparse.sanity import within_time
+from traceparse.trace import unique_ids
 
 INT_STATS = {
     "addr": "address",
@@ -48,125 +50,163 @@ for _number, _wire_type in _VALUE_WIRE.items():
 _NUMBERS = (_DOUBLE, _UINT64, _INT64)
 
 
-class DecodedEvents:
-    """The fields and stats of the selected events, as columns."""
+# Every stat the decoder reads, by how its value is read.
+NUMBER_STATS = (*INT_STATS, "index_on_host", "device_ordinal", "step_num", "_r")
+FLOAT_STATS = ("fragmentation",)
+TEXT_STATS = tuple(STR_STATS)
 
-    def __init__(self, selected: Selected, stat_names: dict[int, str]) -> None:
-        joined = selected.joined()
-        self.raw = joined.raw
-        self.count = len(joined)
+
+class StatLayout:
+    """The stats the decoder reads in one plane: each one's row in the decoded
+    tables, looked up by metadata id."""
+
+    names: ClassVar = (*NUMBER_STATS, *FLOAT_STATS, *TEXT_STATS)
+    row: ClassVar = {name: i for i, name in enumerate(names)}
+    first_float: ClassVar = len(NUMBER_STATS)
+    first_text: ClassVar = len(NUMBER_STATS) + len(FLOAT_STATS)
+
+    def __init__(self, stat_names: dict[int, str]) -> None:
+        # Interned strings live in stat_metadata too, so it is long.
         self.stat_names = stat_names
-        offset, self.duration_ps, self.stat_event, payload, stat_end = _read_events(joined)
+        found = [(key, self.row[name]) for key, name in stat_names.items() if name in self.row]
+        # Ids as the wire holds them: an int64 key is a uint64 varint.
+        ids = np.array([key for key, _ in found], dtype=np.int64).view(np.uint64)
+        order = np.argsort(ids)
+        self.ids = ids[order]
+        self.rows = np.array([row for _, row in found], dtype=np.int64)[order]
+
+
+class DecodedEvents:
+    """The fields of the selected events and the stats ``StatLayout`` names, as
+    one row of values per stat with a column per event."""
+
+    def __init__(self, selected: Selected, layout: StatLayout) -> None:
+        joined = selected.joined()
+        self.count = count = len(joined)
+        self.layout = layout
+        offset, self.duration_ps, stat_event, payload, stat_end = _read_events(joined)
         line_ps = selected.line_ts_ns * 1000  # fits: line stamps are clamped
         # Both parts within 2**62, so their sum cannot overflow; then the sum too.
         self.in_range = within_time(line_ps) & within_time(offset)
         self.time_ps = line_ps + np.where(self.in_range, offset, 0)
         self.in_range &= within_time(self.time_ps)
         self.order = selected.order
-        stats = _read_stats(joined.buf, payload, stat_end)
-        self.stat_id, self.kind, self.value, self.start, self.length = stats
-        self._rows: dict[str, np.ndarray] = {}
+        stat_id, kind, value, start, length = _read_stats(joined.buf, payload, stat_end)
 
-    def _stat_rows(self, name: str) -> np.ndarray:
-        # Each stat is asked for more than once (its value, then whether it had one).
-        if name not in self._rows:
-            ids = self._stat_ids.get(name, [])
-            # A name has one id in any sane capture; == is much cheaper than isin.
-            hit = self.stat_id == ids[0] if len(ids) == 1 else np.isin(self.stat_id, ids)
-            self._rows[name] = np.flatnonzero(hit & (self.kind > 0))
-        return self._rows[name]
+        # One pass per kind of value, not per stat: each stat lands in the cell
+        # (its row, its event); where an event repeats a stat, the last one wins.
+        at = index_in(stat_id.view(np.uint64), layout.ids)
+        rows = np.flatnonzero((at >= 0) & (kind > 0))
+        row = layout.rows[at[rows]]
+        cell = row * count + stat_event[rows]
+        self._kind = self._table(cell, kind[rows], np.int8)
 
-    @cached_property
-    def _stat_ids(self) -> dict[str, list[int]]:
-        """Stat metadata ids by name (interned strings live there too, so it is long)."""
-        ids: dict[str, list[int]] = {}
-        for key, name in self.stat_names.items():
-            ids.setdefault(name, []).append(key)
-        return ids
-
-    def int_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A stat per event as (int64 values, valid): not valid where absent or
-        not a whole number."""
-        values = np.zeros(self.count, dtype=np.int64)
-        valid = np.zeros(self.count, dtype=bool)
-        rows = self._stat_rows(name)
-        kind = self.kind[rows]
-        raw = self.value[rows]
+        numeric = row < layout.first_float
+        kinds, raw, cells = kind[rows[numeric]], value[rows[numeric]], cell[numeric]
         numbers = raw.view(np.int64).copy()
         doubles = raw.view(np.float64)
         # A count written as a double is used when it is a whole number within int64.
-        finite = (kind == _DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
-        finite[finite] = doubles[finite] == np.trunc(doubles[finite])
-        numbers[finite] = doubles[finite].astype(np.int64)
-        ok = (kind == _UINT64) | (kind == _INT64) | finite
-        values[self.stat_event[rows[ok]]] = numbers[ok]
-        valid[self.stat_event[rows[ok]]] = True
-        return values, valid
+        whole = (kinds == _DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
+        whole[whole] = doubles[whole] == np.trunc(doubles[whole])
+        numbers[whole] = doubles[whole].astype(np.int64)
+        ok = (kinds == _UINT64) | (kinds == _INT64) | whole
+        self._int = self._table(cells[ok], numbers[ok], np.int64)
+        self._int_valid = self._table(cells[ok], True, np.bool_)
 
-    def float_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A stat per event as (float64 values, valid): not valid where absent, not
-        a number, or not finite."""
-        values = np.zeros(self.count)
-        rows = self._stat_rows(name)
-        kind = self.kind[rows]
-        raw = self.value[rows]
+        floating = (row >= layout.first_float) & (row < layout.first_text)
+        kinds, raw, cells = kind[rows[floating]], value[rows[floating]], cell[floating]
         numbers = np.where(
-            kind == _DOUBLE,
+            kinds == _DOUBLE,
             raw.view(np.float64),
-            np.where(kind == _INT64, raw.view(np.int64), raw).astype(np.float64),
+            np.where(kinds == _INT64, raw.view(np.int64), raw).astype(np.float64),
         )
         # xprof writes NaN fragmentation when nothing is free: that is "unknown".
-        ok = ((kind == _DOUBLE) | (kind == _UINT64) | (kind == _INT64)) & np.isfinite(numbers)
-        values[self.stat_event[rows[ok]]] = numbers[ok]
-        valid = np.zeros(self.count, dtype=bool)
-        valid[self.stat_event[rows[ok]]] = True
-        return values, valid
+        ok = np.isin(kinds, _NUMBERS) & np.isfinite(numbers)
+        self._float = self._table(cells[ok], numbers[ok], np.float64)
+        self._float_valid = self._table(cells[ok], True, np.bool_)
 
-    def is_number(self, name: str) -> np.ndarray:
-        """Per event: whether the stat's value (the last one) is a number of any kind."""
-        return np.isin(self._kind(name), _NUMBERS)
+        text = row >= layout.first_text
+        self._codes, self.labels = self._text_codes(
+            joined.raw, rows[text], cell[text], kind, value, start, length
+        )
 
-    def str_codes(self, name: str) -> tuple[np.ndarray, list[str | None]]:
-        """A text stat per event as (index into the labels, -1 where absent or not
-        text; the labels). A ref resolves to the name of the stat metadata it
-        points to, None when it points nowhere. Each distinct ref id and each
+    def _table(self, cells: np.ndarray, values: object, dtype: type) -> np.ndarray:
+        """A row per stat of the layout and a column per event, zero but in
+        ``cells`` (row * count + event), read-only: callers get views of it."""
+        flat: np.ndarray = np.zeros(len(self.layout.names) * self.count, dtype=dtype)
+        flat[cells] = values
+        return _frozen(flat, self.count)
+
+    def _text_codes(
+        self,
+        raw: bytes,
+        rows: np.ndarray,
+        cells: np.ndarray,
+        kind: np.ndarray,
+        value: np.ndarray,
+        start: np.ndarray,
+        length: np.ndarray,
+    ) -> tuple[np.ndarray, list[str | None]]:
+        """Per cell of the text stats, an index into the labels (-1 where absent or
+        not text), and the labels. A ref resolves to the name of the stat metadata
+        it points to, None when it points nowhere. Each distinct ref id and each
         distinct byte string is decoded once."""
-        rows = self._stat_rows(name)
-        kind = self.kind[rows]
+        kinds = kind[rows]
         # Refs (how TensorFlow writes repeated strings) first, then inline text, so
         # inline text wins for an event that has both. A number where text belongs
         # is the wrong type: it stays NA.
-        refs = rows[kind == _REF]
-        inline = rows[(kind == _STR) | (kind == _BYTES)]
-        ids, ref_codes = np.unique(self.value[refs], return_inverse=True)
-        labels: list[str | None] = [self.stat_names.get(i) for i in ids.tolist()]
+        refs = np.flatnonzero(kinds == _REF)
+        inline = np.flatnonzero((kinds == _STR) | (kinds == _BYTES))
+        ids, ref_codes = unique_ids(value[rows[refs]])
+        names = self.layout.stat_names
+        labels: list[str | None] = [names.get(i) for i in ids.tolist()]
         seen: dict[bytes, int] = {}
         inline_codes = np.empty(inline.size, dtype=np.int64)
-        spans = zip(self.start[inline].tolist(), self.length[inline].tolist(), strict=True)
-        for i, (start, length) in enumerate(spans):
-            raw = self.raw[start : start + length]
-            code = seen.get(raw)
+        spans = zip(start[rows[inline]].tolist(), length[rows[inline]].tolist(), strict=True)
+        for i, (at, size) in enumerate(spans):
+            piece = raw[at : at + size]
+            code = seen.get(piece)
             if code is None:
-                code = seen[raw] = len(labels)
-                labels.append(text(raw))
+                code = seen[piece] = len(labels)
+                labels.append(text(piece))
             inline_codes[i] = code
-        codes = np.full(self.count, -1, dtype=np.int64)
-        codes[self.stat_event[refs]] = ref_codes
-        codes[self.stat_event[inline]] = inline_codes
-        return codes, labels
+        codes = np.full(len(TEXT_STATS) * self.count, -1, dtype=np.int64)
+        cells = cells - self.layout.first_text * self.count
+        codes[cells[refs]] = ref_codes
+        codes[cells[inline]] = inline_codes
+        return _frozen(codes, self.count), labels
+
+    def int_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A stat per event as (int64 values, valid): not valid where absent or
+        not a whole number. Read-only."""
+        row = self.layout.row[name]
+        return self._int[row], self._int_valid[row]
+
+    def float_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A stat per event as (float64 values, valid): not valid where absent, not
+        a number, or not finite. Read-only."""
+        row = self.layout.row[name]
+        return self._float[row], self._float_valid[row]
+
+    def str_codes(self, name: str) -> tuple[np.ndarray, list[str | None]]:
+        """A text stat per event as (index into ``labels``, -1 where absent or not
+        text; the labels). Read-only."""
+        return self._codes[self.layout.row[name] - self.layout.first_text], self.labels
 
     def present(self, name: str) -> np.ndarray:
         """Per event: whether it carries the stat at all (with any value)."""
-        out = np.zeros(self.count, dtype=bool)
-        out[self.stat_event[self._stat_rows(name)]] = True
-        return out
+        return self._kind[self.layout.row[name]] > 0
 
-    def _kind(self, name: str) -> np.ndarray:
-        """Per event: the value kind of the stat (0 where absent; the last one wins)."""
-        out = np.zeros(self.count, dtype=np.int8)
-        rows = self._stat_rows(name)
-        out[self.stat_event[rows]] = self.kind[rows]
-        return out
+    def is_number(self, name: str) -> np.ndarray:
+        """Per event: whether the stat's value (the last one) is a number of any kind."""
+        return np.isin(self._kind[self.layout.row[name]], _NUMBERS)
+
+
+def _frozen(flat: np.ndarray, count: int) -> np.ndarray:
+    """``flat`` as rows of ``count`` columns, read-only."""
+    table = flat.reshape(-1, count)
+    table.flags.writeable = False
+    return table
 
 
 def _read_events(
@@ -184,7 +224,7 @@ def _read_events(
     """
     buf, starts, ends = events.buf, events.starts, events.ends
     n = len(starts)
-    mid_length, ok = wire.varint_lengths(buf, starts + 1)
+    _, mid_length, ok = wire.small_varints(buf, starts + 1)
     ok &= (starts < ends) & (buf[starts] == 0x08)
     tag_at = starts + 1 + mid_length
     tag = buf[tag_at]
@@ -204,8 +244,7 @@ def _read_events(
     rows = np.flatnonzero(ok & (pos < ends))
     while rows.size:
         at = pos[rows]
-        length, length_ok = wire.varint_lengths(buf, at + 1)
-        size = wire.varint_values(buf, at + 1, length)
+        size, length, length_ok = wire.small_varints(buf, at + 1)
         payload = at + 1 + length
         room = np.maximum(ends[rows] - payload, 0).astype(np.uint64)
         good = (buf[at] == 0x22) & length_ok & (size <= room)
@@ -248,9 +287,8 @@ def _read_stats(
     ``buf`` is padded (``wire.join``): the direct reads stay inside it.
     """
     n = len(starts)
-    id_length, ok = wire.varint_lengths(buf, starts + 1)
+    stat_id, id_length, ok = wire.small_varints(buf, starts + 1)
     ok &= (starts < ends) & (buf[starts] == 0x08)
-    stat_id = wire.varint_values(buf, starts + 1, id_length)
     tag = buf[starts + 1 + id_length]
     kind = (tag >> 3).astype(np.int8)
     wire_type = (tag & 7).astype(np.int8)

@@ -169,7 +169,7 @@ class StepMarkers:
         # A marker out of time range, or lasting less than nothing, is left out.
         step, has_step = decoded.int_stat("step_num")
         duration = decoded.duration_ps
-        has_step &= decoded.in_range & (duration >= 0) & within_time(duration)
+        has_step = has_step & decoded.in_range & (duration >= 0) & within_time(duration)
         has_step &= within_time(decoded.time_ps + np.where(has_step, duration, 0))
         rows = np.flatnonzero(has_step)
         if not rows.size:

@@ -79,6 +79,16 @@ def categorical_take(values: Any, codes: np.ndarray) -> pd.Categorical:
     return categorical_from_distinct(distinct, inverse)
 
 
+def unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for non-negative integer ids; in
+    linear time when they are small, as metadata ids are."""
+    top = int(values.max()) if values.size else 0
+    if top > 8 * values.size + (1 << 16):
+        return np.unique(values, return_inverse=True)
+    used, inverse = codes_used(values.astype(np.intp), top + 1)
+    return used.astype(values.dtype), inverse
+
+
 def codes_used(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(codes, return_inverse=True)`` for codes in [-1, size), in linear time."""
     shifted = np.asarray(codes, dtype=np.intp) + 1

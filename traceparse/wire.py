@@ -110,6 +110,21 @@ def varint_values(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray) -> np.n
     return values
 
 
+def small_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values as uint64, byte lengths, well-formed) of a varint at each position,
+    for values that mostly fit in one byte (ids, lengths of small messages): one
+    byte is read everywhere, and only the longer ones are read further."""
+    values = buf[pos].astype(np.uint64)
+    lengths = np.ones(len(pos), dtype=np.uint8)
+    well_formed = np.ones(len(pos), dtype=bool)
+    rows = np.flatnonzero(values >= 0x80)
+    if rows.size:
+        at = pos[rows]
+        lengths[rows], well_formed[rows] = varint_lengths(buf, at)
+        values[rows] = varint_values(buf, at, lengths[rows])
+    return values, lengths, well_formed
+
+
 def wide_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths, well-formed) of a varint at each position,
     for values that often take several bytes (times, addresses, byte counts).
@@ -120,22 +135,24 @@ def wide_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
     than it when most values are wider than a byte, slower when most are not.
     """
     pos = np.asarray(pos, dtype=np.int64)
-    values = np.zeros(len(pos), dtype=np.uint64)
-    lengths = np.zeros(len(pos), dtype=np.uint8)
-    well_formed = np.ones(len(pos), dtype=bool)
-    fits = pos <= len(buf) - 8
-    rows = np.flatnonzero(fits)
+    near_end = pos > len(buf) - 8
+    # Rows within 8 bytes of the end read from 0 here, then again below.
+    some_near_end = bool(near_end.any())
+    at = np.where(near_end, 0, pos) if some_near_end else pos
     # Overlapping little-endian words, one starting at each byte of the buffer.
     words = np.ndarray((max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, strides=(1,))
-    word = words[pos[rows]]
+    word = words[at]
     ends = ~word & _HIGH_BITS  # the high bit of each byte that ends a varint
     below = (ends & (~ends + _ONE)) - _ONE  # the bits below the first such high bit
-    packed = word & below & _LOW_BITS
+    values = word & below & _LOW_BITS
     for low, high, shift in _PACK_STEPS:
-        packed = (packed & low) | ((packed & high) >> shift)
-    values[rows] = packed
-    lengths[rows] = np.bitwise_count(below) // 8 + 1  # 9 where no byte ends it
-    rows = np.flatnonzero(~fits | (lengths > 8))
+        values = (values & low) | ((values & high) >> shift)
+    lengths = (np.bitwise_count(below) >> 3) + 1  # 9 where no byte ends it
+    well_formed = np.ones(len(pos), dtype=bool)
+    slow = lengths > 8
+    if some_near_end:
+        slow |= near_end
+    rows = np.flatnonzero(slow)
     if rows.size:
         lengths[rows], well_formed[rows] = varint_lengths(buf, pos[rows])
         values[rows] = varint_values(buf, pos[rows], lengths[rows])
