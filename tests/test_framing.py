@@ -19,15 +19,18 @@ from traceparse.event_scan import split_planes
 
 
 def split(
-    data: bytes, lo: int, hi: int, timed: list[int] | None = None
+    data: bytes, lo: int, hi: int, timed: list[int] | None = None, markers: list[int] | None = None
 ) -> tuple[framing.Events, int]:
-    """The line's events and timestamp; durations of the ``timed`` metadata ids."""
+    """The line's events and timestamp; durations of the ``timed`` metadata ids,
+    marks for the events with integer stats of the ``markers`` ids."""
     wanted = np.unique(np.array(timed or [], dtype=np.uint64))
-    reader = framing.LineReader(data, np.frombuffer(data, dtype=np.uint8), lo, hi, wanted)
+    marking = np.unique(np.array(markers or [], dtype=np.uint64))
+    buf = np.frombuffer(data, dtype=np.uint8)
+    reader = framing.LineReader(data, buf, lo, hi, wanted, marking)
     blocks = list(reader.events())
     if not blocks:
         none = np.zeros(0, dtype=np.int64)
-        empty = framing.Events(none, none, none.astype(np.uint64), none, none)
+        empty = framing.Events(none, none, none.astype(np.uint64), none, none, none.astype(bool))
         return empty, reader.timestamp_ns
     columns = {
         f.name: np.concatenate([getattr(b, f.name) for b in blocks])
@@ -36,16 +39,26 @@ def split(
     return framing.Events(**columns), reader.timestamp_ns
 
 
+MARKERS = [12, 300]  # stat ids that mark their events: one and two varint bytes
+
+
 def expect_like_upb(data: bytes, lo: int, hi: int) -> None:
-    """Every event's bytes, metadata id, duration and the line's timestamp as upb reads them."""
+    """Every event's bytes, metadata id, duration and the line's timestamp as upb
+    reads them; every event with an integer stat of a ``MARKERS`` id is marked."""
     line = xplane_pb2.XLine.FromString(data[lo:hi])
-    events, timestamp_ns = split(data, lo, hi, [e.metadata_id for e in line.events])
+    events, timestamp_ns = split(data, lo, hi, [e.metadata_id for e in line.events], MARKERS)
     assert timestamp_ns == line.timestamp_ns
     assert len(events) == len(line.events)
     for i, event in enumerate(line.events):
         assert xplane_pb2.XEvent.FromString(data[events.starts[i] : events.ends[i]]) == event
         assert int(events.metadata_ids[i]) == event.metadata_id
         assert int(events.durations[i]) == event.duration_ps
+        if any(
+            stat.metadata_id in MARKERS
+            and stat.WhichOneof("value") in ("uint64_value", "int64_value")
+            for stat in event.stats
+        ):
+            assert events.marked[i]
 
 
 @pytest.mark.parametrize("path", xplane_files(), ids=lambda p: p.parent.parent.parent.parent.name)
@@ -109,10 +122,22 @@ def test_a_malformed_line_raises() -> None:
         split(data + b"\x22\x7f\x08", 0, len(data) + 3)
 
 
-stat = st.builds(
-    xplane_pb2.XStat,
-    metadata_id=st.integers(0, 2**20),
-    str_value=st.binary(max_size=12).map(lambda b: b.decode("latin-1")),
+stat = st.one_of(
+    st.builds(
+        xplane_pb2.XStat,
+        metadata_id=st.integers(0, 2**20),
+        str_value=st.binary(max_size=12).map(lambda b: b.decode("latin-1")),
+    ),
+    st.builds(
+        xplane_pb2.XStat,
+        metadata_id=st.sampled_from([*MARKERS, 13, 2**20]),
+        int64_value=st.integers(-(2**63), 2**63 - 1),
+    ),
+    st.builds(
+        xplane_pb2.XStat,
+        metadata_id=st.sampled_from([*MARKERS, 13]),
+        uint64_value=st.integers(0, 2**64 - 1),
+    ),
 )
 event = st.builds(
     lambda mid, data, value, duration, stats: xplane_pb2.XEvent(

@@ -10,7 +10,6 @@ summed per op.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -142,23 +141,16 @@ def select(
     buf = np.frombuffer(data, dtype=np.uint8)
     picked = _Picker(data)
     memory, ops = np.unique(memory), np.unique(ops)
+    # A step marker carries an integer stat whose metadata id is that of
+    # "step_num": the reader marks events that may; decoding them confirms.
+    markers = np.unique(np.array(step_stat_ids, dtype=np.int64).view(np.uint64))
     op_counts = np.zeros(ops.size, dtype=np.int64)
     op_totals = np.zeros(ops.size, dtype=np.int64)
-    # A step marker carries an integer stat whose metadata id is that of
-    # "step_num". Serializers write an XStat's metadata_id first, so its bytes
-    # read 0x08 <varint id> then an int tag (0x18 or 0x20). A regex with that
-    # literal prefix scans fast; decoding the events confirms the candidates.
-    patterns = [
-        re.compile(re.escape(b"\x08" + _varint(sid)) + b"[\x18\x20]") for sid in step_stat_ids
-    ]
     for line_index, (lo, hi) in enumerate(lines):
-        reader = LineReader(data, buf, lo, hi, ops)
+        reader = LineReader(data, buf, lo, hi, ops, markers)
         order = line_index * (1 << 32)
         for events in reader.events():
-            mids = events.metadata_ids
-            keep = index_in(mids, memory) >= 0
-            if patterns:
-                _mark_hits(keep, events.starts, events.ends, data, patterns)
+            keep = (index_in(events.metadata_ids, memory) >= 0) | events.marked
             picked.add(events, np.flatnonzero(keep), order)
             order += len(events)
             if ops.size:
@@ -169,25 +161,6 @@ def select(
         picked.stamp(relative_ns(reader.timestamp_ns))
     used = op_counts > 0
     return picked.done(), OpTimes(ops[used], op_counts[used], op_totals[used])
-
-
-def _mark_hits(
-    keep: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    data: bytes,
-    patterns: list[re.Pattern[bytes]],
-) -> None:
-    """Keep the events whose bytes match any of the patterns."""
-    lo, hi = int(starts[0]), int(ends[-1])
-    hits = np.array(
-        [m.start() for pattern in patterns for m in pattern.finditer(data, lo, hi)], dtype=np.int64
-    )
-    if hits.size:
-        row = np.searchsorted(ends, hits, side="right")
-        inside = row < len(ends)
-        row = row[inside]
-        keep[row[starts[row] <= hits[inside]]] = True
 
 
 class _Picker:
@@ -229,16 +202,3 @@ class _Picker:
             np.concatenate(self.stamps),
             np.concatenate(self.orders),
         )
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)

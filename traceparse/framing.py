@@ -17,10 +17,15 @@ guessed and then proved, with numpy:
 Whatever the candidates miss (the line's own fields, an event laid out some
 other way) is read one field at a time in plain Python, so every well-formed
 line splits exactly; a malformed one raises ``WireError``.
+
+The candidates that fail step 1 are mostly the events' stats, which open the
+same way (``0x22 <length> 0x08 <stat id>``). Those with an integer value and a
+wanted stat id (``markers``: step numbers) mark their event for decoding.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -33,6 +38,7 @@ _LINE_TIMESTAMP = 3  # XLine.timestamp_ns
 _METADATA_TAG = 0x08  # XEvent.metadata_id: field 1, varint
 _DATA_TAGS = (0x10, 0x28)  # XEvent.offset_ps (field 2) or num_occurrences (5)
 _DURATION_TAG = 0x18  # XEvent.duration_ps: field 3, varint
+_INT_STAT_TAGS = (0x18, 0x20)  # XStat.uint64_value (field 3) or int64_value (4)
 # A candidate's reads end at most this far past its tag: four tags, four varints.
 _LOOKAHEAD = 4 * (1 + 10)
 # Bytes scanned for candidates at once: bounds the temporary arrays.
@@ -43,14 +49,16 @@ _WINDOW = 1 << 21
 class Events:
     """Consecutive events of a line: the bounds of each one's ``XEvent`` bytes in
     the file, its metadata id, where that id is in the reader's ``timed`` ids
-    (-1 if not there) and its duration_ps (0 when absent, and for events that
-    are not timed)."""
+    (-1 if not there), its duration_ps (0 when absent, and for events that
+    are not timed), and whether it may carry one of the reader's ``markers``
+    stats (decoding it tells)."""
 
     starts: np.ndarray
     ends: np.ndarray
     metadata_ids: np.ndarray
     timed_index: np.ndarray
     durations: np.ndarray
+    marked: np.ndarray
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -62,7 +70,15 @@ class Events:
             self.metadata_ids[rows],
             self.timed_index[rows],
             self.durations[rows],
+            self.marked[rows],
         )
+
+    def mark(self, hits: np.ndarray) -> None:
+        """Mark the events whose bytes hold any of the positions ``hits``."""
+        row = np.searchsorted(self.ends, hits, side="right")
+        inside = row < len(self)
+        row = row[inside]
+        self.marked[row[self.starts[row] <= hits[inside]]] = True
 
 
 @dataclass
@@ -78,9 +94,19 @@ class LineReader:
     hi: int
     # Metadata ids (sorted, unique) of the events whose duration_ps is wanted.
     timed: np.ndarray
+    # Stat ids (sorted, unique) whose integer stats mark their event.
+    markers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
     timestamp_ns: int = 0
     # Events read one at a time in Python, not yet handed out.
     _odd: list[tuple[int, int, int, int]] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # For the bytes the candidates do not cover: ``0x08 <stat id>`` then an
+        # integer value tag, anywhere.
+        self._marker_patterns = [
+            re.compile(re.escape(b"\x08" + wire.encode_varint(int(i))) + b"[\x18\x20]")
+            for i in self.markers.tolist()
+        ]
 
     def events(self) -> Iterator[Events]:
         data, hi = self.data, self.hi
@@ -91,20 +117,35 @@ class LineReader:
         while pos < hi:
             if pos < fast_stop and data[pos] == _EVENTS_TAG:
                 if not window.start <= pos < window.stop:
-                    window = _Candidates.scan(
-                        self.buf, pos, min(pos + _WINDOW, fast_stop), hi, self.timed
-                    )
+                    stop = min(pos + _WINDOW, fast_stop)
+                    window = _Candidates.scan(self.buf, pos, stop, hi, self.timed, self.markers)
                 first = window.index(pos)
                 if first >= 0:
                     last = window.run_end(first)
                     if self._odd:
                         yield self._flush_odd()
-                    yield window.events[first : last + 1]
+                    yield self._marked(window, first, last)
                     pos = int(window.events.ends[last])
                     continue
             pos = self._read_one_field(pos)
         if self._odd:
             yield self._flush_odd()
+
+    def _marked(self, window: _Candidates, first: int, last: int) -> Events:
+        """The run of events from row ``first`` to ``last``, with their marks."""
+        events = window.events[first : last + 1]
+        if self._marker_patterns:
+            events.mark(window.hits)
+            # Stats past the window's end were not candidates: search their bytes.
+            late = np.flatnonzero(events.ends > window.stop)
+            self._mark_by_search(events, late, start=window.stop)
+        return events
+
+    def _mark_by_search(self, events: Events, rows: np.ndarray, start: int = 0) -> None:
+        for row in rows.tolist():
+            lo, hi = max(int(events.starts[row]), start), int(events.ends[row])
+            if any(p.search(self.data, lo, hi) for p in self._marker_patterns):
+                events.marked[row] = True
 
     def _read_one_field(self, pos: int) -> int:
         number, kind, end, value = wire.read_field(self.data, pos, self.hi)
@@ -121,7 +162,12 @@ class LineReader:
         durations = durations.astype(np.uint64).view(np.int64)
         timed_index = index_in(mids, self.timed)
         durations[timed_index < 0] = 0
-        return Events(starts.astype(np.int64), ends.astype(np.int64), mids, timed_index, durations)
+        marked = np.zeros(len(starts), dtype=bool)
+        events = Events(
+            starts.astype(np.int64), ends.astype(np.int64), mids, timed_index, durations, marked
+        )
+        self._mark_by_search(events, np.arange(len(events)))
+        return events
 
 
 def _event_head(data: bytes, start: int, end: int) -> tuple[int, int]:
@@ -145,15 +191,23 @@ class _Candidates:
     tags: np.ndarray
     events: Events
     breaks: np.ndarray  # rows whose event does not end where the next candidate starts
+    hits: np.ndarray  # tags of integer stats with a marker id
 
     @classmethod
     def empty(cls) -> _Candidates:
         none = np.zeros(0, dtype=np.int64)
-        return cls(0, 0, none, Events(none, none, none.astype(np.uint64), none, none), none)
+        events = Events(none, none, none.astype(np.uint64), none, none, none.astype(bool))
+        return cls(0, 0, none, events, none, none)
 
     @classmethod
     def scan(
-        cls, buf: np.ndarray, start: int, stop: int, line_end: int, timed: np.ndarray
+        cls,
+        buf: np.ndarray,
+        start: int,
+        stop: int,
+        line_end: int,
+        timed: np.ndarray,
+        markers: np.ndarray,
     ) -> _Candidates:
         # Positions count from ``start`` and byte lengths are uint8 while every
         # 0x22 is a candidate; values are read once only events are left.
@@ -162,9 +216,12 @@ class _Candidates:
         size_length, ok = wire.varint_lengths(here[1:], tags)
         payload = tags + 1 + size_length
         ok &= here[payload] == _METADATA_TAG
-        mid_length, mid_ok = wire.varint_lengths(here[1:], payload)
+        mid_first = here[1:][payload]
+        mid_length, mid_ok = wire.varint_lengths(here[1:], payload, mid_first)
+        ok &= mid_ok
         data_tag = here[1:][payload + mid_length]
-        ok &= mid_ok & ((data_tag == _DATA_TAGS[0]) | (data_tag == _DATA_TAGS[1]))
+        hits = _marker_hits(here, tags, payload, mid_first, mid_length, ok, data_tag, markers)
+        ok &= (data_tag == _DATA_TAGS[0]) | (data_tag == _DATA_TAGS[1])
         keep = np.flatnonzero(ok)
         tags, payload = tags[keep] + start, payload[keep] + start
         size_length, mid_length = size_length[keep], mid_length[keep]
@@ -192,10 +249,15 @@ class _Candidates:
         keep = np.flatnonzero(ok)
         tags, ends = tags[keep], ends[keep]
         events = Events(
-            payload[keep], ends, mids[keep], timed_index[keep], durations[keep].view(np.int64)
+            payload[keep],
+            ends,
+            mids[keep],
+            timed_index[keep],
+            durations[keep].view(np.int64),
+            np.zeros(len(keep), dtype=bool),
         )
         breaks = np.append(np.flatnonzero(ends[:-1] != tags[1:]), len(tags) - 1)
-        return cls(start, stop, tags, events, breaks)
+        return cls(start, stop, tags, events, breaks, hits + start)
 
     def index(self, pos: int) -> int:
         """The row of the candidate at ``pos``, or -1."""
@@ -205,6 +267,28 @@ class _Candidates:
     def run_end(self, first: int) -> int:
         """The last row of the run that starts at row ``first``."""
         return int(self.breaks[np.searchsorted(self.breaks, first)])
+
+
+def _marker_hits(
+    here: np.ndarray,
+    tags: np.ndarray,
+    payload: np.ndarray,
+    mid_first: np.ndarray,
+    mid_length: np.ndarray,
+    ok: np.ndarray,
+    data_tag: np.ndarray,
+    markers: np.ndarray,
+) -> np.ndarray:
+    """The candidates (positions in ``here``) that read as an integer stat whose id
+    is one of ``markers``. A first-byte test picks the few worth a full read."""
+    if not markers.size:
+        return np.zeros(0, dtype=np.int64)
+    first_bytes = np.array([wire.encode_varint(int(i))[0] for i in markers.tolist()])
+    maybe = ok & ((data_tag == _INT_STAT_TAGS[0]) | (data_tag == _INT_STAT_TAGS[1]))
+    maybe &= np.isin(mid_first, first_bytes)
+    rows = np.flatnonzero(maybe)
+    ids = wire.varint_values(here[1:], payload[rows], mid_length[rows])
+    return tags[rows[index_in(ids, markers) >= 0]]
 
 
 def index_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:

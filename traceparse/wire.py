@@ -64,6 +64,17 @@ def join(chunks: Sequence[bytes]) -> Chunks:
     return Chunks(raw, buf, ends - lengths, ends)
 
 
+def encode_varint(value: int) -> bytes:
+    """``value``'s varint bytes (its low 64 bits, as protobuf writes them)."""
+    out = bytearray()
+    value &= _UINT64_MASK
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position: (values as uint64, positions after them)."""
     values, after, overlong = _varints(buf, pos)
@@ -72,12 +83,15 @@ def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return values, after
 
 
-def varint_lengths(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def varint_lengths(
+    buf: np.ndarray, pos: np.ndarray, first: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(length in bytes, well-formed) of a varint at each position, for positions
     that may not hold one: a run of more than 10 continuation bytes is not
-    well-formed. Reads at most 10 bytes past each position."""
+    well-formed. Reads at most 10 bytes past each position; ``first`` is
+    ``buf[pos]`` when the caller has it already."""
     lengths = np.ones(len(pos), dtype=np.uint8)
-    going = buf[pos] >= 0x80
+    going = (buf[pos] if first is None else first) >= 0x80
     # Whole-array steps while many varints go on; then only the rows that do.
     k = 1
     while k < 10 and 4 * np.count_nonzero(going) >= len(pos) > 0:
