@@ -21,6 +21,7 @@ from traceparse.trace import (
     OP_TIME_COLUMNS,
     STEP_MARKER_COLUMNS,
     categorical_take,
+    codes_used,
     empty_frame,
 )
 
@@ -34,9 +35,10 @@ class Labels:
 
     def encode(self, codes: np.ndarray, labels: Sequence[str | None]) -> np.ndarray:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
-        a None label is none too."""
-        mapping = np.array([*map(self._code, labels), -1], dtype=np.int64)
-        return mapping[codes]  # code -1 picks the -1 appended last
+        a None label is none too. Only the labels used are looked up."""
+        used, inverse = codes_used(codes, len(labels))
+        mapping = np.array([-1 if i < 0 else self._code(labels[i]) for i in used.tolist()])
+        return mapping.astype(np.int64)[inverse]
 
     def _code(self, label: str | None) -> int:
         if label is None:

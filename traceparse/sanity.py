@@ -57,8 +57,8 @@ def checked_bytes(events: pd.DataFrame, path: str) -> list[str]:
     sentence per stat that had any. Shared with the pre-converted profile reader."""
     notes: list[str] = []
     for column in BYTE_STATS:
-        values = events[column]
-        bad = ((values < 0) | (values > MAX_BYTES)).fillna(False).to_numpy(dtype=bool)
+        values = events[column].to_numpy(dtype=np.int64, na_value=0)  # NA is in range
+        bad = (values < 0) | (values > MAX_BYTES)
         if bad.any():
             events.loc[bad, column] = pd.NA
             notes.append(
