@@ -68,6 +68,12 @@ class _Columns:
     def joined(self) -> dict[str, np.ndarray]:
         return {name: np.concatenate(parts) for name, parts in self.parts.items()}
 
+    def take(self, name: str, order: np.ndarray | None = None) -> np.ndarray:
+        """Column ``name`` whole (in ``order`` if given), its parts let go: the
+        columns are made one at a time so that peak memory stays near one copy."""
+        values = np.concatenate(self.parts.pop(name))
+        return values if order is None else values[order]
+
 
 class MemoryEvents:
     """The memory events of a capture, gathered batch by batch; ``frame()`` is
@@ -142,21 +148,22 @@ class MemoryEvents:
     def frame(self) -> pd.DataFrame:
         if not self._columns.rows:
             return empty_frame(EVENT_COLUMNS)
-        columns = self._columns.joined()
+        columns = self._columns
         # Time order; ties keep the file's order (plane, line, position in line).
-        order = np.lexsort([columns["_order"], columns["_plane"], columns["time_ps"]])
-        table: dict[str, object] = {}
+        time_ps = columns.take("time_ps")
+        order = np.lexsort([columns.take("_order"), columns.take("_plane"), time_ps])
+        table: dict[str, object] = {"time_ps": time_ps[order]}
+        del time_ps
         for name, dtype in EVENT_COLUMNS.items():
-            values = columns[name][order]
             if dtype == "category":
-                table[name] = self._labels[name].categorical(values)
-            elif dtype == "Int64":
-                table[name] = pd.arrays.IntegerArray(values, ~columns[f"{name}.valid"][order])
-            elif dtype == "Float64":
-                table[name] = pd.arrays.FloatingArray(values, ~columns[f"{name}.valid"][order])
-            else:
-                table[name] = values
-        return pd.DataFrame(table)
+                table[name] = self._labels[name].categorical(columns.take(name, order))
+            elif dtype in ("Int64", "Float64"):
+                values, valid = columns.take(name, order), columns.take(f"{name}.valid", order)
+                masked = pd.arrays.IntegerArray if dtype == "Int64" else pd.arrays.FloatingArray
+                table[name] = masked(values, ~valid)
+            elif name != "time_ps":
+                table[name] = columns.take(name, order)
+        return pd.DataFrame({name: table[name] for name in EVENT_COLUMNS}, copy=False)
 
 
 class StepMarkers:

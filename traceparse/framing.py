@@ -42,7 +42,7 @@ _INT_STAT_TAGS = (0x18, 0x20)  # XStat.uint64_value (field 3) or int64_value (4)
 # A candidate's reads end at most this far past its tag: four tags, four varints.
 _LOOKAHEAD = 4 * (1 + 10)
 # Bytes scanned for candidates at once: bounds the temporary arrays.
-_WINDOW = 1 << 21
+_WINDOW = 1 << 20
 
 
 @dataclass
@@ -117,6 +117,7 @@ class LineReader:
         while pos < hi:
             if pos < fast_stop and data[pos] == _EVENTS_TAG:
                 if not window.start <= pos < window.stop:
+                    window = _Candidates.empty()  # let it go before making the next
                     stop = min(pos + _WINDOW, fast_stop)
                     window = _Candidates.scan(self.buf, pos, stop, hi, self.timed, self.markers)
                 first = window.index(pos)
