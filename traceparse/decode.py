@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -102,8 +104,8 @@ class _Decoder:
         op_types: dict[str, str] = {}
         for plane_index, parts in enumerate(self.planes):
             plane = parts.meta
-            names = {key: text(meta.name) for key, meta in plane.event_metadata.items()}
-            stat_names = {key: text(meta.name) for key, meta in plane.stat_metadata.items()}
+            names = _names(plane.event_metadata)
+            stat_names = _names(plane.stat_metadata)
             memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
             is_host = text(plane.name).startswith("/host:")
             op_ids: dict[int, str] = {}
@@ -111,8 +113,9 @@ class _Decoder:
                 for key, name in names.items():
                     match = _OP_EVENT.match(name)
                     if match:
-                        op_ids[key] = match.group(1)
-                        op_types.setdefault(match.group(1), match.group(2))
+                        op_name, op_type = match.groups()
+                        op_ids[key] = op_name
+                        op_types.setdefault(op_name, op_type)
                     elif name.startswith(_EAGER_PREFIX):
                         # An eager op is named after its type ("Fill").
                         op_type = name[len(_EAGER_PREFIX) :]
@@ -167,6 +170,16 @@ class _Decoder:
         if self.start_ns and timestamp_ns >= self.start_ns // 2:
             timestamp_ns -= self.start_ns
         return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> bytes: ...
+
+
+def _names(metadata: Mapping[int, _Named]) -> dict[int, str]:
+    """Each metadata entry's name, by its id."""
+    return {key: meta.name.decode("utf-8", errors="replace") for key, meta in metadata.items()}
 
 
 def _capture_window(planes: list[xplane_skim_pb2.SkimPlane]) -> tuple[int | None, int | None]:
