@@ -263,14 +263,15 @@ _STATUS_DTYPE = pd.CategoricalDtype(list(ESTIMATE_STATUSES))
 def estimate_status(estimated: pd.Series, requested: pd.Series) -> pd.Series:
     """``match`` when the request equals the estimate, ``over`` when the request
     is larger than the shape explains, ``under`` when smaller, else ``unknown``."""
-    est = estimated.astype("Int64")
-    req = requested.astype("Int64")
-    status = np.full(len(est), ESTIMATE_STATUSES.index("unknown"), dtype=np.int8)
-    known = (est.notna() & req.notna()).to_numpy(dtype=bool)
-    diff = (req - est).to_numpy(dtype="float64", na_value=np.nan)
-    status[known & (diff == 0)] = ESTIMATE_STATUSES.index("match")
-    status[known & (diff > 0)] = ESTIMATE_STATUSES.index("over")
-    status[known & (diff < 0)] = ESTIMATE_STATUSES.index("under")
+    known = estimated.notna().to_numpy(dtype=bool) & requested.notna().to_numpy(dtype=bool)
+    # Compared as integers: a float difference would lose bytes past 2**53.
+    est = estimated.to_numpy(dtype=np.int64, na_value=0)
+    req = requested.to_numpy(dtype=np.int64, na_value=0)
+    status = np.select(
+        [~known, req == est, req > est],
+        [ESTIMATE_STATUSES.index(s) for s in ("unknown", "match", "over")],
+        ESTIMATE_STATUSES.index("under"),
+    ).astype(np.int8)
     return pd.Series(
         pd.Categorical.from_codes(status, dtype=_STATUS_DTYPE, validate=False),
         index=estimated.index,

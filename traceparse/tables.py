@@ -172,31 +172,32 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
         op_types.insert(0, None)
     op_type = categorical_from_distinct(np.array(op_types, dtype=object), by_row)
     alloc_ps = times[allocs]
-    # Built in ALLOCATION_COLUMNS order.
+    # Built in ALLOCATION_COLUMNS order, from arrays: Series would be aligned.
     allocations = pd.DataFrame(
         {
             "host": host[allocs],
-            "allocator": at_allocations("allocator"),
-            "address": at_allocations("address"),
-            "op": op,
+            "allocator": at_allocations("allocator").array,
+            "address": at_allocations("address").array,
+            "op": op.array,
             "op_type": op_type,
-            "region": at_allocations("region_type"),
-            "dtype": dtype,
-            "shape": shapes,
-            "num_elements": elements,
-            "estimated_bytes": estimated,
-            "requested_bytes": requested,
-            "allocated_bytes": allocated,
-            "padding_bytes": allocated - requested,
-            "estimate_status": estimate_status(estimated, requested),
+            "region": at_allocations("region_type").array,
+            "dtype": dtype.array,
+            "shape": shapes.array,
+            "num_elements": elements.array,
+            "estimated_bytes": estimated.array,
+            "requested_bytes": requested.array,
+            "allocated_bytes": allocated.array,
+            "padding_bytes": (allocated - requested).array,
+            "estimate_status": estimate_status(estimated, requested).array,
             "alloc_ps": alloc_ps,
             "free_ps": free_ps,
             "lifetime_ps": free_ps - alloc_ps,
             "step": steps[allocs],
-            "step_id": at_allocations("step_id"),
+            "step_id": at_allocations("step_id").array,
             "alloc_event": allocs,
             "free_event": pd.arrays.IntegerArray(np.maximum(frees, 0), ~freed),
-        }
+        },
+        copy=False,
     )
 
     frees_without_allocation = pd.DataFrame(
