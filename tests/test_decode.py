@@ -205,6 +205,21 @@ def test_step_markers_need_step_num_and_root() -> None:
     assert prof.allocations["step"].tolist() == [1]
 
 
+def test_a_stat_metadata_id_past_int64_is_matched_as_written() -> None:
+    # Ids are int64 in the schema and uint64 varints on the wire: a negative one
+    # takes ten bytes and must still find its name.
+    b = SpaceBuilder()
+    line = b.line()
+    alloc(b, line, 5, addr=1, size=256, total=256)
+    stat_id = b.stat_id("requested_bytes")
+    b.plane.stat_metadata[-7].id, b.plane.stat_metadata[-7].name = -7, "requested_bytes"
+    del b.plane.stat_metadata[stat_id]
+    for stat in line.events[0].stats:
+        if stat.metadata_id == stat_id:
+            stat.metadata_id = -7
+    assert b.decode().allocations["requested_bytes"].tolist() == [256]
+
+
 def test_roots_are_preferred_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     # Events are decoded a few at a time: a batch holding only a plain marker must
     # not keep it when another batch has root markers.
