@@ -1,8 +1,9 @@
 """The fields and stats of the selected events, decoded column-wise.
 
-All selected events are joined into one buffer and every field position is
-read for all of them at once (``wire.scan_fields``); stats become typed columns
-by name. A stat of the wrong type is NA, never a guess.
+Every field position is read for all the events at once: the usual layouts in
+lockstep, anything else with protobuf's rules (``wire.scan_fields``). The
+stats the decoder reads become one table per kind of value, a row per stat
+and a column per event. A stat of the wrong type is NA, never a guess.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Vectorised reading of the protobuf wire format over many small messages.
 
-upb splits a capture into lines and the raw bytes of each event in C. Touching
-a million events one Python object at a time costs more than the whole parse,
-so the fields of many events are decoded together here with numpy: one pass of
-array operations per field position, not one Python call per event.
+A capture holds about a million small messages (events and their stats).
+Touching them one Python object at a time costs more than protobuf's whole
+parse, so the fields of many messages are decoded together here with numpy:
+one pass of array operations per field position, not one Python call per
+message.
 
 All positions index one ``uint8`` buffer with at least ``PAD`` bytes after the
 last message (``join`` adds them); every read is bounds-checked against its
