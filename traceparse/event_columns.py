@@ -249,8 +249,9 @@ def _read_events(
         payload = at + 1 + length
         room = np.maximum(ends[rows] - payload, 0).astype(np.uint64)
         good = (buf[at] == 0x22) & length_ok & (size <= room)
-        ok[rows[~good]] = False
-        rows, payload, size = rows[good], payload[good], size[good]
+        if not good.all():  # an odd layout: those events are read by scan_fields
+            ok[rows[~good]] = False
+            rows, payload, size = rows[good], payload[good], size[good]
         end = payload + size.astype(np.int64)
         owners.append(rows)
         stat_starts.append(payload)
@@ -262,7 +263,8 @@ def _read_events(
     stat_start = np.concatenate([np.zeros(0, dtype=np.int64), *stat_starts])
     stat_end = np.concatenate([np.zeros(0, dtype=np.int64), *stat_ends])
     keep = ok[stat_event]  # stats read before their event turned out odd go
-    stat_event, stat_start, stat_end = stat_event[keep], stat_start[keep], stat_end[keep]
+    if not keep.all():
+        stat_event, stat_start, stat_end = stat_event[keep], stat_start[keep], stat_end[keep]
 
     slow = np.flatnonzero(~ok)
     if slow.size:
