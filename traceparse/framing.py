@@ -284,9 +284,10 @@ def _marker_hits(
     is one of ``markers``. A first-byte test picks the few worth a full read."""
     if not markers.size:
         return np.zeros(0, dtype=np.int64)
-    first_bytes = np.array([wire.encode_varint(int(i))[0] for i in markers.tolist()])
+    opens_a_marker = np.zeros(256, dtype=bool)  # by the first byte of the stat id
+    opens_a_marker[[wire.encode_varint(int(i))[0] for i in markers.tolist()]] = True
     maybe = ok & ((data_tag == _INT_STAT_TAGS[0]) | (data_tag == _INT_STAT_TAGS[1]))
-    maybe &= np.isin(mid_first, first_bytes)
+    maybe &= opens_a_marker[mid_first]
     rows = np.flatnonzero(maybe)
     ids = wire.varint_values(here[1:], payload[rows], mid_length[rows])
     return tags[rows[index_in(ids, markers) >= 0]]
