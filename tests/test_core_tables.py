@@ -16,6 +16,7 @@ from reference import memory_events, replay
 import traceparse
 from traceparse.event_columns import INT_STATS, STR_STATS
 from traceparse.tables import ALLOCATION_COLUMNS
+from traceparse.trace import EVENT_COLUMNS, OP_TIME_COLUMNS, STEP_MARKER_COLUMNS
 
 xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
 
@@ -172,3 +173,18 @@ def test_op_types_come_from_the_traces_op_events() -> None:
     conv = allocs[allocs["op"] == "classifier_1/conv1_1/Relu"]
     assert not conv.empty
     assert set(conv["op_type"]) == {"_MklNativeFusedConv2D"}
+
+
+@pytest.mark.parametrize("name", MEMORY_FIXTURES)
+def test_decoded_tables_have_the_declared_dtypes(name: str) -> None:
+    declared = {
+        "events": EVENT_COLUMNS,
+        "step_markers": STEP_MARKER_COLUMNS,
+        "op_time": OP_TIME_COLUMNS,
+    }
+    for path in xplane_files(name):
+        trace = traceparse.load(path).traces[0]
+        for table, columns in declared.items():
+            frame = getattr(trace, table)
+            assert list(frame.columns) == list(columns), table
+            assert {c: str(t) for c, t in frame.dtypes.items()} == columns, table

@@ -226,10 +226,12 @@ def op_time_table(parts: Iterable[tuple[list[str], np.ndarray, np.ndarray]]) -> 
         totals.append(part_totals)
     if not names:
         return empty_frame(OP_TIME_COLUMNS)
-    codes, distinct = pd.factorize(np.array(names, dtype=object), sort=True)
+    distinct = sorted(set(names))
+    position = {name: i for i, name in enumerate(distinct)}
+    codes = np.fromiter(map(position.__getitem__, names), dtype=np.intp, count=len(names))
     count = np.zeros(len(distinct), dtype=np.int64)
     total = np.zeros(len(distinct), dtype=np.int64)
     np.add.at(count, codes, np.concatenate(counts))
     np.add.at(total, codes, np.concatenate(totals))
-    op = np.asarray(distinct, dtype=object)
-    return pd.DataFrame({"op": op, "count": count, "total_ps": total})
+    op = pd.Series(distinct, dtype=object)  # as OP_TIME_COLUMNS says, not pandas' str
+    return pd.DataFrame({"op": op, "count": count, "total_ps": total}, copy=False)
