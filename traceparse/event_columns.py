@@ -97,13 +97,17 @@ class DecodedEvents:
         # One pass per kind of value, not per stat: each stat lands in the cell
         # (its row, its event); where an event repeats a stat, the last one wins.
         at = index_in(stat_id.view(np.uint64), layout.ids)
-        rows = np.flatnonzero((at >= 0) & (kind > 0))
-        row = layout.rows[at[rows]]
-        cell = row * count + stat_event[rows]
-        self._kind = self._table(cell, kind[rows], np.int8)
+        wanted = (at >= 0) & (kind > 0)
+        if not wanted.all():  # stats the layout does not name, or without a value
+            rows = np.flatnonzero(wanted)
+            at, stat_event, kind, value = at[rows], stat_event[rows], kind[rows], value[rows]
+            start, length = start[rows], length[rows]
+        row = layout.rows[at]
+        cell = row * count + stat_event
+        self._kind = self._table(cell, kind, np.int8)
 
         numeric = row < layout.first_float
-        kinds, raw, cells = kind[rows[numeric]], value[rows[numeric]], cell[numeric]
+        kinds, raw, cells = kind[numeric], value[numeric], cell[numeric]
         numbers = raw.view(np.int64).copy()
         doubles = raw.view(np.float64)
         # A count written as a double is used when it is a whole number within int64.
@@ -115,7 +119,7 @@ class DecodedEvents:
         self._int_valid = self._table(cells[ok], True, np.bool_)
 
         floating = (row >= layout.first_float) & (row < layout.first_text)
-        kinds, raw, cells = kind[rows[floating]], value[rows[floating]], cell[floating]
+        kinds, raw, cells = kind[floating], value[floating], cell[floating]
         numbers = np.where(
             kinds == _DOUBLE,
             raw.view(np.float64),
@@ -128,7 +132,7 @@ class DecodedEvents:
 
         text = row >= layout.first_text
         self._codes, self.labels = self._text_codes(
-            joined.raw, rows[text], cell[text], kind, value, start, length
+            joined.raw, cell[text], kind[text], value[text], start[text], length[text]
         )
 
     def _table(self, cells: np.ndarray, values: object, dtype: type) -> np.ndarray:
@@ -141,29 +145,28 @@ class DecodedEvents:
     def _text_codes(
         self,
         raw: bytes,
-        rows: np.ndarray,
         cells: np.ndarray,
-        kind: np.ndarray,
-        value: np.ndarray,
-        start: np.ndarray,
-        length: np.ndarray,
+        kinds: np.ndarray,
+        values: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
     ) -> tuple[np.ndarray, list[str | None]]:
         """Per cell of the text stats, an index into the labels (-1 where absent or
-        not text), and the labels. A ref resolves to the name of the stat metadata
-        it points to, None when it points nowhere. Each distinct ref id and each
+        not text), and the labels, from the text stats' cells, value kinds,
+        values and spans. A ref resolves to the name of the stat metadata it
+        points to, None when it points nowhere. Each distinct ref id and each
         distinct byte string is decoded once."""
-        kinds = kind[rows]
         # Refs (how TensorFlow writes repeated strings) first, then inline text, so
         # inline text wins for an event that has both. A number where text belongs
         # is the wrong type: it stays NA.
         refs = np.flatnonzero(kinds == _REF)
         inline = np.flatnonzero((kinds == _STR) | (kinds == _BYTES))
-        ids, ref_codes = unique_ids(value[rows[refs]])
+        ids, ref_codes = unique_ids(values[refs])
         names = self.layout.stat_names
         labels: list[str | None] = [names.get(i) for i in ids.tolist()]
         seen: dict[bytes, int] = {}
         inline_codes = np.empty(inline.size, dtype=np.int64)
-        spans = zip(start[rows[inline]].tolist(), length[rows[inline]].tolist(), strict=True)
+        spans = zip(starts[inline].tolist(), lengths[inline].tolist(), strict=True)
         for i, (at, size) in enumerate(spans):
             piece = raw[at : at + size]
             code = seen.get(piece)

@@ -247,16 +247,13 @@ class _Candidates:
         durations[rows], duration_length, duration_ok = wire.wide_varints(buf, at)
         ok[rows] &= duration_ok & (at + duration_length <= ends[rows])
 
-        keep = np.flatnonzero(ok)
-        tags, ends = tags[keep], ends[keep]
         events = Events(
-            payload[keep],
-            ends,
-            mids[keep],
-            timed_index[keep],
-            durations[keep].view(np.int64),
-            np.zeros(len(keep), dtype=bool),
+            payload, ends, mids, timed_index, durations.view(np.int64), np.zeros(len(ok), bool)
         )
+        if not ok.all():  # rare: candidates that fail on a closer look
+            keep = np.flatnonzero(ok)
+            tags, events = tags[keep], events[keep]
+            ends = events.ends
         breaks = np.append(np.flatnonzero(ends[:-1] != tags[1:]), len(tags) - 1)
         return cls(start, stop, tags, events, breaks, hits + start)
 
