@@ -244,27 +244,41 @@ def _read_events(
     pos[rows] += 1 + length.astype(np.int64)
     ok &= pos <= ends
 
-    owners, stat_starts, stat_ends = [], [], []
+    # One stat of every event per step; the checks come after the walk, on all
+    # the stats at once. Stat lengths are one byte but for stats of 128 bytes
+    # or more (long strings), read in full in the steps that have any.
+    owners, tags, stat_starts, stat_ends, fits = [], [], [], [], []
     rows = np.flatnonzero(ok & (pos < ends))
     while rows.size:
         at = pos[rows]
-        size, length, length_ok = wire.small_varints(buf, at + 1)
-        payload = at + 1 + length
-        room = np.maximum(ends[rows] - payload, 0).astype(np.uint64)
-        good = (buf[at] == 0x22) & length_ok & (size <= room)
-        if not good.all():  # an odd layout: those events are read by scan_fields
-            ok[rows[~good]] = False
-            rows, payload, size = rows[good], payload[good], size[good]
-        end = payload + size.astype(np.int64)
+        limit = ends[rows]
+        first = buf[at + 1]
+        if (first < 0x80).all():
+            payload = at + 2
+            end = payload + first
+            fit = end <= limit
+        else:
+            size, length, length_ok = wire.small_varints(buf, at + 1)
+            payload = at + 1 + length
+            room = np.maximum(limit - payload, 0).astype(np.uint64)
+            fit = length_ok & (size <= room)
+            end = payload + np.minimum(size, room).astype(np.int64)
         owners.append(rows)
+        tags.append(at)
         stat_starts.append(payload)
         stat_ends.append(end)
+        fits.append(fit)
         pos[rows] = end
-        rows = rows[end < ends[rows]]
+        rows = rows[end < limit]
 
-    stat_event = np.concatenate([np.zeros(0, dtype=np.int64), *owners])
-    stat_start = np.concatenate([np.zeros(0, dtype=np.int64), *stat_starts])
-    stat_end = np.concatenate([np.zeros(0, dtype=np.int64), *stat_ends])
+    none = np.zeros(0, dtype=np.int64)
+    stat_event = np.concatenate([none, *owners])
+    stat_start = np.concatenate([none, *stat_starts])
+    stat_end = np.concatenate([none, *stat_ends])
+    # An event with a stat that is not a field 4 inside it has an odd layout.
+    good = np.concatenate([np.zeros(0, dtype=bool), *fits])
+    good &= buf[np.concatenate([none, *tags])] == 0x22
+    ok[stat_event[~good]] = False
     keep = ok[stat_event]  # stats read before their event turned out odd go
     if not keep.all():
         stat_event, stat_start, stat_end = stat_event[keep], stat_start[keep], stat_end[keep]
