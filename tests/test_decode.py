@@ -220,6 +220,25 @@ def test_a_stat_metadata_id_past_int64_is_matched_as_written() -> None:
     assert b.decode().allocations["requested_bytes"].tolist() == [256]
 
 
+def test_negative_event_metadata_ids_are_matched_as_written() -> None:
+    # Map keys are int64; events carry them as uint64 varints (ten bytes when
+    # negative). Memory events, ops and step markers must all still match.
+    b = SpaceBuilder()
+    for key, name in ((-1, "MemoryAllocation"), (-3, "neg/MatMul:MatMul"), (-4, "train")):
+        b.plane.event_metadata[key].id, b.plane.event_metadata[key].name = key, name
+    line = b.line()
+    b.event(line, -4, 0, step_num=1, _r=1).duration_ps = 100
+    b.event(line, -3, 10).duration_ps = 7
+    alloc(b, line, 20, addr=1, size=256, total=256)
+    line.events[-1].metadata_id = -1
+    prof = b.decode()
+    assert prof.allocations["requested_bytes"].tolist() == [256]
+    assert prof.step_markers[["name", "step"]].values.tolist() == [["train", 1]]
+    assert prof.traces[0].op_time.to_dict("records") == [
+        {"op": "neg/MatMul", "count": 1, "total_ps": 7}
+    ]
+
+
 def test_roots_are_preferred_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     # Events are decoded a few at a time: a batch holding only a plain marker must
     # not keep it when another batch has root markers.

@@ -101,7 +101,7 @@ class _Decoder:
 
     def run(self) -> MemoryTrace:
         memory_events = MemoryEvents(self.problems)
-        markers = StepMarkers()
+        step_markers = StepMarkers()
         op_time: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         op_types: dict[str, str] = {}
         for plane_index, parts in enumerate(self.planes):
@@ -123,14 +123,17 @@ class _Decoder:
                         op_type = name[len(_EAGER_PREFIX) :]
                         op_types.setdefault(op_type, op_type)
             step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
-            memory = np.fromiter(memory_ids, dtype=np.uint64)
-            ops = np.fromiter(op_ids, dtype=np.uint64)
+            memory = wire.metadata_ids(memory_ids)
+            markers = wire.metadata_ids(step_stat_ids)
             detailed, timing = select(
-                self.data, parts.lines, memory, ops, step_stat_ids, self._relative_ns
+                self.data,
+                parts.lines,
+                memory,
+                wire.metadata_ids(op_ids),
+                markers,
+                self._relative_ns,
             )
-            alloc_ids = np.fromiter(
-                (k for k in memory_ids if names[k] == _ALLOCATION), dtype=np.uint64
-            )
+            alloc_ids = wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION)
             # In batches: the column-wise decode makes temporaries per field.
             layout = StatLayout(stat_names)
             for batch in detailed.batches(_EVENTS_PER_BATCH):
@@ -142,10 +145,10 @@ class _Decoder:
                     memory_events.add(
                         decoded, is_memory, is_allocation, text(plane.name), plane_index
                     )
-                if step_stat_ids:
-                    markers.add(decoded, names, mids)
+                if markers.size:
+                    step_markers.add(decoded, names, mids)
             if timing.metadata_ids.size:
-                op_names = [op_ids[i] for i in timing.metadata_ids.tolist()]
+                op_names = [op_ids[i] for i in timing.metadata_ids.view(np.int64).tolist()]
                 op_time.append((op_names, timing.counts, timing.total_ps))
         events = memory_events.frame()
         check_allocators(events, self.path)
@@ -156,7 +159,7 @@ class _Decoder:
             host=self.host,
             format="xplane",
             events=events,
-            step_markers=markers.frame(),
+            step_markers=step_markers.frame(),
             op_types=op_types,
             op_time=op_time_table(op_time),
             start_ns=self.start_ns,

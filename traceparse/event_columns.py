@@ -70,8 +70,7 @@ class StatLayout:
         # Interned strings live in stat_metadata too, so it is long.
         self.stat_names = stat_names
         found = [(key, self.row[name]) for key, name in stat_names.items() if name in self.row]
-        # Ids as the wire holds them: an int64 key is a uint64 varint.
-        ids = np.array([key for key, _ in found], dtype=np.int64).view(np.uint64)
+        ids = wire.metadata_ids(key for key, _ in found)
         order = np.argsort(ids)
         self.ids = ids[order]
         self.rows = np.array([row for _, row in found], dtype=np.int64)[order]

@@ -132,18 +132,19 @@ def select(
     lines: list[tuple[int, int]],
     memory: np.ndarray,
     ops: np.ndarray,
-    step_stat_ids: list[int],
+    markers: np.ndarray,
     relative_ns: Callable[[int], int],
 ) -> tuple[Selected, OpTimes]:
     """One pass over every line: picks memory events and step markers (decoded
     later with their stats) and sums the duration of TF op events per metadata
-    id, without building a Python object per skipped event."""
+    id, without building a Python object per skipped event.
+
+    ``memory`` and ``ops`` are event metadata ids, ``markers`` the stat ids of
+    "step_num" (``wire.metadata_ids``). A step marker carries an integer stat
+    with one of those: the reader marks events that may; decoding confirms."""
     buf = np.frombuffer(data, dtype=np.uint8)
     picked = _Picker(data)
-    memory, ops = np.unique(memory), np.unique(ops)
-    # A step marker carries an integer stat whose metadata id is that of
-    # "step_num": the reader marks events that may; decoding them confirms.
-    markers = np.unique(np.array(step_stat_ids, dtype=np.int64).view(np.uint64))
+    memory, ops, markers = np.unique(memory), np.unique(ops), np.unique(markers)
     op_counts = np.zeros(ops.size, dtype=np.int64)
     op_totals = np.zeros(ops.size, dtype=np.int64)
     for line_index, (lo, hi) in enumerate(lines):

@@ -184,7 +184,7 @@ class StepMarkers:
         if not rows.size:
             return
         ids, inverse = np.unique(metadata_ids[rows], return_inverse=True)
-        labels = [names.get(i, "") for i in ids.tolist()]
+        labels = [names.get(i, "") for i in ids.view(np.int64).tolist()]  # keys are int64
         start = decoded.time_ps[rows]
         self._columns.add(
             {

@@ -14,7 +14,7 @@ message's end and a malformed message raises ``WireError``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -315,6 +315,12 @@ def read_field(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int, 
     else:
         raise WireError(f"unsupported wire type {kind}")
     return number, kind, pos, value
+
+
+def metadata_ids(keys: Iterable[int]) -> np.ndarray:
+    """Metadata map keys (int64) as events and stats carry them: uint64 varints,
+    so a negative key is a number past 2**63."""
+    return np.fromiter(keys, dtype=np.int64).view(np.uint64)
 
 
 def as_int64(value: int) -> int:
