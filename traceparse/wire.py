@@ -77,11 +77,12 @@ def encode_varint(value: int) -> bytes:
 
 
 def read_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one varint at each position: (values as uint64, positions after them)."""
-    values, after, overlong = _varints(buf, pos)
-    if overlong.size:
+    """Decode one varint at each position: (values as uint64, positions after them).
+    A varint longer than 10 bytes raises ``WireError``."""
+    values, lengths, well_formed = small_varints(buf, pos)
+    if not well_formed.all():
         raise WireError("varint longer than 10 bytes")
-    return values, after
+    return values, pos + lengths
 
 
 def varint_lengths(
@@ -172,24 +173,6 @@ def wide_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
         lengths[rows], well_formed[rows] = varint_lengths(buf, pos[rows])
         values[rows] = varint_values(buf, pos[rows], lengths[rows])
     return values, lengths, well_formed
-
-
-def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    # (values, positions after, rows still unfinished after 10 bytes)
-    values = buf[pos].astype(np.uint64)
-    after = pos + 1
-    more = np.flatnonzero(values >= 0x80)
-    if more.size == 0:
-        return values, after, more
-    values[more] &= np.uint64(0x7F)
-    shift = 7
-    while more.size and shift <= 63:
-        byte = buf[after[more]].astype(np.uint64)
-        values[more] |= (byte & np.uint64(0x7F)) << np.uint64(shift)
-        after[more] += 1
-        more = more[byte >= 0x80]
-        shift += 7
-    return values, after, more
 
 
 def read_fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
