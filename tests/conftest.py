@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,22 @@ GOOD_XPLANE_FIXTURES = [
     "two_runs",
 ]
 MEMORY_FIXTURES = ["keras_train", "eager_ops", "leak", "keras_callback", "two_runs"]
+
+
+def run_traceparse(
+    *args: str, cwd: Path = REPO, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m traceparse ARGS`` and capture its output (no colour)."""
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    environment.pop("FORCE_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "traceparse", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+    )
 
 
 def xplane_files(name: str | None = None) -> list[Path]:

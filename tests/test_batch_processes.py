@@ -12,24 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, run_traceparse
 from test_batch import GOOD, capture_files, make_tree, summary_bytes
 
 import traceparse
 
 
-def traceparse_cli(
-    *args: str, timeout: float = 300, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "traceparse", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+def traceparse_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_traceparse(*args, timeout=300)
 
 
 def many_captures(root: Path, count: int) -> Path:

@@ -5,7 +5,6 @@ Every test here runs the real command in a subprocess (``python -m traceparse``)
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,26 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, run_traceparse
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "fixtures"
 COMMANDS = ["run", "summary", "report", "peak", "allocations", "ops", "scopes", "steps", "demo"]
 
 
-def traceparse(
-    *args: str, cwd: Path = REPO, timeout: float = 180, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m traceparse ARGS`` and capture its output."""
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    environment.pop("FORCE_COLOR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "traceparse", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environment,
-    )
+traceparse = run_traceparse
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
