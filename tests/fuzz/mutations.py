@@ -117,12 +117,7 @@ HOSTILE_SHAPES = [
 STAT_NAMES = [
     "allocator_name",
     "addr",
-    "requested_bytes",
-    "allocation_bytes",
-    "bytes_allocated",
-    "bytes_reserved",
-    "bytes_available",
-    "peak_bytes_in_use",
+    *BYTE_STATS,
     "fragmentation",
     "tf_op",
     "region_type",
