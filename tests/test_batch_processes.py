@@ -22,6 +22,17 @@ def traceparse_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return run_traceparse(*args, timeout=300)
 
 
+def run_script(script: Path, *args: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a Python script with path arguments from the repository root."""
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
 def many_captures(root: Path, count: int) -> Path:
     """``count`` captures: copies of the real fixtures, each its own logdir."""
     sources = [capture_files(FIXTURES / name)[0] for name in GOOD]
@@ -110,13 +121,7 @@ def test_a_capture_that_kills_its_worker_is_one_error_row(tmp_path: Path) -> Non
     shutil.copy2(capture_files(FIXTURES / "leak")[0], crash / "localhost.xplane.pb")
     script = tmp_path / "crashing.py"
     script.write_text(_CRASHING_SCRIPT)
-    done = subprocess.run(
-        [sys.executable, str(script), str(tree), str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    done = run_script(script, tree, tmp_path / "out", timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["ok"] == 6 and result["exit"] == 3
@@ -132,13 +137,7 @@ def test_an_unguarded_script_fails_fast_and_says_why(tmp_path: Path) -> None:
         "import sys, traceparse\ntraceparse.batch(sys.argv[1], sys.argv[2], jobs=2)\n"
     )
     start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, str(script), str(tree), str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    done = run_script(script, tree, tmp_path / "out", timeout=120)
     assert done.returncode == 1
     assert time.monotonic() - start < 60
     assert 'under `if __name__ == "__main__":`' in done.stderr.strip().splitlines()[-1]
