@@ -37,10 +37,11 @@ class Labels:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
         a None label is none too. Only the labels used are looked up."""
         used, inverse = codes_used(codes, len(labels))
-        mapping = np.array([-1 if i < 0 else self._code(labels[i]) for i in used.tolist()])
+        mapping = np.array([-1 if i < 0 else self.code(labels[i]) for i in used.tolist()])
         return mapping.astype(np.int64)[inverse]
 
-    def _code(self, label: str | None) -> int:
+    def code(self, label: str | None) -> int:
+        """``label``'s code, given on first sight; -1 for None."""
         if label is None:
             return -1
         code = self._codes.get(label)
@@ -112,8 +113,7 @@ class MemoryEvents:
         self._count_out_of_range(is_memory & ~decoded.in_range)
         rows = np.flatnonzero(is_memory & decoded.in_range)
         picked = {name: values[rows] for name, values in columns.items()}
-        plane_code = self._labels["plane"].encode(np.zeros(1, dtype=np.int64), [plane])
-        picked["plane"] = np.repeat(plane_code, rows.size)
+        picked["plane"] = np.full(rows.size, self._labels["plane"].code(plane))
         picked["is_allocation"] = is_allocation[rows]
         picked["time_ps"] = decoded.time_ps[rows]
         picked["_plane"] = np.full(rows.size, plane_index)
