@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from traceparse._proto import memory_profile_pb2
 from traceparse.dtypes import dtype_code
 from traceparse.errors import CorruptCaptureError
-from traceparse.sanity import MAX_TIME_PS, check_allocators, checked_bytes
+from traceparse.sanity import MAX_TIME_PS, check_allocators, checked_bytes, out_of_range_note
 from traceparse.trace import EVENT_COLUMNS, MemoryTrace, empty_frame
 
 # xprof downsamples its timeline to this many points.
@@ -85,10 +85,7 @@ def decode_memory_profile(data: bytes, *, path: str, host: str, binary: bool) ->
     ]
     diagnostics.extend(checked_bytes(events, path))
     if out_of_range:
-        diagnostics.append(
-            f"{path}: {out_of_range} memory events lie more than 53 days from the first "
-            "event (corrupt timestamps) and were skipped."
-        )
+        diagnostics.append(out_of_range_note(path, out_of_range, "the first event"))
     if incomplete:
         diagnostics.append(
             f"The timeline of {', '.join(incomplete)} was downsampled to "

@@ -68,6 +68,15 @@ def checked_bytes(events: pd.DataFrame, path: str) -> list[str]:
     return notes
 
 
+def out_of_range_note(path: str, count: int, origin: str) -> str:
+    """The sentence for ``count`` memory events skipped for lying more than
+    MAX_TIME_PS from ``origin``. Shared with the pre-converted profile reader."""
+    return (
+        f"{path}: {count} memory events lie more than {MAX_TIME_PS / 1e12 / 86400:.0f} "
+        f"days from {origin} (corrupt timestamps) and were skipped."
+    )
+
+
 def problem_notes(
     problems: Counter[tuple[str, str]], path: str, expected: Mapping[str, str]
 ) -> list[str]:
@@ -75,10 +84,7 @@ def problem_notes(
     notes: list[str] = []
     for (stat, problem), count in sorted(problems.items()):
         if problem == "range":
-            notes.append(
-                f"{path}: {count} memory events lie more than {MAX_TIME_PS / 1e12 / 86400:.0f} "
-                "days from the capture start (corrupt timestamps) and were skipped."
-            )
+            notes.append(out_of_range_note(path, count, "the capture start"))
         else:
             notes.append(
                 f"{path}: {count} memory events carry a {stat} stat that is not "
