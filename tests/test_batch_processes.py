@@ -18,8 +18,11 @@ from test_batch import GOOD, capture_files, make_tree, summary_bytes
 import traceparse
 
 
-def traceparse_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_traceparse(*args, timeout=300)
+def traceparse_cli(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m traceparse ARGS``, with time for a batch's worker processes."""
+    return run_traceparse(*args, timeout=300, env=env)
 
 
 def run_script(script: Path, *args: Path, timeout: float) -> subprocess.CompletedProcess[str]:
