@@ -49,7 +49,7 @@ elif what == "xprof":
     def run():
         raw_to_tool_data.xspace_to_tool_data([path], "memory_profile", {})
 else:
-    import traceparse, traceparse.loading  # the package is lazy: import what load uses
+    import traceparse, traceparse.core.loading  # the package is lazy: import what load uses
     def run(capture=path):
         prof = traceparse.load(capture)
         return prof.allocations, prof.timeline

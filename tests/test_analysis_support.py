@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from traceparse import Profile
-from traceparse.trace import EVENT_COLUMNS, STEP_MARKER_COLUMNS, MemoryTrace, empty_frame
+from traceparse.decode.trace import EVENT_COLUMNS, STEP_MARKER_COLUMNS, MemoryTrace, empty_frame
 
 GPU = "GPU_0_bfc"
 CAPACITY = 1 << 30

@@ -21,8 +21,8 @@ import traceparse
 from traceparse.batching import COLUMNS, BatchResult, tasks
 from traceparse.batching.lock import LOCK_NAME, output_lock
 from traceparse.batching.summary import SUMMARY_FILES
-from traceparse.discover import find_captures
 from traceparse.errors import UsageError
+from traceparse.files.discover import find_captures
 
 GOOD = ["keras_train", "leak", "eager_ops", "two_runs"]
 
@@ -378,7 +378,7 @@ def test_inputs_are_opened_read_only_and_left_unchanged(tree: Path, tmp_path: Pa
 
 
 def test_directory_names_are_safe_unique_and_stable() -> None:
-    from traceparse.discover import CaptureFile
+    from traceparse.files.discover import CaptureFile
 
     def capture(path: str) -> CaptureFile:
         run_dir, name = path.rsplit("/", 1)

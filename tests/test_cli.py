@@ -133,8 +133,8 @@ def test_importing_the_cli_loads_no_heavy_modules() -> None:
         import sys
         import traceparse
         before = set(sys.modules)
-        import traceparse.cli
-        traceparse.cli.build_parser()
+        import traceparse.cli.app
+        traceparse.cli.app.build_parser()
         added = set(sys.modules) - before
         heavy = ("tensorflow", "matplotlib", "pyarrow", "rich", "keras", "pandas", "numpy")
         print(sorted(m for m in added if m.split(".")[0] in heavy))

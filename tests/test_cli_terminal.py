@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from traceparse.cells import column_kind, render_plain_table
-from traceparse.cli import build_parser
-from traceparse.commands import COMMANDS
-from traceparse.commands._table import pick_columns, sort_rows
-from traceparse.commands.base import Command
+from traceparse.cli._table import pick_columns, sort_rows
+from traceparse.cli.app import build_parser
+from traceparse.cli.base import Command
+from traceparse.cli.commands import COMMANDS
 from traceparse.errors import UsageError
-from traceparse.terminal import Progress, Terminal
+from traceparse.output.cells import column_kind, render_plain_table
+from traceparse.output.terminal import Progress, Terminal
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -119,7 +119,7 @@ def test_progress_stays_hidden_for_short_work() -> None:
 
 
 def test_progress_shows_for_long_work_and_clears(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("traceparse.terminal.rich_available", lambda: False)
+    monkeypatch.setattr("traceparse.output.terminal.rich_available", lambda: False)
     err = io.StringIO()
     bar = Progress("Reading", 2, err, enabled=True, delay_s=0.05)
     bar.begin()
@@ -204,7 +204,7 @@ def test_adding_a_command_is_one_class(monkeypatch: pytest.MonkeyPatch) -> None:
             return 0
 
     monkeypatch.setitem(COMMANDS, "hello", HelloCommand)
-    from traceparse.cli import main
+    from traceparse.cli.app import main
 
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
@@ -218,7 +218,7 @@ def test_plain_output_without_rich_installed() -> None:
         """
         import sys
         sys.modules["rich"] = None
-        from traceparse.cli import main
+        from traceparse.cli.app import main
         sys.exit(main(["allocations", "fixtures/keras_train", "--top", "3"]))
         """
     )

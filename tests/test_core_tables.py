@@ -14,9 +14,9 @@ from conftest import MANIFEST, MEMORY_FIXTURES, fixture_file, xplane_files
 from reference import memory_events, replay
 
 import traceparse
-from traceparse.event_columns import INT_STATS, STR_STATS
-from traceparse.tables import ALLOCATION_COLUMNS
-from traceparse.trace import EVENT_COLUMNS, OP_TIME_COLUMNS, STEP_MARKER_COLUMNS
+from traceparse.decode.fields import INT_STATS, STR_STATS
+from traceparse.decode.trace import EVENT_COLUMNS, OP_TIME_COLUMNS, STEP_MARKER_COLUMNS
+from traceparse.tables.build import ALLOCATION_COLUMNS
 
 xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
 

@@ -15,7 +15,7 @@ from reference import memory_events
 
 import traceparse
 from traceparse._proto import xplane_pb2
-from traceparse.decode import decode_xspace
+from traceparse.decode.xspace import decode_xspace
 
 START_NS = 1_795_961_080_992_152_166
 # Stat ids are positions in this list, plus one.
@@ -242,7 +242,7 @@ def test_negative_event_metadata_ids_are_matched_as_written() -> None:
 def test_roots_are_preferred_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     # Events are decoded a few at a time: a batch holding only a plain marker must
     # not keep it when another batch has root markers.
-    monkeypatch.setattr(traceparse.decode, "_EVENTS_PER_BATCH", 2)
+    monkeypatch.setattr(traceparse.decode.xspace, "_EVENTS_PER_BATCH", 2)
     b = SpaceBuilder()
     line = b.line()
     b.event(line, 3, 0, step_num=7).duration_ps = 100  # not a root event: ignored
@@ -262,7 +262,7 @@ def test_batching_does_not_change_the_tables(monkeypatch: pytest.MonkeyPatch) ->
         alloc(b, lines[i % 3], 1000 - 7 * i, addr=i + 1, size=256 * (i + 1), total=256 * (i + 1))
         b.event(lines[i % 3], 3, 10 * i, step_num=i, _r=1).duration_ps = 5
     whole = b.decode()
-    monkeypatch.setattr(traceparse.decode, "_EVENTS_PER_BATCH", 3)
+    monkeypatch.setattr(traceparse.decode.xspace, "_EVENTS_PER_BATCH", 3)
     batched = b.decode()
     pd.testing.assert_frame_equal(whole.traces[0].events, batched.traces[0].events)
     pd.testing.assert_frame_equal(whole.step_markers, batched.step_markers)

@@ -7,7 +7,13 @@ import pandas as pd
 import pytest
 
 from traceparse import estimate_bytes
-from traceparse.dtypes import dtype_code, dtype_name, estimate_columns, estimate_status, parse_shape
+from traceparse.tables.dtypes import (
+    dtype_code,
+    dtype_name,
+    estimate_columns,
+    estimate_status,
+    parse_shape,
+)
 
 
 def test_the_seed_example() -> None:

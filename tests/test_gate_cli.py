@@ -1,7 +1,7 @@
 """``traceparse check``, ``baseline`` and ``diff`` as users run them.
 
 The exit-code tests run the real command in a subprocess; the rest call
-``traceparse.cli.main`` in this process (the same code, faster).
+``traceparse.cli.app.main`` in this process (the same code, faster).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, MANIFEST, REPO
 
-from traceparse.cli import main
+from traceparse.cli.app import main
 
 TWO_RUNS = MANIFEST["fixtures"]["two_runs"]
 SMALL = str(FIXTURES / "two_runs" / "plugins" / "profile" / TWO_RUNS["runs"][0]["run"])

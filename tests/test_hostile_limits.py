@@ -18,17 +18,18 @@ import pytest
 from conftest import FIXTURES, fixture_file
 
 import traceparse
-from traceparse import cli, decode
+from traceparse.cli import app as cli
 
 # The module that holds the limits read_trace uses.
-from traceparse import loading as load_module
-from traceparse.discover import (
+from traceparse.core import loading as load_module
+from traceparse.decode import xspace as decode
+from traceparse.errors import EXIT_INPUT
+from traceparse.files.discover import (
     MAX_DECOMPRESSED_BYTES,
     MAX_PROTOBUF_BYTES,
     CaptureFile,
     read_bytes,
 )
-from traceparse.errors import EXIT_INPUT
 
 RUN = "plugins/profile/2026_01_01_00_00_00"
 

@@ -17,7 +17,7 @@ import pytest
 from test_decode import SpaceBuilder, alloc, free
 from test_report import assert_tables_well_formed, flat, markdown_tokens
 
-from traceparse import cli
+from traceparse.cli import app as cli
 from traceparse.report.escape import one_line
 
 # Names a model author (or whoever made the file) controls.

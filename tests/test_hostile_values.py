@@ -15,8 +15,8 @@ from test_decode import SpaceBuilder, alloc, free
 
 import traceparse
 from traceparse import Profile
+from traceparse.decode.limits import MAX_ALLOCATORS, MAX_BYTES, MAX_TIME_PS
 from traceparse.report import render_html, render_json, render_markdown
-from traceparse.sanity import MAX_ALLOCATORS, MAX_BYTES, MAX_TIME_PS
 
 T0 = 4967 * 1000  # the builder's default line timestamp, in ps
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, REPO, fixture_file
 
 import traceparse
-from traceparse.discover import find_captures
+from traceparse.files.discover import find_captures
 
 
 def test_a_file_a_run_directory_and_a_logdir_give_the_same_profile() -> None:
@@ -100,9 +100,9 @@ def test_import_is_lean_and_the_public_names_stay_functions() -> None:
     code = (
         "import sys, traceparse, traceparse.pytest_plugin;"
         "assert 'pandas' not in sys.modules, 'pandas imported';"
-        "import traceparse.batching.runners, traceparse.loading;"
+        "import traceparse.batching.runners, traceparse.core.loading;"
         "assert callable(traceparse.batch) and callable(traceparse.load);"
-        "assert traceparse.load.__module__ == 'traceparse.loading';"
+        "assert traceparse.load.__module__ == 'traceparse.core.loading';"
         "assert sorted(traceparse.__all__) == dir(traceparse);"
         "assert all(hasattr(traceparse, name) for name in traceparse.__all__)"
     )

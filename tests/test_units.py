@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from traceparse.atomic import atomic_write
 from traceparse.errors import UsageError
-from traceparse.export import format_from_path, neutralise_cell, to_csv, to_json, to_parquet
-from traceparse.units import (
+from traceparse.files.atomic import atomic_write
+from traceparse.output.export import format_from_path, neutralise_cell, to_csv, to_json, to_parquet
+from traceparse.output.units import (
     format_bytes,
     format_count,
     format_duration_ps,

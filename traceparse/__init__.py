@@ -32,20 +32,20 @@ from traceparse.errors import (
 if TYPE_CHECKING:
     from traceparse.batching import batch
     from traceparse.capture import Capture, profile
-    from traceparse.dtypes import Estimate, estimate_bytes
-    from traceparse.loading import load, load_all
-    from traceparse.profile_data import Profile
+    from traceparse.core.loading import load, load_all
+    from traceparse.core.profile import Profile
+    from traceparse.tables.dtypes import Estimate, estimate_bytes
 
 # Public name -> the module that defines it.
 _LAZY = {
     "batch": "traceparse.batching",
     "Capture": "traceparse.capture",
     "profile": "traceparse.capture",
-    "Estimate": "traceparse.dtypes",
-    "estimate_bytes": "traceparse.dtypes",
-    "load": "traceparse.loading",
-    "load_all": "traceparse.loading",
-    "Profile": "traceparse.profile_data",
+    "Estimate": "traceparse.tables.dtypes",
+    "estimate_bytes": "traceparse.tables.dtypes",
+    "load": "traceparse.core.loading",
+    "load_all": "traceparse.core.loading",
+    "Profile": "traceparse.core.profile",
 }
 
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
-    from traceparse.profile_data import Profile
+    from traceparse.core.profile import Profile
 
 __all__ = ["Capture", "ScriptResult", "profile", "run_script"]
 
@@ -283,12 +283,12 @@ class Capture(AbstractContextManager["Capture"]):
         return trace
 
     def load(self) -> Profile:
-        """Read this capture: ``traceparse.loading.load(self.run_dir)``."""
+        """Read this capture: ``traceparse.core.loading.load(self.run_dir)``."""
         if self._state != _STOPPED:
             raise UsageError("stop the capture (leave its with-block) before loading it")
         if self.run_dir is None:
             raise CaptureError(f"the capture wrote no files under {self.logdir}", path=self.logdir)
-        from traceparse.loading import load
+        from traceparse.core.loading import load
 
         return load(self.run_dir)
 

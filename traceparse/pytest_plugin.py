@@ -45,8 +45,8 @@ import pytest
 
 if TYPE_CHECKING:
     from traceparse.capture import Capture
+    from traceparse.core.profile import Profile
     from traceparse.gate.budgets import Budgets, Result
-    from traceparse.profile_data import Profile
 
 __all__ = ["TFMemory"]
 
@@ -340,7 +340,7 @@ def _save_report(state: TFMemory) -> None:
     try:
         profile = state.profile
         text = _report_text(state, profile, fmt)
-        from traceparse.atomic import atomic_write
+        from traceparse.files.atomic import atomic_write
 
         atomic_write(path, text)
     except (TraceparseError, OSError) as exc:

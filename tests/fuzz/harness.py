@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import traceparse
-from traceparse.export import to_csv
+from traceparse.output.export import to_csv
 from traceparse.report import render_html, render_json, render_markdown
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

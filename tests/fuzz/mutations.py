@@ -35,9 +35,9 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from traceparse import wire
 from traceparse._proto import memory_profile_pb2, xplane_pb2
-from traceparse.sanity import BYTE_STATS
+from traceparse.decode import wire
+from traceparse.decode.limits import BYTE_STATS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
 from traceparse.analysis.steps import STEP_ID
-from traceparse.units import format_bytes
+from traceparse.output.units import format_bytes
 
 MIN_STEPS = 3
 

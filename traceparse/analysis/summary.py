@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.leaks import LeakReport
-from traceparse.units import format_bytes
+from traceparse.output.units import format_bytes
 
 TOP = 10
 

@@ -36,8 +36,8 @@ from traceparse.batching.tasks import (
     run_task,
     task_for,
 )
-from traceparse.discover import CaptureFile, find_captures, is_url
 from traceparse.errors import EXIT_INPUT, EXIT_OK, TraceparseError, UsageError
+from traceparse.files.discover import CaptureFile, find_captures, is_url
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -12,9 +12,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from traceparse.atomic import atomic_write
-from traceparse.discover import is_url
 from traceparse.errors import CaptureNotFoundError, InputError
+from traceparse.files.atomic import atomic_write
+from traceparse.files.discover import is_url
 
 if TYPE_CHECKING:
     from traceparse.batching.tasks import Outcome, Task

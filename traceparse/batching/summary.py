@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from traceparse.analysis import PARTS
-from traceparse.atomic import atomic_write
+from traceparse.files.atomic import atomic_write
+from traceparse.output.units import format_bytes, format_count, format_percent
 from traceparse.report.escape import md_code, md_text
-from traceparse.units import format_bytes, format_count, format_percent
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,7 +65,7 @@ def write_summaries(frame: pd.DataFrame, outdir: str) -> tuple[list[str], list[s
     Returns (paths written, notes). Without pyarrow the Parquet file is left
     out, with a note, rather than failing a finished batch.
     """
-    from traceparse.export import to_csv, to_parquet
+    from traceparse.output.export import to_csv, to_parquet
 
     written: list[str] = []
     notes: list[str] = []
@@ -148,7 +148,7 @@ def _rows(frame: pd.DataFrame) -> Any:
 
 
 def _missing(value: Any) -> bool:
-    from traceparse.units import is_missing
+    from traceparse.output.units import is_missing
 
     return bool(is_missing(value))
 

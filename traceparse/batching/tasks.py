@@ -27,8 +27,8 @@ from traceparse.batching.store import (
     store,
     stored_quietly,
 )
-from traceparse.discover import CaptureFile
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError, TraceparseError
+from traceparse.files.discover import CaptureFile
 
 if TYPE_CHECKING:
     from traceparse.report import Format
@@ -167,8 +167,8 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
     """(outcome, whether to store it). Errors the input's bytes decide are stored too."""
     capture = task.capture
     try:
-        from traceparse.loading import read_trace
-        from traceparse.profile_data import Profile
+        from traceparse.core.loading import read_trace
+        from traceparse.core.profile import Profile
         from traceparse.report import write_report
 
         profile = Profile([read_trace(capture)], run=capture.run)

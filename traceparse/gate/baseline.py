@@ -35,7 +35,7 @@ from traceparse.errors import InputError
 from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
 
 if TYPE_CHECKING:
-    from traceparse.profile_data import Profile
+    from traceparse.core.profile import Profile
 
 __all__ = [
     "BASELINE_FORMAT",

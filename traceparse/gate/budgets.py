@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, baseline_of, is_baseline_file, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
-from traceparse.units import format_bytes, format_percent, parse_bytes, parse_percent
+from traceparse.output.units import format_bytes, format_percent, parse_bytes, parse_percent
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from traceparse.analysis.summary import AllocatorSummary
-    from traceparse.profile_data import Profile
+    from traceparse.core.profile import Profile
 
 __all__ = [
     "BUDGET_NAMES",
@@ -196,7 +196,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """A baseline file, or the figures of a capture (directory or capture file) to compare with."""
     if is_baseline_file(path):
         return read_baseline(path)
-    from traceparse.loading import load
+    from traceparse.core.loading import load
 
     return baseline_of(load(path))
 
@@ -491,7 +491,7 @@ def _op_name(op: Any) -> str:
 
 
 def _missing(value: Any) -> bool:
-    from traceparse.units import is_missing
+    from traceparse.output.units import is_missing
 
     return is_missing(value)
 

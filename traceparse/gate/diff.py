@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from traceparse.gate.figures import AllocatorFigures, OpFigures, pair_allocators, rollup
-from traceparse.units import format_bytes, format_percent
+from traceparse.output.units import format_bytes, format_percent
 
 __all__ = ["EXPLAIN_MAX_ROWS", "AllocatorDiff", "By", "DiffRow", "diff_figures"]
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from traceparse.gate.diff import AllocatorDiff, DiffRow
+from traceparse.output.units import format_bytes, format_count
 from traceparse.report.escape import html_text, md_code, md_text
-from traceparse.units import format_bytes, format_count
 
 if TYPE_CHECKING:
-    from traceparse.terminal import Terminal
+    from traceparse.output.terminal import Terminal
 
 __all__ = [
     "DIFF_SCHEMA_VERSION",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from traceparse.profile_data import Profile
+    from traceparse.core.profile import Profile
 
 __all__ = [
     "NO_OP",

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from traceparse.gate.budgets import Result
+from traceparse.output.units import format_bytes, format_percent
 from traceparse.report.escape import md_code, md_text
-from traceparse.units import format_bytes, format_percent
 
 if TYPE_CHECKING:
-    from traceparse.profile_data import Profile
+    from traceparse.core.profile import Profile
 
 __all__ = ["check_markdown", "failure_message", "top_tensors_lines", "verdict_line"]
 
@@ -91,7 +91,7 @@ def top_tensors_lines(
     profile: Profile, host: str, allocator: str, top: int = TOP_TENSORS
 ) -> list[str]:
     """A plain aligned table of the largest allocations live at the allocator's peak."""
-    from traceparse.cells import column_kind, format_cell, render_plain_table
+    from traceparse.output.cells import column_kind, format_cell, render_plain_table
 
     live = profile.live_at_peak(allocator=allocator, host=host)
     columns = ["op", "dtype", "shape", "region", "requested_bytes", "allocated_bytes", "step"]

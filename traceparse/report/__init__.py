@@ -67,7 +67,7 @@ def write_report(
         ) from None
     text = render(list(profiles), None)
     if path is not None:
-        from traceparse.atomic import atomic_write
+        from traceparse.files.atomic import atomic_write
 
         atomic_write(path, text)
     return text

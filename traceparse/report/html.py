@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
 from traceparse.report.source import ProfileLike
 from traceparse.report.style import CSP, STYLE
@@ -25,7 +26,6 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
-from traceparse.units import is_missing
 
 __all__ = ["render_html", "render_html_view"]
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traceparse.output.units import format_bytes, format_duration_ps
 from traceparse.report.escape import html_text, one_line
-from traceparse.units import format_bytes, format_duration_ps
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

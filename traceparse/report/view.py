@@ -16,16 +16,16 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from traceparse.cells import NUMERIC_KINDS, column_kind, format_cell
-from traceparse.cells import Kind as TermKind
-from traceparse.report.source import AllocatorSummaryLike, ProfileLike
-from traceparse.units import (
+from traceparse.output.cells import NUMERIC_KINDS, column_kind, format_cell
+from traceparse.output.cells import Kind as TermKind
+from traceparse.output.units import (
     format_bytes,
     format_count,
     format_duration_ps,
     format_percent,
     is_missing,
 )
+from traceparse.report.source import AllocatorSummaryLike, ProfileLike
 
 __all__ = [
     "AllocatorView",

@@ -1,0 +1,67 @@
+"""Reading captures for a command, with a progress bar for slow reads."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from traceparse.output.units import format_bytes
+
+if TYPE_CHECKING:
+    from traceparse.core.profile import Profile
+    from traceparse.decode.trace import MemoryTrace
+    from traceparse.files.discover import CaptureFile
+    from traceparse.output.terminal import Terminal
+
+
+def _size(capture: CaptureFile) -> str:
+    try:
+        return f" ({format_bytes(os.path.getsize(capture.path))})"
+    except OSError:
+        return ""
+
+
+def _read(captures: Sequence[CaptureFile], term: Terminal) -> list[MemoryTrace]:
+    from traceparse.core.loading import read_trace
+
+    traces: list[MemoryTrace] = []
+    with term.progress("Reading captures", total=len(captures)) as bar:
+        for capture in captures:
+            bar.update(f"Reading {os.path.basename(capture.path)}{_size(capture)}")
+            traces.append(read_trace(capture))
+            bar.advance()
+    return traces
+
+
+def load_each(paths: Sequence[str], term: Terminal) -> list[Profile]:
+    """One ``Profile`` per run and host under every path, oldest run first (``load_all``)."""
+    from traceparse.core.profile import Profile
+    from traceparse.files.discover import find_captures
+
+    captures = [capture for path in paths for capture in find_captures(path)]
+    traces = _read(captures, term)
+    return [
+        Profile([trace], run=capture.run) for capture, trace in zip(captures, traces, strict=True)
+    ]
+
+
+def load_newest(path: str, term: Terminal) -> Profile:
+    """The newest run under ``path``, all its hosts in one ``Profile`` (``load``).
+
+    When the path holds several runs, a note says which one is shown.
+    """
+    from traceparse.core.profile import Profile
+    from traceparse.files.discover import find_captures
+
+    captures = find_captures(path)
+    newest = captures[-1].run_dir
+    runs = sorted({c.run for c in captures})
+    if len(runs) > 1:
+        term.note(
+            f"{path} holds {len(runs)} runs; showing the newest, {captures[-1].run}. "
+            "Give a run directory to see another."
+        )
+    mine = [c for c in captures if c.run_dir == newest]
+    traces = _read(mine, term)
+    return Profile(traces, run=mine[0].run)

@@ -1,0 +1,120 @@
+"""The summary of captures on a terminal; shared by ``summary``, ``run`` and ``demo``.
+
+It walks the same view the Markdown and HTML reports are built from
+(``traceparse.report.view``), so labels, units and column choices agree
+across the terminal and the reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceparse.core.profile import Profile
+    from traceparse.output.terminal import Terminal
+
+# Per-allocator tables the terminal summary leaves to their own subcommand.
+_SKIPPED_TABLES = {"steps": "traceparse steps"}
+# Columns of the reports' tables that make a terminal line too long; the report,
+# `traceparse peak` and `traceparse allocations` show them.
+_NARROW = {"top_tensors": {"Type", "Region", "Shape × dtype", "Estimate", "Allocated at"}}
+# Tables that only make sense whole (their rows add up to the peak).
+_ALWAYS_WHOLE = {"attribution"}
+_VERDICT_STYLES = {"ok": "green", "warn": "bold yellow", "unknown": "dim"}
+
+
+def _capture_label(paths: Sequence[str]) -> str:
+    if len(paths) == 1:
+        return paths[0]
+    return f"{paths[0]} (+{len(paths) - 1} more hosts)"
+
+
+def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 10) -> None:
+    """Per capture and allocator: peak, capacity, top tensors and ops, attribution, leaks."""
+    from traceparse import __version__
+    from traceparse.report.view import build_view
+
+    with term.progress("Analysing", total=len(profiles)) as bar:
+        for profile in profiles:
+            profile.summary()  # computed once and cached; the view below reuses it
+            bar.advance()
+        view = build_view(profiles, __version__)
+
+    for index, pv in enumerate(view.profiles):
+        if index:
+            term.line()
+        term.heading(_capture_label(pv.paths), level=1)
+        term.fields(
+            [("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))]
+        )
+        if not pv.allocators:
+            term.line()
+            term.line("No memory events: nothing to attribute (see the diagnostics below).")
+        for av in pv.allocators:
+            term.line()
+            term.heading(f"Allocator {av.allocator} on {av.host}", level=2)
+            _print_facts(av, term)
+            for table in av.tables:
+                if table.key in _SKIPPED_TABLES:
+                    continue
+                term.line()
+                _print_table(table, term, top)
+            if av.diagnostics:
+                term.line()
+                term.line("Diagnostics", style="bold")
+                term.bullets(av.diagnostics, style="yellow")
+        if pv.diagnostics:
+            term.line()
+            term.line("Diagnostics", style="bold")
+            term.bullets(pv.diagnostics, style="yellow")
+
+
+def _print_facts(av: Any, term: Terminal) -> None:
+    rows: list[tuple[str, str]] = []
+    styles: dict[str, str] = {}
+    for fact in av.facts:
+        if fact.value == "-" and not fact.detail:
+            continue  # unknown here (CPU allocators report no capacity): say nothing
+        text = fact.value if not fact.detail else f"{fact.value} ({fact.detail})"
+        if fact.label == "Leak check":
+            # The message usually states the verdict itself; do not say it twice.
+            if not fact.detail:
+                text = fact.value
+            elif fact.value.lower() in fact.detail.lower():
+                text = fact.detail
+            else:
+                text = f"{fact.value}: {fact.detail}"
+            styles[fact.label] = _VERDICT_STYLES.get(av.verdict_level, "")
+        rows.append((fact.label, text))
+    term.fields(rows, styles=styles)
+
+
+def _print_table(table: Any, term: Terminal, top: int) -> None:
+    hidden_headers = _NARROW.get(table.key, set())
+    keep = [i for i, header in enumerate(table.headers) if header not in hidden_headers]
+    rows = [[row[i].text for i in keep] for row in table.rows]
+    shown = rows[:top] if top and table.key not in _ALWAYS_WHOLE else rows
+    hidden = table.total_rows - len(shown)
+    footer = f"… {hidden} more {'row' if hidden == 1 else 'rows'}" if hidden > 0 else None
+    term.text_table(
+        [table.headers[i] for i in keep],
+        shown,
+        right=[table.numeric[i] for i in keep],
+        title=table.title,
+        footer=footer,
+    )
+
+
+def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
+    """The summary as plain data, for ``--format json``."""
+    return [
+        {
+            "run": profile.run,
+            "hosts": list(profile.hosts),
+            "paths": list(profile.paths),
+            "allocators": [summary.to_dict() for summary in profile.summary()],
+            "diagnostics": list(profile.diagnostics),
+        }
+        for profile in profiles
+    ]

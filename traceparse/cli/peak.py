@@ -1,0 +1,87 @@
+"""``traceparse peak``: what is live at each allocator's peak."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli._table import TableCommand
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.core.profile import Profile
+    from traceparse.output.terminal import Terminal
+
+
+class PeakCommand(TableCommand):
+    """What holds the memory at the peak: every allocation live at that instant.
+
+    For each allocator in the newest run under PATH, finds the moment with the
+    most bytes in use and lists the allocations live then, largest first;
+    memory allocated before the capture started shows as its own row, so the
+    rows add up to the allocator's own counter. --per-allocator prints the
+    peaks themselves instead: time, step, bytes in use, heap, reserved,
+    available, capacity and fragmentation.
+    """
+
+    name = "peak"
+    noun = "Allocations live at the peak"
+    default_sort = ("allocated_bytes", "in_use_bytes", "bytes")
+    display_columns = (
+        "op",
+        "dtype",
+        "shape",
+        "region",
+        "requested_bytes",
+        "allocated_bytes",
+        "padding_bytes",
+        "alloc_ps",
+        "step",
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--per-allocator",
+            action="store_true",
+            help="one row per allocator: its peak, instead of the allocations live at it",
+        )
+
+    def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        if args.per_allocator:
+            return profile.peak
+        return profile.live_at_peak(allocator=args.allocator, host=args.host)
+
+    def describe(self, profile: Profile, args: argparse.Namespace) -> str:
+        if args.per_allocator:
+            return f"Peaks in run {profile.run} ({profile.host})"
+        return f"Allocations live at the peak in run {profile.run} ({profile.host})"
+
+    def _display(self, table: pd.DataFrame) -> list[str]:
+        if "in_use_bytes" in table.columns:  # --per-allocator
+            single_host = "host" in table.columns and table["host"].nunique() <= 1
+            return [c for c in table.columns if c != "event" and not (single_host and c == "host")]
+        return super()._display(table)
+
+    def before_table(self, profile: Profile, args: argparse.Namespace, term: Terminal) -> None:
+        if args.per_allocator:
+            return
+        from traceparse.output.units import format_bytes, format_duration_ps, is_missing
+
+        peaks = profile.peak
+        lines = []
+        for row in peaks.itertuples(index=False):
+            if args.allocator is not None and str(row.allocator) != args.allocator:
+                continue
+            if args.host is not None and str(row.host) != args.host:
+                continue
+            where = f"at {format_duration_ps(row.time_ps)}"
+            if not is_missing(row.step):
+                where += f", step {row.step}"
+            lines.append(
+                f"{row.allocator} on {row.host}: peak {format_bytes(row.in_use_bytes)} {where}"
+            )
+        for line in lines:
+            term.line(line, style="bold")
+        if lines:
+            term.line()

@@ -1,0 +1,80 @@
+"""``traceparse report``: a Markdown, HTML or JSON report of captures."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Literal, cast
+
+from traceparse.cli.base import Command
+from traceparse.errors import UsageError
+
+if TYPE_CHECKING:
+    from traceparse.core.profile import Profile
+    from traceparse.output.terminal import Terminal
+
+REPORT_FORMATS = ("md", "html", "json")
+
+
+class ReportCommand(Command):
+    """Write a report of captures: Markdown (CI job summaries), HTML with plots, or JSON.
+
+    Covers every run and host under each PATH: the peak per allocator and what
+    holds it, top tensors, ops and scopes, the attribution, steps, leaks and
+    diagnostics. The HTML report is one self-contained file with its plots
+    inline. With -o the file is written atomically; without it the report goes
+    to stdout. The format follows -o's extension unless --format is given.
+    """
+
+    name = "report"
+
+    @classmethod
+    def epilog(cls) -> str:
+        return (
+            "examples:\n"
+            "  traceparse report logs/ -o report.html\n"
+            '  traceparse report logs/ --format md >> "$GITHUB_STEP_SUMMARY"\n'
+            "  traceparse report runA/ runB/ --format json -o report.json"
+        )
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "paths", nargs="+", metavar="PATH", help="log directory, run directory or capture file"
+        )
+        parser.add_argument(
+            "--format",
+            choices=REPORT_FORMATS,
+            help="md, html or json (default: from -o's extension, else md)",
+        )
+        parser.add_argument(
+            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
+        )
+
+    def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        from traceparse.cli._loading import load_each
+        from traceparse.output.export import format_from_path
+
+        implied = format_from_path(args.output)
+        fmt = args.format or (implied if implied in REPORT_FORMATS else "md")
+        if fmt == "html" and args.output is None and term.interactive:
+            raise UsageError("an HTML report is a file: add -o report.html")
+        profiles = load_each(args.paths, term)
+        text = write(profiles, fmt, args.output, term)
+        if args.output is None:
+            term.raw(text)
+        else:
+            term.note(f"Wrote {args.output}")
+        return 0
+
+
+def write(profiles: list[Profile], fmt: str, path: str | None, term: Terminal) -> str:
+    """Render (and with ``path`` write) a report, with a progress display."""
+    from traceparse.report import write_report
+
+    with term.progress(f"Writing the {fmt} report"):
+        try:
+            return write_report(profiles, cast(Literal["md", "html", "json"], fmt), path)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UsageError(
+                f"{path}: cannot write the report ({reason}); choose another -o", path
+            ) from exc

@@ -1,0 +1,107 @@
+"""``traceparse run``: profile an unmodified Python script, then summarise it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from traceparse.cli.base import Command, seconds_type
+from traceparse.errors import TraceparseError
+
+if TYPE_CHECKING:
+    from traceparse.output.terminal import Terminal
+
+DEFAULT_LOGDIR = "traceparse-logs"
+
+
+class RunCommand(Command):
+    """Run a Python script under the TensorFlow profiler, then summarise its memory.
+
+    The script runs as `python SCRIPT ARGS...` would run it (same sys.argv,
+    __name__ == "__main__", its directory first on sys.path) with its own
+    stdout, stderr and exit code: traceparse exits with the script's code. The
+    capture goes to LOGDIR/plugins/profile/<run>/, and the summary is printed
+    on stderr afterwards, so the script's stdout stays its own. Everything after
+    SCRIPT is passed to the script. Needs TensorFlow.
+    """
+
+    name = "run"
+
+    @classmethod
+    def epilog(cls) -> str:
+        return (
+            "examples:\n"
+            "  traceparse run train.py --epochs 1\n"
+            "  traceparse run --logdir logs/ --delay 10 --duration 5 train.py"
+        )
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--logdir",
+            default=DEFAULT_LOGDIR,
+            metavar="DIR",
+            help=f"where the profiler writes the capture (default ./{DEFAULT_LOGDIR})",
+        )
+        parser.add_argument(
+            "--delay",
+            type=seconds_type,
+            metavar="SECONDS",
+            help="start profiling this long after the script starts (skip start-up), "
+            "e.g. 10 or 1.5s or 500ms",
+        )
+        parser.add_argument(
+            "--duration",
+            type=seconds_type,
+            metavar="SECONDS",
+            help="stop profiling this long after it started (default: when the script ends)",
+        )
+        parser.add_argument(
+            "--no-summary",
+            action="store_true",
+            help="only capture; print where the capture is",
+        )
+        parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+        parser.add_argument(
+            "script_args",
+            nargs=argparse.REMAINDER,
+            metavar="ARGS",
+            help="arguments for the script",
+        )
+
+    def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        from traceparse.capture import run_script
+
+        result = run_script(
+            args.script,
+            list(args.script_args),
+            logdir=args.logdir,
+            delay_s=args.delay,
+            duration_s=args.duration,
+        )
+        sys.stdout.flush()
+        report = term.for_stream(sys.stderr)
+        run_dir = result.capture.run_dir
+        if run_dir is None:
+            report.warn(
+                f"the profiler wrote nothing under {args.logdir}: the script ended before "
+                "--delay was up; use a shorter --delay"
+            )
+            return result.exit_code
+        try:
+            if not args.no_summary:
+                from traceparse.cli._loading import load_each
+                from traceparse.cli._summary_view import print_summaries
+
+                report.line()
+                print_summaries(load_each([str(run_dir)], report), report)
+        except TraceparseError as exc:
+            # The script's exit code matters more than a summary that failed.
+            print(f"traceparse: error: {exc}", file=sys.stderr)
+            return result.exit_code or exc.exit_code
+        report.line()
+        report.line(f"Capture: {run_dir}")
+        report.note(f"Next: traceparse report {run_dir} --format html -o report.html")
+        if result.exit_code:
+            report.note(f"The script exited with code {result.exit_code}.")
+        return result.exit_code

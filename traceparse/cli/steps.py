@@ -1,0 +1,51 @@
+"""``traceparse steps``: memory per step."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli._table import TableCommand
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.core.profile import Profile
+
+
+class StepsCommand(TableCommand):
+    """Memory per step: what each training step allocated, freed and kept.
+
+    One row per allocator and step in the newest run under PATH (steps come
+    from step markers such as traceparse's cap.step(n), else from the
+    allocator's own step ids): start and end, allocations, bytes allocated and
+    freed, peak in use, in use at the start and end, and the growth a leak
+    would show. In step order.
+    """
+
+    name = "steps"
+    noun = "Steps"
+    default_sort = ("step",)
+    display_columns = (
+        "step",
+        "start_ps",
+        "duration_ps",
+        "allocations",
+        "allocated_bytes",
+        "freed_bytes",
+        "peak_in_use_bytes",
+        "in_use_end_bytes",
+        "growth_bytes",
+    )
+
+    def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        return profile.steps
+
+    def empty_message(self, profile: Profile) -> str:
+        if profile.allocations.empty:
+            return "No steps: the capture has no memory events."
+        return (
+            "No steps: the capture has no step markers. Mark steps with "
+            "`with cap.step(n):` (traceparse.profile) or tf.profiler.experimental.Trace"
+            "('train', step_num=n, _r=1)."
+        )

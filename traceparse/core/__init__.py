@@ -1,0 +1,1 @@
+"""``Profile`` (the tables and analyses of one run) and ``load``/``load_all``."""

@@ -1,0 +1,55 @@
+"""``load`` and ``load_all``: from a path to ``Profile`` objects."""
+
+from __future__ import annotations
+
+import os
+from itertools import groupby
+
+from traceparse.core.profile import Profile
+from traceparse.decode.memory_profile import decode_memory_profile
+from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.xspace import decode_xspace
+from traceparse.files.discover import (
+    MAX_DECOMPRESSED_BYTES,
+    MAX_PROTOBUF_BYTES,
+    CaptureFile,
+    find_captures,
+    read_bytes,
+)
+
+PathLike = str | os.PathLike[str]
+
+
+def read_trace(capture: CaptureFile) -> MemoryTrace:
+    """Decode one capture file, whatever its format."""
+    # Protobuf files stop at protobuf's limit; JSON at the decompression limit.
+    binary = capture.format in ("xplane", "memory_profile")
+    data = read_bytes(capture, MAX_PROTOBUF_BYTES if binary else MAX_DECOMPRESSED_BYTES)
+    if capture.format == "xplane":
+        return decode_xspace(data, path=capture.path, host=capture.host)
+    return decode_memory_profile(
+        data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
+    )
+
+
+def load(path: PathLike) -> Profile:
+    """The newest run under ``path`` (a logdir, a run directory or a capture file).
+
+    All hosts of that run are in the one ``Profile``; tables have a ``host``
+    column. Raises a ``TraceparseError`` subclass for a bad path or file.
+    """
+    captures = find_captures(path)
+    newest = captures[-1].run_dir
+    return Profile([read_trace(c) for c in captures if c.run_dir == newest], run=_run(newest))
+
+
+def load_all(path: PathLike) -> list[Profile]:
+    """One ``Profile`` per run and host under ``path``, oldest run first."""
+    profiles: list[Profile] = []
+    for run_dir, group in groupby(find_captures(path), key=lambda c: c.run_dir):
+        profiles.extend(Profile([read_trace(c)], run=_run(run_dir)) for c in group)
+    return profiles
+
+
+def _run(run_dir: str) -> str:
+    return run_dir.rstrip("/").rsplit("/", 1)[-1]

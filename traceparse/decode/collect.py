@@ -1,0 +1,237 @@
+"""Build the memory-event, step-marker and op-time tables from decoded batches.
+
+Each batch of decoded events leaves its rows here as numpy arrays; every table
+is made once, at the end, in its final order and dtypes. Nothing pandas is made
+per batch: a frame or a categorical costs pandas about a millisecond however
+few its rows, and batches are many.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from traceparse.decode.fields import INT_STATS, STR_STATS, DecodedEvents
+from traceparse.decode.limits import within_time
+from traceparse.decode.trace import (
+    EVENT_COLUMNS,
+    OP_TIME_COLUMNS,
+    STEP_MARKER_COLUMNS,
+    categorical_take,
+    codes_used,
+    empty_frame,
+)
+
+
+class Labels:
+    """Distinct text values, each with a code that holds across batches."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def encode(self, codes: np.ndarray, labels: Sequence[str | None]) -> np.ndarray:
+        """Batch codes into ``labels`` (-1 for none) as codes into these values;
+        a None label is none too. Only the labels used are looked up."""
+        used, inverse = codes_used(codes, len(labels))
+        mapping = np.array([-1 if i < 0 else self.code(labels[i]) for i in used.tolist()])
+        return mapping.astype(np.int64)[inverse]
+
+    def code(self, label: str | None) -> int:
+        """``label``'s code, given on first sight; -1 for None."""
+        if label is None:
+            return -1
+        code = self._codes.get(label)
+        if code is None:
+            code = self._codes[label] = len(self.values)
+            self.values.append(label)
+        return code
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        return categorical_take(np.array(self.values, dtype=object), codes)
+
+
+class _Columns:
+    """Named numpy columns, gathered in parts."""
+
+    def __init__(self) -> None:
+        self.parts: defaultdict[str, list[np.ndarray]] = defaultdict(list)
+        self.rows = 0
+
+    def add(self, columns: dict[str, np.ndarray]) -> None:
+        for name, values in columns.items():
+            self.parts[name].append(values)
+        self.rows += len(next(iter(columns.values())))
+
+    def joined(self) -> dict[str, np.ndarray]:
+        return {name: np.concatenate(parts) for name, parts in self.parts.items()}
+
+    def take(self, name: str, order: np.ndarray | None = None) -> np.ndarray:
+        """Column ``name`` whole (in ``order`` if given), its parts let go: the
+        columns are made one at a time so that peak memory stays near one copy."""
+        values = np.concatenate(self.parts.pop(name))
+        return values if order is None else values[order]
+
+
+class MemoryEvents:
+    """The memory events of a capture, gathered batch by batch; ``frame()`` is
+    the events table (``trace.EVENT_COLUMNS``) in time order."""
+
+    def __init__(self, problems: Counter[tuple[str, str]]) -> None:
+        # (stat, problem) -> memory events with it; said once per kind at the end.
+        self.problems = problems
+        self._columns = _Columns()
+        self._labels = {"plane": Labels(), **{column: Labels() for column in STR_STATS.values()}}
+
+    def add(
+        self,
+        decoded: DecodedEvents,
+        is_memory: np.ndarray,
+        is_allocation: np.ndarray,
+        plane: str,
+        plane_index: int,
+    ) -> None:
+        """The events of ``decoded`` where ``is_memory``. A stat of the wrong type is
+        NA, and an event out of time range is left out; ``problems`` counts both."""
+        columns: dict[str, np.ndarray] = {}
+        for stat, column in INT_STATS.items():
+            values, valid = decoded.int_stat(stat)
+            self._count(stat, is_memory & decoded.present(stat) & ~valid)
+            columns[column], columns[f"{column}.valid"] = values, valid
+        values, valid = decoded.float_stat("fragmentation")
+        wrong = decoded.present("fragmentation") & ~decoded.is_number("fragmentation")
+        self._count("fragmentation", is_memory & wrong)
+        columns["fragmentation"], columns["fragmentation.valid"] = values, valid
+        for stat, column in STR_STATS.items():
+            codes, labels = decoded.str_codes(stat)
+            columns[column] = self._labels[column].encode(codes, labels)
+            self._count(stat, is_memory & decoded.present(stat) & (columns[column] < 0))
+        self._name_devices(decoded, columns["allocator"], is_memory)
+        self._count_out_of_range(is_memory & ~decoded.in_range)
+        rows = np.flatnonzero(is_memory & decoded.in_range)
+        picked = {name: values[rows] for name, values in columns.items()}
+        picked["plane"] = np.full(rows.size, self._labels["plane"].code(plane))
+        picked["is_allocation"] = is_allocation[rows]
+        picked["time_ps"] = decoded.time_ps[rows]
+        picked["_plane"] = np.full(rows.size, plane_index)
+        picked["_order"] = decoded.order[rows]
+        self._columns.add(picked)
+
+    def _count(self, stat: str, wrong: np.ndarray) -> None:
+        count = int(np.count_nonzero(wrong))
+        if count:
+            self.problems[stat, "type"] += count
+
+    def _count_out_of_range(self, rows: np.ndarray) -> None:
+        count = int(np.count_nonzero(rows))
+        if count:
+            self.problems["time", "range"] += count
+
+    def _name_devices(
+        self, decoded: DecodedEvents, allocator: np.ndarray, is_memory: np.ndarray
+    ) -> None:
+        """TPU memory events name no allocator: xprof uses the device index."""
+        missing = is_memory & (allocator < 0)
+        for stat in ("index_on_host", "device_ordinal"):
+            if not missing.any():
+                return
+            values, valid = decoded.int_stat(stat)
+            fill = missing & valid
+            numbers, inverse = np.unique(values[fill], return_inverse=True)
+            labels = [str(number) for number in numbers.tolist()]
+            allocator[fill] = self._labels["allocator"].encode(inverse, labels)
+            missing &= ~fill
+
+    def frame(self) -> pd.DataFrame:
+        if not self._columns.rows:
+            return empty_frame(EVENT_COLUMNS)
+        columns = self._columns
+        # Time order; ties keep the file's order (plane, line, position in line).
+        time_ps = columns.take("time_ps")
+        order = np.lexsort([columns.take("_order"), columns.take("_plane"), time_ps])
+        table: dict[str, object] = {"time_ps": time_ps[order]}
+        del time_ps
+        for name, dtype in EVENT_COLUMNS.items():
+            if dtype == "category":
+                table[name] = self._labels[name].categorical(columns.take(name, order))
+            elif dtype in ("Int64", "Float64"):
+                values, valid = columns.take(name, order), columns.take(f"{name}.valid", order)
+                masked = pd.arrays.IntegerArray if dtype == "Int64" else pd.arrays.FloatingArray
+                table[name] = masked(values, ~valid)
+            elif name != "time_ps":
+                table[name] = columns.take(name, order)
+        return pd.DataFrame({name: table[name] for name in EVENT_COLUMNS}, copy=False)
+
+
+class StepMarkers:
+    """Events that carry a step number, gathered batch by batch; ``frame()`` is
+    the step-marker table (``trace.STEP_MARKER_COLUMNS``)."""
+
+    def __init__(self) -> None:
+        self._columns = _Columns()
+        self._names = Labels()
+
+    def add(self, decoded: DecodedEvents, names: dict[int, str], metadata_ids: np.ndarray) -> None:
+        # A marker out of time range, or lasting less than nothing, is left out.
+        step, has_step = decoded.int_stat("step_num")
+        duration = decoded.duration_ps
+        has_step = has_step & decoded.in_range & (duration >= 0) & within_time(duration)
+        has_step &= within_time(decoded.time_ps + np.where(has_step, duration, 0))
+        rows = np.flatnonzero(has_step)
+        if not rows.size:
+            return
+        ids, inverse = np.unique(metadata_ids[rows], return_inverse=True)
+        labels = [names.get(i, "") for i in ids.view(np.int64).tolist()]  # keys are int64
+        start = decoded.time_ps[rows]
+        self._columns.add(
+            {
+                "name": self._names.encode(inverse, labels),
+                "step": step[rows],
+                "start_ps": start,
+                "end_ps": start + duration[rows],
+                "root": decoded.int_stat("_r")[1][rows],
+            }
+        )
+
+    def frame(self) -> pd.DataFrame:
+        if not self._columns.rows:
+            return empty_frame(STEP_MARKER_COLUMNS)
+        columns = self._columns.joined()
+        # Trace(name, step_num=n, _r=1) marks a root event; Keras' callback writes
+        # "Profiled batch" events with step_num only. Prefer roots when there are any.
+        root = columns["root"]
+        rows = np.flatnonzero(root) if root.any() else np.arange(root.size)
+        rows = rows[np.lexsort([columns["step"][rows], columns["start_ps"][rows]])]
+        return pd.DataFrame(
+            {
+                "name": self._names.categorical(columns["name"][rows]),
+                "step": columns["step"][rows],
+                "start_ps": columns["start_ps"][rows],
+                "end_ps": columns["end_ps"][rows],
+            }
+        )
+
+
+def op_time_table(parts: Iterable[tuple[list[str], np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """The op-time table (``trace.OP_TIME_COLUMNS``) from (op names, counts,
+    total_ps) per plane: one row per op name, summed, sorted by name."""
+    names: list[str] = []
+    counts, totals = [], []
+    for part_names, part_counts, part_totals in parts:
+        names.extend(part_names)
+        counts.append(part_counts)
+        totals.append(part_totals)
+    if not names:
+        return empty_frame(OP_TIME_COLUMNS)
+    distinct = sorted(set(names))
+    position = {name: i for i, name in enumerate(distinct)}
+    codes = np.fromiter(map(position.__getitem__, names), dtype=np.intp, count=len(names))
+    count = np.zeros(len(distinct), dtype=np.int64)
+    total = np.zeros(len(distinct), dtype=np.int64)
+    np.add.at(count, codes, np.concatenate(counts))
+    np.add.at(total, codes, np.concatenate(totals))
+    op = pd.Series(distinct, dtype=object)  # as OP_TIME_COLUMNS says, not pandas' str
+    return pd.DataFrame({"op": op, "count": count, "total_ps": total}, copy=False)

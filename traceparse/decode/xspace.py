@@ -1,0 +1,204 @@
+"""Decode an ``XSpace`` (``*.xplane.pb``) into a ``MemoryTrace``: the hot path.
+
+Planes' metadata is parsed by upb with the lean ``xplane_skim`` schema; lines
+are never parsed as messages. ``event_scan`` (with ``framing``) finds the
+events worth decoding in the file's bytes without a Python object per event;
+``event_columns`` decodes those column-wise; ``sanity`` keeps absurd values out
+of the tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from traceparse._proto import xplane_skim_pb2
+from traceparse.decode import wire
+from traceparse.decode.collect import MemoryEvents, StepMarkers, op_time_table
+from traceparse.decode.fields import EXPECTED, DecodedEvents, StatLayout, text
+from traceparse.decode.limits import (
+    MAX_TIME_PS,
+    check_allocators,
+    checked_bytes,
+    problem_notes,
+)
+from traceparse.decode.planes import Plane, select, split_planes
+from traceparse.decode.trace import MemoryTrace
+from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
+from traceparse.files.discover import MAX_PROTOBUF_BYTES
+
+# protobuf cannot parse a message of 2 GiB or more.
+MAX_XSPACE_BYTES = MAX_PROTOBUF_BYTES
+# A line timestamp is clamped to this before it becomes picoseconds, so the
+# product fits in int64 (and a clamped line is out of range).
+_MAX_LINE_NS = MAX_TIME_PS // 1000 + 1
+# A line timestamp past this (2001-09-09) counts from the epoch, not the capture.
+_EPOCH_NS = 10**18
+
+_ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
+# Host events of TF ops are named "<op name>:<op type>"; eager ops have their
+# own event, named after the op type.
+_OP_EVENT = re.compile(r"^([A-Za-z0-9._][\w.\-/>]*):([A-Za-z_]\w*)$")
+_EAGER_PREFIX = "EagerLocalExecute: "
+# Memory events decoded with their stats at once: bounds the temporaries
+# (about 7 MB for 4,096 events of 13 stats; twice that made small captures
+# miss the memory goal in benchmarks/RESULTS.md).
+_EVENTS_PER_BATCH = 1 << 12
+
+
+def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
+    """Decode one host's XSpace bytes. Raises ``CorruptCaptureError`` for bad bytes."""
+    if len(data) > MAX_XSPACE_BYTES:
+        raise CaptureTooLargeError(
+            f"{path}: {len(data) / 2**30:.1f} GiB is past protobuf's 2 GiB message limit; "
+            "capture fewer steps (shorter profiling window) and analyse those",
+            path,
+        )
+    if not data:
+        raise CorruptCaptureError(f"{path}: the file is empty; capture the profile again", path)
+    try:
+        planes = split_planes(data)
+        if not planes:
+            raise CorruptCaptureError(
+                f"{path}: no profiler planes in this file, so it is not a profiler capture; "
+                "point traceparse at the .xplane.pb files that tf.profiler writes",
+                path,
+            )
+        return _Decoder(data, planes, path, host).run()
+    except (DecodeError, wire.WireError) as exc:
+        raise CorruptCaptureError(
+            f"{path}: not a readable XSpace (truncated or corrupt: {exc}); "
+            "copy the file again or capture the profile again",
+            path,
+        ) from exc
+
+
+class _Decoder:
+    def __init__(self, data: bytes, planes: list[Plane], path: str, host: str) -> None:
+        self.data = data
+        self.planes = planes
+        self.path = path
+        self.host = host
+        self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
+        self.diagnostics: list[str] = []
+        if self.start_ns is None:
+            # No 'Task Environment' plane (older TensorFlow): lines stamped with
+            # the epoch count from the earliest of them instead.
+            stamps = [t for p in planes for t in p.line_timestamps(data) if t >= _EPOCH_NS]
+            if stamps:
+                self.start_ns = min(stamps)
+                self.diagnostics.append(
+                    f"{path}: the capture does not record when it started; times count "
+                    "from its earliest line."
+                )
+        # (stat, problem) -> memory events with it; said once per kind at the end.
+        self.problems: Counter[tuple[str, str]] = Counter()
+
+    def run(self) -> MemoryTrace:
+        memory_events = MemoryEvents(self.problems)
+        step_markers = StepMarkers()
+        op_time: list[tuple[list[str], np.ndarray, np.ndarray]] = []
+        op_types: dict[str, str] = {}
+        for plane_index, parts in enumerate(self.planes):
+            plane = parts.meta
+            names = _names(plane.event_metadata)
+            stat_names = _names(plane.stat_metadata)
+            memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
+            is_host = text(plane.name).startswith("/host:")
+            op_ids: dict[int, str] = {}
+            if is_host:
+                for key, name in names.items():
+                    match = _OP_EVENT.match(name)
+                    if match:
+                        op_name, op_type = match.groups()
+                        op_ids[key] = op_name
+                        op_types.setdefault(op_name, op_type)
+                    elif name.startswith(_EAGER_PREFIX):
+                        # An eager op is named after its type ("Fill").
+                        op_type = name[len(_EAGER_PREFIX) :]
+                        op_types.setdefault(op_type, op_type)
+            step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
+            memory = wire.metadata_ids(memory_ids)
+            markers = wire.metadata_ids(step_stat_ids)
+            detailed, timing = select(
+                self.data,
+                parts.lines,
+                memory,
+                wire.metadata_ids(op_ids),
+                markers,
+                self._relative_ns,
+            )
+            alloc_ids = wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION)
+            # In batches: the column-wise decode makes temporaries per field.
+            layout = StatLayout(stat_names)
+            for batch in detailed.batches(_EVENTS_PER_BATCH):
+                decoded = DecodedEvents(batch, layout)
+                mids = batch.metadata_ids
+                is_memory = np.isin(mids, memory)
+                if is_memory.any():
+                    is_allocation = np.isin(mids, alloc_ids)
+                    memory_events.add(
+                        decoded, is_memory, is_allocation, text(plane.name), plane_index
+                    )
+                if markers.size:
+                    step_markers.add(decoded, names, mids)
+            if timing.metadata_ids.size:
+                op_names = [op_ids[i] for i in timing.metadata_ids.view(np.int64).tolist()]
+                op_time.append((op_names, timing.counts, timing.total_ps))
+        events = memory_events.frame()
+        check_allocators(events, self.path)
+        self.diagnostics.extend(checked_bytes(events, self.path))
+        self.diagnostics.extend(problem_notes(self.problems, self.path, EXPECTED))
+        return MemoryTrace(
+            path=self.path,
+            host=self.host,
+            format="xplane",
+            events=events,
+            step_markers=step_markers.frame(),
+            op_types=op_types,
+            op_time=op_time_table(op_time),
+            start_ns=self.start_ns,
+            duration_ps=None
+            if self.start_ns is None or self.stop_ns is None or self.stop_ns < self.start_ns
+            else min((self.stop_ns - self.start_ns) * 1000, MAX_TIME_PS),
+            diagnostics=self.diagnostics,
+        )
+
+    def _relative_ns(self, timestamp_ns: int) -> int:
+        # Host lines count from the capture start; device lines may carry
+        # nanoseconds since the epoch. Put both on the capture's clock.
+        if self.start_ns and timestamp_ns >= self.start_ns // 2:
+            timestamp_ns -= self.start_ns
+        return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> bytes: ...
+
+
+def _names(metadata: Mapping[int, _Named]) -> dict[int, str]:
+    """Each metadata entry's name, by its id."""
+    return {key: meta.name.decode("utf-8", errors="replace") for key, meta in metadata.items()}
+
+
+def _capture_window(planes: list[xplane_skim_pb2.SkimPlane]) -> tuple[int | None, int | None]:
+    """profile_start_time / profile_stop_time (ns since epoch) from 'Task Environment'."""
+    for plane in planes:
+        if text(plane.name) != "Task Environment":
+            continue
+        names = {key: text(meta.name) for key, meta in plane.stat_metadata.items()}
+        found: dict[str, int] = {}
+        for stat in plane.stats:
+            name = names.get(stat.metadata_id)
+            if name in ("profile_start_time", "profile_stop_time"):
+                kind = stat.WhichOneof("value")
+                if kind in ("uint64_value", "int64_value"):
+                    found[name] = int(getattr(stat, kind))
+        return found.get("profile_start_time"), found.get("profile_stop_time")
+    return None, None

@@ -1,0 +1,1 @@
+"""Finding captures and writing files: local paths and fsspec URLs, atomic writes."""

@@ -1,0 +1,235 @@
+"""Find captures: a file, a run directory, or a logdir at any depth.
+
+The profiler writes ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``; Keras'
+TensorBoard callback adds a ``train/`` level; older TensorFlow also left
+pre-converted ``<host>.memory_profile.json.gz`` files. Paths may be local or
+fsspec URLs (``gs://``, ``s3://``, ``memory://``...).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import stat
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from traceparse.errors import (
+    CaptureNotFoundError,
+    CaptureTooLargeError,
+    CorruptCaptureError,
+    InputError,
+    NoCaptureError,
+)
+from traceparse.output.units import format_bytes
+
+# File name suffix -> format, most preferred first (a run with both an
+# .xplane.pb and a pre-converted file is read from the .xplane.pb).
+FORMATS = {
+    ".xplane.pb": "xplane",
+    ".memory_profile.json.gz": "memory_profile.json",
+    ".memory_profile.json": "memory_profile.json",
+    ".memory_profile.pb": "memory_profile",
+}
+# A decompressed capture larger than this is refused instead of filling memory.
+# Only pre-converted memory_profile JSON is gzipped; xprof keeps at most 1000
+# timeline points plus the peak step in it, so real files are a few MiB, and
+# parsing JSON takes ten times its size in memory and more.
+MAX_DECOMPRESSED_BYTES = 256 * 2**20
+# protobuf cannot parse a message of 2 GiB or more (an .xplane.pb, a binary
+# memory_profile); a larger file is refused before it is read.
+MAX_PROTOBUF_BYTES = 2**31 - 1
+# gzip is expanded this much at a time, so the limit holds before memory fills.
+_GZIP_CHUNK = 1 << 20
+_RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
+
+
+@dataclass(frozen=True, order=True)
+class CaptureFile:
+    """One host's capture file within a run."""
+
+    run_dir: str
+    host: str
+    path: str
+    format: str
+
+    @property
+    def run(self) -> str:
+        """The run's name: its directory, a timestamp like ``2026_11_29_14_04_41``."""
+        return self.run_dir.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _filesystem(path: str) -> tuple[Any, str]:
+    """(fsspec filesystem, path within it) for a URL."""
+    try:
+        import fsspec
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InputError(
+            f"{path}: reading URLs needs fsspec: pip install 'traceparse[remote]'", path
+        ) from exc
+    try:
+        return fsspec.core.url_to_fs(path)
+    except (ImportError, ValueError) as exc:
+        raise InputError(
+            f"{path}: cannot open this URL ({exc}); install the fsspec plugin for its scheme",
+            path,
+        ) from exc
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """(host, format) from a capture file name, or None when it is not one."""
+    for suffix, fmt in FORMATS.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], fmt
+    return None
+
+
+def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
+    """Every capture under ``path``, oldest run first, hosts in name order.
+
+    Raises ``CaptureNotFoundError`` when the path does not exist and
+    ``NoCaptureError`` when it holds no capture.
+    """
+    text = os.fspath(path)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    if is_url(text):
+        fs, root = _filesystem(text)
+        protocol = text.split("://", 1)[0]
+        if not fs.exists(root):
+            raise CaptureNotFoundError(f"{text}: no such file or directory", text)
+        files = [root] if fs.isfile(root) else sorted(fs.find(root))
+        files = [f if "://" in f else f"{protocol}://{f}" for f in files]
+        is_file = len(files) == 1 and files[0].rstrip("/").endswith(text.split("://", 1)[1])
+    else:
+        if not os.path.exists(text):
+            raise CaptureNotFoundError(
+                f"{text}: no such file or directory; give a logdir, a run directory "
+                "(…/plugins/profile/<run>) or an .xplane.pb file",
+                text,
+            )
+        is_file = os.path.isfile(text)
+        files = [text] if is_file else sorted(_walk(text))
+    if is_file:
+        name = files[0].rstrip("/").rsplit("/", 1)[-1]
+        host, fmt = split_name(name) or (name.split(".", 1)[0], "xplane")
+        return [CaptureFile(_parent(files[0]), host, files[0], fmt)]
+    return _choose(files, text)
+
+
+def _walk(root: str) -> Iterator[str]:
+    for directory, subdirs, names in os.walk(root):
+        subdirs.sort()
+        for name in names:
+            if split_name(name):
+                yield os.path.join(directory, name)
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0] if "/" in path else "."
+
+
+def _choose(files: list[str], root: str) -> list[CaptureFile]:
+    best: dict[tuple[str, str], CaptureFile] = {}
+    rank = {fmt: i for i, fmt in enumerate(dict.fromkeys(FORMATS.values()))}
+    for file in files:
+        parsed = split_name(file.rstrip("/").rsplit("/", 1)[-1])
+        if parsed is None:
+            continue
+        host, fmt = parsed
+        capture = CaptureFile(_parent(file), host, file, fmt)
+        key = (capture.run_dir, host)
+        if key not in best or rank[fmt] < rank[best[key].format]:
+            best[key] = capture
+    if not best:
+        raise NoCaptureError(
+            f"{root}: no profiler capture here (looked for <host>.xplane.pb files under "
+            "plugins/profile/<run>/); capture one with traceparse.profile(...) or "
+            "`traceparse run`, or point at the logdir the profiler wrote",
+            root,
+        )
+    return sorted(best.values(), key=_run_order)
+
+
+def _run_order(capture: CaptureFile) -> tuple[str, str, str]:
+    # Run directories are named by their start time, so names sort oldest first
+    # across logdirs; anything else sorts after them by path.
+    name = capture.run
+    stamp = name if _RUN_NAME.match(name) else "~" + name
+    return stamp, capture.run_dir, capture.host
+
+
+def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """The file's bytes, gunzipped when its name ends in .gz, within ``limit``.
+
+    The file is opened read-only. Its size is checked before it is read, and
+    gzip is expanded a chunk at a time, so an input past ``limit`` raises
+    ``CaptureTooLargeError`` without first filling memory.
+    """
+    path = capture.path
+    try:
+        if is_url(path):
+            fs, inner = _filesystem(path)
+            _check_size(path, fs.size(inner), limit)
+            data: bytes = fs.cat_file(inner)
+        else:
+            data = _read_local(path, limit)
+    except FileNotFoundError as exc:
+        raise CaptureNotFoundError(f"{path}: the file disappeared while reading it", path) from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})", path) from exc
+    _check_size(path, len(data), limit)
+    if not path.endswith(".gz"):
+        return data
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            while chunk := stream.read(_GZIP_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise CaptureTooLargeError(
+                        f"{path}: expands past {format_bytes(limit)} when decompressed "
+                        "(a gzip bomb, or not a memory profile); refusing to read it",
+                        path,
+                    )
+                chunks.append(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorruptCaptureError(
+            f"{path}: not a readable gzip file ({exc}); copy it again", path
+        ) from exc
+    return b"".join(chunks)
+
+
+def _read_local(path: str, limit: int) -> bytes:
+    # A FIFO or a device (a link to /dev/zero, say) would block or never end.
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: not a regular file; point at the capture file itself", path)
+    _check_size(path, info.st_size, limit)
+    with open(path, "rb") as handle:
+        # At most one byte past the size it had: a file that is still growing
+        # cannot take the read past the limit (the caller's check catches it).
+        return handle.read(info.st_size + 1)
+
+
+def _check_size(path: str, size: int | None, limit: int) -> None:
+    if size is None or size <= limit:
+        return
+    why = (
+        " (protobuf cannot parse a message of 2 GiB or more)" if limit == MAX_PROTOBUF_BYTES else ""
+    )
+    raise CaptureTooLargeError(
+        f"{path}: {format_bytes(size)} is past the {format_bytes(limit)} traceparse reads from "
+        f"one capture file{why}; capture fewer steps (a shorter profiling window) and "
+        "analyse those",
+        path,
+    )

@@ -1,0 +1,1 @@
+"""Human units, table cells, terminal tables, and CSV/JSON/Parquet export."""

@@ -1,0 +1,174 @@
+"""Table cells in human units, chosen from the column names.
+
+``*_bytes`` columns read as KiB/MiB/GiB, ``*_ps`` columns as times or
+durations, fractions as percentages. The terminal tables and the Markdown and
+HTML reports format cells here, so the same value reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from traceparse.output.units import (
+    format_bytes,
+    format_count,
+    format_duration_ps,
+    format_percent,
+    is_missing,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "Kind",
+    "column_kind",
+    "format_cell",
+    "formatted_rows",
+    "render_plain_table",
+    "visible",
+]
+
+# Control characters (C0 but tab and newline, DEL, C1). Names come from the user
+# (tf.name_scope) and may hold terminal escape sequences: shown, not obeyed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, *, cell: bool = False) -> str:
+    """``text`` with control characters written as ``\\xNN`` escapes, so a
+    hostile name cannot move the cursor or restyle the reader's terminal.
+    In a table ``cell`` tabs and newlines are escaped too, to keep its shape."""
+    pattern = _CELL_CONTROL if cell else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+Kind = Literal[
+    "text", "bytes", "signed_bytes", "duration", "time", "percent", "count", "number", "address"
+]
+NUMERIC_KINDS: frozenset[str] = frozenset(
+    {"bytes", "signed_bytes", "duration", "time", "percent", "count", "number", "address"}
+)
+# Quantities sort largest first; positions (times, steps, addresses) and text
+# sort in their natural order.
+DESCENDING_KINDS: frozenset[str] = frozenset(
+    {"bytes", "signed_bytes", "duration", "percent", "count"}
+)
+
+# Words in a *_ps column name that make it a length of time, not a moment.
+_DURATION_WORDS = ("lifetime", "duration", "mean", "total", "elapsed", "median", "compute")
+_COUNT_NAMES = {"count", "allocations", "frees", "live", "live_at_peak", "live_at_end"}
+_COUNT_NAMES |= {"rows", "tensors", "unestimated"}
+_PERCENT_NAMES = {"fragmentation", "utilisation", "utilization", "share", "fraction"}
+
+
+def column_kind(name: str, dtype: Any = None) -> Kind:
+    """How to show a column, from its name (and dtype for the rest)."""
+    n = name.lower()
+    if n.endswith("_bytes") or n == "bytes":
+        signed = any(word in n for word in ("delta", "growth", "change", "diff"))
+        return "signed_bytes" if signed else "bytes"
+    if n.endswith("_ps"):
+        return "duration" if any(word in n for word in _DURATION_WORDS) else "time"
+    if n in _PERCENT_NAMES or n.endswith(("_share", "_fraction", "_utilisation")):
+        return "percent"
+    if n in _COUNT_NAMES or n.endswith(("_count", "_allocations", "_frees")):
+        return "count"
+    if n == "address":
+        return "address"
+    if dtype is not None and _is_numeric_dtype(dtype):
+        return "number"
+    return "text"
+
+
+def _is_numeric_dtype(dtype: Any) -> bool:
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    return bool(is_numeric_dtype(dtype)) and not bool(is_bool_dtype(dtype))
+
+
+def format_cell(value: Any, kind: Kind) -> str:
+    """One cell as text in human units; unknown values show as ``-``."""
+    if is_missing(value):
+        return "-"
+    if kind == "bytes":
+        return format_bytes(value)
+    if kind == "signed_bytes":
+        return format_bytes(value, signed=True)
+    if kind in ("duration", "time"):
+        return format_duration_ps(value)
+    if kind == "percent":
+        return format_percent(value)
+    if kind == "count":
+        return format_count(value)
+    if kind == "address":
+        try:
+            return f"0x{int(value):x}"
+        except (TypeError, ValueError):
+            return str(value)
+    if kind == "number":
+        if isinstance(value, float) or type(value).__name__.startswith("float"):
+            number = float(value)
+            return str(int(number)) if number.is_integer() else f"{number:.4g}"
+        return str(value)
+    return visible(str(value), cell=True)
+
+
+def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[str]]:
+    columns = list(frame.columns)
+    series = [frame[c].tolist() for c in columns]
+    return [
+        [format_cell(series[i][r], kinds[columns[i]]) for i in range(len(columns))]
+        for r in range(len(frame))
+    ]
+
+
+def _shorten(text: str, width: int) -> str:
+    """Cut the middle out of ``text`` so that both ends (scope and op) stay readable."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def render_plain_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: Sequence[bool],
+    width: int | None = None,
+    indent: str = "",
+) -> list[str]:
+    """Aligned columns, two spaces apart, a dashed rule under the header.
+
+    With ``width`` the widest text columns are shortened (middle ellipsis) until
+    the lines fit; without it the output does not depend on any terminal.
+    """
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    limits = list(widths)
+    if width is not None:
+        budget = width - len(indent) - 2 * (len(headers) - 1)
+        while sum(limits) > budget:
+            candidates = [i for i in range(len(limits)) if not right[i] and limits[i] > 8]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: limits[i])
+            limits[widest] -= max(1, min(limits[widest] - 8, sum(limits) - budget))
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for i, cell in enumerate(cells):
+            text = _shorten(cell, limits[i])
+            parts.append(text.rjust(limits[i]) if right[i] else text.ljust(limits[i]))
+        return (indent + "  ".join(parts)).rstrip()
+
+    out = [line(headers), indent + "  ".join("-" * w for w in limits)]
+    out.extend(line(row) for row in rows)
+    return out

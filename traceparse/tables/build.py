@@ -1,0 +1,246 @@
+"""Build the core tables from a ``MemoryTrace``: allocations, frees, timeline.
+
+Allocations pair with deallocations by (allocator, address) in time order:
+after sorting the events by those keys, an allocation's free is the very next
+event at the same address, if that is a deallocation. This is done with array
+operations, so millions of events cost no Python loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceparse.decode.trace import (
+    MemoryTrace,
+    categorical_from_distinct,
+    categorical_take,
+    codes_used,
+)
+from traceparse.tables.dtypes import estimate_columns, estimate_status
+
+ALLOCATION_COLUMNS = [
+    "host",
+    "allocator",
+    "address",
+    "op",
+    "op_type",
+    "region",
+    "dtype",
+    "shape",
+    "num_elements",
+    "estimated_bytes",
+    "requested_bytes",
+    "allocated_bytes",
+    "padding_bytes",
+    "estimate_status",
+    "alloc_ps",
+    "free_ps",
+    "lifetime_ps",
+    "step",
+    # Added columns: the allocator's own step id, and the rows of the timeline
+    # where the allocation and its free happen (handy for "live at" queries).
+    "step_id",
+    "alloc_event",
+    "free_event",
+]
+
+TIMELINE_COLUMNS = [
+    "host",
+    "allocator",
+    "time_ps",
+    "kind",
+    "in_use_bytes",
+    "heap_bytes",
+    "reserved_bytes",
+    "available_bytes",
+    "fragmentation",
+    "delta_bytes",
+    "address",
+    "requested_bytes",
+    "allocation_bytes",
+    "peak_bytes_in_use",
+    "op",
+    "step",
+]
+
+_KIND_DTYPE = pd.CategoricalDtype(["allocation", "deallocation"])
+
+FREE_COLUMNS = ["host", "allocator", "address", "allocated_bytes", "free_ps", "free_event", "step"]
+
+
+def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair allocations with their frees.
+
+    Returns (allocation event indices, their free event indices or -1, event
+    indices of frees with no allocation in the capture). Indices are positions
+    in ``events``, which is in time order.
+    """
+    n = len(events)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    allocator = events["allocator"].cat.codes.to_numpy(dtype=np.int64)
+    # An address is an opaque 64-bit id: one past 2**63 is negative here, and
+    # only a missing one (NA, sorted apart from every real one) pairs with nothing.
+    address = events["address"].to_numpy(dtype=np.int64, na_value=0)
+    known = events["address"].notna().to_numpy(dtype=bool)
+    is_alloc = events["is_allocation"].to_numpy(dtype=bool)
+    order = np.lexsort((np.arange(n), address, known, allocator))
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = (
+        (allocator[order][1:] == allocator[order][:-1])
+        & (address[order][1:] == address[order][:-1])
+        & known[order][1:]
+    )
+    same_next &= known[order]
+    sorted_alloc = is_alloc[order]
+    next_is_free = np.zeros(n, dtype=bool)
+    next_is_free[:-1] = ~sorted_alloc[1:]
+    paired = sorted_alloc & same_next & next_is_free  # allocation followed by its free
+    alloc_positions = np.flatnonzero(sorted_alloc)
+    free_of = np.full(n, -1, dtype=np.int64)
+    free_of[np.flatnonzero(paired)] = order[np.flatnonzero(paired) + 1]
+    matched_free = np.zeros(n, dtype=bool)
+    matched_free[np.flatnonzero(paired) + 1] = True
+    orphan_positions = np.flatnonzero(~sorted_alloc & ~matched_free)
+    allocs = order[alloc_positions]
+    frees = free_of[alloc_positions]
+    by_time = np.argsort(allocs, kind="stable")
+    return allocs[by_time], frees[by_time], np.sort(order[orphan_positions])
+
+
+def step_of(times: np.ndarray, markers: pd.DataFrame) -> np.ndarray:
+    """The marked step containing each time (-1 where none does)."""
+    if markers.empty or not times.size:
+        return np.full(times.size, -1, dtype=np.int64)
+    starts = markers["start_ps"].to_numpy(dtype=np.int64)
+    ends = markers["end_ps"].to_numpy(dtype=np.int64)
+    steps = markers["step"].to_numpy(dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts, ends, steps = starts[order], ends[order], steps[order]
+    slot = np.searchsorted(starts, times, side="right") - 1
+    inside = (slot >= 0) & (times <= ends[np.maximum(slot, 0)])
+    return np.where(inside, steps[np.maximum(slot, 0)], -1)
+
+
+def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
+    """Each event's step: from the step markers, else the allocator's step id.
+
+    In a raw capture a step id of 0 is TensorFlow's "no step" (every
+    deallocation has it): that is unknown, not step 0. Pre-converted profiles
+    carry xprof's step numbers, where 0 is a real step.
+    """
+    events = trace.events
+    if trace.step_markers.empty:
+        ids = pd.array(events["step_id"], dtype="Int64")
+        if trace.format == "xplane":
+            ids[(ids == 0).fillna(False).to_numpy(dtype=bool)] = pd.NA
+        return ids
+    found = step_of(events["time_ps"].to_numpy(dtype=np.int64), trace.step_markers)
+    return pd.arrays.IntegerArray(found, found < 0)
+
+
+def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(allocations, frees_without_allocation, timeline) for one host."""
+    events = trace.events
+    allocs, frees, orphans = pair_events(events)
+    steps = event_steps(trace)
+    if trace.format == "xplane" and trace.step_markers.empty and len(frees):
+        # Step ids: a free has none of its own; it belongs to its allocation's step.
+        released = frees >= 0
+        steps[frees[released]] = steps[allocs[released]]
+    host = categorical_take(np.array([trace.host], dtype=object), np.zeros(len(events), np.int64))
+    times = events["time_ps"].to_numpy(dtype=np.int64)
+
+    def at_allocations(column: str) -> pd.Series:
+        return pd.Series(events[column].array.take(allocs))
+
+    freed = frees >= 0
+    free_ps = pd.arrays.IntegerArray(np.where(freed, times[np.maximum(frees, 0)], 0), ~freed)
+    shapes = at_allocations("shape")
+    dtype, elements, estimated = estimate_columns(at_allocations("data_type"), shapes)
+    requested = at_allocations("requested_bytes")
+    allocated = at_allocations("allocation_bytes")
+    op = at_allocations("tf_op")
+    op_codes = op.cat.codes.to_numpy(dtype=np.int64)
+    # Map each op name used once, not once per row.
+    used, by_row = codes_used(op_codes, len(op.cat.categories))
+    used_ops = np.asarray(op.cat.categories, dtype=object)[used[used >= 0]]
+    op_types = [trace.op_types.get(name) for name in used_ops]
+    if used.size and used[0] < 0:
+        op_types.insert(0, None)
+    op_type = categorical_from_distinct(np.array(op_types, dtype=object), by_row)
+    alloc_ps = times[allocs]
+    # Built in ALLOCATION_COLUMNS order, from arrays: Series would be aligned.
+    allocations = pd.DataFrame(
+        {
+            "host": host[allocs],
+            "allocator": at_allocations("allocator").array,
+            "address": at_allocations("address").array,
+            "op": op.array,
+            "op_type": op_type,
+            "region": at_allocations("region_type").array,
+            "dtype": dtype.array,
+            "shape": shapes.array,
+            "num_elements": elements.array,
+            "estimated_bytes": estimated.array,
+            "requested_bytes": requested.array,
+            "allocated_bytes": allocated.array,
+            "padding_bytes": (allocated - requested).array,
+            "estimate_status": estimate_status(estimated, requested).array,
+            "alloc_ps": alloc_ps,
+            "free_ps": free_ps,
+            "lifetime_ps": free_ps - alloc_ps,
+            "step": steps[allocs],
+            "step_id": at_allocations("step_id").array,
+            "alloc_event": allocs,
+            "free_event": pd.arrays.IntegerArray(np.maximum(frees, 0), ~freed),
+        },
+        copy=False,
+    )
+
+    frees_without_allocation = pd.DataFrame(
+        {
+            "host": host[orphans],
+            "allocator": events["allocator"].array.take(orphans),
+            "address": events["address"].array.take(orphans),
+            "allocated_bytes": events["allocation_bytes"].array.take(orphans),
+            "free_ps": times[orphans],
+            "free_event": orphans,
+            "step": steps[orphans],
+        }
+    )
+
+    # A free carries no op: name it after the allocation it releases.
+    op_by_event = np.full(len(events), -1, dtype=np.int64)
+    op_by_event[allocs] = op_codes
+    op_by_event[frees[freed]] = op_codes[freed]
+    op_names = np.asarray(op.cat.categories, dtype=object)
+    alloc_bytes = events["allocation_bytes"].array
+    sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
+    reserved = events["bytes_reserved"].array
+    heap = events["bytes_allocated"].array
+    timeline = pd.DataFrame(
+        {
+            "host": host,
+            "allocator": events["allocator"].array,
+            "time_ps": times,
+            "kind": pd.Categorical.from_codes(
+                (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
+            ),
+            "in_use_bytes": reserved + heap,
+            "heap_bytes": heap,
+            "reserved_bytes": reserved,
+            "available_bytes": events["bytes_available"].array,
+            "fragmentation": events["fragmentation"].array,
+            "delta_bytes": alloc_bytes * sign,
+            "address": events["address"].array,
+            "requested_bytes": events["requested_bytes"].array,
+            "allocation_bytes": alloc_bytes,
+            "peak_bytes_in_use": events["peak_bytes_in_use"].array,
+            "op": categorical_take(op_names, op_by_event),
+            "step": steps,
+        }
+    )
+    return allocations, frees_without_allocation, timeline
