@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# TensorFlow enables oneDNN (whose CPU allocator records memory events) only on
+# some x86 CPUs; the demo and the tests capture on the CPU, so ask for it.
+export TF_ENABLE_ONEDNN_OPTS ?= 1
 
 .PHONY: demo test lint typecheck pytest protos fixtures bench browser clean
 

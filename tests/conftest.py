@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# TensorFlow turns oneDNN on only on some x86 CPUs (AVX-512 and newer); without
+# it the CPU allocator is not the BFC allocator and records no memory events.
+# The captures the tests make need those events whatever CPU runs them.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 MANIFEST = json.loads((FIXTURES / "MANIFEST.json").read_text())
