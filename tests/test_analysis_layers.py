@@ -122,6 +122,16 @@ def test_an_inventory_gives_weights_and_about_twice_their_bytes_of_adam_state() 
     assert rest == prof.attribution["before_capture_bytes"].sum() - named
 
 
+@pytest.mark.parametrize("name", LAYER_FIXTURES)
+def test_an_inventory_without_model_names_still_finds_each_weights_layer(name: str) -> None:
+    prof = load(name)
+    frame = inventory(name, prof.hosts[0]).assign(model=None)  # paths only
+    table = with_inventory(prof, frame)
+    assert_rows_sum_to_in_use(prof, table)
+    weighted = set(table.loc[table["weight_bytes"] > 0, "layer"])
+    assert weighted and weighted <= set(MANIFEST["fixtures"][name]["layers"])
+
+
 def test_belongs_to_ties_a_slot_to_its_weight_when_the_name_cannot() -> None:
     prof = load("layers_cnn")
     frame = inventory("layers_cnn", prof.hosts[0])

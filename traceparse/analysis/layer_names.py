@@ -143,15 +143,8 @@ def _slot_layer(rest: list[str], known: KnownNames) -> str:
     return OPTIMIZER_UNASSIGNED
 
 
-def learn_from_ops(ops: list[str], known: KnownNames) -> KnownNames:
-    """Add slot prefixes for the layers that the capture's own op names show.
-
-    Without an inventory a slot name ``<model>_<layer>_<weight>_<slot>`` (or
-    ``<layer>_...`` for a functional model) is tied to a layer seen in the
-    forward or backward ops: the model's and layers' names come from them.
-    """
-    if known.slot_prefixes:
-        return known
+def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]:
+    """The (model, layer) names that the forward and backward ops of a capture show."""
     models: set[str] = set()
     layers: set[str] = set()
     for op in ops:
@@ -163,6 +156,19 @@ def learn_from_ops(ops: list[str], known: KnownNames) -> KnownNames:
                 if not _BACKWARD.match(part) and not _REPLICA.match(part):
                     models.add(strip_suffix(part))
                     break
+    return models, layers
+
+
+def learn_from_ops(ops: list[str], known: KnownNames) -> KnownNames:
+    """Add slot prefixes for the layers that the capture's own op names show.
+
+    Without an inventory a slot name ``<model>_<layer>_<weight>_<slot>`` (or
+    ``<layer>_...`` for a functional model) is tied to a layer seen in the
+    forward or backward ops: the model's and layers' names come from them.
+    """
+    if known.slot_prefixes:
+        return known
+    models, layers = names_in_ops(ops, known)
     prefixes: dict[str, str] = {}
     for layer in layers:
         prefixes[layer] = layer

@@ -43,6 +43,7 @@ from traceparse.analysis.layer_names import (
     WEIGHT,
     KnownNames,
     learn_from_ops,
+    names_in_ops,
     place_op,
 )
 from traceparse.analysis.liveness import held_bytes
@@ -90,8 +91,9 @@ def layers_table(
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
     if variables is None or variables.empty:
         variables = None
-    known = _known_names(variables)
-    known = learn_from_ops([str(o) for o in allocations["op"].dropna().unique()], known)
+    ops = [str(o) for o in allocations["op"].dropna().unique()]
+    known = _known_names(variables, names_in_ops(ops, KnownNames())[0])
+    known = learn_from_ops(ops, known)
     shapes = _unique_weight_shapes(variables, known)
     pieces = [
         _tensor_pieces(live, known, shapes, at_peak=True),
@@ -110,34 +112,39 @@ def _columns(by_replica: bool) -> dict[str, str]:
     return dict([*items[:3], ("replica", "Int64"), *items[3:]])
 
 
-def _path_parts(path: object, model: object) -> list[str]:
+def _path_parts(path: object, models: set[str]) -> list[str]:
     """A variable or layer path without its leading model name."""
     parts = str(path).split("/")
-    if isinstance(model, str) and len(parts) > 1 and parts[0] == model:
+    if len(parts) > 1 and parts[0] in models:
         parts = parts[1:]
     return parts
 
 
-def _variable_layer(row: pd.Series) -> str | None:
+def _variable_layer(row: pd.Series, models: set[str]) -> str | None:
+    """The layer a variable belongs to: its path's first part after the model's name."""
+    model = row.get("model")
+    models = models | {model} if isinstance(model, str) else models
     layer = row.get("layer")
     if isinstance(layer, str) and layer:
-        return _path_parts(layer, row.get("model"))[0]
-    parts = _path_parts(row["path"], row.get("model"))
+        return _path_parts(layer, models)[0]
+    parts = _path_parts(row["path"], models)
     return parts[0] if len(parts) > 1 else None
 
 
-def _known_names(variables: pd.DataFrame | None) -> KnownNames:
-    known = KnownNames()
+def _known_names(variables: pd.DataFrame | None, op_models: set[str]) -> KnownNames:
+    """Layer, model and optimizer names from the inventory; ``op_models`` from the ops."""
+    known = KnownNames(models=set(op_models))
     if variables is None:
         return known
     for _, row in variables.iterrows():
         model = row.get("model")
         if isinstance(model, str) and model:
             known.models.add(model)
+    for _, row in variables.iterrows():
         if row.get("role") == "optimizer":
             known.optimizers.add(str(row["path"]).split("/")[0])
             continue
-        layer = _variable_layer(row)
+        layer = _variable_layer(row, known.models)
         if layer is not None and row.get("role") == "weight":
             known.layers.add(layer)
             known.slot_prefixes[str(row["path"]).replace("/", "_")] = layer
@@ -161,7 +168,7 @@ def _unique_weight_shapes(variables: pd.DataFrame | None, known: KnownNames) -> 
         return {}
     owners: dict[str, set[str]] = {}
     for _, row in variables[variables["role"] == "weight"].iterrows():
-        layer, shape = _variable_layer(row), _shape_key(row["shape"])
+        layer, shape = _variable_layer(row, known.models), _shape_key(row["shape"])
         if layer is not None and shape is not None:
             owners.setdefault(shape, set()).add(layer)
     return {shape: next(iter(layers)) for shape, layers in owners.items() if len(layers) == 1}
@@ -171,18 +178,21 @@ def _tensor_pieces(
     frame: pd.DataFrame, known: KnownNames, shapes: dict[str, str], *, at_peak: bool
 ) -> pd.DataFrame:
     """One piece per allocation: its layer, kind and bytes (at the peak, or allocated)."""
-    ops = frame["op"].astype(object)
-    placed = {op: place_op(op, known) for op in ops.dropna().unique()}
-    none = place_op(None, known)
-    layer = [placed[op].layer if isinstance(op, str) else none.layer for op in ops]
-    kind = [placed[op].kind if isinstance(op, str) else none.kind for op in ops]
-    replica = [placed[op].replica if isinstance(op, str) else 0 for op in ops]
-    shape = [_shape_key(s) for s in frame["shape"].astype(object)]
-    for i, (name, what, key) in enumerate(zip(layer, kind, shape, strict=True)):
-        if what == OPTIMIZER and name == OPTIMIZER_UNASSIGNED and key in shapes:
-            # An update temporary the shape of one layer's weight: the layer's, but
-            # not its optimizer state (that is the slots), so it counts as other.
-            layer[i], kind[i] = shapes[key], OTHER
+    ops = frame["op"].astype("category")
+    codes = ops.cat.codes.to_numpy()  # -1 (no op) picks the trailing entry
+    placed = [place_op(str(op), known) for op in ops.cat.categories] + [place_op(None, known)]
+    layer = np.asarray([p.layer for p in placed], dtype=object)[codes]
+    kind = np.asarray([p.kind for p in placed], dtype=object)[codes]
+    replica = np.asarray([p.replica for p in placed], dtype=np.int64)[codes]
+    shapes_in = frame["shape"].astype("category")
+    keys = [_shape_key(s) for s in shapes_in.cat.categories] + [None]
+    shape = np.asarray(keys, dtype=object)[shapes_in.cat.codes.to_numpy()]
+    if shapes:
+        # An update temporary the shape of one layer's weight: the layer's, but not
+        # its optimizer state (that is the slots), so it counts as other.
+        tied = np.asarray([shapes.get(k, "") if k else "" for k in shape], dtype=object)
+        mask = (kind == OPTIMIZER) & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
+        layer[mask], kind[mask] = tied[mask], OTHER
     held = held_bytes(frame)
     allocated = frame["allocated_bytes"].fillna(0).to_numpy(dtype=np.int64)
     return pd.DataFrame(
@@ -194,7 +204,7 @@ def _tensor_pieces(
             "replica": replica,
             "bytes": held if at_peak else 0,
             "allocated_bytes": 0 if at_peak else allocated,
-            "tensor": ops.to_numpy() if at_peak else None,
+            "tensor": ops.astype(object).to_numpy() if at_peak else None,
             "shape": shape if at_peak else None,
             "live": at_peak,
         }
@@ -246,7 +256,7 @@ def _variable_pieces(
 
 def _owner_layer(var: pd.Series, known: KnownNames, kind: str) -> str:
     if kind != OPTIMIZER:
-        return _variable_layer(var) or NO_LAYER
+        return _variable_layer(var, known.models) or NO_LAYER
     owner = var.get("belongs_to")
     if isinstance(owner, str) and owner:
         return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED)
