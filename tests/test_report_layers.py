@@ -52,3 +52,12 @@ def test_the_layers_command_in_json_csv_and_parquet(tmp_path: Path) -> None:
     assert table.returncode == 0, table.stderr
     assert "Replica" in table.stdout or "replica" in table.stdout
     assert "dense_1" in table.stdout
+
+
+def test_the_summary_json_carries_the_layers() -> None:
+    result = run_traceparse("summary", "fixtures/layers_sequential", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    (profile,) = json.loads(result.stdout)
+    layers = profile["layers"]
+    assert [r["layer"] for r in layers][:2] == ["dense_1", "dense"]
+    assert sum(r["live_at_peak_bytes"] for r in layers) == profile["allocators"][0]["peak_bytes"]
