@@ -233,3 +233,42 @@ def test_replicas_fold_into_one_layer_row_with_a_per_replica_breakdown() -> None
 def test_a_capture_without_memory_events_has_an_empty_layers_table() -> None:
     table = load("no_memory").layers
     assert table.empty and "activation_bytes" in table.columns
+
+
+def test_expanded_xla_rows_are_placed_by_their_tf_op_names() -> None:
+    """Issue 13's ``live_at_peak(expand_xla=True)`` contract: a slab becomes one row per
+    HLO buffer (``op`` = the buffer's TF op, as the HLO metadata of a jit-compiled
+    Keras 3 step names them) plus a slack row, together the slab's bytes."""
+    prof = load("layers_cnn")
+    live = prof.live_at_peak()
+    slab = live.iloc[0]
+    size = int(slab["allocated_bytes"])
+    buffers = pd.DataFrame(
+        {
+            "op": [
+                "mycnn_1/conv_a_1/convolution",
+                "gradient_tape/mycnn_1/conv_a_1/BiasAdd/BiasAddGrad",
+                "adam/Sqrt_11",
+                None,
+            ],
+            "xla_buffer": ["fusion.1", "fusion.2", "sqrt.3", None],
+            "allocated_bytes": [
+                size // 2,
+                size // 4,
+                size // 8,
+                size - size // 2 - size // 4 - size // 8,
+            ],
+        }
+    )
+    rows = pd.concat([slab.to_frame().T] * len(buffers), ignore_index=True)
+    for column in buffers:
+        rows[column] = buffers[column]
+    rows["requested_bytes"] = rows["allocated_bytes"]
+    rows["shape"] = None
+    expanded = pd.concat([rows, live.iloc[1:]], ignore_index=True)
+    table = layers_table(expanded, prof.allocations, prof.attribution)
+    assert_rows_sum_to_in_use(prof, table)
+    by_layer = table.set_index("layer")
+    assert by_layer.loc["conv_a", "gradient_bytes"] >= size // 4
+    assert by_layer.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"] == size // 8
+    assert table["layer"].iloc[0] == "conv_a"
