@@ -272,3 +272,17 @@ def test_expanded_xla_rows_are_placed_by_their_tf_op_names() -> None:
     assert by_layer.loc["conv_a", "gradient_bytes"] >= size // 4
     assert by_layer.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"] == size // 8
     assert table["layer"].iloc[0] == "conv_a"
+
+
+def test_an_optimizer_counter_recorded_by_the_allocator_is_not_a_layer() -> None:
+    # On a GPU every variable is recorded, the 8-byte adam/iteration too.
+    prof = load("layers_cnn")
+    frame = inventory("layers_cnn", prof.hosts[0])
+    frame.loc[frame["role"] == "other", "allocator"] = "mklcpu"
+    # Leave a slot out so that the before-capture bytes have room for the counters.
+    frame = frame[~frame["path"].str.endswith("dense_1_kernel_velocity")]
+    table = with_inventory(prof, frame)
+    assert "adam" not in set(table["layer"])
+    counters = table.set_index("layer").loc[OPTIMIZER_UNASSIGNED]
+    assert counters["other_bytes"] == 8  # iteration and learning_rate, 4 bytes each here
+    assert_rows_sum_to_in_use(prof, table)

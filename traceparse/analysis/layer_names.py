@@ -120,7 +120,7 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     if not parts:
         return Placement(NO_LAYER, OTHER, replica)
     head = parts[0]
-    if _is_optimizer(head, known):
+    if is_optimizer_scope(head, known):
         return Placement(_slot_layer(parts[1:], known), OPTIMIZER, replica)
     model = known.user_name(head) if strip_suffix(head) not in _NOT_MODELS else None
     layer = known.user_name(parts[1]) if model is not None and len(parts) > 1 else None
@@ -129,7 +129,8 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     return Placement(layer, GRADIENT if backward else ACTIVATION, replica)
 
 
-def _is_optimizer(scope: str, known: KnownNames) -> bool:
+def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
+    """Whether a first scope is an optimizer's (``adam``, ``adam_1``, one the inventory names)."""
     names = {scope, strip_suffix(scope)}
     return bool(names & known.optimizers) or any(n.lower() in OPTIMIZER_SCOPES for n in names)
 

@@ -42,6 +42,7 @@ from traceparse.analysis.layer_names import (
     RESERVED,
     WEIGHT,
     KnownNames,
+    is_optimizer_scope,
     learn_from_ops,
     names_in_ops,
     place_op,
@@ -91,7 +92,8 @@ def layers_table(
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
     if variables is None or variables.empty:
         variables = None
-    ops = [str(o) for o in allocations["op"].dropna().unique()]
+    # Expanded XLA rows carry TF op names that no allocation has: learn from both.
+    ops = sorted({str(o) for frame in (allocations, live) for o in frame["op"].dropna().unique()})
     known = _known_names(variables, names_in_ops(ops, KnownNames())[0])
     known = learn_from_ops(ops, known)
     shapes = _unique_weight_shapes(variables, known)
@@ -101,7 +103,7 @@ def layers_table(
     ]
     named = _variable_pieces(variables, attribution, known)
     pieces += [named, _remainder_pieces(attribution, named)]
-    table = _aggregate(pd.concat(pieces, ignore_index=True), by_replica)
+    table = _aggregate(pd.concat([p for p in pieces if len(p)], ignore_index=True), by_replica)
     return _order(table)[list(columns)].astype(columns).reset_index(drop=True)
 
 
@@ -255,8 +257,14 @@ def _variable_pieces(
 
 
 def _owner_layer(var: pd.Series, known: KnownNames, kind: str) -> str:
-    if kind != OPTIMIZER:
+    if kind == WEIGHT:
         return _variable_layer(var, known.models) or NO_LAYER
+    if kind == OTHER:  # a layer's own bookkeeping, an optimizer's counters, or no layer's
+        layer = _variable_layer(var, known.models)
+        if layer in known.layers:
+            return layer
+        head = str(var["path"]).split("/")[0]
+        return OPTIMIZER_UNASSIGNED if is_optimizer_scope(head, known) else NO_LAYER
     owner = var.get("belongs_to")
     if isinstance(owner, str) and owner:
         return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED)
