@@ -251,8 +251,10 @@ def test_json_has_schema_version_summaries_and_tables() -> None:
     assert list(document)[:2] == ["schema_version", "generator"]
     assert document["schema_version"] == 1
     (profile,) = document["profiles"]
-    assert set(profile["tables"]) == {"peak", "attribution", "ops", "steps"}
+    assert set(profile["tables"]) == {"peak", "attribution", "ops", "layers", "steps"}
     summary = profile["summary"][0]
+    layers = profile["tables"]["layers"]
+    assert sum(r["live_at_peak_bytes"] for r in layers) == summary["peak_bytes"]
     prof = keras_profile()
     assert summary["peak_bytes"] == prof.summary()[0].peak_bytes
     assert len(profile["tables"]["ops"]) == len(prof.ops)

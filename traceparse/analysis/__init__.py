@@ -5,6 +5,7 @@ properties and methods. Nothing here reads a capture or renders a report.
 """
 
 from traceparse.analysis.attribution import PARTS, attribution_table
+from traceparse.analysis.layers import layers_table
 from traceparse.analysis.leaks import LeakReport, leak_report
 from traceparse.analysis.peak import live_at_peak_table, peak_table, select
 from traceparse.analysis.rollups import NO_SCOPE, ops_table, scope_of, scopes_table
@@ -18,6 +19,7 @@ __all__ = [
     "LeakReport",
     "attribution_table",
     "build_summaries",
+    "layers_table",
     "leak_report",
     "live_at_peak_table",
     "ops_table",

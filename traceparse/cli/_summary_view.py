@@ -108,12 +108,15 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
 
 def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
     """The summary as plain data, for ``--format json``."""
+    from traceparse.report.jsonreport import frame_records
+
     return [
         {
             "run": profile.run,
             "hosts": list(profile.hosts),
             "paths": list(profile.paths),
             "allocators": [summary.to_dict() for summary in profile.summary()],
+            "layers": frame_records(profile.layers),
             "diagnostics": list(profile.diagnostics),
         }
         for profile in profiles

@@ -16,6 +16,7 @@ from traceparse.cli.batch import BatchCommand
 from traceparse.cli.check import CheckCommand
 from traceparse.cli.demo import DemoCommand
 from traceparse.cli.diff import DiffCommand
+from traceparse.cli.layers import LayersCommand
 from traceparse.cli.ops import OpsCommand
 from traceparse.cli.peak import PeakCommand
 from traceparse.cli.report import ReportCommand
@@ -41,6 +42,7 @@ COMMANDS: dict[str, type[Command]] = {
         AllocationsCommand,
         OpsCommand,
         ScopesCommand,
+        LayersCommand,
         StepsCommand,
         DemoCommand,
     )

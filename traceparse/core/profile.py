@@ -12,6 +12,7 @@ from traceparse.analysis import (
     LeakReport,
     attribution_table,
     build_summaries,
+    layers_table,
     leak_report,
     live_at_peak_table,
     ops_table,
@@ -188,6 +189,24 @@ class Profile:
     @cached_property
     def _scopes(self) -> dict[int, pd.DataFrame]:
         return {}
+
+    @cached_property
+    def layers(self) -> pd.DataFrame:
+        """One row per (host, allocator, layer): bytes at the peak by kind, rows summing to
+        the allocator's in-use bytes (explicit rows for what no layer holds)."""
+        return self._layers(by_replica=False)
+
+    @cached_property
+    def layers_by_replica(self) -> pd.DataFrame:
+        """``layers`` with ``replica_N/`` / ``tower_N/`` scopes kept apart (column ``replica``)."""
+        return self._layers(by_replica=True)
+
+    def _layers(self, *, by_replica: bool) -> pd.DataFrame:
+        live = self._live_at_peak
+        variables = None  # with a variable inventory: variables = self.variables
+        return layers_table(
+            live, self.allocations, self.attribution, variables, by_replica=by_replica
+        )
 
     @cached_property
     def steps(self) -> pd.DataFrame:

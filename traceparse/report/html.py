@@ -221,6 +221,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             )
         )
     figures.extend(bars)
+    figures.extend(_layers_chart(profile, a))
     if a.attribution_parts and any(v > 0 for _, v in a.attribution_parts):
         figures.append(
             _figure(
@@ -235,6 +236,21 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             )
         )
     return "\n".join(figures)
+
+
+def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:
+    from traceparse.report import layer_plots
+
+    top = layer_plots.layers_of(profile.profile.layers, a.host, a.allocator)
+    if top.empty:
+        return []
+    label = "Layers holding memory at the peak"
+    svg = layer_plots.layers_svg(top, label=label, salt=f"{a.anchor}-layers")
+    caption = (
+        "Each layer's bytes live at the peak: activations, gradients, weights, optimizer "
+        "state and other. The table lists what no layer holds."
+    )
+    return [_figure(label, svg, caption, css="bars")]
 
 
 def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | None = None) -> str:

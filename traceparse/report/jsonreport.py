@@ -8,7 +8,7 @@ Layout (``schema_version`` 1)::
      "profiles": [{"run", "hosts", "paths", "diagnostics",
                    "summary": [AllocatorSummary.to_dict(), ...],
                    "tables": {"peak": [...], "attribution": [...],
-                              "ops": [...], "steps": [...]}}]}
+                              "ops": [...], "layers": [...], "steps": [...]}}]}
 
 Tables are lists of records with the columns in table order; unknown values
 (pandas NA, NaN) are ``null``; bytes and picoseconds are exact integers.
@@ -32,7 +32,7 @@ from traceparse.report.view import generated_at
 __all__ = ["SCHEMA_VERSION", "TABLES", "frame_records", "jsonable", "render_json", "report_dict"]
 
 SCHEMA_VERSION = 1
-TABLES = ("peak", "attribution", "ops", "steps")
+TABLES = ("peak", "attribution", "ops", "layers", "steps")
 
 
 def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> str:

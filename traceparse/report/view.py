@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from traceparse.analysis.layer_names import EXPLICIT_ROWS
 from traceparse.output.cells import NUMERIC_KINDS, column_kind, format_cell
 from traceparse.output.cells import Kind as TermKind
 from traceparse.output.units import (
@@ -131,6 +132,7 @@ _HEADERS: dict[str, str] = {
     "shape": "Shape",
     "region": "Region",
     "scope": "Scope",
+    "layer": "Layer",
     "requested_bytes": "Requested",
     "allocated_bytes": "Allocated",
     "estimated_bytes": "Shape × dtype",
@@ -150,8 +152,11 @@ _HEADERS: dict[str, str] = {
 }
 
 # Columns holding identifiers from the capture: shown as code.
-_LONG_NAME_COLUMNS = {"op", "scope"}
-_NAME_COLUMNS = {*_LONG_NAME_COLUMNS, "op_type", "shape", "host", "allocator", "dtype", "region"}
+_LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor"}
+_NAME_COLUMNS = {
+    *_LONG_NAME_COLUMNS,
+    *("op_type", "shape", "host", "allocator", "dtype", "region", "layer"),
+}
 
 _TOP_TENSOR_COLUMNS = [
     "op",
@@ -167,6 +172,16 @@ _TOP_TENSOR_COLUMNS = [
 ]
 _TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
 _TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
+_LAYER_COLUMNS = [
+    "layer",
+    "activation_bytes",
+    "gradient_bytes",
+    "weight_bytes",
+    "optimizer_bytes",
+    "other_bytes",
+    "live_at_peak_bytes",
+    "largest_tensor",
+]
 # The steps table in Markdown and HTML (the JSON has every column).
 _STEP_COLUMNS = [
     "step",
@@ -231,6 +246,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         _table(
             "top_scopes", "Name scopes holding memory at the peak", s.top_scopes, _TOP_SCOPE_COLUMNS
         ),
+        _layers_table(profile.layers, s.host, s.allocator),
         _attribution_table(s),
         _steps_table(profile.steps, s.host, s.allocator),
     ]
@@ -401,6 +417,23 @@ def _attribution_table(s: AllocatorSummaryLike) -> TableView:
         total_rows=len(rows),
         total_last=has_total,
     )
+
+
+def _layers_table(layers: pd.DataFrame, host: str, allocator: str) -> TableView:
+    """The largest layers holding bytes, then the rows for what no layer holds (kept:
+    with all the layers they sum to the bytes in use at the peak)."""
+    mine = layers[
+        (layers["host"].astype(object) == host)
+        & (layers["allocator"].astype(object) == allocator)
+        & (layers["live_at_peak_bytes"] != 0)
+    ]
+    explicit = mine["layer"].astype(object).isin(EXPLICIT_ROWS)
+    if explicit.all():  # no model layer in this capture: the ops and scopes say it all
+        return _table("layers", "", None, None)
+    shown = pd.concat([mine[~explicit].head(MAX_ROWS), mine[explicit]])
+    table = _table("layers", "Layers holding memory at the peak", shown, _LAYER_COLUMNS)
+    table.total_rows = len(mine)
+    return table
 
 
 def _steps_table(steps: pd.DataFrame, host: str, allocator: str) -> TableView:

@@ -1,0 +1,178 @@
+"""Which model layer an op name belongs to, and what part of training made it.
+
+The rules, from real Keras 3 captures (see docs/analyses.md):
+
+- Function-call wrappers (``StatefulPartitionedCall/``, ``__inference_...``)
+  are dropped, then leading ``gradient_tape/`` (or TF1 ``gradients/``) marks
+  the backward pass and leading ``replica_N/`` / ``tower_N/`` (distribution
+  strategies) give the replica; both can come in either order.
+- What is left is ``<model>/<layer>/...op``. A Keras 3 trace suffixes every
+  model and layer scope with ``_N`` once (``mycnn_1/conv_a_1``,
+  ``sequential_1/dense_1_2`` for the layer the user called ``dense_1``), so the
+  user's name is the scope minus exactly one ``_N``. When the model's own
+  names are known (a variable inventory), a stripped name that is a known
+  layer wins, then the scope as written if that is a known layer.
+- Without known names, a scope counts as a Keras model or layer only if it has
+  that suffix: plain ``tf.name_scope`` blocks (``augment/resize``) are not
+  layers. The layer is the level right under the model, so a nested model is
+  one row, as in ``model.layers``.
+- An optimizer's ops (``adam/...``) are tied to a layer through a slot name in
+  the op (``adam/hidden_kernel_momentum/...``: ``<model>_<layer>_<weight>_<slot>``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+NO_LAYER = "(no layer)"
+OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
+BEFORE_CAPTURE = "(before the capture, not named)"
+RESERVED = "(allocator reserved)"
+EXPLICIT_ROWS = (OPTIMIZER_UNASSIGNED, NO_LAYER, BEFORE_CAPTURE, RESERVED)
+
+ACTIVATION, GRADIENT, OPTIMIZER, WEIGHT, OTHER = (
+    "activation",
+    "gradient",
+    "optimizer",
+    "weight",
+    "other",
+)
+
+_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
+_BACKWARD = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
+_REPLICA = re.compile(r"^(?:replica|tower)_(\d+)$")
+_SUFFIX = re.compile(r"^(.+)_\d+$")
+# Keras optimizers' scope names (lower-case class names), as Keras 3 and tf.keras write them.
+OPTIMIZER_SCOPES = frozenset(
+    [
+        "adam",
+        "adamw",
+        "adamax",
+        "adagrad",
+        "adadelta",
+        "adafactor",
+        "ftrl",
+        "lamb",
+        "lion",
+        "nadam",
+        "rmsprop",
+        "sgd",
+        "loss_scale_optimizer",
+    ]
+)
+# Scopes Keras puts loss and metric ops under: not layers of the model.
+_NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
+
+
+def strip_suffix(scope: str) -> str:
+    """The scope minus one trailing ``_N`` (what a Keras 3 trace adds), else as written."""
+    match = _SUFFIX.match(scope)
+    return match.group(1) if match else scope
+
+
+@dataclass
+class KnownNames:
+    """Names of the profiled model(s), from a variable inventory; empty when there is none."""
+
+    layers: set[str] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+    optimizers: set[str] = field(default_factory=set)
+    # slot prefix ("mycnn_conv_a_kernel") -> layer, longest first when matching
+    slot_prefixes: dict[str, str] = field(default_factory=dict)
+
+    def user_name(self, scope: str) -> str | None:
+        """The user's name for a model or layer scope, or None if it is not one."""
+        stripped = strip_suffix(scope)
+        if stripped in self.layers or stripped in self.models:
+            return stripped
+        if scope in self.layers or scope in self.models:
+            return scope
+        return stripped if stripped != scope else None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one op's allocations go: a row label, a kind, and a replica number."""
+
+    layer: str
+    kind: str
+    replica: int
+
+
+def place_op(op: str | None, known: KnownNames) -> Placement:
+    """The layer row and kind of allocations made by ``op`` (NA op: no layer, other)."""
+    if not op:
+        return Placement(NO_LAYER, OTHER, 0)
+    parts = op.split("/")[:-1]  # the last part is the op itself
+    while parts and _WRAPPER.match(parts[0]):
+        parts = parts[1:]
+    backward, replica = False, 0
+    while parts:
+        found = _REPLICA.match(parts[0])
+        if found and len(parts) > 2 and strip_suffix(parts[0]) not in known.models:
+            replica = int(found.group(1))
+        elif _BACKWARD.match(parts[0]):
+            backward = True
+        else:
+            break
+        parts = parts[1:]
+    if not parts:
+        return Placement(NO_LAYER, OTHER, replica)
+    head = parts[0]
+    if is_optimizer_scope(head, known):
+        return Placement(_slot_layer(parts[1:], known), OPTIMIZER, replica)
+    model = known.user_name(head) if strip_suffix(head) not in _NOT_MODELS else None
+    layer = known.user_name(parts[1]) if model is not None and len(parts) > 1 else None
+    if layer is None:
+        return Placement(NO_LAYER, GRADIENT if backward else OTHER, replica)
+    return Placement(layer, GRADIENT if backward else ACTIVATION, replica)
+
+
+def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
+    """Whether a first scope is an optimizer's (``adam``, ``adam_1``, one the inventory names)."""
+    names = {scope, strip_suffix(scope)}
+    return bool(names & known.optimizers) or any(n.lower() in OPTIMIZER_SCOPES for n in names)
+
+
+def _slot_layer(rest: list[str], known: KnownNames) -> str:
+    """The layer whose slot an optimizer op names (``hidden_kernel_momentum``), if any."""
+    for scope in rest[:1]:
+        for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
+            if scope.startswith(prefix + "_"):
+                return known.slot_prefixes[prefix]
+    return OPTIMIZER_UNASSIGNED
+
+
+def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]:
+    """The (model, layer) names that the forward and backward ops of a capture show."""
+    models: set[str] = set()
+    layers: set[str] = set()
+    for op in ops:
+        placed = place_op(op, known)
+        if placed.kind in (ACTIVATION, GRADIENT) and placed.layer != NO_LAYER:
+            layers.add(placed.layer)
+            parts = [p for p in op.split("/")[:-1] if not _WRAPPER.match(p)]
+            for part in parts:
+                if not _BACKWARD.match(part) and not _REPLICA.match(part):
+                    models.add(strip_suffix(part))
+                    break
+    return models, layers
+
+
+def learn_from_ops(ops: list[str], known: KnownNames) -> KnownNames:
+    """Add slot prefixes for the layers that the capture's own op names show.
+
+    Without an inventory a slot name ``<model>_<layer>_<weight>_<slot>`` (or
+    ``<layer>_...`` for a functional model) is tied to a layer seen in the
+    forward or backward ops: the model's and layers' names come from them.
+    """
+    if known.slot_prefixes:
+        return known
+    models, layers = names_in_ops(ops, known)
+    prefixes: dict[str, str] = {}
+    for layer in layers:
+        prefixes[layer] = layer
+        for model in models:
+            prefixes[f"{model}_{layer}"] = layer
+    return KnownNames(known.layers, known.models, known.optimizers, prefixes)

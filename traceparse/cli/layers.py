@@ -1,0 +1,56 @@
+"""``traceparse layers``: memory per model layer."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli._table import TableCommand
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.core.profile import Profile
+
+
+class LayersCommand(TableCommand):
+    """Memory per model layer: which layer holds the bytes at the peak.
+
+    One row per allocator and layer in the newest run under PATH, the layer
+    named as the user wrote it (Keras' trace suffixes removed: mycnn_1/conv_a_1
+    is conv_a). Bytes live at the allocator's peak split into activations
+    (forward ops), gradients (the backward pass), weights and optimizer state
+    (from a variable inventory when the capture has one) and other; plus
+    bytes allocated over the capture and the largest tensor. Rows for the
+    optimizer's unassigned state, ops outside any layer and bytes from before
+    the capture make each allocator's rows sum to its bytes in use at the
+    peak. Layers come first, largest first; --by-replica keeps replica_N/
+    scopes of distribution strategies apart.
+    """
+
+    name = "layers"
+    noun = "Layers"
+    default_sort = ()  # the table's own order: layers by bytes, then the explicit rows
+    display_columns = (
+        "layer",
+        "replica",
+        "activation_bytes",
+        "gradient_bytes",
+        "weight_bytes",
+        "optimizer_bytes",
+        "other_bytes",
+        "live_at_peak_bytes",
+        "allocated_bytes",
+        "largest_tensor",
+        "largest_shape",
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--by-replica",
+            action="store_true",
+            help="one row per layer and replica (replica_N/ or tower_N/ op scopes)",
+        )
+
+    def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        return profile.layers_by_replica if args.by_replica else profile.layers

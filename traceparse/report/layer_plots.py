@@ -1,0 +1,94 @@
+"""The HTML report's chart of layers at the peak: one stacked bar per layer.
+
+Each bar splits a layer's bytes at the peak into activations, gradients,
+weights, optimizer state and other, in that order, with the same colours for
+every layer; the explicit rows (before the capture, no layer) stay out of the
+chart (the table and the attribution chart show them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceparse.output.units import format_bytes
+from traceparse.report.escape import one_line
+from traceparse.report.plots import _BINARY, GRID, INK, PALETTE, _figure, _shorten, _svg, _unit
+
+__all__ = ["LAYER_PARTS", "layers_of", "layers_svg"]
+
+# Kind column -> legend label, in stacking order.
+LAYER_PARTS: dict[str, str] = {
+    "activation_bytes": "activations",
+    "gradient_bytes": "gradients",
+    "weight_bytes": "weights",
+    "optimizer_bytes": "optimizer state",
+    "other_bytes": "other",
+}
+# Layers a chart shows at most (the largest).
+MAX_LAYERS = 12
+
+
+def layers_of(layers: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
+    """The model layers of one allocator holding bytes at the peak (no explicit rows)."""
+    from traceparse.analysis.layer_names import EXPLICIT_ROWS
+
+    if layers is None or layers.empty:
+        return pd.DataFrame(columns=["layer", *LAYER_PARTS])
+    mine = layers[
+        (layers["host"].astype(object) == host)
+        & (layers["allocator"].astype(object) == allocator)
+        & ~layers["layer"].astype(object).isin(EXPLICIT_ROWS)
+        & (layers["live_at_peak_bytes"] > 0)
+    ]
+    return mine.head(MAX_LAYERS)
+
+
+def layers_svg(frame: pd.DataFrame, *, label: str, salt: str = "layers") -> str:
+    """Horizontal stacked bars, the first layer on top, each with its total."""
+    names = [str(x) for x in frame["layer"].astype(object)]
+    values = {c: frame[c].to_numpy(dtype=np.float64) for c in LAYER_PARTS}
+    totals = sum(values.values(), np.zeros(len(names)))
+    n = max(len(names), 1)
+    with _figure(10, 1.1 + 0.32 * n, salt) as (fig, ax):
+        unit, scale = _unit(float(totals.max()) if len(totals) else 0.0, _BINARY)
+        positions = np.arange(len(names))[::-1]
+        left = np.zeros(len(names))
+        for i, (column, legend) in enumerate(LAYER_PARTS.items()):
+            if not values[column].any():
+                continue
+            ax.barh(
+                positions,
+                values[column] / scale,
+                left=left / scale,
+                color=PALETTE[i % len(PALETTE)],
+                height=0.68,
+                label=legend,
+            )
+            left += values[column]
+        ax.set_yticks(
+            positions,
+            labels=[_shorten(one_line(name)) for name in names],
+            parse_math=False,
+            fontfamily="DejaVu Sans Mono",
+            fontsize=8,
+        )
+        for pos, total in zip(positions, totals, strict=True):
+            ax.annotate(
+                format_bytes(total),
+                (total / scale, pos),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                ha="left",
+                fontsize=8,
+                color=INK,
+            )
+        ax.set_xlim(0, (totals.max() / scale if len(totals) else 1) * 1.18)
+        ax.set_xlabel(f"bytes live at the peak ({unit})")
+        ax.spines["left"].set_visible(False)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color=GRID, lw=0.8)
+        ax.set_axisbelow(True)
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        return _svg(fig, label)
