@@ -45,6 +45,7 @@ from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
+    from traceparse.inventory import Inventory
 
 __all__ = ["Capture", "ScriptResult", "profile", "run_script"]
 
@@ -137,6 +138,8 @@ class Capture(AbstractContextManager["Capture"]):
         python_tracer_level: int = 0,
         device_tracer_level: int = 1,
         delay_ms: int | None = None,
+        models: Sequence[Any] = (),
+        inventory: bool = True,
     ) -> None:
         self.logdir: Path = _check_logdir(logdir)
         self.host_tracer_level = _check_level("host_tracer_level", host_tracer_level, 3)
@@ -147,6 +150,11 @@ class Capture(AbstractContextManager["Capture"]):
         self._state = _NEW
         self._before: dict[Path, tuple[int, int]] = {}
         self._files: list[Path] = []
+        if isinstance(models, (str, bytes)) or not isinstance(models, Sequence):
+            raise UsageError(f"models must be a list of Keras models, got {models!r}")
+        self.models = list(models)
+        self.take_inventory = bool(inventory)
+        self._inventory: Inventory | None = None
 
     def __repr__(self) -> str:
         return (
@@ -192,6 +200,11 @@ class Capture(AbstractContextManager["Capture"]):
                 delay_ms=self.delay_ms,
             )
             self._before = _snapshot(self.logdir)
+            if self.take_inventory:
+                from traceparse.inventory import take_inventory
+
+                # Before the profiler starts, so that the walk is not in the capture.
+                self._inventory = take_inventory(None, "start", self.models)
             try:
                 tf.profiler.experimental.start(os.fspath(self.logdir), options=options)
             except tf.errors.AlreadyExistsError as exc:
@@ -242,7 +255,24 @@ class Capture(AbstractContextManager["Capture"]):
                 self._files = sorted(
                     path for path, stamp in after.items() if self._before.get(path) != stamp
                 )
+            self._write_inventory()
             return self.files
+
+    def _write_inventory(self) -> None:
+        """Take the stop inventory and write it beside each host's capture."""
+        if self._inventory is None:
+            return
+        captures = [f for f in self._files if f.name.endswith(".xplane.pb")]
+        if not captures:
+            return
+        from traceparse.inventory import take_inventory, write_inventory
+
+        inventory = take_inventory(self._inventory, "stop", self.models)
+        written = {
+            Path(write_inventory(inventory, f.parent, f.name.removesuffix(".xplane.pb")))
+            for f in captures
+        }
+        self._files = sorted({*self._files, *written})
 
     def __enter__(self) -> Capture:
         return self.start()
@@ -300,8 +330,16 @@ def profile(
     python_tracer_level: int = 0,
     device_tracer_level: int = 1,
     delay_ms: int | None = None,
+    models: Sequence[Any] = (),
+    inventory: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
+
+    At start and stop the capture also lists the live ``tf.Variable`` objects (see
+    ``traceparse.inventory``) and writes them beside the capture as
+    ``<host>.variables.json``, so that the bytes allocated before the capture
+    get names. ``models`` are Keras models to name first (any live Keras model
+    is found anyway); ``inventory=False`` skips it.
 
     ``host_tracer_level`` 2 (the default) is the lowest level at which the
     allocator records memory events; ``python_tracer_level`` 1 traces every
@@ -315,6 +353,8 @@ def profile(
         python_tracer_level=python_tracer_level,
         device_tracer_level=device_tracer_level,
         delay_ms=delay_ms,
+        models=models,
+        inventory=inventory,
     )
 
 
