@@ -10,7 +10,13 @@ from test_analysis_support import GPU, alloc, free, profile_of, trace_of
 from traceparse import Profile
 from traceparse.analysis import PARTS, AllocatorSummary
 from traceparse.analysis.attribution import OPTIONAL_PARTS
-from traceparse.analysis.summary import OPTIONAL_FIELDS, TOP, TOP_OP_COLUMNS, TOP_SCOPE_COLUMNS, TOP_TENSOR_COLUMNS
+from traceparse.analysis.summary import (
+    OPTIONAL_FIELDS,
+    TOP,
+    TOP_OP_COLUMNS,
+    TOP_SCOPE_COLUMNS,
+    TOP_TENSOR_COLUMNS,
+)
 
 MiB = 1 << 20
 

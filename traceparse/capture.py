@@ -28,6 +28,7 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import runpy
@@ -35,7 +36,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -358,6 +359,63 @@ def profile(
     )
 
 
+def enable_onednn() -> bool:
+    """Set ``TF_ENABLE_ONEDNN_OPTS=1`` unless it is set or TensorFlow is already imported.
+
+    TensorFlow's default CPU allocator records no memory events; with oneDNN on,
+    CPU memory comes from ``mklcpu``, a BFC allocator that does. TensorFlow reads
+    the variable once, when it is imported. Returns True when it was set here.
+    """
+    if "TF_ENABLE_ONEDNN_OPTS" in os.environ or "tensorflow" in sys.modules:
+        return False
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
+    return True
+
+
+@contextmanager
+def keras_step_markers() -> Iterator[bool]:
+    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
+
+    ``keras.Model.fit`` is wrapped so that it adds a
+    :class:`traceparse.keras.StepMarker` to the callbacks (one marker for the
+    whole block, so step numbers go on across ``fit`` calls), unless the call
+    already has a traceparse callback. The script is not changed; the original
+    ``fit`` is put back on exit. Yields False (and does nothing) when Keras 3
+    cannot be imported. Works in whichever process the script runs in: call it
+    there, around the script.
+    """
+    try:
+        import keras
+        from keras.callbacks import Callback
+
+        from traceparse.keras import StepMarker
+    except ImportError:
+        yield False
+        return
+    original = keras.Model.fit
+    marker = StepMarker()
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        callbacks = bound.arguments.get("callbacks")
+        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
+        if callbacks is None or (
+            isinstance(callbacks, (list, tuple))
+            and all(isinstance(c, Callback) for c in given)
+            and not any(isinstance(c, StepMarker) for c in given)
+        ):
+            bound.arguments["callbacks"] = [*given, marker]
+        return original(*bound.args, **bound.kwargs)
+
+    fit.__doc__ = original.__doc__
+    fit.__wrapped__ = original  # type: ignore[attr-defined]
+    keras.Model.fit = fit
+    try:
+        yield True
+    finally:
+        keras.Model.fit = original
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     """What :func:`run_script` did: the script's exit code and the capture.
@@ -434,6 +492,10 @@ def run_script(
     ``capture.run_dir is None``). A start or stop that fails on a timer thread
     (for example because the script runs its own profiler) is reported in
     ``profiler_error`` and on stderr, not raised.
+
+    Keras ``fit`` calls in the script mark each batch as a step
+    (:func:`keras_step_markers`), so a plain ``fit`` gets a steps table and a
+    leak check; the capture has a variable inventory, as ``profile()`` makes.
     """
     script_path = Path(os.fspath(script)).expanduser()
     if not script_path.is_file():
@@ -451,6 +513,9 @@ def run_script(
         delay_ms=delay_ms,
     )
     _import_tensorflow()  # fail before the script runs if TensorFlow is missing
+    # Keras is imported (for the step markers) before the profiler starts.
+    markers = ExitStack()
+    markers.enter_context(keras_step_markers())
 
     errors: list[CaptureError] = []
     timers: list[threading.Timer] = []
@@ -486,7 +551,11 @@ def run_script(
             print(f"traceparse: {exc}", file=sys.stderr)
 
     if delay is None:
-        start_now()  # errors raise here, before the script runs
+        try:
+            start_now()  # errors raise here, before the script runs
+        except BaseException:
+            markers.close()
+            raise
     else:
         timer = threading.Timer(delay, start_on_timer)
         timer.daemon = True
@@ -518,6 +587,8 @@ def run_script(
         except CaptureError as exc:
             errors.append(exc)
             print(f"traceparse: {exc}", file=sys.stderr)
+        finally:
+            markers.close()
     return ScriptResult(
         exit_code=exit_code, capture=capture, profiler_error=errors[0] if errors else None
     )

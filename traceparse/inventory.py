@@ -128,9 +128,7 @@ def _keras_owners(models: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
     if keras is not None and hasattr(keras, "Model"):
         known = {id(m) for m in found}
         others = [
-            obj
-            for obj in gc.get_objects()
-            if isinstance(obj, keras.Model) and id(obj) not in known
+            obj for obj in gc.get_objects() if isinstance(obj, keras.Model) and id(obj) not in known
         ]
         others.sort(key=lambda m: -len(_safe_list(m, "variables")))
         found.extend(others)

@@ -10,6 +10,7 @@ from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
+from traceparse.errors import InputError
 from traceparse.files.discover import (
     MAX_DECOMPRESSED_BYTES,
     MAX_PROTOBUF_BYTES,
@@ -18,7 +19,6 @@ from traceparse.files.discover import (
     read_bytes,
     sidecar,
 )
-from traceparse.errors import InputError
 
 INVENTORY_SUFFIX = ".variables.json"
 

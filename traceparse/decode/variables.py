@@ -135,7 +135,9 @@ def _memory_info(value: Any) -> dict[str, dict[str, dict[str, int]]]:
             continue
         out[str(moment)] = {
             short_device(str(device)): {
-                k: int(v) for k, v in counters.items() if isinstance(v, int) and k in ("current", "peak")
+                k: int(v)
+                for k, v in counters.items()
+                if isinstance(v, int) and k in ("current", "peak")
             }
             for device, counters in devices.items()
             if isinstance(counters, dict)

@@ -328,7 +328,9 @@ def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
     growth = s.growth_bytes_per_step
     growth_text = "-" if is_missing(growth) else f"{format_bytes(growth, signed=True)} per step"
     split = getattr(s, "before_capture", None)
-    before = [Fact("Before the capture", before_capture_text(split))] if split else []
+    named = split and any(split.get(f"{r}_variables") for r in ("weight", "optimizer", "other"))
+    shown = named or (split and split.get("unnamed_bytes"))
+    before = [Fact("Before the capture", before_capture_text(split))] if shown else []
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s)),
         *before,
