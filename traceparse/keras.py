@@ -69,7 +69,7 @@ def _batch_range(profile_batch: Any) -> tuple[int, int] | None:
     )
 
 
-class StepMarker(keras.callbacks.Callback):  # type: ignore[misc]
+class StepMarker(keras.callbacks.Callback):
     """Marks every training batch as a profiler step; starts no profiler.
 
     While some profiler runs (``traceparse run``, ``traceparse.profile()``),

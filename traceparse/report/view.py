@@ -328,9 +328,12 @@ def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
     growth = s.growth_bytes_per_step
     growth_text = "-" if is_missing(growth) else f"{format_bytes(growth, signed=True)} per step"
     split = getattr(s, "before_capture", None)
-    named = split and any(split.get(f"{r}_variables") for r in ("weight", "optimizer", "other"))
-    shown = named or (split and split.get("unnamed_bytes"))
-    before = [Fact("Before the capture", before_capture_text(split))] if shown else []
+    before = []
+    if split and (
+        split.get("unnamed_bytes")
+        or any(split.get(f"{role}_variables") for role in ("weight", "optimizer", "other"))
+    ):
+        before = [Fact("Before the capture", before_capture_text(split))]
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s)),
         *before,
