@@ -28,7 +28,6 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import runpy
@@ -36,7 +35,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -202,10 +201,10 @@ class Capture(AbstractContextManager["Capture"]):
             )
             self._before = _snapshot(self.logdir)
             if self.take_inventory:
-                from traceparse.inventory import take_inventory
+                from traceparse.inventory import try_take_inventory
 
                 # Before the profiler starts, so that the walk is not in the capture.
-                self._inventory = take_inventory(None, "start", self.models)
+                self._inventory = try_take_inventory(None, "start", self.models)
             try:
                 tf.profiler.experimental.start(os.fspath(self.logdir), options=options)
             except tf.errors.AlreadyExistsError as exc:
@@ -266,9 +265,11 @@ class Capture(AbstractContextManager["Capture"]):
         captures = [f for f in self._files if f.name.endswith(".xplane.pb")]
         if not captures:
             return
-        from traceparse.inventory import take_inventory, write_inventory
+        from traceparse.inventory import try_take_inventory, write_inventory
 
-        inventory = take_inventory(self._inventory, "stop", self.models)
+        inventory = try_take_inventory(self._inventory, "stop", self.models)
+        if inventory is None:
+            return
         written = {
             Path(write_inventory(inventory, f.parent, f.name.removesuffix(".xplane.pb")))
             for f in captures
@@ -372,48 +373,15 @@ def enable_onednn() -> bool:
     return True
 
 
-@contextmanager
-def keras_step_markers() -> Iterator[bool]:
-    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
-
-    ``keras.Model.fit`` is wrapped so that it adds a
-    :class:`traceparse.keras.StepMarker` to the callbacks (one marker for the
-    whole block, so step numbers go on across ``fit`` calls), unless the call
-    already has a traceparse callback. The script is not changed; the original
-    ``fit`` is put back on exit. Yields False (and does nothing) when Keras 3
-    cannot be imported. Works in whichever process the script runs in: call it
-    there, around the script.
-    """
+def keras_step_markers() -> AbstractContextManager[bool]:
+    """``traceparse.keras.step_markers_in_fit()``: inside the block, every Keras
+    ``Model.fit`` marks its batches as steps; a block that does nothing (and
+    gives False) when Keras cannot be imported."""
     try:
-        import keras
-        from keras.callbacks import Callback
-
-        from traceparse.keras import StepMarker
+        from traceparse.keras import step_markers_in_fit
     except ImportError:
-        yield False
-        return
-    original = keras.Model.fit
-    marker = StepMarker()
-
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
-        callbacks = bound.arguments.get("callbacks")
-        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
-        if callbacks is None or (
-            isinstance(callbacks, (list, tuple))
-            and all(isinstance(c, Callback) for c in given)
-            and not any(isinstance(c, StepMarker) for c in given)
-        ):
-            bound.arguments["callbacks"] = [*given, marker]
-        return original(*bound.args, **bound.kwargs)
-
-    fit.__doc__ = original.__doc__
-    fit.__wrapped__ = original  # type: ignore[attr-defined]
-    keras.Model.fit = fit
-    try:
-        yield True
-    finally:
-        keras.Model.fit = original
+        return nullcontext(False)
+    return step_markers_in_fit()
 
 
 @dataclass(frozen=True)

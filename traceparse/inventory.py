@@ -30,7 +30,7 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,15 @@ FORMAT = "traceparse.variables"
 VERSION = 1
 SUFFIX = ".variables.json"
 
-__all__ = ["FORMAT", "SUFFIX", "VERSION", "Inventory", "take_inventory", "write_inventory"]
+__all__ = [
+    "FORMAT",
+    "SUFFIX",
+    "VERSION",
+    "Inventory",
+    "take_inventory",
+    "try_take_inventory",
+    "write_inventory",
+]
 
 
 @dataclass
@@ -84,7 +92,8 @@ def take_inventory(
     if inventory is None:
         inventory = Inventory(tensorflow=str(tf.__version__))
     seen: set[int] = set()
-    for model, optimizers in _keras_owners(models):
+    live_models, live_variables = _live_objects(tf)
+    for model, optimizers in _keras_owners(models, live_models):
         for weight in _safe_list(model, "variables"):
             _note(inventory, seen, moment, weight, role="weight", model=model.name)
         for optimizer in optimizers:
@@ -101,10 +110,26 @@ def take_inventory(
                     model=model.name,
                     belongs_to=owner_path,
                 )
-    for var in _live_tf_variables(tf):
+    for var in live_variables:
         _note(inventory, seen, moment, var, role="other", model=None)
     inventory.memory_info[moment] = _memory_info(tf)
     return inventory
+
+
+def try_take_inventory(
+    inventory: Inventory | None, moment: str, models: Sequence[Any] = ()
+) -> Inventory | None:
+    """:func:`take_inventory`, or None and a line on stderr when it fails: the
+    capture matters more than the names of its variables."""
+    try:
+        return take_inventory(inventory, moment, models)
+    except Exception as exc:  # a program's object that breaks the walk
+        print(
+            f"traceparse: the variable inventory failed ({type(exc).__name__}: {exc}); "
+            "the capture is kept without it",
+            file=sys.stderr,
+        )
+        return None
 
 
 def write_inventory(inventory: Inventory, run_dir: str | os.PathLike[str], host: str) -> str:
@@ -117,27 +142,53 @@ def write_inventory(inventory: Inventory, run_dir: str | os.PathLike[str], host:
 # -- finding variables ---------------------------------------------------------------
 
 
-def _keras_owners(models: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
+def _keras_owners(models: Sequence[Any], live_models: list[Any]) -> list[tuple[Any, list[Any]]]:
     """(model, its optimizers) for the given models, then every other live Keras model.
 
     Larger models come first, so a model nested in another gives its variables
-    to the outer one. Keras is looked at only if the program imported it.
+    to the outer one.
     """
-    keras = sys.modules.get("keras")
-    found: list[Any] = list(models)
-    if keras is not None and hasattr(keras, "Model"):
-        known = {id(m) for m in found}
-        others = [
-            obj for obj in gc.get_objects() if isinstance(obj, keras.Model) and id(obj) not in known
-        ]
-        others.sort(key=lambda m: -len(_safe_list(m, "variables")))
-        found.extend(others)
+    known = {id(m) for m in models}
+    others = [m for m in live_models if id(m) not in known]
+    others.sort(key=lambda m: -len(_safe_list(m, "variables")))
     owners = []
-    for model in found:
+    for model in [*models, *others]:
         optimizer = getattr(model, "optimizer", None)
         optimizers = [] if optimizer is None else _unwrap_optimizer(optimizer)
         owners.append((model, optimizers))
     return owners
+
+
+def _live_objects(tf: Any) -> tuple[list[Any], list[Any]]:
+    """Every live Keras model and ``tf.Variable`` the garbage collector tracks, in one pass.
+
+    Resource variables and models are objects with a ``__dict__``, so the
+    collector tracks them all. Types are checked once each (a cache by type):
+    an isinstance check per object costs seconds in a large program. Keras is
+    looked at only if the program imported it. A class that only registers as
+    a virtual subclass of ``tf.Variable`` is not found (TensorFlow's own
+    variables inherit from it).
+    """
+    keras = sys.modules.get("keras")
+    model_type = getattr(keras, "Model", None) if keras is not None else None
+    variable_type = tf.Variable
+    kinds: dict[type, int] = {}  # 0 neither, 1 variable, 2 model
+    models: list[Any] = []
+    variables: list[Any] = []
+    for obj in gc.get_objects():
+        cls = type(obj)
+        kind = kinds.get(cls)
+        if kind is None:
+            # The MRO, not issubclass: the ABC machinery behind issubclass is
+            # slow on first use for each of the thousands of types a program has.
+            mro = getattr(cls, "__mro__", ())
+            kind = 1 if variable_type in mro else 2 if model_type in mro else 0
+            kinds[cls] = kind
+        if kind == 1:
+            variables.append(obj)
+        elif kind == 2:
+            models.append(obj)
+    return models, variables
 
 
 def _unwrap_optimizer(optimizer: Any) -> list[Any]:
@@ -186,18 +237,6 @@ def _slot_owners(optimizer: Any) -> dict[int, Any]:
         if len(matches) == 1:
             owners[id(var)] = matches[0]
     return owners
-
-
-def _live_tf_variables(tf: Any) -> Iterable[Any]:
-    """Every ``tf.Variable`` the garbage collector tracks (resource variables are objects
-    with a ``__dict__``, so it tracks them all)."""
-    variable_type = tf.Variable
-    for obj in gc.get_objects():
-        try:
-            if isinstance(obj, variable_type):
-                yield obj
-        except Exception:  # a proxy whose isinstance check fails
-            continue
 
 
 def _tf_components(var: Any, tf: Any) -> list[Any]:

@@ -22,9 +22,11 @@ traceparse`` does not.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from traceparse.core.profile import Profile
     from traceparse.gate.budgets import Budgets, Result
 
-__all__ = ["MemoryCallback", "StepMarker"]
+__all__ = ["MemoryCallback", "StepMarker", "step_markers_in_fit"]
 
 STEP_NAME = "train"
 
@@ -221,3 +223,40 @@ class MemoryCallback(StepMarker):
             raise BudgetExceededError(
                 f"{verdict_line(self.results)} in {self.capture.run_dir}", self.capture.run_dir
             )
+
+
+@contextmanager
+def step_markers_in_fit() -> Iterator[bool]:
+    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
+
+    ``keras.Model.fit`` is wrapped so that it adds a
+    :class:`traceparse.keras.StepMarker` to the callbacks (one marker for the
+    whole block, so step numbers go on across ``fit`` calls), unless the call
+    already has a traceparse callback. The script is not changed; the original
+    ``fit`` is put back on exit. Works in whichever process the script runs in:
+    call it there, around the script (``traceparse run`` does). Yields True.
+    """
+    from keras.callbacks import Callback
+
+    original = keras.Model.fit
+    marker = StepMarker()
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        callbacks = bound.arguments.get("callbacks")
+        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
+        if callbacks is None or (
+            isinstance(callbacks, (list, tuple))
+            and all(isinstance(c, Callback) for c in given)
+            and not any(isinstance(c, StepMarker) for c in given)
+        ):
+            bound.arguments["callbacks"] = [*given, marker]
+        return original(*bound.args, **bound.kwargs)
+
+    fit.__doc__ = original.__doc__
+    fit.__wrapped__ = original  # type: ignore[attr-defined]
+    keras.Model.fit = fit
+    try:
+        yield True
+    finally:
+        keras.Model.fit = original
