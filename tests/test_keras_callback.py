@@ -131,6 +131,11 @@ def test_run_marks_fit_batches_as_steps(tmp_path: Path, tf: ModuleType) -> None:
     # Step numbers go on across the two fit calls.
     assert sorted(prof.step_markers["step"].tolist()) == [1, 2, 3, 4, 5, 6]
     assert len(prof.variables) and "wide/kernel" in set(prof.variables["path"])
+    # So `traceparse check --no-leaks` judges the leak budget instead of skipping it.
+    from traceparse.gate.budgets import Budgets, evaluate
+
+    (leak,) = evaluate(prof, Budgets(no_leaks=True))
+    assert leak.status in ("pass", "fail"), leak.message
 
 
 def test_import_traceparse_imports_neither_tensorflow_nor_keras() -> None:
