@@ -27,8 +27,18 @@ GOOD_XPLANE_FIXTURES = [
     "no_memory",
     "keras_callback",
     "two_runs",
+    "keras_inventory",
+    "keras_memory_callback",
 ]
-MEMORY_FIXTURES = ["keras_train", "eager_ops", "leak", "keras_callback", "two_runs"]
+MEMORY_FIXTURES = [
+    "keras_train",
+    "eager_ops",
+    "leak",
+    "keras_callback",
+    "two_runs",
+    "keras_inventory",
+    "keras_memory_callback",
+]
 
 
 def run_traceparse(

@@ -35,7 +35,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -45,6 +45,7 @@ from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
+    from traceparse.inventory import Inventory
 
 __all__ = ["Capture", "ScriptResult", "profile", "run_script"]
 
@@ -137,6 +138,8 @@ class Capture(AbstractContextManager["Capture"]):
         python_tracer_level: int = 0,
         device_tracer_level: int = 1,
         delay_ms: int | None = None,
+        models: Sequence[Any] = (),
+        inventory: bool = True,
     ) -> None:
         self.logdir: Path = _check_logdir(logdir)
         self.host_tracer_level = _check_level("host_tracer_level", host_tracer_level, 3)
@@ -147,6 +150,11 @@ class Capture(AbstractContextManager["Capture"]):
         self._state = _NEW
         self._before: dict[Path, tuple[int, int]] = {}
         self._files: list[Path] = []
+        if isinstance(models, (str, bytes)) or not isinstance(models, Sequence):
+            raise UsageError(f"models must be a list of Keras models, got {models!r}")
+        self.models = list(models)
+        self.take_inventory = bool(inventory)
+        self._inventory: Inventory | None = None
 
     def __repr__(self) -> str:
         return (
@@ -192,6 +200,11 @@ class Capture(AbstractContextManager["Capture"]):
                 delay_ms=self.delay_ms,
             )
             self._before = _snapshot(self.logdir)
+            if self.take_inventory:
+                from traceparse.inventory import try_take_inventory
+
+                # Before the profiler starts, so that the walk is not in the capture.
+                self._inventory = try_take_inventory(None, "start", self.models)
             try:
                 tf.profiler.experimental.start(os.fspath(self.logdir), options=options)
             except tf.errors.AlreadyExistsError as exc:
@@ -242,7 +255,26 @@ class Capture(AbstractContextManager["Capture"]):
                 self._files = sorted(
                     path for path, stamp in after.items() if self._before.get(path) != stamp
                 )
+            self._write_inventory()
             return self.files
+
+    def _write_inventory(self) -> None:
+        """Take the stop inventory and write it beside each host's capture."""
+        if self._inventory is None:
+            return
+        captures = [f for f in self._files if f.name.endswith(".xplane.pb")]
+        if not captures:
+            return
+        from traceparse.inventory import try_take_inventory, write_inventory
+
+        inventory = try_take_inventory(self._inventory, "stop", self.models)
+        if inventory is None:
+            return
+        written = {
+            Path(write_inventory(inventory, f.parent, f.name.removesuffix(".xplane.pb")))
+            for f in captures
+        }
+        self._files = sorted({*self._files, *written})
 
     def __enter__(self) -> Capture:
         return self.start()
@@ -300,8 +332,16 @@ def profile(
     python_tracer_level: int = 0,
     device_tracer_level: int = 1,
     delay_ms: int | None = None,
+    models: Sequence[Any] = (),
+    inventory: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
+
+    At start and stop the capture also lists the live ``tf.Variable`` objects (see
+    ``traceparse.inventory``) and writes them beside the capture as
+    ``<host>.variables.json``, so that the bytes allocated before the capture
+    get names. ``models`` are Keras models to name first (any live Keras model
+    is found anyway); ``inventory=False`` skips it.
 
     ``host_tracer_level`` 2 (the default) is the lowest level at which the
     allocator records memory events; ``python_tracer_level`` 1 traces every
@@ -315,7 +355,33 @@ def profile(
         python_tracer_level=python_tracer_level,
         device_tracer_level=device_tracer_level,
         delay_ms=delay_ms,
+        models=models,
+        inventory=inventory,
     )
+
+
+def enable_onednn() -> bool:
+    """Set ``TF_ENABLE_ONEDNN_OPTS=1`` unless it is set or TensorFlow is already imported.
+
+    TensorFlow's default CPU allocator records no memory events; with oneDNN on,
+    CPU memory comes from ``mklcpu``, a BFC allocator that does. TensorFlow reads
+    the variable once, when it is imported. Returns True when it was set here.
+    """
+    if "TF_ENABLE_ONEDNN_OPTS" in os.environ or "tensorflow" in sys.modules:
+        return False
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
+    return True
+
+
+def keras_step_markers() -> AbstractContextManager[bool]:
+    """``traceparse.keras.step_markers_in_fit()``: inside the block, every Keras
+    ``Model.fit`` marks its batches as steps; a block that does nothing (and
+    gives False) when Keras cannot be imported."""
+    try:
+        from traceparse.keras import step_markers_in_fit
+    except ImportError:
+        return nullcontext(False)
+    return step_markers_in_fit()
 
 
 @dataclass(frozen=True)
@@ -394,6 +460,10 @@ def run_script(
     ``capture.run_dir is None``). A start or stop that fails on a timer thread
     (for example because the script runs its own profiler) is reported in
     ``profiler_error`` and on stderr, not raised.
+
+    Keras ``fit`` calls in the script mark each batch as a step
+    (:func:`keras_step_markers`), so a plain ``fit`` gets a steps table and a
+    leak check; the capture has a variable inventory, as ``profile()`` makes.
     """
     script_path = Path(os.fspath(script)).expanduser()
     if not script_path.is_file():
@@ -411,6 +481,9 @@ def run_script(
         delay_ms=delay_ms,
     )
     _import_tensorflow()  # fail before the script runs if TensorFlow is missing
+    # Keras is imported (for the step markers) before the profiler starts.
+    markers = ExitStack()
+    markers.enter_context(keras_step_markers())
 
     errors: list[CaptureError] = []
     timers: list[threading.Timer] = []
@@ -446,7 +519,11 @@ def run_script(
             print(f"traceparse: {exc}", file=sys.stderr)
 
     if delay is None:
-        start_now()  # errors raise here, before the script runs
+        try:
+            start_now()  # errors raise here, before the script runs
+        except BaseException:
+            markers.close()
+            raise
     else:
         timer = threading.Timer(delay, start_on_timer)
         timer.daemon = True
@@ -478,6 +555,8 @@ def run_script(
         except CaptureError as exc:
             errors.append(exc)
             print(f"traceparse: {exc}", file=sys.stderr)
+        finally:
+            markers.close()
     return ScriptResult(
         exit_code=exit_code, capture=capture, profiler_error=errors[0] if errors else None
     )

@@ -11,8 +11,25 @@ splits into
 - ``padding_bytes``: what the allocator added (rounding, unsplit chunks).
 
 The allocator's heap counter at the peak minus what the live allocations hold
-is ``before_capture_bytes``: memory allocated before the capture started and
-still held (its owner is unknown). ``reserved_bytes`` is the allocator's
+is memory allocated before the capture started and still held. When the
+capture has a variable inventory (``Profile.variables``), ``variable_bytes`` is
+the part of it that the inventoried variables on that allocator account for
+(shape x dtype), and ``before_capture_bytes`` keeps the rest, whose owner is
+unknown. A variable counts when
+
+- it was alive both when the profiler started and when it stopped (one made
+  during the capture has its own allocation event; one dropped may have been
+  freed before the peak);
+- its allocator is the allocator's (``traceparse.tables.variables``);
+- its shape x dtype is known; and, on a CPU allocator (``mklcpu``, ``cpu``),
+  it is at least 256 KiB: smaller requests come from a pool that the allocator
+  never records, so they are not in its counter.
+
+``variable_bytes`` is at most what was allocated before the capture (it is a
+part of it; the sum of the variables can exceed it when some were reallocated
+during the capture). Without an inventory the column is 0 and named in the
+table's ``attrs["not_measured"]``; reports leave out such parts, so a capture
+without an inventory reports exactly as before. ``reserved_bytes`` is the allocator's
 reservation counter. So the parts sum to ``in_use_bytes`` by construction, and
 a negative ``before_capture_bytes`` means the capture lost frees.
 """
@@ -29,9 +46,16 @@ PARTS = [
     "shape_explained_bytes",
     "unexplained_request_bytes",
     "padding_bytes",
+    "variable_bytes",
     "before_capture_bytes",
     "reserved_bytes",
 ]
+# Parts measured only when their source is there: variable_bytes needs an inventory.
+OPTIONAL_PARTS = ("variable_bytes",)
+NOT_MEASURED = "not_measured"
+# mklcpu serves requests under this from a pool that emits no memory events.
+CPU_POOL_BYTES = 256 * 1024
+CPU_ALLOCATORS = ("mklcpu", "cpu")
 
 ATTRIBUTION_COLUMNS: dict[str, str] = {
     "host": "category",
@@ -59,10 +83,47 @@ def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
-    """One row per peak row; ``live`` is ``live_at_peak`` for every allocator."""
+def counted_variables(variables: pd.DataFrame) -> np.ndarray:
+    """Which variables count against what was allocated before the capture (the
+    rule in the module docstring), as a boolean mask."""
+    size = variables["estimated_bytes"]
+    cpu = variables["allocator"].astype(object).isin(CPU_ALLOCATORS)
+    small = (cpu & (size.fillna(0) < CPU_POOL_BYTES)).to_numpy(dtype=bool)
+    return (
+        variables["at_start"].to_numpy(dtype=bool)
+        & variables["at_stop"].to_numpy(dtype=bool)
+        & variables["allocator"].notna().to_numpy(dtype=bool)
+        & size.notna().to_numpy(dtype=bool)
+        & ~small
+    )
+
+
+def counted_variable_bytes(variables: pd.DataFrame) -> pd.Series:
+    """Per (host, allocator): the shape x dtype bytes of the counted variables."""
+    mine = variables[counted_variables(variables)]
+    keys = [mine["host"].astype(object), mine["allocator"].astype(object)]
+    return mine["estimated_bytes"].astype("int64").groupby(keys).sum()
+
+
+def attribution_table(
+    peak: pd.DataFrame, live: pd.DataFrame, variables: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per peak row; ``live`` is ``live_at_peak`` for every allocator.
+
+    ``variables`` is ``Profile.variables``; None (no inventory) gives a
+    ``variable_bytes`` of 0, listed in ``attrs["not_measured"]``.
+    """
+    table = _attribution_table(peak, live, variables)
+    table.attrs[NOT_MEASURED] = list(OPTIONAL_PARTS) if variables is None else []
+    return table
+
+
+def _attribution_table(
+    peak: pd.DataFrame, live: pd.DataFrame, variables: pd.DataFrame | None
+) -> pd.DataFrame:
+    columns = ATTRIBUTION_COLUMNS
     if peak.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in ATTRIBUTION_COLUMNS.items()})
+        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
     parts = split_bytes(live)
     parts["host"] = live["host"].astype(object)
     parts["allocator"] = live["allocator"].astype(object)
@@ -81,8 +142,18 @@ def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     heap = peak["heap_bytes"].fillna(0).to_numpy(dtype=np.int64)
     reserved = peak["reserved_bytes"].fillna(0).to_numpy(dtype=np.int64)
     table["in_use_bytes"] = peak["in_use_bytes"].to_numpy(dtype=np.int64)
-    table["before_capture_bytes"] = heap - table["held_bytes"].to_numpy(dtype=np.int64)
+    before = heap - table["held_bytes"].to_numpy(dtype=np.int64)
+    table["variable_bytes"] = 0
+    if variables is not None:
+        counted = counted_variable_bytes(variables)
+        named = np.array(
+            [int(counted.get((h, a), 0)) for h, a in keys.itertuples(index=False, name=None)],
+            dtype=np.int64,
+        )
+        table["variable_bytes"] = np.clip(named, 0, np.clip(before, 0, None))
+        before = before - table["variable_bytes"].to_numpy(dtype=np.int64)
+    table["before_capture_bytes"] = before
     table["reserved_bytes"] = reserved
     table["host"] = peak["host"].to_numpy()
     table["allocator"] = peak["allocator"].to_numpy()
-    return table[list(ATTRIBUTION_COLUMNS)].astype(ATTRIBUTION_COLUMNS)
+    return table[list(columns)].astype(columns)

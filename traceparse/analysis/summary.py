@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.attribution import PARTS
+from traceparse.analysis.attribution import NOT_MEASURED, PARTS, counted_variables
 from traceparse.analysis.leaks import LeakReport
 from traceparse.output.units import format_bytes
 
@@ -30,6 +30,18 @@ TOP_TENSOR_COLUMNS = [
 ]
 TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
 TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
+TOP_VARIABLE_COLUMNS = [
+    "path",
+    "role",
+    "belongs_to",
+    "model",
+    "dtype",
+    "shape",
+    "estimated_bytes",
+]
+# Fields present only when the capture has a variable inventory; to_dict leaves
+# them out otherwise, so a capture without one reports as before.
+OPTIONAL_FIELDS = ("before_capture", "top_variables")
 
 
 @dataclass
@@ -56,12 +68,20 @@ class AllocatorSummary:
     leak_message: str
     growth_bytes_per_step: float | None
     diagnostics: list[str]
+    # What was allocated before the capture, split by the variable inventory:
+    # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
+    # optimizer (its name), other_bytes / other_variables, variable_bytes (the
+    # attribution's part), unnamed_bytes (before_capture_bytes). None without one.
+    before_capture: dict[str, Any] | None = None
+    top_variables: pd.DataFrame | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON-serialisable values: frames as lists of records, NA as None."""
         out: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
+            if value is None and item.name in OPTIONAL_FIELDS:
+                continue
             if isinstance(value, pd.DataFrame):
                 out[item.name] = records(value)
             elif isinstance(value, dict):
@@ -109,9 +129,12 @@ def build_summaries(
     allocations: pd.DataFrame,
     leaks: LeakReport,
     diagnostics: dict[str, list[str]],
+    variables: pd.DataFrame | None = None,
 ) -> list[AllocatorSummary]:
-    """One summary per peak row. ``diagnostics`` maps a host to its notes."""
+    """One summary per peak row. ``diagnostics`` maps a host to its notes;
+    ``variables`` is ``Profile.variables`` (None without an inventory)."""
     counts = allocations.groupby(["host", "allocator"], observed=True).size()
+    unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
     out: list[AllocatorSummary] = []
     for index in range(len(peak)):
@@ -130,7 +153,12 @@ def build_summaries(
                 if pd.isna(found["growth_bytes_per_step"])
                 else float(found["growth_bytes_per_step"])
             )
-        attribution_parts = {part: int(parts[part]) for part in PARTS}
+        attribution_parts = {part: int(parts[part]) for part in PARTS if part not in unmeasured}
+        split, top_variables = (
+            (None, None)
+            if variables is None
+            else _before_capture(variables, host, allocator, attribution_parts)
+        )
         out.append(
             AllocatorSummary(
                 host=host,
@@ -155,9 +183,34 @@ def build_summaries(
                 leak_message=message,
                 growth_bytes_per_step=rate,
                 diagnostics=[*diagnostics.get(host, []), *_notes(row, attribution_parts)],
+                before_capture=split,
+                top_variables=top_variables,
             )
         )
     return out
+
+
+def _before_capture(
+    variables: pd.DataFrame, host: str, allocator: str, parts: dict[str, int]
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The counted variables of this allocator by role, and the largest of them."""
+    mine = variables[counted_variables(variables)]
+    mine = _owned(mine, host, allocator)
+    split: dict[str, Any] = {}
+    for role in ("weight", "optimizer", "other"):
+        of_role = mine[mine["role"].astype(object) == role]
+        split[f"{role}_bytes"] = int(of_role["estimated_bytes"].sum())
+        split[f"{role}_variables"] = len(of_role)
+    optimizers = {
+        str(path).split("/", 1)[0]
+        for path in mine.loc[mine["role"].astype(object) == "optimizer", "path"]
+        if isinstance(path, str) and "/" in path
+    }
+    split["optimizer"] = optimizers.pop() if len(optimizers) == 1 else None
+    split["variable_bytes"] = parts.get("variable_bytes", 0)
+    split["unnamed_bytes"] = parts.get("before_capture_bytes", 0)
+    top = mine.sort_values(["estimated_bytes", "path"], ascending=[False, True], kind="stable")
+    return split, top.head(TOP)[TOP_VARIABLE_COLUMNS].reset_index(drop=True)
 
 
 def _owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
@@ -191,6 +244,13 @@ def _notes(row: pd.Series, parts: dict[str, int]) -> list[str]:
             f"{name}: the allocations live at the peak hold {format_bytes(-before)} more than "
             "the allocator's own counter; the capture lost some frees, so some of them "
             "were in fact released."
+        )
+    elif before > 0 and "variable_bytes" in parts:
+        notes.append(
+            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
+            "started and is not a variable the inventory names (tensors held by Python "
+            "objects, dataset buffers, small variables, allocator rounding); start the "
+            "profiler earlier to see which tensors hold it."
         )
     elif before > 0:
         notes.append(

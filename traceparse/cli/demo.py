@@ -73,6 +73,9 @@ class DemoCommand(Command):
         output.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        from traceparse.capture import enable_onednn
+
+        enable_onednn()  # before TensorFlow is imported: CPU memory events need it
         # TensorFlow's native logging ignores TF_CPP_MIN_LOG_LEVEL for some start-up
         # lines; keep them (and Keras warnings) in a file, not in the demo's output.
         log = output / "tensorflow.log"

@@ -24,6 +24,14 @@ class RunCommand(Command):
     capture goes to LOGDIR/plugins/profile/<run>/, and the summary is printed
     on stderr afterwards, so the script's stdout stays its own. Everything after
     SCRIPT is passed to the script. Needs TensorFlow.
+
+    Each batch of a Keras Model.fit in the script is marked as a profiler step
+    (fit is wrapped for the run to add a step-marking callback; the script is
+    not changed), so a plain fit gets a steps table and a leak check. The
+    capture also lists the live variables (LOGDIR/.../<host>.variables.json),
+    which name the bytes allocated before the capture. TF_ENABLE_ONEDNN_OPTS is
+    set to 1 unless already set: without oneDNN, TensorFlow's CPU allocator
+    records no memory events.
     """
 
     name = "run"
@@ -70,8 +78,9 @@ class RunCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.capture import run_script
+        from traceparse.capture import enable_onednn, run_script
 
+        enable_onednn()  # before TensorFlow is imported: CPU memory events need it
         result = run_script(
             args.script,
             list(args.script_args),

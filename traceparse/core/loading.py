@@ -8,14 +8,19 @@ from itertools import groupby
 from traceparse.core.profile import Profile
 from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
+from traceparse.errors import InputError
 from traceparse.files.discover import (
     MAX_DECOMPRESSED_BYTES,
     MAX_PROTOBUF_BYTES,
     CaptureFile,
     find_captures,
     read_bytes,
+    sidecar,
 )
+
+INVENTORY_SUFFIX = ".variables.json"
 
 PathLike = str | os.PathLike[str]
 
@@ -26,10 +31,32 @@ def read_trace(capture: CaptureFile) -> MemoryTrace:
     binary = capture.format in ("xplane", "memory_profile")
     data = read_bytes(capture, MAX_PROTOBUF_BYTES if binary else MAX_DECOMPRESSED_BYTES)
     if capture.format == "xplane":
-        return decode_xspace(data, path=capture.path, host=capture.host)
-    return decode_memory_profile(
-        data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
-    )
+        trace = decode_xspace(data, path=capture.path, host=capture.host)
+    else:
+        trace = decode_memory_profile(
+            data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
+        )
+    read_inventory(capture, trace)
+    return trace
+
+
+def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the variable inventory beside ``capture`` to ``trace``, if there is one.
+
+    An unusable inventory becomes a diagnostic: the capture itself is fine.
+    """
+    found = sidecar(capture, INVENTORY_SUFFIX)
+    if found is None:
+        return
+    try:
+        trace.inventory = decode_inventory(
+            read_bytes(found, MAX_DECOMPRESSED_BYTES), path=found.path
+        )
+    except (InventoryProblem, InputError) as exc:
+        trace.diagnostics.append(
+            f"{found.path}: the variable inventory was ignored: {exc}; capture again "
+            "with traceparse.profile() to name the variables"
+        )
 
 
 def load(path: PathLike) -> Profile:

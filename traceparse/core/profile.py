@@ -23,6 +23,7 @@ from traceparse.analysis import (
 )
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables.build import build_tables
+from traceparse.tables.variables import variables_table
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -30,6 +31,18 @@ _NO_EVENTS = (
     "allocator emits no events (TF_GPU_ALLOCATOR=cuda_malloc_async does not); or the "
     "program made only small allocations (on CPU, mklcpu serves requests under "
     "256 KiB from a pool that records nothing)."
+)
+
+_NO_INVENTORY = (
+    "no variable inventory: the capture was not made by traceparse.profile(), "
+    "`traceparse run` or traceparse.keras.MemoryCallback, so the bytes allocated "
+    "before it cannot be named"
+)
+_ONEDNN_OFF = (
+    "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
+    "was made, so oneDNN was off: TensorFlow's default CPU allocator records no memory "
+    "events at all. Set TF_ENABLE_ONEDNN_OPTS=1 before importing TensorFlow and capture "
+    "again (`traceparse run` does this for you)."
 )
 
 
@@ -83,6 +96,10 @@ class Profile:
             notes.extend(trace.diagnostics)
             if trace.events.empty:
                 notes.append(_NO_EVENTS.format(path=trace.path))
+                if trace.inventory is not None and not any(
+                    trace.inventory.memory_info.get("start", {})
+                ):
+                    notes.append(_ONEDNN_OFF.format(path=trace.path))
         unpaired = self.frees_without_allocation
         if len(unpaired):
             notes.append(
@@ -135,6 +152,23 @@ class Profile:
         """Every memory event per allocator, with the allocator's counters after it."""
         return self._tables[2]
 
+    @cached_property
+    def variables(self) -> pd.DataFrame:
+        """The variables alive while the capture was made: one row per variable and host.
+
+        Read from ``<host>.variables.json`` beside the capture (written by
+        ``traceparse.profile()``, ``traceparse run`` and the Keras
+        ``MemoryCallback``). ``role`` is weight / optimizer / other,
+        ``belongs_to`` the weight an optimizer slot belongs to, ``allocator``
+        the allocator holding the device's memory (``traceparse.tables.variables``),
+        ``at_start`` whether it was alive when the profiler started. Empty, with
+        ``attrs["diagnostic"]`` saying why, when the capture has no inventory.
+        """
+        table = variables_table(self.traces, self.timeline)
+        if not self._has_inventory:
+            table.attrs["diagnostic"] = _NO_INVENTORY
+        return table
+
     @property
     def step_markers(self) -> pd.DataFrame:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
@@ -168,7 +202,9 @@ class Profile:
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
-        return attribution_table(self.peak, self._live_at_peak)
+        return attribution_table(
+            self.peak, self._live_at_peak, self.variables if self._has_inventory else None
+        )
 
     @cached_property
     def _op_time(self) -> pd.DataFrame:
@@ -203,7 +239,7 @@ class Profile:
 
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
         live = self._live_at_peak
-        variables = None  # with a variable inventory: variables = self.variables
+        variables = self.variables
         return layers_table(
             live, self.allocations, self.attribution, variables, by_replica=by_replica
         )
@@ -233,7 +269,12 @@ class Profile:
             self.allocations,
             self.leaks(),
             {host: self.diagnostics for host in self.hosts},
+            self.variables if self._has_inventory else None,
         )
+
+    @property
+    def _has_inventory(self) -> bool:
+        return any(trace.inventory is not None for trace in self.traces)
 
     def __repr__(self) -> str:
         return (

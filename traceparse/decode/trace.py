@@ -8,10 +8,13 @@ table from it and never looks at the file again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from traceparse.decode.variables import VariableInventory
 
 # One row per allocator event, in time order. Bytes are Int64, NA when the
 # event did not carry the stat; strings are categoricals.
@@ -111,3 +114,5 @@ class MemoryTrace:
     start_ns: int | None = None
     duration_ps: int | None = None
     diagnostics: list[str] = field(default_factory=list)
+    # The variable inventory written beside the capture, when there is one.
+    inventory: VariableInventory | None = None

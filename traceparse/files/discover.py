@@ -167,6 +167,20 @@ def _run_order(capture: CaptureFile) -> tuple[str, str, str]:
     return stamp, capture.run_dir, capture.host
 
 
+def sidecar(capture: CaptureFile, suffix: str) -> CaptureFile | None:
+    """The file ``<host><suffix>`` beside ``capture`` (a variable inventory), if it exists."""
+    path = f"{capture.run_dir}/{capture.host}{suffix}"
+    try:
+        if is_url(path):
+            fs, inner = _filesystem(path)
+            found = bool(fs.isfile(inner))
+        else:
+            found = os.path.isfile(path)
+    except OSError:
+        found = False
+    return CaptureFile(capture.run_dir, capture.host, path, suffix.strip(".")) if found else None
+
+
 def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """The file's bytes, gunzipped when its name ends in .gz, within ``limit``.
 

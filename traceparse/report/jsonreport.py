@@ -59,8 +59,17 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
         "summary": [jsonable(s.to_dict()) for s in profile.summary()],
-        "tables": {name: frame_records(getattr(profile, name)) for name in TABLES},
+        "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES},
     }
+
+
+def _measured(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``frame`` without the columns it says were not measured (an attribution part
+    whose source the capture lacks, such as ``variable_bytes`` without an inventory)."""
+    if frame is None:
+        return None
+    absent = [c for c in frame.attrs.get("not_measured", ()) if c in frame.columns]
+    return frame.drop(columns=absent) if absent else frame
 
 
 def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:

@@ -121,8 +121,27 @@ ATTRIBUTION_LABELS: dict[str, str] = {
     "shape_explained_bytes": "tensors (shape × dtype)",
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
+    "variable_bytes": "variables alive before the capture",
     "before_capture_bytes": "allocated before the capture",
     "reserved_bytes": "reserved by the allocator",
+}
+
+# With an inventory, what it does not name.
+_UNNAMED_LABEL = "allocated before the capture, not named"
+# Optimizer names as people write them (the variables' path prefix is lower case).
+_OPTIMIZER_NAMES = {
+    "adam": "Adam",
+    "adamw": "AdamW",
+    "adamax": "Adamax",
+    "nadam": "Nadam",
+    "sgd": "SGD",
+    "rmsprop": "RMSprop",
+    "adagrad": "Adagrad",
+    "adadelta": "Adadelta",
+    "adafactor": "Adafactor",
+    "ftrl": "FTRL",
+    "lamb": "LAMB",
+    "lion": "Lion",
 }
 
 _HEADERS: dict[str, str] = {
@@ -149,13 +168,17 @@ _HEADERS: dict[str, str] = {
     "peak_in_use_bytes": "Peak in use",
     "host": "Host",
     "allocator": "Allocator",
+    "path": "Variable",
+    "role": "Role",
+    "belongs_to": "Belongs to",
+    "model": "Model",
 }
 
 # Columns holding identifiers from the capture: shown as code.
-_LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor"}
+_LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor", "path", "belongs_to"}
 _NAME_COLUMNS = {
     *_LONG_NAME_COLUMNS,
-    *("op_type", "shape", "host", "allocator", "dtype", "region", "layer"),
+    *("op_type", "shape", "host", "allocator", "dtype", "region", "layer", "role", "model"),
 }
 
 _TOP_TENSOR_COLUMNS = [
@@ -248,6 +271,13 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         ),
         _layers_table(profile.layers, s.host, s.allocator),
         _attribution_table(s),
+        _table(
+            "top_variables",
+            "Largest variables alive before the capture",
+            getattr(s, "top_variables", None),
+            None,
+            note="shape × dtype of each variable the inventory named on this allocator",
+        ),
         _steps_table(profile.steps, s.host, s.allocator),
     ]
     own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
@@ -310,8 +340,16 @@ def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
     )
     growth = s.growth_bytes_per_step
     growth_text = "-" if is_missing(growth) else f"{format_bytes(growth, signed=True)} per step"
+    split = getattr(s, "before_capture", None)
+    before = []
+    if split and (
+        split.get("unnamed_bytes")
+        or any(split.get(f"{role}_variables") for role in ("weight", "optimizer", "other"))
+    ):
+        before = [Fact("Before the capture", before_capture_text(split))]
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s)),
+        *before,
         Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
         Fact("Leak check", verdict, "" if is_missing(s.leak_message) else str(s.leak_message)),
         Fact("Growth", growth_text),
@@ -324,6 +362,39 @@ def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
             f"{format_count(s.live_at_peak)} live at the peak",
         ),
     ]
+
+
+def before_capture_text(split: dict[str, Any]) -> str:
+    """``16 MiB weights in 6 variables, 32 MiB Adam state in 12 variables, 8 MiB not named``.
+
+    The roles' bytes are the variables' shape x dtype; "not named" is the rest
+    of what was allocated before the capture and is live at the peak.
+    """
+
+    def count(n: int) -> str:
+        return f"{format_count(n)} variable" + ("" if n == 1 else "s")
+
+    parts = []
+    if split.get("weight_variables"):
+        parts.append(
+            f"{format_bytes(split['weight_bytes'])} weights in {count(split['weight_variables'])}"
+        )
+    if split.get("optimizer_variables"):
+        name = split.get("optimizer")
+        label = f"{_OPTIMIZER_NAMES.get(name, name)} state" if name else "optimizer state"
+        parts.append(
+            f"{format_bytes(split['optimizer_bytes'])} {label} "
+            f"in {count(split['optimizer_variables'])}"
+        )
+    if split.get("other_variables"):
+        parts.append(
+            f"{format_bytes(split['other_bytes'])} other variables "
+            f"in {count(split['other_variables'])}"
+        )
+    if not parts:
+        parts.append("no variable the inventory names")
+    parts.append(f"{format_bytes(split.get('unnamed_bytes', 0))} not named")
+    return ", ".join(parts)
 
 
 def _format(column: str, value: Any, kind: TermKind) -> Cell:
@@ -378,10 +449,14 @@ def _table(
 
 def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
     parts = []
+    named = "variable_bytes" in s.attribution
     for key, value in s.attribution.items():
         if key == "in_use_bytes" or is_missing(value):
             continue
-        parts.append((ATTRIBUTION_LABELS.get(key, _header(key).lower()), int(value)))
+        label = ATTRIBUTION_LABELS.get(key, _header(key).lower())
+        if named and key == "before_capture_bytes":
+            label = _UNNAMED_LABEL
+        parts.append((label, int(value)))
     return parts
 
 

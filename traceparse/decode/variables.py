@@ -1,0 +1,145 @@
+"""Read a variable inventory (``<host>.variables.json``) without TensorFlow.
+
+``traceparse.profile()``, ``traceparse run`` and ``traceparse.keras.MemoryCallback``
+write the file beside the capture (``traceparse.inventory`` describes its
+format). The reader turns it into one row per variable. A file that cannot be
+used is not a reason to refuse the capture: the reader says what is wrong in a
+diagnostic and the capture loads without an inventory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+FORMAT = "traceparse.variables"
+VERSION = 1
+ROLES = ("weight", "optimizer", "other")
+
+# One row per variable, as read (Profile.variables adds host and allocator).
+INVENTORY_COLUMNS: dict[str, str] = {
+    "device": "category",
+    "name": "object",
+    "path": "object",
+    "role": "category",
+    "belongs_to": "object",
+    "layer": "object",
+    "model": "category",
+    "dtype": "category",
+    "shape": "object",
+    "estimated_bytes": "Int64",
+    "at_start": "bool",
+    "at_stop": "bool",
+}
+
+_DEVICE = re.compile(r"/device:([A-Za-z_]+):(\d+)$")
+
+
+@dataclass
+class VariableInventory:
+    """The variables alive while the capture was made, and the devices' memory counters."""
+
+    path: str
+    tensorflow: str | None
+    variables: pd.DataFrame
+    # moment ("start", "stop") -> device -> {"current": bytes, "peak": bytes}
+    memory_info: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+
+class InventoryProblem(ValueError):
+    """The file is not a usable inventory; the message says why."""
+
+
+def short_device(device: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:CPU:0`` -> ``/device:CPU:0`` (the host
+    column says which machine); a device name in another form is kept."""
+    found = _DEVICE.search(device)
+    return f"/device:{found.group(1).upper()}:{found.group(2)}" if found else device
+
+
+def decode_inventory(data: bytes, path: str) -> VariableInventory:
+    """Parse the file's bytes; ``InventoryProblem`` when they are not an inventory."""
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InventoryProblem(f"not JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise InventoryProblem(f'its "format" is not "{FORMAT}"')
+    if document.get("version") != VERSION:
+        raise InventoryProblem(
+            f"version {document.get('version')!r}; this traceparse reads version {VERSION}"
+        )
+    rows = document.get("variables")
+    if not isinstance(rows, list):
+        raise InventoryProblem('"variables" is not a list')
+    records = [_record(row, i) for i, row in enumerate(rows)]
+    frame = pd.DataFrame(
+        {
+            column: pd.Series([r[column] for r in records], dtype=dtype)
+            for column, dtype in INVENTORY_COLUMNS.items()
+        }
+    )
+    version = document.get("tensorflow")
+    return VariableInventory(
+        path=path,
+        tensorflow=version if isinstance(version, str) else None,
+        variables=frame,
+        memory_info=_memory_info(document.get("memory_info")),
+    )
+
+
+def _record(row: Any, index: int) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise InventoryProblem(f"variable {index} is not an object")
+    role = row.get("role")
+    if role not in ROLES:
+        raise InventoryProblem(f"variable {index} has role {role!r}, not one of {ROLES}")
+    shape = row.get("shape")
+    if not isinstance(shape, list) or not all(
+        d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape
+    ):
+        raise InventoryProblem(f"variable {index} has shape {shape!r}, not a list of sizes")
+    size = row.get("estimated_bytes")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise InventoryProblem(f"variable {index} has estimated_bytes {size!r}")
+    text = {key: _text(row.get(key)) for key in ("name", "path", "belongs_to", "layer", "model")}
+    device = _text(row.get("device")) or ""
+    return {
+        **text,
+        "device": short_device(device),
+        "role": role,
+        "dtype": _text(row.get("dtype")),
+        # The profiler's spelling of a shape, as in the allocations table.
+        "shape": "[" + ",".join("?" if d is None else str(d) for d in shape) + "]",
+        "estimated_bytes": size,
+        # Files without these flags name variables alive throughout.
+        "at_start": bool(row.get("at_start", True)),
+        "at_stop": bool(row.get("at_stop", True)),
+    }
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _memory_info(value: Any) -> dict[str, dict[str, dict[str, int]]]:
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    if not isinstance(value, dict):
+        return out
+    for moment, devices in value.items():
+        if not isinstance(devices, dict):
+            continue
+        out[str(moment)] = {
+            short_device(str(device)): {
+                k: int(v)
+                for k, v in counters.items()
+                if isinstance(v, int) and k in ("current", "peak")
+            }
+            for device, counters in devices.items()
+            if isinstance(counters, dict)
+        }
+    return out

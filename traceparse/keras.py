@@ -1,0 +1,262 @@
+"""``MemoryCallback``: profile a range of Keras ``fit`` batches, with named variables.
+
+::
+
+    from traceparse.keras import MemoryCallback
+
+    model.fit(x, y, callbacks=[MemoryCallback("logs/", profile_batch=(3, 5),
+                                              report="memory.html", max_peak="2GiB")])
+
+``profile_batch`` means what it means for ``keras.callbacks.TensorBoard``: the
+batches are counted from 1 within each ``fit``, and ``(3, 5)`` profiles the
+third to the fifth. Each batch is marked as a step
+(``tf.profiler.experimental.Trace("train", step_num=batch, _r=1)``), so the
+capture has one step per batch (numbered 3, 4, 5), and the variable inventory
+(``traceparse.inventory``) names the model's weights and optimizer state. When
+the range ends the callback can write a report (``.html``, ``.md`` or ``.json``
+by the file's suffix) and check budgets, as ``traceparse check`` does.
+
+Importing this module imports Keras (it defines a Keras callback); ``import
+traceparse`` does not.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import keras
+
+from traceparse.errors import BudgetExceededError, UsageError
+
+if TYPE_CHECKING:
+    from traceparse.capture import Capture
+    from traceparse.core.profile import Profile
+    from traceparse.gate.budgets import Budgets, Result
+
+__all__ = ["MemoryCallback", "StepMarker", "step_markers_in_fit"]
+
+STEP_NAME = "train"
+
+
+def _batch_range(profile_batch: Any) -> tuple[int, int] | None:
+    """TensorBoard's ``profile_batch``: an int, ``(first, last)`` or ``"first,last"``;
+    0 or None profiles nothing."""
+    if profile_batch is None:
+        return None
+    value = profile_batch
+    if isinstance(value, str):
+        try:
+            value = [int(part) for part in value.split(",")]
+        except ValueError:
+            value = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and 0 <= value[0] <= value[1]
+    ):
+        first, last = int(value[0]), int(value[1])
+        return None if (first, last) == (0, 0) else (max(first, 1), last)
+    raise UsageError(
+        "profile_batch must be a batch number, a pair (first, last) of batch numbers "
+        f"counted from 1 with first <= last, or 0 to profile nothing; got {profile_batch!r}"
+    )
+
+
+class StepMarker(keras.callbacks.Callback):
+    """Marks every training batch as a profiler step; starts no profiler.
+
+    While some profiler runs (``traceparse run``, ``traceparse.profile()``),
+    each batch is an event ``"train"`` with ``step_num`` = the batch's number,
+    counted from 1 and on across ``fit`` calls, so that steps never repeat.
+    Outside a capture the marker costs next to nothing.
+    """
+
+    def __init__(self, name: str = STEP_NAME) -> None:
+        super().__init__()
+        self.step_name = name
+        self.step = 0
+        self._trace: AbstractContextManager[Any] | None = None
+
+    def _begin_step(self, step: int) -> None:
+        import tensorflow as tf
+
+        self._end_step()
+        self._trace = tf.profiler.experimental.Trace(self.step_name, step_num=step, _r=1)
+        self._trace.__enter__()
+
+    def _end_step(self) -> None:
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.__exit__(None, None, None)
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.step += 1
+        self._begin_step(self.step)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._end_step()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self._end_step()
+
+
+class MemoryCallback(StepMarker):
+    """Profile batches ``profile_batch`` of ``fit`` into ``log_dir``, with a variable inventory.
+
+    ``report``: a path ending in ``.html``, ``.md`` or ``.json``, written when
+    the range ends. Budgets take the ``check`` command's values
+    (``max_peak="2GiB"``, ``max_utilisation="90%"``, ``max_padding``,
+    ``no_leaks``, ``baseline``, ``tolerance``, ``allocator``); the results are
+    in :attr:`results` and every breach is printed on stderr. With
+    ``fail_on_breach`` (the default) a breach raises ``BudgetExceededError``
+    when the range ends, which stops ``fit``. After the range, :attr:`capture`
+    is the :class:`traceparse.Capture` and :meth:`load` reads it.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str],
+        profile_batch: int | tuple[int, int] | str = (2, 3),
+        *,
+        report: str | os.PathLike[str] | None = None,
+        max_peak: str | int | None = None,
+        max_utilisation: str | float | None = None,
+        max_padding: str | float | None = None,
+        no_leaks: bool = False,
+        baseline: str | os.PathLike[str] | None = None,
+        tolerance: str | float = "5%",
+        allocator: str | None = None,
+        fail_on_breach: bool = True,
+        step_name: str = STEP_NAME,
+    ) -> None:
+        super().__init__(step_name)
+        from traceparse.capture import _check_logdir
+        from traceparse.gate.budgets import Budgets
+
+        self.log_dir = _check_logdir(log_dir)
+        self.profile_batch = _batch_range(profile_batch)
+        self.report = None if report is None else Path(os.fspath(report))
+        if self.report is not None and self.report.suffix.lstrip(".") not in ("html", "md", "json"):
+            raise UsageError(
+                f"report {self.report} must end in .html, .md or .json (the format)",
+                path=self.report,
+            )
+        self.budgets: Budgets = Budgets.from_options(
+            max_peak=max_peak,
+            max_utilisation=max_utilisation,
+            max_padding=max_padding,
+            no_leaks=no_leaks,
+            baseline=baseline,
+            tolerance=tolerance,
+            allocator=allocator,
+            allow_empty=True,
+        )
+        self.fail_on_breach = bool(fail_on_breach)
+        self.capture: Capture | None = None
+        self.results: list[Result] = []
+        self._batch = 0
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._batch = 0  # as TensorBoard counts: from 1 in each fit
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._batch += 1
+        first = None if self.profile_batch is None else self.profile_batch[0]
+        if self.capture is None and self._batch == first:
+            from traceparse.capture import Capture
+
+            self.capture = Capture(self.log_dir, models=[self.model]).start()
+        if self.capture is not None and self.capture.running:
+            self._begin_step(self._batch)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._end_step()
+        if (
+            self.capture is not None
+            and self.capture.running
+            and self.profile_batch is not None
+            and self._batch >= self.profile_batch[1]
+        ):
+            self._finish()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self._end_step()
+        if self.capture is not None and self.capture.running:  # fit ended inside the range
+            self._finish()
+
+    def load(self) -> Profile:
+        """The capture of the profiled batches, read."""
+        if self.capture is None:
+            raise UsageError("MemoryCallback has not profiled anything yet", path=self.log_dir)
+        return self.capture.load()
+
+    def _finish(self) -> None:
+        assert self.capture is not None
+        self.capture.stop()
+        if self.report is None and self.budgets.empty:
+            return
+        profile = self.load()
+        if self.report is not None:
+            from traceparse.report import write_report
+
+            fmt = self.report.suffix.lstrip(".")
+            write_report([profile], fmt, self.report)  # type: ignore[arg-type]
+        if self.budgets.empty:
+            return
+        from traceparse.gate.budgets import evaluate
+        from traceparse.gate.render import verdict_line
+
+        self.results = evaluate(profile, self.budgets)
+        breaches = [r for r in self.results if r.failed]
+        for result in breaches:
+            print(f"traceparse: {result.line()}", file=sys.stderr)
+        if breaches and self.fail_on_breach:
+            raise BudgetExceededError(
+                f"{verdict_line(self.results)} in {self.capture.run_dir}", self.capture.run_dir
+            )
+
+
+@contextmanager
+def step_markers_in_fit() -> Iterator[bool]:
+    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
+
+    ``keras.Model.fit`` is wrapped so that it adds a
+    :class:`traceparse.keras.StepMarker` to the callbacks (one marker for the
+    whole block, so step numbers go on across ``fit`` calls), unless the call
+    already has a traceparse callback. The script is not changed; the original
+    ``fit`` is put back on exit. Works in whichever process the script runs in:
+    call it there, around the script (``traceparse run`` does). Yields True.
+    """
+    from keras.callbacks import Callback
+
+    original = keras.Model.fit
+    marker = StepMarker()
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        callbacks = bound.arguments.get("callbacks")
+        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
+        if callbacks is None or (
+            isinstance(callbacks, (list, tuple))
+            and all(isinstance(c, Callback) for c in given)
+            and not any(isinstance(c, StepMarker) for c in given)
+        ):
+            bound.arguments["callbacks"] = [*given, marker]
+        return original(*bound.args, **bound.kwargs)
+
+    fit.__doc__ = original.__doc__
+    fit.__wrapped__ = original  # type: ignore[attr-defined]
+    keras.Model.fit = fit
+    try:
+        yield True
+    finally:
+        keras.Model.fit = original

@@ -1,0 +1,77 @@
+"""``Profile.variables``: the inventoried variables of every host, with their allocator.
+
+A variable's memory comes from the allocator of its device, named as the
+capture names allocators:
+
+- ``/device:GPU:N`` -> ``GPU_N_bfc`` (TensorFlow's BFC allocator per GPU);
+- ``/device:CPU:N`` -> the host's CPU allocator that the capture recorded:
+  ``mklcpu`` (oneDNN on) or ``cpu``; ``mklcpu`` when the capture recorded
+  neither (TensorFlow's plain CPU allocator records no events at all);
+- any other device (a TPU) -> NA: its memory is not in the capture's events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from traceparse.decode.trace import MemoryTrace, empty_frame
+from traceparse.decode.variables import INVENTORY_COLUMNS
+
+VARIABLE_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "device": "category",
+    "name": "object",
+    "path": "object",
+    "role": "category",
+    "belongs_to": "object",
+    "layer": "object",
+    "model": "category",
+    "dtype": "category",
+    "shape": "object",
+    "estimated_bytes": "Int64",
+    "allocator": "category",
+    "at_start": "bool",
+    "at_stop": "bool",
+}
+
+CPU_ALLOCATORS = ("mklcpu", "cpu")
+_DEVICE = re.compile(r"/device:([A-Za-z_]+):(\d+)$")
+
+
+def device_allocator(device: str, recorded: Iterable[str] = ()) -> str | None:
+    """The allocator holding ``device``'s memory (see the module docstring)."""
+    found = _DEVICE.search(device)
+    if found is None:
+        return None
+    kind, index = found.group(1).upper(), found.group(2)
+    if kind == "GPU":
+        return f"GPU_{index}_bfc"
+    if kind == "CPU":
+        names = set(recorded)
+        return next((name for name in CPU_ALLOCATORS if name in names), CPU_ALLOCATORS[0])
+    return None
+
+
+def variables_table(traces: Sequence[MemoryTrace], timeline: pd.DataFrame) -> pd.DataFrame:
+    """One row per inventoried variable and host; empty with the columns when none."""
+    frames = []
+    for trace in traces:
+        if trace.inventory is None or trace.inventory.variables.empty:
+            continue
+        frame = trace.inventory.variables[list(INVENTORY_COLUMNS)].copy()
+        mine = timeline["host"].astype(object) == trace.host if len(timeline) else []
+        recorded = timeline.loc[mine, "allocator"].dropna().unique() if len(timeline) else []
+        by_device = {
+            d: device_allocator(str(d), [str(a) for a in recorded])
+            for d in frame["device"].astype(object).unique()
+        }
+        frame["allocator"] = frame["device"].astype(object).map(by_device)
+        frame["host"] = trace.host
+        frames.append(frame)
+    if not frames:
+        return empty_frame(VARIABLE_COLUMNS)
+    merged = pd.concat(frames, ignore_index=True)
+    return merged[list(VARIABLE_COLUMNS)].astype(VARIABLE_COLUMNS)
