@@ -25,6 +25,7 @@ from traceparse.errors import (
     InputError,
     NoCaptureError,
 )
+from traceparse.files.atomic import note_input
 from traceparse.output.units import format_bytes
 
 # File name suffix -> format, most preferred first (a run with both an
@@ -215,6 +216,7 @@ def _read_local(path: str, limit: int) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path}: not a regular file; point at the capture file itself", path)
     _check_size(path, info.st_size, limit)
+    note_input(info)  # so that no output of this process replaces it
     with open(path, "rb") as handle:
         # At most one byte past the size it had: a file that is still growing
         # cannot take the read past the limit (the caller's check catches it).
