@@ -18,11 +18,11 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.files.atomic import TEMPORARY_PREFIX
 from traceparse.batching import COLUMNS, BatchResult, tasks
 from traceparse.batching.lock import LOCK_NAME, output_lock
 from traceparse.batching.summary import SUMMARY_FILES
 from traceparse.errors import UsageError
+from traceparse.files.atomic import TEMPORARY_PREFIX
 from traceparse.files.discover import find_captures
 
 GOOD = ["keras_train", "leak", "eager_ops", "two_runs"]

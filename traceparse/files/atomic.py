@@ -59,7 +59,11 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     target = os.fspath(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if target.endswith(("/", os.sep)):
-        what = "is a directory" if os.path.isdir(target) else "ends in a slash, so it names a directory"
+        what = (
+            "is a directory"
+            if os.path.isdir(target)
+            else "ends in a slash, so it names a directory"
+        )
         raise UsageError(f"{target}: {what}; give a file name", target)
     resolved, stream = _follow_links(target)
     if stream is not None:
