@@ -9,6 +9,7 @@ capture times the number of workers, whatever the number of captures.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -16,6 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from traceparse.batching.orphans import watch_parent
 from traceparse.batching.tasks import Outcome, Task, outcome_of_crash, run_task
 from traceparse.errors import UsageError
 
@@ -35,10 +37,12 @@ def run_inline(tasks: Iterable[Task], on_done: OnDone) -> None:
         on_done(run_task(task))
 
 
-def _start_worker(started: Any) -> None:
+def _start_worker(started: Any, parent: int) -> None:
     # Ctrl-C is the parent's to handle: it stops the workers itself, and
     # workers would otherwise each print a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A parent killed outright cannot stop its workers: they stop themselves.
+    watch_parent(parent)
     started.set()
 
 
@@ -48,7 +52,7 @@ def _pool(jobs: int, started: Any) -> ProcessPoolExecutor:
         max_workers=jobs,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(started,),
+        initargs=(started, os.getpid()),
     )
 
 
