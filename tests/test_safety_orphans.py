@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from test_batch_processes import _wait_for_a_result, many_captures
-
 
 
 def _snapshot(out: Path) -> dict[str, tuple[int, int]]:
@@ -63,7 +63,7 @@ def test_kill_9_of_the_parent_stops_its_workers(tmp_path: Path) -> None:
         time.sleep(1)
         assert _snapshot(out) == at_kill
     finally:
-        with __import__("contextlib").suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
 
 
