@@ -112,7 +112,10 @@ def _protect_streams() -> None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    # Paths and names in messages come from users and captures: shown, not obeyed.
+    from traceparse.output.cells import visible
+
+    return visible(" ".join(str(text).split()))
 
 
 def _error(message: str) -> None:

@@ -24,6 +24,7 @@ import stat
 import tempfile
 
 from traceparse.errors import UsageError
+from traceparse.files.names import printable
 
 __all__ = ["TEMPORARY_PREFIX", "atomic_write", "is_own_temporary", "note_input"]
 
@@ -57,7 +58,7 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     ``OSError`` when writing fails.
     """
     target = os.fspath(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    payload = _encode(data) if isinstance(data, str) else bytes(data)
     if target.endswith(("/", os.sep)):
         what = (
             "is a directory"
@@ -87,6 +88,13 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
             _write_device(resolved, payload)
             return
     _replace(resolved, payload, target)
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a file name that was not UTF-8, somewhere in the text
+        return printable(text).encode("utf-8")
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int, int]:

@@ -26,6 +26,7 @@ from traceparse.errors import (
     NoCaptureError,
 )
 from traceparse.files.atomic import note_input
+from traceparse.files.names import printable
 from traceparse.output.units import format_bytes
 
 # File name suffix -> format, most preferred first (a run with both an
@@ -61,7 +62,7 @@ class CaptureFile:
     @property
     def run(self) -> str:
         """The run's name: its directory, a timestamp like ``2026_11_29_14_04_41``."""
-        return self.run_dir.rstrip("/").rsplit("/", 1)[-1]
+        return printable(self.run_dir.rstrip("/").rsplit("/", 1)[-1])
 
 
 def is_url(path: str) -> bool:
@@ -122,7 +123,7 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
     if is_file:
         name = files[0].rstrip("/").rsplit("/", 1)[-1]
         host, fmt = split_name(name) or (name.split(".", 1)[0], "xplane")
-        return [CaptureFile(_parent(files[0]), host, files[0], fmt)]
+        return [CaptureFile(_parent(files[0]), printable(host), files[0], fmt)]
     return _choose(files, text)
 
 
@@ -146,7 +147,7 @@ def _choose(files: list[str], root: str) -> list[CaptureFile]:
         if parsed is None:
             continue
         host, fmt = parsed
-        capture = CaptureFile(_parent(file), host, file, fmt)
+        capture = CaptureFile(_parent(file), printable(host), file, fmt)
         key = (capture.run_dir, host)
         if key not in best or rank[fmt] < rank[best[key].format]:
             best[key] = capture

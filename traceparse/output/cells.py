@@ -33,8 +33,9 @@ __all__ = [
 
 # Control characters (C0 but tab and newline, DEL, C1). Names come from the user
 # (tf.name_scope) and may hold terminal escape sequences: shown, not obeyed.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Lone surrogates are bytes of a file name that were not UTF-8 (surrogateescape).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def visible(text: str, *, cell: bool = False) -> str:
@@ -42,7 +43,14 @@ def visible(text: str, *, cell: bool = False) -> str:
     hostile name cannot move the cursor or restyle the reader's terminal.
     In a table ``cell`` tabs and newlines are escaped too, to keep its shape."""
     pattern = _CELL_CONTROL if cell else _CONTROL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return pattern.sub(_escape_one, str(text))
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte of a file name
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 Kind = Literal[
@@ -148,6 +156,9 @@ def render_plain_table(
     With ``width`` the widest text columns are shortened (middle ellipsis) until
     the lines fit; without it the output does not depend on any terminal.
     """
+    # One line per row, whatever a name holds (a newline in an op name, escapes).
+    headers = [visible(h, cell=True) for h in headers]
+    rows = [[visible(c, cell=True) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

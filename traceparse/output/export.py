@@ -49,7 +49,7 @@ _SUFFIXES = {
     ".html": "html",
     ".htm": "html",
 }
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def format_from_path(path: str | None) -> str | None:
