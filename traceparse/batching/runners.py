@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +25,11 @@ from traceparse.errors import UsageError
 __all__ = ["OnDone", "run_dask", "run_inline", "run_local"]
 
 OnDone = Callable[[Outcome], None]
+
+# tcp://host:8786, tls://[::1]:8786, inproc://..., or host:port.
+_SCHEDULER_ADDRESS = re.compile(
+    r"^(?:(?:tcp|tls|inproc|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._/-]+)(?::\d{1,5})?/?$"
+)
 
 # Tasks in flight per worker: enough to keep each busy while the parent
 # collects a result, few enough that little is lost or held at any time.
@@ -184,6 +190,12 @@ def run_dask(tasks: Sequence[Task], scheduler: Any, on_done: OnDone) -> None:
             "--scheduler needs dask.distributed: pip install 'traceparse[dask]'"
         ) from exc
     own = isinstance(scheduler, str)
+    if own and not _SCHEDULER_ADDRESS.match(scheduler):
+        # Checked here: Dask would try to connect to it for its whole timeout.
+        raise UsageError(
+            f"{scheduler!r} is not a Dask scheduler address; give one such as "
+            "tcp://HOST:8786 (or a scheduler file's address)"
+        )
     if own:
         try:
             client = Client(scheduler, set_as_default=False)

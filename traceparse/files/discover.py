@@ -113,13 +113,28 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
         is_file = len(files) == 1 and files[0].rstrip("/").endswith(text.split("://", 1)[1])
     else:
         if not os.path.exists(text):
+            try:
+                os.stat(text)
+            except PermissionError:
+                raise InputError(
+                    f"{text}: permission denied; give this user access to it", text
+                ) from None
+            except OSError:
+                pass
             raise CaptureNotFoundError(
                 f"{text}: no such file or directory; give a logdir, a run directory "
                 "(…/plugins/profile/<run>) or an .xplane.pb file",
                 text,
             )
         is_file = os.path.isfile(text)
-        files = [text] if is_file else sorted(_walk(text))
+        denied: list[str] = []
+        files = [text] if is_file else sorted(_walk(text, denied))
+        if not files and denied:
+            raise InputError(
+                f"{denied[0]}: permission denied; traceparse cannot look for captures "
+                "there. Give this user read access to it, or run as its owner",
+                denied[0],
+            )
     if is_file:
         name = files[0].rstrip("/").rsplit("/", 1)[-1]
         host, fmt = split_name(name) or (name.split(".", 1)[0], "xplane")
@@ -127,8 +142,12 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
     return _choose(files, text)
 
 
-def _walk(root: str) -> Iterator[str]:
-    for directory, subdirs, names in os.walk(root):
+def _walk(root: str, denied: list[str]) -> Iterator[str]:
+    def unreadable(error: OSError) -> None:
+        if isinstance(error, PermissionError) and error.filename:
+            denied.append(printable(os.fspath(error.filename)))
+
+    for directory, subdirs, names in os.walk(root, onerror=unreadable):
         subdirs.sort()
         for name in names:
             if split_name(name):

@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "MAX_CELL_WIDTH",
     "Kind",
     "column_kind",
     "format_cell",
     "formatted_rows",
     "render_plain_table",
+    "shorten",
     "visible",
 ]
 
@@ -36,6 +38,11 @@ __all__ = [
 # Lone surrogates are bytes of a file name that were not UTF-8 (surrogateescape).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+# The widest a cell gets in a table for people: one 100 KB name would otherwise
+# pad every row of the table to its width. Files for programs keep full names.
+MAX_CELL_WIDTH = 120
 
 
 def visible(text: str, *, cell: bool = False) -> str:
@@ -133,7 +140,7 @@ def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[
     ]
 
 
-def _shorten(text: str, width: int) -> str:
+def shorten(text: str, width: int) -> str:
     """Cut the middle out of ``text`` so that both ends (scope and op) stay readable."""
     if len(text) <= width:
         return text
@@ -158,7 +165,7 @@ def render_plain_table(
     """
     # One line per row, whatever a name holds (a newline in an op name, escapes).
     headers = [visible(h, cell=True) for h in headers]
-    rows = [[visible(c, cell=True) for c in row] for row in rows]
+    rows = [[shorten(visible(c, cell=True), MAX_CELL_WIDTH) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
@@ -176,7 +183,7 @@ def render_plain_table(
     def line(cells: Sequence[str]) -> str:
         parts = []
         for i, cell in enumerate(cells):
-            text = _shorten(cell, limits[i])
+            text = shorten(cell, limits[i])
             parts.append(text.rjust(limits[i]) if right[i] else text.ljust(limits[i]))
         return (indent + "  ".join(parts)).rstrip()
 

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from traceparse.output.cells import (
+    MAX_CELL_WIDTH,
     NUMERIC_KINDS,
     Kind,
     column_kind,
     formatted_rows,
     render_plain_table,
+    shorten,
     visible,
 )
 
@@ -224,7 +226,9 @@ class Terminal:
                         Text(visible(header)), overflow="fold", min_width=min(len(header), 12)
                     )
             for row in rows:
-                table.add_row(*(Text(visible(cell, cell=True)) for cell in row))
+                table.add_row(
+                    *(Text(shorten(visible(cell, cell=True), MAX_CELL_WIDTH)) for cell in row)
+                )
             self._rich().print(table)
             return
         if title:
