@@ -22,6 +22,7 @@ from traceparse.batching import COLUMNS, BatchResult, tasks
 from traceparse.batching.lock import LOCK_NAME, output_lock
 from traceparse.batching.summary import SUMMARY_FILES
 from traceparse.errors import UsageError
+from traceparse.files.atomic import TEMPORARY_PREFIX
 from traceparse.files.discover import find_captures
 
 GOOD = ["keras_train", "leak", "eager_ops", "two_runs"]
@@ -311,7 +312,11 @@ def test_leftover_temporary_files_are_swept(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "logs", ["leak"])
     out = tmp_path / "out"
     (out / "captures" / "x").mkdir(parents=True)
-    leftovers = [out / ".summary.csv.abc123.tmp", out / "captures" / "x" / ".result.json.q.tmp"]
+    # Only this tool's own temporary names (tests/test_safety_outputs.py keeps others').
+    leftovers = [
+        out / f"{TEMPORARY_PREFIX}summary.csv.abc123.tmp",
+        out / "captures" / "x" / f"{TEMPORARY_PREFIX}result.json.q.tmp",
+    ]
     for path in leftovers:
         path.write_text("half")
     traceparse.batch(tree, out, jobs=0, reports=())

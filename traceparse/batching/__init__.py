@@ -134,7 +134,14 @@ def batch(
             row for task in tasks for row in _rows(task, outcomes[task.capture.path], outdir)
         ]
         frame = summary_frame(rows)
-        files, notes = write_summaries(frame, outdir)
+        try:
+            files, notes = write_summaries(frame, outdir)
+        except OSError as exc:
+            raise UsageError(
+                f"{outdir}: cannot write the summaries ({exc.strerror or exc}); "
+                "free some space there or choose another -o",
+                outdir,
+            ) from None
     done = list(outcomes.values())
     failed = sorted((o["path"], o["message"] or "") for o in done if o["status"] == "error")
     failed += [(f["path"], f["message"]) for f in failures]

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Iterator
 
 from traceparse.errors import UsageError
+from traceparse.files.atomic import is_own_temporary
 
 __all__ = ["LOCK_NAME", "output_lock", "sweep_temporaries"]
 
@@ -60,9 +61,11 @@ def _read(fd: int) -> str:
 
 
 def sweep_temporaries(outdir: str) -> int:
-    """Remove the temporary files an interrupted batch left (``atomic_write``'s ``.NAME.*.tmp``).
+    """Remove the temporary files an interrupted batch left (``atomic_write``'s).
 
-    Call it only while holding the lock. Returns how many were removed.
+    Only names with this tool's own prefix (``atomic.TEMPORARY_PREFIX``) are
+    removed: anyone else's ``.*.tmp`` in a shared directory stays. Call it only
+    while holding the lock. Returns how many were removed.
     """
     removed = 0
     captures = os.path.join(outdir, "captures")
@@ -75,7 +78,7 @@ def sweep_temporaries(outdir: str) -> int:
         except OSError:
             continue
         for name in names:
-            if name.startswith(".") and name.endswith(".tmp"):
+            if is_own_temporary(name):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(directory, name))
                     removed += 1

@@ -9,6 +9,8 @@ capture times the number of workers, whatever the number of captures.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import re
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -16,12 +18,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from traceparse.batching.orphans import watch_parent
 from traceparse.batching.tasks import Outcome, Task, outcome_of_crash, run_task
 from traceparse.errors import UsageError
 
 __all__ = ["OnDone", "run_dask", "run_inline", "run_local"]
 
 OnDone = Callable[[Outcome], None]
+
+# tcp://host:8786, tls://[::1]:8786, inproc://..., or host:port.
+_SCHEDULER_ADDRESS = re.compile(
+    r"^(?:(?:tcp|tls|inproc|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._/-]+)(?::\d{1,5})?/?$"
+)
 
 # Tasks in flight per worker: enough to keep each busy while the parent
 # collects a result, few enough that little is lost or held at any time.
@@ -35,10 +43,12 @@ def run_inline(tasks: Iterable[Task], on_done: OnDone) -> None:
         on_done(run_task(task))
 
 
-def _start_worker(started: Any) -> None:
+def _start_worker(started: Any, parent: int) -> None:
     # Ctrl-C is the parent's to handle: it stops the workers itself, and
     # workers would otherwise each print a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A parent killed outright cannot stop its workers: they stop themselves.
+    watch_parent(parent)
     started.set()
 
 
@@ -48,7 +58,7 @@ def _pool(jobs: int, started: Any) -> ProcessPoolExecutor:
         max_workers=jobs,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(started,),
+        initargs=(started, os.getpid()),
     )
 
 
@@ -180,6 +190,12 @@ def run_dask(tasks: Sequence[Task], scheduler: Any, on_done: OnDone) -> None:
             "--scheduler needs dask.distributed: pip install 'traceparse[dask]'"
         ) from exc
     own = isinstance(scheduler, str)
+    if own and not _SCHEDULER_ADDRESS.match(scheduler):
+        # Checked here: Dask would try to connect to it for its whole timeout.
+        raise UsageError(
+            f"{scheduler!r} is not a Dask scheduler address; give one such as "
+            "tcp://HOST:8786 (or a scheduler file's address)"
+        )
     if own:
         try:
             client = Client(scheduler, set_as_default=False)

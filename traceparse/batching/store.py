@@ -139,6 +139,8 @@ def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
         for fmt in task.reports:
             if not os.path.isfile(os.path.join(task.directory, f"report.{fmt}")):
                 return None
+    if not _well_formed(data):
+        return None  # damaged, though its fingerprint matches: analyse it again
     outcome: Outcome = {
         "path": task.capture.path,
         "status": data["status"],
@@ -147,6 +149,32 @@ def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
         "reused": True,
     }
     return outcome
+
+
+def _well_formed(data: dict[str, Any]) -> bool:
+    """Whether a stored record has the shape and types the summary needs."""
+    from traceparse.batching.summary import COLUMNS, STATUSES
+
+    if data.get("status") not in STATUSES or not isinstance(data.get("message"), (str, type(None))):
+        return False
+    rows = data.get("rows", [])
+    if not isinstance(rows, list):
+        return False
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "Int64": int,
+        "Float64": (int, float),
+        "string": str,
+    }
+    for row in rows:
+        if not isinstance(row, dict):
+            return False
+        for name, value in row.items():
+            if name not in COLUMNS:
+                return False
+            expected = kinds.get(COLUMNS[name], object)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, expected)):
+                return False
+    return True
 
 
 def store(task: Task, outcome: Outcome, current: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from traceparse.analysis import PARTS
 from traceparse.files.atomic import atomic_write
+from traceparse.files.names import printable
 from traceparse.output.units import format_bytes, format_count, format_percent
 from traceparse.report.escape import md_code, md_text
 
@@ -54,9 +55,14 @@ def summary_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
     ordered = sorted(rows, key=lambda r: (r["path"], r.get("host") or "", r.get("allocator") or ""))
-    data = {name: [row.get(name) for row in ordered] for name in COLUMNS}
+    # Paths of files whose names are not UTF-8 are stored with those bytes as \xNN.
+    data = {name: [_shown(row.get(name)) for row in ordered] for name in COLUMNS}
     frame = pd.DataFrame(data, columns=list(COLUMNS))
     return frame.astype(COLUMNS)
+
+
+def _shown(value: Any) -> Any:
+    return printable(value) if isinstance(value, str) else value
 
 
 def write_summaries(frame: pd.DataFrame, outdir: str) -> tuple[list[str], list[str]]:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
+from traceparse.batching.orphans import stop_if_orphaned
 from traceparse.batching.store import (
     RESULT_NAME,
     Fingerprint,
@@ -143,9 +144,11 @@ def _run(task: Task) -> Outcome:
             return previous
     # From here on the directory holds no result that could vouch for a half-made
     # set of reports, and no report of an older version of the input.
+    stop_if_orphaned()  # a worker whose batch was killed writes nothing more
     for name in (RESULT_NAME, *(f"report.{fmt}" for fmt in REPORT_FORMATS)):
         _remove(os.path.join(task.directory, name))
     outcome, keep = _analyse(task)
+    stop_if_orphaned()
     if keep:
         try:
             store(task, outcome, current)
@@ -173,9 +176,11 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
 
         profile = Profile([read_trace(capture)], run=capture.run)
         summaries = profile.summary()
+        stop_if_orphaned()
         os.makedirs(task.directory, exist_ok=True)
         for fmt in task.reports:
             path = os.path.join(task.directory, f"report.{fmt}")
+            stop_if_orphaned()
             write_report([profile], cast("Format", fmt), path)
     except (CorruptCaptureError, CaptureTooLargeError) as exc:
         # Decided by the file's content, which the fingerprint covers: no point retrying.

@@ -108,11 +108,12 @@ class TableCommand(Command):
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.cli._loading import load_newest
-        from traceparse.output.export import format_from_path
+        from traceparse.output.export import check_extension, format_from_path
 
         fmt = args.format or format_from_path(args.output) or "table"
         if fmt not in TABLE_FORMATS:
             fmt = "table"  # -o report.md: a plain text table
+        check_extension(args.output, fmt, args.format is not None, (*TABLE_FORMATS, "html"))
         if fmt == "parquet" and args.output is None and term.interactive:
             raise UsageError("parquet is binary: add -o FILE.parquet (or redirect stdout)")
         profile = load_newest(args.path, term)
@@ -243,6 +244,9 @@ def sort_rows(table: pd.DataFrame, column: str | None, reverse: bool = False) ->
 def pick_columns(table: pd.DataFrame, spec: str) -> list[str]:
     """The columns named in ``A,B,C``; an unknown name is a usage error listing the choices."""
     wanted = [c.strip() for c in spec.split(",") if c.strip()]
+    repeated = sorted({c for c in wanted if wanted.count(c) > 1})
+    if repeated:
+        raise UsageError(f"--columns names {', '.join(repeated)} more than once; name each once")
     unknown = [c for c in wanted if c not in table.columns]
     if unknown or not wanted:
         raise UsageError(

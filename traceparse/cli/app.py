@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 import traceback
@@ -112,7 +113,10 @@ def _protect_streams() -> None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    # Paths and names in messages come from users and captures: shown, not obeyed.
+    from traceparse.output.cells import visible
+
+    return visible(" ".join(str(text).split()))
 
 
 def _error(message: str) -> None:
@@ -135,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from traceparse.output.terminal import Terminal
 
         term = Terminal(quiet=bool(args.quiet), color=not args.no_color)
-        return command.run(args, term)
+        code = command.run(args, term)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
     except ParserError as exc:
         print(
             f"{exc.prog}: error: {_one_line(str(exc))} (see '{exc.prog} --help')",
@@ -154,19 +160,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`traceparse ops x | head`): not an error of ours.
         _silence_stdout()
         return EXIT_OK
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            return _internal(exc, debug)
+        # Writing the results failed (stdout on a full disk, /dev/full, an I/O
+        # error): the environment's doing, said in one line.
+        if debug:
+            traceback.print_exc()
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}cannot write the output ({exc.strerror or exc})")
+        _silence_stdout()
+        return EXIT_USAGE
     except MemoryError:
         if debug:
             traceback.print_exc()
         _error("ran out of memory; read fewer captures at once, or use a larger machine")
         return EXIT_INPUT
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        _error(
-            f"internal error: {type(exc).__name__}: {exc} "
-            f"(rerun with --debug for the traceback, and please report it)"
-        )
-        return EXIT_INTERNAL
+        return _internal(exc, debug)
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    _error(
+        f"internal error: {type(exc).__name__}: {exc} "
+        f"(rerun with --debug for the traceback, and please report it)"
+    )
+    return EXIT_INTERNAL
 
 
 def _silence_stdout() -> None:

@@ -51,10 +51,11 @@ class ReportCommand(Command):
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.cli._loading import load_each
-        from traceparse.output.export import format_from_path
+        from traceparse.output.export import check_extension, format_from_path
 
         implied = format_from_path(args.output)
         fmt = args.format or (implied if implied in REPORT_FORMATS else "md")
+        check_extension(args.output, fmt, args.format is not None, REPORT_FORMATS)
         if fmt == "html" and args.output is None and term.interactive:
             raise UsageError("an HTML report is a file: add -o report.html")
         profiles = load_each(args.paths, term)

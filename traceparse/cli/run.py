@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, seconds_type
-from traceparse.errors import TraceparseError
+from traceparse.errors import TraceparseError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
@@ -78,24 +79,40 @@ class RunCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.capture import enable_onednn, run_script
+        from traceparse.capture import enable_onednn
+        from traceparse.script_child import check_logdir, run_in_child
 
-        enable_onednn()  # before TensorFlow is imported: CPU memory events need it
-        result = run_script(
+        if not os.path.isfile(os.path.expanduser(args.script)):
+            raise UsageError(f"no such script: {args.script}", args.script)
+        # Absolute before the script runs: an os.chdir in it moves nothing of ours.
+        logdir = check_logdir(args.logdir)
+        enable_onednn()  # inherited by the child, before it imports TensorFlow
+        result = run_in_child(
             args.script,
             list(args.script_args),
-            logdir=args.logdir,
+            logdir=logdir,
             delay_s=args.delay,
             duration_s=args.duration,
         )
         sys.stdout.flush()
         report = term.for_stream(sys.stderr)
-        run_dir = result.capture.run_dir
+        run_dir = result.run_dir
+        if result.signal_name is not None:
+            report.warn(f"the script was killed by {result.signal_name}")
         if run_dir is None:
-            report.warn(
-                f"the profiler wrote nothing under {args.logdir}: the script ended before "
-                "--delay was up; use a shorter --delay"
-            )
+            if result.signal_name is not None:
+                why = (
+                    "it died before the profiler stopped, and a capture is written when "
+                    "profiling stops; use --duration to stop it before the crash"
+                )
+            elif result.interrupted:
+                why = "it was interrupted before the profiler wrote anything"
+            else:
+                why = "the script ended before --delay was up; use a shorter --delay"
+            report.warn(f"the profiler wrote nothing under {logdir}: {why}")
+            return result.exit_code
+        if result.interrupted:
+            report.line(f"Capture kept: {run_dir}")
             return result.exit_code
         try:
             if not args.no_summary:

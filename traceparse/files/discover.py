@@ -25,6 +25,8 @@ from traceparse.errors import (
     InputError,
     NoCaptureError,
 )
+from traceparse.files.atomic import note_input
+from traceparse.files.names import printable
 from traceparse.output.units import format_bytes
 
 # File name suffix -> format, most preferred first (a run with both an
@@ -60,7 +62,7 @@ class CaptureFile:
     @property
     def run(self) -> str:
         """The run's name: its directory, a timestamp like ``2026_11_29_14_04_41``."""
-        return self.run_dir.rstrip("/").rsplit("/", 1)[-1]
+        return printable(self.run_dir.rstrip("/").rsplit("/", 1)[-1])
 
 
 def is_url(path: str) -> bool:
@@ -111,22 +113,41 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
         is_file = len(files) == 1 and files[0].rstrip("/").endswith(text.split("://", 1)[1])
     else:
         if not os.path.exists(text):
+            try:
+                os.stat(text)
+            except PermissionError:
+                raise InputError(
+                    f"{text}: permission denied; give this user access to it", text
+                ) from None
+            except OSError:
+                pass
             raise CaptureNotFoundError(
                 f"{text}: no such file or directory; give a logdir, a run directory "
                 "(…/plugins/profile/<run>) or an .xplane.pb file",
                 text,
             )
         is_file = os.path.isfile(text)
-        files = [text] if is_file else sorted(_walk(text))
+        denied: list[str] = []
+        files = [text] if is_file else sorted(_walk(text, denied))
+        if not files and denied:
+            raise InputError(
+                f"{denied[0]}: permission denied; traceparse cannot look for captures "
+                "there. Give this user read access to it, or run as its owner",
+                denied[0],
+            )
     if is_file:
         name = files[0].rstrip("/").rsplit("/", 1)[-1]
         host, fmt = split_name(name) or (name.split(".", 1)[0], "xplane")
-        return [CaptureFile(_parent(files[0]), host, files[0], fmt)]
+        return [CaptureFile(_parent(files[0]), printable(host), files[0], fmt)]
     return _choose(files, text)
 
 
-def _walk(root: str) -> Iterator[str]:
-    for directory, subdirs, names in os.walk(root):
+def _walk(root: str, denied: list[str]) -> Iterator[str]:
+    def unreadable(error: OSError) -> None:
+        if isinstance(error, PermissionError) and error.filename:
+            denied.append(printable(os.fspath(error.filename)))
+
+    for directory, subdirs, names in os.walk(root, onerror=unreadable):
         subdirs.sort()
         for name in names:
             if split_name(name):
@@ -145,7 +166,7 @@ def _choose(files: list[str], root: str) -> list[CaptureFile]:
         if parsed is None:
             continue
         host, fmt = parsed
-        capture = CaptureFile(_parent(file), host, file, fmt)
+        capture = CaptureFile(_parent(file), printable(host), file, fmt)
         key = (capture.run_dir, host)
         if key not in best or rank[fmt] < rank[best[key].format]:
             best[key] = capture
@@ -229,6 +250,7 @@ def _read_local(path: str, limit: int) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path}: not a regular file; point at the capture file itself", path)
     _check_size(path, info.st_size, limit)
+    note_input(info)  # so that no output of this process replaces it
     with open(path, "rb") as handle:
         # At most one byte past the size it had: a file that is still growing
         # cannot take the read past the limit (the caller's check catches it).

@@ -23,18 +23,26 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "MAX_CELL_WIDTH",
     "Kind",
     "column_kind",
     "format_cell",
     "formatted_rows",
     "render_plain_table",
+    "shorten",
     "visible",
 ]
 
 # Control characters (C0 but tab and newline, DEL, C1). Names come from the user
 # (tf.name_scope) and may hold terminal escape sequences: shown, not obeyed.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Lone surrogates are bytes of a file name that were not UTF-8 (surrogateescape).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+# The widest a cell gets in a table for people: one 100 KB name would otherwise
+# pad every row of the table to its width. Files for programs keep full names.
+MAX_CELL_WIDTH = 120
 
 
 def visible(text: str, *, cell: bool = False) -> str:
@@ -42,7 +50,14 @@ def visible(text: str, *, cell: bool = False) -> str:
     hostile name cannot move the cursor or restyle the reader's terminal.
     In a table ``cell`` tabs and newlines are escaped too, to keep its shape."""
     pattern = _CELL_CONTROL if cell else _CONTROL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return pattern.sub(_escape_one, str(text))
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte of a file name
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 Kind = Literal[
@@ -125,7 +140,7 @@ def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[
     ]
 
 
-def _shorten(text: str, width: int) -> str:
+def shorten(text: str, width: int) -> str:
     """Cut the middle out of ``text`` so that both ends (scope and op) stay readable."""
     if len(text) <= width:
         return text
@@ -148,6 +163,9 @@ def render_plain_table(
     With ``width`` the widest text columns are shortened (middle ellipsis) until
     the lines fit; without it the output does not depend on any terminal.
     """
+    # One line per row, whatever a name holds (a newline in an op name, escapes).
+    headers = [visible(h, cell=True) for h in headers]
+    rows = [[shorten(visible(c, cell=True), MAX_CELL_WIDTH) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
@@ -165,7 +183,7 @@ def render_plain_table(
     def line(cells: Sequence[str]) -> str:
         parts = []
         for i, cell in enumerate(cells):
-            text = _shorten(cell, limits[i])
+            text = shorten(cell, limits[i])
             parts.append(text.rjust(limits[i]) if right[i] else text.ljust(limits[i]))
         return (indent + "  ".join(parts)).rstrip()
 

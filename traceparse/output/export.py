@@ -49,7 +49,7 @@ _SUFFIXES = {
     ".html": "html",
     ".htm": "html",
 }
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def format_from_path(path: str | None) -> str | None:
@@ -57,6 +57,30 @@ def format_from_path(path: str | None) -> str | None:
     if not path:
         return None
     return _SUFFIXES.get(os.path.splitext(path)[1].lower())
+
+
+def check_extension(path: str | None, fmt: str, explicit: bool, formats: tuple[str, ...]) -> None:
+    """Refuse an output name whose extension says another format than the one written.
+
+    ``-o x.pdf`` would otherwise get Markdown, and ``--format md -o x.html`` a
+    file no browser shows. An extension this tool does not know is fine when
+    ``--format`` is given (``-o notes.txt --format md``).
+    """
+    if not path:
+        return
+    extension = os.path.splitext(path)[1].lower()
+    if not extension or path.startswith("/dev/"):
+        return
+    implied = _SUFFIXES.get(extension)
+    if implied is None and explicit:
+        return
+    if implied is None or (implied != fmt and implied in formats):
+        wanted = f"--format {fmt}" if explicit else f"one of {', '.join(formats)}"
+        raise UsageError(
+            f"{path}: the extension {extension} does not match the format written "
+            f"({fmt}); name the file for {wanted}, or give --format",
+            path,
+        )
 
 
 def neutralise_cell(value: Any) -> Any:

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from traceparse.output.cells import (
+    MAX_CELL_WIDTH,
     NUMERIC_KINDS,
     Kind,
     column_kind,
     formatted_rows,
     render_plain_table,
+    shorten,
     visible,
 )
 
@@ -125,7 +127,7 @@ class Terminal:
 
     def heading(self, text: str, level: int = 1) -> None:
         """A section title: level 1 for a capture, level 2 for a part of it."""
-        text = visible(text)
+        text = visible(text, cell=True)
         if self.use_rich:
             if level == 1:
                 from rich.rule import Rule
@@ -135,7 +137,7 @@ class Terminal:
                 self._rich().print(f"[bold cyan]{_escape(text)}[/]")
             return
         self._write(text)
-        self._write(("=" if level == 1 else "-") * len(text))
+        self._write(("=" if level == 1 else "-") * len(visible(text)))
 
     def fields(
         self, rows: Sequence[tuple[str, str]], styles: Mapping[str, str] | None = None
@@ -152,22 +154,23 @@ class Terminal:
             grid.add_column(overflow="fold")
             for label, value in rows:
                 grid.add_row(
-                    visible(label), Text(visible(value), style=(styles or {}).get(label, ""))
+                    Text(visible(label, cell=True)),
+                    Text(visible(value, cell=True), style=(styles or {}).get(label, "")),
                 )
             self._rich().print(grid)
             return
         pad = max(len(label) for label, _ in rows)
         for label, value in rows:
-            self._write(f"{label.ljust(pad)}  {value}".rstrip())
+            self._write(f"{label.ljust(pad)}  {visible(value, cell=True)}".rstrip())
 
     def bullets(self, items: Sequence[str], style: str | None = None) -> None:
         for item in items:
             if self.use_rich:
                 from rich.text import Text
 
-                self._rich().print(Text("• " + visible(item), style=style or ""))
+                self._rich().print(Text("• " + visible(item, cell=True), style=style or ""))
             else:
-                self._write(f"- {item}")
+                self._write(f"- {visible(item, cell=True)}")
 
     def table(
         self,
@@ -202,12 +205,14 @@ class Terminal:
         if self.use_rich:
             from rich import box
             from rich.table import Table
+            from rich.text import Text
 
+            # Text objects, never strings: rich would read "[link=...]" in a name as markup.
             table = Table(
-                title=title,
+                title=None if title is None else Text(visible(title)),
                 title_justify="left",
                 title_style="bold",
-                caption=footer,
+                caption=None if footer is None else Text(visible(footer)),
                 caption_justify="left",
                 box=box.SIMPLE_HEAD,
                 header_style="bold",
@@ -215,11 +220,15 @@ class Terminal:
             )
             for header, is_right in zip(headers, right, strict=True):
                 if is_right:
-                    table.add_column(header, justify="right", no_wrap=True)
+                    table.add_column(Text(visible(header)), justify="right", no_wrap=True)
                 else:
-                    table.add_column(header, overflow="fold", min_width=min(len(header), 12))
+                    table.add_column(
+                        Text(visible(header)), overflow="fold", min_width=min(len(header), 12)
+                    )
             for row in rows:
-                table.add_row(*row)
+                table.add_row(
+                    *(Text(shorten(visible(cell, cell=True), MAX_CELL_WIDTH)) for cell in row)
+                )
             self._rich().print(table)
             return
         if title:
@@ -240,11 +249,11 @@ class Terminal:
     def note(self, text: str) -> None:
         """A hint on stderr; dropped by ``--quiet``."""
         if not self.quiet:
-            print(text, file=self.err)
+            print(visible(text), file=self.err)
 
     def warn(self, text: str) -> None:
-        """A warning on stderr, shown even with ``--quiet``."""
-        print(f"traceparse: warning: {text}", file=self.err)
+        """A warning on stderr, shown even with ``--quiet``; one line whatever names it holds."""
+        print(f"traceparse: warning: {visible(' '.join(text.split()))}", file=self.err)
 
     # -- progress ------------------------------------------------------------
 
@@ -277,7 +286,7 @@ class Progress:
         color: bool = True,
         delay_s: float = PROGRESS_DELAY_S,
     ) -> None:
-        self.description = description
+        self.description = visible(description)
         self.total = total
         self.completed = 0
         self._stream = stream
@@ -308,7 +317,7 @@ class Progress:
         """Change what the bar says (and its total)."""
         with self._lock:
             if description is not None:
-                self.description = description
+                self.description = visible(description)
             if total is not None:
                 self.total = total
             self._redraw()
@@ -336,7 +345,7 @@ class Progress:
                 columns.append(TimeElapsedColumn())
                 self._rich = RichProgress(*columns, console=console, transient=True)
                 self._task = self._rich.add_task(
-                    self.description, total=self.total, completed=self.completed
+                    _escape(self.description), total=self.total, completed=self.completed
                 )
                 self._rich.start()
             else:
@@ -348,7 +357,7 @@ class Progress:
         if self._rich is not None:
             self._rich.update(
                 self._task,
-                description=self.description,
+                description=_escape(self.description),
                 total=self.total,
                 completed=self.completed,
             )

@@ -20,11 +20,14 @@ from __future__ import annotations
 import html
 import re
 
+from traceparse.files.names import printable
+
 __all__ = ["html_text", "md_code", "md_text", "one_line"]
 
 # Tabs too: a font has no glyph for one (matplotlib warns), and a cell shows it as a space.
 _LINE_BREAKS = re.compile(r"[\t\r\n\u2028\u2029\x0b\x0c\x85]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# C1 too (\x9b is a CSI on some terminals); \x85 is a line break above.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
 # Characters that start or end inline constructs anywhere in a line. An "_"
 # between two ASCII letters or digits can neither open nor close emphasis, so
 # names like dense_1 stay readable in the Markdown source.
@@ -36,7 +39,7 @@ _BACKTICK_RUNS = re.compile(r"`+")
 
 def one_line(text: object) -> str:
     """``str(text)`` on one line: line breaks and tabs become spaces, control characters go."""
-    return _CONTROL.sub("", _LINE_BREAKS.sub(" ", str(text)))
+    return _CONTROL.sub("", _LINE_BREAKS.sub(" ", printable(str(text))))
 
 
 def md_text(text: object) -> str:

@@ -1,0 +1,107 @@
+"""``traceparse run`` keeps and reports the capture whatever the script does to its process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_traceparse
+
+pytest.importorskip("tensorflow")
+
+WORK = (
+    "import tensorflow as tf\n"
+    "x = tf.ones([256, 256])\n"
+    "y = tf.matmul(x, x)\n"
+    "print('worked', float(tf.reduce_sum(y)), flush=True)\n"
+)
+
+
+def _script(tmp_path: Path, tail: str) -> Path:
+    script = tmp_path / "script.py"
+    script.write_text(WORK + tail)
+    return script
+
+
+def _capture_line(stderr: str) -> Path:
+    lines = [line for line in stderr.splitlines() if line.startswith("Capture")]
+    assert lines, stderr
+    path = Path(lines[-1].split(": ", 1)[1])
+    assert list(path.glob("*.xplane.pb")), path
+    return path
+
+
+def test_os_exit_in_the_script_keeps_the_capture(tmp_path: Path) -> None:
+    script = _script(tmp_path, "import os\nos._exit(3)\n")
+    done = run_traceparse("run", "--logdir", str(tmp_path / "logs"), str(script), timeout=300)
+    assert done.returncode == 3, done.stderr
+    assert "worked" in done.stdout
+    assert _capture_line(done.stderr).is_relative_to(tmp_path / "logs")
+
+
+def test_a_segfault_keeps_a_stopped_capture_and_says_what_happened(tmp_path: Path) -> None:
+    script = _script(tmp_path, "import ctypes, time\ntime.sleep(4)\nctypes.string_at(0)\n")
+    done = run_traceparse(
+        "run", "--logdir", str(tmp_path / "logs"), "--duration", "1", str(script), timeout=300
+    )
+    assert done.returncode == 128 + signal.SIGSEGV, done.stderr
+    assert "SIGSEGV" in done.stderr
+    _capture_line(done.stderr)
+
+
+def test_chdir_in_the_script_does_not_move_the_report(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = _script(tmp_path, f"import os\nos.chdir({str(elsewhere)!r})\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_traceparse("run", "--logdir", "logs", str(script), cwd=work, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run_dir = _capture_line(done.stderr)
+    assert run_dir.is_absolute() and run_dir.is_relative_to(work / "logs")
+    assert not (elsewhere / "logs").exists()
+
+
+def test_an_unwritable_logdir_is_reported_as_such(tmp_path: Path) -> None:
+    script = _script(tmp_path, "")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    done = run_traceparse("run", "--logdir", str(blocker / "logs"), "--delay", "1", str(script))
+    assert done.returncode == 2, done.stderr
+    assert "--logdir" in done.stderr and "--delay" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_ctrl_c_prints_the_kept_capture(tmp_path: Path) -> None:
+    script = _script(tmp_path, "import time\ntime.sleep(120)\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "traceparse",
+            "run",
+            "--logdir",
+            str(tmp_path / "logs"),
+            str(script),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + 240
+    while "worked" not in process.stdout.readline():
+        assert time.monotonic() < deadline and process.poll() is None
+    os.killpg(process.pid, signal.SIGINT)  # as a terminal does: to the whole group
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    _capture_line(stderr)
