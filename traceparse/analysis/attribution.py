@@ -10,6 +10,13 @@ splits into
   24-byte ``tstring`` headers), requests larger than the shape;
 - ``padding_bytes``: what the allocator added (rounding, unsplit chunks).
 
+An XLA program's temp slab linked to its program (``allocations.xla_program``)
+has no shape of its own; its request splits instead into
+
+- ``xla_buffer_bytes``: the bytes the HLO buffers live at the program's own
+  peak cover (each a shape x dtype, see ``analysis/xla.py``);
+- ``xla_slack_bytes``: the rest of the slab.
+
 The allocator's heap counter at the peak minus what the live allocations hold
 is ``before_capture_bytes``: memory allocated before the capture started and
 still held (its owner is unknown). ``reserved_bytes`` is the allocator's
@@ -27,6 +34,8 @@ from traceparse.analysis.liveness import held_bytes, requested_or_held
 # The parts, in the order a report lists them.
 PARTS = [
     "shape_explained_bytes",
+    "xla_buffer_bytes",
+    "xla_slack_bytes",
     "unexplained_request_bytes",
     "padding_bytes",
     "before_capture_bytes",
@@ -42,16 +51,28 @@ ATTRIBUTION_COLUMNS: dict[str, str] = {
 }
 
 
-def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
-    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact)."""
+def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None) -> pd.DataFrame:
+    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact).
+
+    ``xla_covered``: for linked XLA temp slabs (by row), the bytes HLO buffers cover."""
     held = held_bytes(allocations)
     requested = requested_or_held(allocations)
     estimated = allocations["estimated_bytes"].to_numpy(dtype=np.int64, na_value=0)
     explained = np.clip(np.minimum(estimated, requested), 0, None)
+    xla_buffer = np.zeros(len(allocations), dtype=np.int64)
+    xla_slack = np.zeros(len(allocations), dtype=np.int64)
+    if xla_covered is not None and len(xla_covered):
+        slab = allocations.index.isin(xla_covered.index)
+        rest = requested - explained
+        covered = xla_covered.reindex(allocations.index).fillna(0).to_numpy(dtype=np.int64)
+        xla_buffer = np.where(slab, np.clip(covered, 0, rest), 0)
+        xla_slack = np.where(slab, rest - xla_buffer, 0)
     return pd.DataFrame(
         {
             "shape_explained_bytes": explained,
-            "unexplained_request_bytes": requested - explained,
+            "xla_buffer_bytes": xla_buffer,
+            "xla_slack_bytes": xla_slack,
+            "unexplained_request_bytes": requested - explained - xla_buffer - xla_slack,
             "padding_bytes": held - requested,
             "held_bytes": held,
         },
@@ -59,15 +80,19 @@ def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+def attribution_table(
+    peak: pd.DataFrame, live: pd.DataFrame, xla_covered: pd.Series | None = None
+) -> pd.DataFrame:
     """One row per peak row; ``live`` is ``live_at_peak`` for every allocator."""
     if peak.empty:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in ATTRIBUTION_COLUMNS.items()})
-    parts = split_bytes(live)
+    parts = split_bytes(live, xla_covered)
     parts["host"] = live["host"].astype(object)
     parts["allocator"] = live["allocator"].astype(object)
     sums = parts.groupby(["host", "allocator"], dropna=False, sort=False).agg(
         shape_explained_bytes=("shape_explained_bytes", "sum"),
+        xla_buffer_bytes=("xla_buffer_bytes", "sum"),
+        xla_slack_bytes=("xla_slack_bytes", "sum"),
         unexplained_request_bytes=("unexplained_request_bytes", "sum"),
         padding_bytes=("padding_bytes", "sum"),
         held_bytes=("held_bytes", "sum"),

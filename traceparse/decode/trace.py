@@ -48,7 +48,11 @@ OP_TIME_COLUMNS: dict[str, str] = {"op": "object", "count": "int64", "total_ps":
 
 # Runs of TF functions on the host's op lines ("__inference_f_27:__inference_f_27"
 # events): when each compiled program may have been running.
-FUNCTION_RUN_COLUMNS: dict[str, str] = {"function": "object", "start_ps": "int64", "end_ps": "int64"}
+FUNCTION_RUN_COLUMNS: dict[str, str] = {
+    "function": "object",
+    "start_ps": "int64",
+    "end_ps": "int64",
+}
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:

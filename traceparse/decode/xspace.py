@@ -168,7 +168,9 @@ class _Decoder:
                 op_time.append((op_names, timing.counts, timing.total_ps))
         function_runs = _runs_table(runs)
         if runs:  # picked for their times, so select() did not time them: add them back
-            op_time.extend((names, np.ones(len(names), np.int64), spent) for names, _, spent in runs)
+            op_time.extend(
+                (names, np.ones(len(names), np.int64), spent) for names, _, spent in runs
+            )
         events = memory_events.frame()
         check_allocators(events, self.path)
         self.diagnostics.extend(checked_bytes(events, self.path))
