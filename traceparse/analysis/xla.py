@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import ModuleIndex, allocation_kind
+from traceparse.tables.xla import allocation_kind, module_index
 
 _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
 
@@ -37,7 +37,7 @@ def _intervals(program: XlaProgram) -> dict[int, tuple[int, int]]:
     """Logical buffer id -> (first, last) schedule position of the entry computation."""
     hlo = program.hlo
     module = hlo.hlo_module
-    index = ModuleIndex(module)
+    index = module_index(program)
     entry_id = module.entry_computation_id
     entry = index.computations.get(entry_id)
     if entry is None:

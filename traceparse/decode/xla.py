@@ -11,6 +11,7 @@ time a table needs the programs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -25,6 +26,8 @@ class XlaProgram:
 
     name: str
     hlo: hlo_pb2.HloProto
+    # Indexes built from the module by later stages, kept with it.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass

@@ -194,6 +194,14 @@ class ModuleIndex:
         return _Origin(None, None, None)
 
 
+def module_index(program: XlaProgram) -> ModuleIndex:
+    """The program's ModuleIndex, built once per program."""
+    if "index" not in program.cache:
+        program.cache["index"] = ModuleIndex(program.hlo.hlo_module)
+    index: ModuleIndex = program.cache["index"]
+    return index
+
+
 def shape_text(dimensions: Sequence[int]) -> str:
     """As the profiler writes shapes in allocations: "[32,32,32,16]", "[]" for a scalar."""
     return "[" + ",".join(str(int(d)) for d in dimensions) + "]"
@@ -202,7 +210,7 @@ def shape_text(dimensions: Sequence[int]) -> str:
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
     """Columns of ``xla_buffers`` for one program (lists, in BUFFER_COLUMNS order)."""
     hlo = program.hlo
-    index = ModuleIndex(hlo.hlo_module)
+    index = module_index(program)
     logical = {b.id: b for b in hlo.buffer_assignment.logical_buffers}
     rows: dict[str, list[object]] = {name: [] for name in BUFFER_COLUMNS}
     for alloc in hlo.buffer_assignment.buffer_allocations:
