@@ -256,3 +256,20 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
         else:
             assert inst.opcode in ("fusion", "copy", "copy-start", "copy-done", "bitcast")
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
+
+
+def test_xla_command_lists_programs_and_buffers(tmp_path: Path) -> None:
+    from conftest import run_traceparse
+
+    done = run_traceparse("xla", str(FIXTURES / "xla_function"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert "__inference_dense_stack_15" in done.stdout
+    out = tmp_path / "buffers.csv"
+    done = run_traceparse(
+        "xla", str(FIXTURES / "xla_keras"), "--program", "one_step", "-o", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out)
+    assert len(table) == len(traceparse.load(FIXTURES / "xla_keras").xla_buffers)
+    done = run_traceparse("xla", str(FIXTURES / "xla_keras"), "--program", "nope")
+    assert done.returncode != 0 and "nope" in done.stderr

@@ -23,6 +23,7 @@ from traceparse.cli.run import RunCommand
 from traceparse.cli.scopes import ScopesCommand
 from traceparse.cli.steps import StepsCommand
 from traceparse.cli.summary import SummaryCommand
+from traceparse.cli.xla import XlaCommand
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -42,6 +43,7 @@ COMMANDS: dict[str, type[Command]] = {
         OpsCommand,
         ScopesCommand,
         StepsCommand,
+        XlaCommand,
         DemoCommand,
     )
 }
