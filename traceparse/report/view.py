@@ -118,11 +118,15 @@ class ReportView:
 # Attribution components, in the order they stack up to the bytes in use.
 ATTRIBUTION_LABELS: dict[str, str] = {
     "shape_explained_bytes": "tensors (shape × dtype)",
+    "xla_buffer_bytes": "XLA buffers (shape × dtype)",
+    "xla_slack_bytes": "XLA slab slack",
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
     "before_capture_bytes": "allocated before the capture",
     "reserved_bytes": "reserved by the allocator",
 }
+
+_XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
 _HEADERS: dict[str, str] = {
     "op": "Op",
@@ -364,6 +368,8 @@ def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
     parts = []
     for key, value in s.attribution.items():
         if key == "in_use_bytes" or is_missing(value):
+            continue
+        if key in _XLA_PARTS and not value:  # only captures with linked XLA slabs show them
             continue
         parts.append((ATTRIBUTION_LABELS.get(key, _header(key).lower()), int(value)))
     return parts
