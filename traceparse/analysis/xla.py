@@ -17,24 +17,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import allocation_kind, module_index
 
 _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
 
-PEAK_BUFFER_COLUMNS: dict[str, str] = {
-    "host": "object",
-    "program": "object",
-    "allocation_index": "int64",
-    "logical_buffer": "Int64",  # NA on the slack row
-    "held_bytes": "int64",
-}
 
-
-def _intervals(program: XlaProgram) -> dict[int, tuple[int, int]]:
-    """Logical buffer id -> (first, last) schedule position of the entry computation."""
+def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, int]]:
+    """Logical buffer id (of ``wanted``) -> (first, last) schedule position of the
+    entry computation."""
     hlo = program.hlo
     module = hlo.hlo_module
     index = module_index(program)
@@ -46,11 +38,7 @@ def _intervals(program: XlaProgram) -> dict[int, tuple[int, int]]:
     order = list(sequence.instruction_ids) if sequence else [i.id for i in entry.instructions]
     position = {inst_id: p for p, inst_id in enumerate(order)}
     # Instructions of called computations take the position of their entry caller.
-    caller: dict[int, int] = {}
-    for comp in module.computations:
-        for inst in comp.instructions:
-            for called in inst.called_computation_ids:
-                caller.setdefault(called, inst.id)
+    caller = index.caller
 
     def top_position(inst_id: int, depth: int = 0) -> int | None:
         if inst_id in position:
@@ -74,6 +62,8 @@ def _intervals(program: XlaProgram) -> dict[int, tuple[int, int]]:
 
     spans: dict[int, tuple[int, int]] = {}
     for buffer in hlo.buffer_assignment.logical_buffers:
+        if buffer.id not in wanted:
+            continue
         defining = index.instruction(buffer.defined_at)
         if defining is None:
             continue
@@ -138,7 +128,7 @@ def slab_peak(program: XlaProgram, allocation_index: int) -> tuple[list[tuple[in
     members = {b: size for b, (_, size) in placed.items()}
     live = _simulated(program, allocation_index, members)
     if live is None:
-        spans = _intervals(program)
+        spans = _intervals(program, set(placed))
         timed = _in_place([(b, spans[b]) for b in placed if b in spans], placed)
         if timed:
             top = max(end for _, (_, end) in timed) + 2
@@ -161,21 +151,15 @@ def slab_peak(program: XlaProgram, allocation_index: int) -> tuple[list[tuple[in
     return covered, slack
 
 
-def peak_buffers_table(
+def peak_fill(
     programs: Sequence[tuple[str, XlaProgram]], slabs: set[tuple[str, str, int]]
-) -> pd.DataFrame:
-    """Rows for each (host, program, temp allocation) in ``slabs``: its live buffers
-    at the program's peak, then one slack row (``logical_buffer`` NA)."""
-    rows: list[tuple[str, str, int, int | None, int]] = []
+) -> dict[tuple[str, str, int], tuple[list[tuple[int, int]], int]]:
+    """For each (host, program, temp allocation) in ``slabs``: its live buffers at
+    the program's peak with the bytes each covers, and the slack."""
+    found: dict[tuple[str, str, int], tuple[list[tuple[int, int]], int]] = {}
     for host, program in programs:
-        kinds = {
-            a.index: allocation_kind(a) for a in program.hlo.buffer_assignment.buffer_allocations
-        }
-        for index, kind in kinds.items():
-            if kind != "temp" or (host, program.name, index) not in slabs:
-                continue
-            covered, slack = slab_peak(program, index)
-            rows.extend((host, program.name, index, b, n) for b, n in covered)
-            rows.append((host, program.name, index, None, slack))
-    frame = pd.DataFrame(rows, columns=list(PEAK_BUFFER_COLUMNS))
-    return frame.astype(PEAK_BUFFER_COLUMNS)
+        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+            key = (host, program.name, alloc.index)
+            if key in slabs and allocation_kind(alloc) == "temp":
+                found[key] = slab_peak(program, alloc.index)
+    return found

@@ -1,14 +1,19 @@
 """Linked XLA slabs at the allocator's peak, opened up into their HLO buffers.
 
-``expand_live`` replaces each linked temp slab in ``live_at_peak`` with one row
-per HLO buffer live at the program's peak (op = the buffer's TF op) and one
-slack row (the slab's op, its padding, the bytes no buffer covers), so the
-rows of one slab still add up to its ``allocated_bytes``. ``live_deltas``
-gives the roll-ups the same move: bytes at the peak leave the slab's op and go
-to the buffers' TF ops.
+``slab_frame`` lists, per linked temp slab live at a peak, the HLO buffers live
+at the program's peak (with their TF op, dtype and shape) and one slack row.
+``expand_live`` replaces each such slab in ``live_at_peak`` with those rows
+(op = the buffer's TF op; the slack row keeps the slab's op and padding), so
+the rows of one slab still add up to its ``allocated_bytes``. ``live_deltas``
+gives the roll-ups the same move without expanding: bytes at the peak leave
+the slab's op and go to the buffers' TF ops. The tables here are a few rows
+per slab, so they are built in plain Python, not with pandas joins.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,21 +22,59 @@ import pandas as pd
 EXPANDED_COLUMNS = ["xla_program", "xla_buffer"]
 _AS_OBJECT = ["op", "op_type", "dtype", "shape", "xla_program"]
 
+# One row per live buffer of a slab, then its slack row (logical_buffer NA).
+SLAB_COLUMNS: dict[str, str] = {
+    "row": "int64",  # the slab's row in live_at_peak (= allocations)
+    "host": "object",
+    "program": "object",
+    "allocation_index": "int64",
+    "logical_buffer": "Int64",
+    "held_bytes": "int64",
+    "instruction": "object",
+    "tf_op": "object",
+    "tf_op_type": "object",
+    "dtype": "object",
+    "shape": "object",
+    "estimated_bytes": "Int64",
+}
 
-def slab_rows(live: pd.DataFrame, peak_buffers: pd.DataFrame) -> pd.DataFrame:
-    """``peak_buffers`` rows joined to the live rows (by index) of their slab."""
-    if live.empty or peak_buffers.empty or "xla_program" not in live:
-        return pd.DataFrame(columns=["row", "logical_buffer", "held_bytes"])
+# (host, program, allocation index) -> ([(logical buffer, bytes it covers)], slack)
+PeakFill = dict[tuple[str, str, int], tuple[list[tuple[int, int]], int]]
+# (host, program, logical buffer) -> (instruction, tf_op, tf_op_type, dtype, shape, estimated)
+BufferInfo = Callable[[str, str, int], tuple[Any, ...]]
+
+
+def linked_slabs(live: pd.DataFrame) -> list[tuple[int, str, str, int]]:
+    """(row, host, program, allocation index) of each linked allocation in ``live``."""
+    if live.empty or "xla_allocation_index" not in live:
+        return []
     linked = live[live["xla_allocation_index"].notna()]
-    keys = pd.DataFrame(
-        {
-            "row": linked.index,
-            "host": linked["host"].astype(object).to_numpy(),
-            "program": linked["xla_program"].astype(object).to_numpy(),
-            "allocation_index": linked["xla_allocation_index"].to_numpy(dtype=np.int64),
-        }
+    return list(
+        zip(
+            linked.index.tolist(),
+            linked["host"].astype(object).tolist(),
+            linked["xla_program"].astype(object).tolist(),
+            linked["xla_allocation_index"].astype("int64").tolist(),
+            strict=True,
+        )
     )
-    return keys.merge(peak_buffers, on=["host", "program", "allocation_index"], how="inner")
+
+
+def slab_frame(
+    slabs: Iterable[tuple[int, str, str, int]], fill: PeakFill, info: BufferInfo
+) -> pd.DataFrame:
+    """``SLAB_COLUMNS`` for the slabs whose allocation ``fill`` describes (temp ones)."""
+    rows: list[tuple[Any, ...]] = []
+    for row, host, program, index in slabs:
+        found = fill.get((host, program, index))
+        if found is None:
+            continue
+        covered, slack = found
+        for buffer, held in covered:
+            rows.append((row, host, program, index, buffer, held, *info(host, program, buffer)))
+        rows.append((row, host, program, index, None, slack, None, None, None, None, None, None))
+    frame = pd.DataFrame(rows, columns=list(SLAB_COLUMNS))
+    return frame.astype(SLAB_COLUMNS)
 
 
 def covered_bytes(slabs: pd.DataFrame) -> pd.Series:
@@ -43,95 +86,79 @@ def covered_bytes(slabs: pd.DataFrame) -> pd.Series:
     return pd.Series(held, index=slabs["row"].to_numpy()).groupby(level=0).sum()
 
 
-def expand_live(live: pd.DataFrame, slabs: pd.DataFrame, buffers: pd.DataFrame) -> pd.DataFrame:
+def expand_live(live: pd.DataFrame, slabs: pd.DataFrame) -> pd.DataFrame:
     """``live`` with each slab in ``slabs`` replaced by its buffer rows and a slack row."""
     out = live.copy()
     out["xla_buffer"] = pd.Series(pd.NA, index=out.index, dtype=object)
     if slabs.empty:
         return out
-    keyed = buffers.astype({"host": object, "program": object})
-    info = slabs.merge(
-        keyed[
-            [
-                "host",
-                "program",
-                "allocation_index",
-                "logical_buffer",
-                "instruction",
-                "tf_op",
-                "tf_op_type",
-                "dtype",
-                "shape",
-                "estimated_bytes",
-            ]
-        ],
-        on=["host", "program", "allocation_index", "logical_buffer"],
-        how="left",
+    rows = slabs["row"].to_numpy(dtype=np.int64)
+    new = live.loc[rows].copy()  # one copy of the slab's row per buffer and slack row
+    b = slabs["logical_buffer"].notna().to_numpy(dtype=bool)
+    held = slabs["held_bytes"].to_numpy(dtype=np.int64)
+    covered = covered_bytes(slabs).reindex(rows).to_numpy(dtype=np.int64)
+    requested = new["requested_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    allocated = new["allocated_bytes"].fillna(new["requested_bytes"]).fillna(0)
+    allocated_np = allocated.to_numpy(dtype=np.int64)
+    for column, source in (("op", "tf_op"), ("op_type", "tf_op_type"), ("dtype", "dtype")):
+        new[column] = np.where(b, slabs[source].to_numpy(dtype=object), new[column].astype(object))
+    new["shape"] = np.where(b, slabs["shape"].to_numpy(dtype=object), new["shape"].astype(object))
+    est = slabs["estimated_bytes"].to_numpy(dtype=object, na_value=None)
+    new["estimated_bytes"] = pd.array(
+        [e if f else None for e, f in zip(est.tolist(), b.tolist(), strict=True)], dtype="Int64"
     )
-    parts = []
-    for row, group in info.groupby("row", sort=False):
-        slab = live.loc[[row]]
-        is_buffer = group["logical_buffer"].notna().to_numpy(dtype=bool)
-        held = group["held_bytes"].to_numpy(dtype=np.int64)
-        covered = int(held[is_buffer].sum())
-        rows = pd.DataFrame(
-            {
-                column: np.repeat(slab[column].astype(object).to_numpy(), len(group))
-                for column in live
-            },
-        )
-        rows.index = pd.Index([row] * len(group))
-        requested = int(pd.array(slab["requested_bytes"]).fillna(0)[0])
-        allocated = int(pd.array(slab["allocated_bytes"]).fillna(requested)[0])
-        b = is_buffer
-        rows.loc[b, "op"] = group["tf_op"].to_numpy()[b]
-        rows.loc[b, "op_type"] = group["tf_op_type"].to_numpy()[b]
-        rows.loc[b, "dtype"] = group["dtype"].astype(object).to_numpy()[b]
-        rows.loc[b, "shape"] = group["shape"].to_numpy()[b]
-        rows["estimated_bytes"] = np.where(
-            b, group["estimated_bytes"].astype(object).to_numpy(), None
-        )
-        rows["requested_bytes"] = np.where(b, held, requested - covered)
-        rows["allocated_bytes"] = np.where(b, held, allocated - covered)
-        rows["padding_bytes"] = np.where(b, 0, allocated - requested)
-        rows["xla_buffer"] = np.where(b, group["instruction"].to_numpy(), None)
-        parts.append(rows)
-    kept = out.drop(index=slabs["row"].unique())
-    merged = pd.concat([kept.astype({c: object for c in _AS_OBJECT if c in kept}), *parts])
-    for column in live.columns:
-        dtype = live[column].dtype
-        if column in _AS_OBJECT:
-            merged[column] = merged[column].astype("category")
-        elif column in ("estimated_bytes", "requested_bytes", "allocated_bytes", "padding_bytes"):
-            merged[column] = pd.array(merged[column].tolist(), dtype="Int64")
-        else:
-            merged[column] = merged[column].astype(dtype)
+    new["requested_bytes"] = pd.array(np.where(b, held, requested - covered), dtype="Int64")
+    new["allocated_bytes"] = pd.array(np.where(b, held, allocated_np - covered), dtype="Int64")
+    new["padding_bytes"] = pd.array(np.where(b, 0, allocated_np - requested), dtype="Int64")
+    new["xla_buffer"] = np.where(b, slabs["instruction"].to_numpy(dtype=object), None)
+    kept = out.drop(index=np.unique(rows))
+    as_object = {c: object for c in _AS_OBJECT if c in kept}
+    merged = pd.concat([kept.astype(as_object), new.astype(as_object)])
+    merged = merged.astype({c: "category" for c in as_object})
     merged["xla_buffer"] = merged["xla_buffer"].astype(object)
     return merged.sort_values(
         ["host", "allocator", "allocated_bytes"], ascending=[True, True, False], kind="stable"
     )
 
 
-def live_deltas(live: pd.DataFrame, expanded: pd.DataFrame) -> pd.DataFrame:
-    """Per (host, allocator, op): live-at-peak count and bytes of ``expanded``
-    minus those of ``live`` (zero where nothing moved)."""
+Key = tuple[Any, Any, Any]
 
-    def sums(frame: pd.DataFrame) -> pd.DataFrame:
-        work = pd.DataFrame(
-            {
-                "host": frame["host"].astype(object),
-                "allocator": frame["allocator"].astype(object),
-                "op": frame["op"].astype(object),
-                "bytes": frame["allocated_bytes"]
-                .fillna(frame["requested_bytes"])
-                .fillna(0)
-                .astype("int64"),
-            }
-        )
-        return work.groupby(["host", "allocator", "op"], dropna=False).agg(
-            live=("bytes", "size"), live_bytes=("bytes", "sum")
-        )
 
-    after, before = sums(expanded), sums(live)
-    delta = after.sub(before, fill_value=0).astype("int64")
-    return delta[(delta != 0).any(axis=1)].reset_index()
+def _key(host: Any, allocator: Any, name: Any) -> Key:
+    return (host, allocator, name if isinstance(name, str) else None)
+
+
+def live_deltas(live: pd.DataFrame, slabs: pd.DataFrame) -> dict[Key, list[int]]:
+    """(host, allocator, op) -> [live-at-peak count, bytes] that ``expand_live``
+    would add (negative: remove); ops where nothing moves are left out."""
+    deltas: dict[Key, list[int]] = {}
+    if slabs.empty:
+        return deltas
+    where = live.loc[slabs["row"].unique(), ["host", "allocator", "op"]].astype(object)
+    slab_of = {r: (h, a, o) for r, h, a, o in where.itertuples(name=None)}
+    for row, buffer, held, tf_op in zip(
+        slabs["row"].tolist(),
+        slabs["logical_buffer"].tolist(),
+        slabs["held_bytes"].tolist(),
+        slabs["tf_op"].tolist(),
+        strict=True,
+    ):
+        if buffer is pd.NA or buffer is None:
+            continue  # the slack row takes the slab's place: its op keeps one row
+        host, allocator, op = slab_of[row]
+        to = deltas.setdefault(_key(host, allocator, tf_op), [0, 0])
+        to[0] += 1
+        to[1] += held
+        frm = deltas.setdefault(_key(host, allocator, op), [0, 0])
+        frm[1] -= held
+    return {k: v for k, v in deltas.items() if v != [0, 0]}
+
+
+def op_types(slabs: pd.DataFrame) -> dict[str, Any]:
+    """TF op -> its op type, from the largest live buffer of that op."""
+    found: dict[str, Any] = {}
+    ordered = slabs.sort_values("held_bytes", ascending=False, kind="stable")
+    for op, kind in zip(ordered["tf_op"].tolist(), ordered["tf_op_type"].tolist(), strict=True):
+        if isinstance(op, str) and op not in found:
+            found[op] = kind if isinstance(kind, str) else None
+    return found

@@ -20,6 +20,7 @@ from traceparse.analysis import (
     select,
     steps_table,
 )
+from traceparse.analysis.xla_live import expand_live
 from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables.build import build_tables
@@ -180,7 +181,7 @@ class Profile:
 
     @cached_property
     def _live_at_peak_xla(self) -> pd.DataFrame:
-        return self._xla.expand(self._live_at_peak, self._xla_slabs, self.xla_buffers)
+        return expand_live(self._live_at_peak, self._xla_slabs)
 
     @cached_property
     def xla_programs(self) -> pd.DataFrame:
@@ -209,14 +210,14 @@ class Profile:
         table = ops_table(self.allocations, self.peak, self._op_time)
         if self._xla_slabs.empty:
             return table
-        return with_live_deltas(table, self._live_at_peak, self._live_at_peak_xla)
+        return with_live_deltas(table, self._live_at_peak, self._xla_slabs)
 
     def scopes(self, depth: int = 1) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
         if depth not in self._scopes:
             table = scopes_table(self.allocations, self.peak, self._op_time, depth)
             if not self._xla_slabs.empty:
-                table = with_live_deltas(table, self._live_at_peak, self._live_at_peak_xla, depth)
+                table = with_live_deltas(table, self._live_at_peak, self._xla_slabs, depth)
             self._scopes[depth] = table
         return self._scopes[depth]
 

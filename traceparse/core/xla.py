@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from traceparse.analysis.rollups import scope_of
-from traceparse.analysis.xla import peak_buffers_table
-from traceparse.analysis.xla_live import covered_bytes, expand_live, live_deltas, slab_rows
+from traceparse.analysis.xla import peak_fill
+from traceparse.analysis.xla_live import (
+    covered_bytes,
+    linked_slabs,
+    live_deltas,
+    op_types,
+    slab_frame,
+)
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import buffers_table, programs_table
+from traceparse.tables.xla import buffer_info, buffers_table, programs_table
 from traceparse.tables.xla_link import Links, link_allocations
 
 LINK_COLUMNS = ["xla_program", "xla_allocation_index"]
@@ -61,81 +68,101 @@ class XlaParts:
         return buffers_table(self.programs if self.present else [])
 
     def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
-        """Per linked temp slab live at a peak: its buffers at the program's peak."""
-        if not self.present or live.empty or live["xla_allocation_index"].isna().all():
-            return slab_rows(live, pd.DataFrame())
-        linked = live[live["xla_allocation_index"].notna()]
-        keys = set(
-            zip(
-                linked["host"].astype(object),
-                linked["xla_program"].astype(object),
-                linked["xla_allocation_index"].astype(int),
-                strict=True,
-            )
-        )
-        return slab_rows(live, peak_buffers_table(self.programs, keys))
+        """Per linked temp slab live at a peak: its buffers at the program's peak
+        (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
+        found = linked_slabs(live) if self.present else []
+        if not found:
+            return slab_frame([], {}, _no_info)
+        wanted = {(host, program, index) for _, host, program, index in found}
+        names = {(host, program) for host, program, _ in wanted}
+        used = [(h, p) for h, p in self.programs if (h, p.name) in names]
+        by_name = {(h, p.name): p for h, p in used}
+
+        def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+            return buffer_info(by_name[(host, program)], buffer)
+
+        return slab_frame(found, peak_fill(used, wanted), info)
 
     @staticmethod
     def covered(slabs: pd.DataFrame) -> pd.Series:
         return covered_bytes(slabs)
 
-    @staticmethod
-    def expand(live: pd.DataFrame, slabs: pd.DataFrame, buffers: pd.DataFrame) -> pd.DataFrame:
-        return expand_live(live, slabs, buffers)
+
+def _no_info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+    raise AssertionError("no slabs")  # pragma: no cover
+
+
+_COUNTS = (
+    "count",
+    "unestimated",
+    "live_at_peak",
+    "live_at_peak_bytes",
+    "live_at_end",
+    "live_at_end_bytes",
+    "ops",
+)
 
 
 def with_live_deltas(
-    table: pd.DataFrame, live: pd.DataFrame, expanded: pd.DataFrame, depth: int | None = None
+    table: pd.DataFrame, live: pd.DataFrame, slabs: pd.DataFrame, depth: int | None = None
 ) -> pd.DataFrame:
     """A roll-up (``ops``, or ``scopes`` at ``depth``) whose live-at-peak columns
     count the HLO buffers of linked slabs under their TF ops instead of the slab."""
-    delta = live_deltas(live, expanded)
-    if delta.empty:
+    deltas = live_deltas(live, slabs)
+    if not deltas:
         return table
     key = "op" if depth is None else "scope"
     if depth is not None:
-        delta["scope"] = [
-            scope_of(str(op), depth) if isinstance(op, str) else None for op in delta["op"]
-        ]
-        delta = delta.groupby(["host", "allocator", "scope"], dropna=False, as_index=False)[
-            ["live", "live_bytes"]
-        ].sum()
-    dtypes = table.dtypes
-    work = table.astype({c: object for c, d in dtypes.items() if str(d) == "category"})
-    merged = work.merge(
-        delta[["host", "allocator", key, "live", "live_bytes"]],
-        on=["host", "allocator", key],
-        how="outer",
-    )
-    new = merged["count"].isna()
-    for column in dtypes.index:
-        if column in (
-            "count",
-            "unestimated",
-            "live_at_peak",
-            "live_at_peak_bytes",
-            "live_at_end",
-            "live_at_end_bytes",
-            "ops",
-        ):
-            merged.loc[new, column] = 0
-    if depth is None and "op_type" in merged:
-        types = expanded.drop_duplicates("op").set_index(
-            expanded["op"].astype(object).drop_duplicates()
-        )
-        fill = merged.loc[new, "op"].map(types["op_type"].astype(object)) if len(types) else None
-        if fill is not None:
-            merged.loc[new, "op_type"] = fill
-    merged["live_at_peak"] = merged["live_at_peak"] + merged["live"].fillna(0)
-    merged["live_at_peak_bytes"] = merged["live_at_peak_bytes"] + merged["live_bytes"].fillna(0)
-    merged = merged.drop(columns=["live", "live_bytes"])
-    merged = merged.astype(
-        {c: str(d) if str(d) != "category" else "category" for c, d in dtypes.items()}
-    )
-    merged = merged.sort_values(
-        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes"],
-        ascending=[True, True, False, False],
+        by_scope: dict[tuple[object, object, object], list[int]] = {}
+        for (host, allocator, op), (n, size) in deltas.items():
+            scope = scope_of(op, depth) if isinstance(op, str) else None
+            acc = by_scope.setdefault((host, allocator, scope), [0, 0])
+            acc[0] += n
+            acc[1] += size
+        deltas = {k: v for k, v in by_scope.items() if v != [0, 0]}
+    names = [table[c].astype(object).tolist() for c in ("host", "allocator", key)]
+    rows = enumerate(zip(*names, strict=True))
+    position = {(h, a, n if isinstance(n, str) else None): i for i, (h, a, n) in rows}
+    add = np.zeros((len(table), 2), dtype=np.int64)
+    new: list[tuple[object, object, object, int, int]] = []
+    for k, (n, size) in deltas.items():
+        if k in position:
+            add[position[k]] += (n, size)
+        else:
+            new.append((*k, n, size))
+    out = table.copy()
+    out["live_at_peak"] = out["live_at_peak"] + add[:, 0]
+    out["live_at_peak_bytes"] = out["live_at_peak_bytes"] + add[:, 1]
+    if new:
+        types = op_types(slabs)
+        extra = {}
+        for column, dtype in table.dtypes.items():
+            if column in ("host", "allocator", key):
+                at = ("host", "allocator", key).index(column)
+                extra[column] = pd.Series([row[at] for row in new], dtype=object)
+            elif column == "live_at_peak":
+                extra[column] = pd.Series([row[3] for row in new], dtype=dtype)
+            elif column == "live_at_peak_bytes":
+                extra[column] = pd.Series([row[4] for row in new], dtype=dtype)
+            elif column in _COUNTS:
+                extra[column] = pd.Series([0] * len(new), dtype=dtype)
+            elif column == "op_type":
+                extra[column] = pd.Series([types.get(str(row[2])) for row in new], dtype=object)
+            elif isinstance(dtype, pd.CategoricalDtype):
+                extra[column] = pd.Series([None] * len(new), dtype=object)
+            else:
+                extra[column] = pd.Series([None] * len(new), dtype=object).astype(dtype)
+        categories = [c for c, d in table.dtypes.items() if isinstance(d, pd.CategoricalDtype)]
+        out = pd.concat(
+            [out.astype({c: object for c in categories}), pd.DataFrame(extra)],
+            ignore_index=True,
+        ).astype({c: "category" for c in categories})
+    # Ties in bytes go by name, so the order does not depend on which rows moved.
+    out = out.sort_values(
+        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes", key],
+        ascending=[True, True, False, False, True],
         kind="stable",
         na_position="last",
+        key=lambda s: s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s,
     )
-    return merged.reset_index(drop=True)
+    return out.reset_index(drop=True)

@@ -139,7 +139,13 @@ class _Origin:
 
 
 class ModuleIndex:
-    """Instructions of one module by id and name, with their recovered TF origin."""
+    """Instructions of one module by id and name, with their recovered TF origin.
+
+    Only the computations reachable from the entry without entering a fusion
+    are indexed up front (buffers are defined there); a fused computation is
+    indexed when a fusion's origin is asked for, and the whole module only if
+    a buffer names an instruction found nowhere else.
+    """
 
     def __init__(self, module: hlo_pb2.HloModuleProto) -> None:
         self.module = module
@@ -147,16 +153,49 @@ class ModuleIndex:
         self.by_name: dict[str, hlo_pb2.HloInstructionProto] = {}
         self.computations = {c.id: c for c in module.computations}
         self.computation_of: dict[int, int] = {}
-        for comp in module.computations:
-            for inst in comp.instructions:
-                self.by_id[inst.id] = inst
-                self.by_name[inst.name] = inst
-                self.computation_of[inst.id] = comp.id
+        # Called computation -> the first instruction that calls it.
+        self.caller: dict[int, int] = {}
+        self._indexed: set[int] = set()
+        self._everything = False
+        pending = [module.entry_computation_id]
+        while pending:
+            comp = self.computations.get(pending.pop())
+            if comp is None or comp.id in self._indexed:
+                continue
+            for inst in self._index(comp):
+                if inst.opcode != "fusion":
+                    pending.extend(inst.called_computation_ids)
         self._origins: dict[int, _Origin] = {}
+
+    def _index(self, comp: hlo_pb2.HloComputationProto) -> list[hlo_pb2.HloInstructionProto]:
+        insts = list(comp.instructions)
+        if comp.id in self._indexed:
+            return insts
+        self._indexed.add(comp.id)
+        for inst in insts:
+            self.by_id[inst.id] = inst
+            self.by_name[inst.name] = inst
+            self.computation_of[inst.id] = comp.id
+            for called in inst.called_computation_ids:
+                self.caller.setdefault(called, inst.id)
+        return insts
+
+    def _index_all(self) -> None:
+        if not self._everything:
+            self._everything = True
+            for comp in self.module.computations:
+                self._index(comp)
 
     def instruction(
         self, at: hlo_pb2.LogicalBufferProto.Location
     ) -> hlo_pb2.HloInstructionProto | None:
+        found = self._find(at)
+        if found is None and not self._everything:
+            self._index_all()
+            found = self._find(at)
+        return found
+
+    def _find(self, at: hlo_pb2.LogicalBufferProto.Location) -> hlo_pb2.HloInstructionProto | None:
         if at.instruction_id in self.by_id and (
             not at.instruction_name or self.by_id[at.instruction_id].name == at.instruction_name
         ):
@@ -185,6 +224,7 @@ class ModuleIndex:
         comp = self.computations.get(computation_id)
         if comp is None:
             return _Origin(None, None, None)
+        self._index(comp)
         root = self.by_id.get(comp.root_id)
         if root is not None and root.metadata.op_name:
             return self.origin(root)
@@ -207,6 +247,38 @@ def shape_text(dimensions: Sequence[int]) -> str:
     return "[" + ",".join(str(int(d)) for d in dimensions) + "]"
 
 
+def describe(
+    index: ModuleIndex, buffer: hlo_pb2.LogicalBufferProto | None
+) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, _Origin]:
+    """A logical buffer's defining instruction, dtype, shape text, shape x dtype
+    bytes and TF origin (None where the module does not say)."""
+    inst = index.instruction(buffer.defined_at) if buffer is not None else None
+    shape = None
+    if inst is not None and buffer is not None:
+        shape = _shape_at(inst.shape, buffer.defined_at.shape_index)
+    dtype = text = estimated = None
+    if shape is not None and shape.element_type in _ELEMENT_TYPES:
+        dtype, itemsize = _ELEMENT_TYPES[shape.element_type]
+        dims = list(shape.dimensions)
+        text = shape_text(dims)
+        estimated = int(np.prod(dims, dtype=np.int64)) * itemsize
+    origin = index.origin(inst) if inst is not None else _Origin(None, None, None)
+    return inst, dtype, text, estimated, origin
+
+
+def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
+    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+    logical = program.cache.get("logical")
+    if logical is None:
+        logical = {b.id: b for b in program.hlo.buffer_assignment.logical_buffers}
+        program.cache["logical"] = logical
+    inst, dtype, shape, estimated, origin = describe(
+        module_index(program), logical.get(logical_buffer)
+    )
+    name = inst.name if inst is not None else None
+    return name, origin.tf_op, origin.tf_op_type, dtype, shape, estimated
+
+
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
     """Columns of ``xla_buffers`` for one program (lists, in BUFFER_COLUMNS order)."""
     hlo = program.hlo
@@ -216,17 +288,9 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
     for alloc in hlo.buffer_assignment.buffer_allocations:
         kind = allocation_kind(alloc)
         for assigned in alloc.assigned:
-            buffer = logical.get(assigned.logical_buffer_id)
-            inst = index.instruction(buffer.defined_at) if buffer is not None else None
-            shape = None
-            if inst is not None and buffer is not None:
-                shape = _shape_at(inst.shape, buffer.defined_at.shape_index)
-            dtype = dims = estimated = None
-            if shape is not None and shape.element_type in _ELEMENT_TYPES:
-                dtype, itemsize = _ELEMENT_TYPES[shape.element_type]
-                dims = list(shape.dimensions)
-                estimated = int(np.prod(dims, dtype=np.int64)) * itemsize
-            origin = index.origin(inst) if inst is not None else _Origin(None, None, None)
+            inst, dtype, shape, estimated, origin = describe(
+                index, logical.get(assigned.logical_buffer_id)
+            )
             values = {
                 "host": host,
                 "program": program.name,
@@ -238,7 +302,7 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
                 "instruction": inst.name if inst is not None else None,
                 "opcode": inst.opcode if inst is not None else None,
                 "dtype": dtype,
-                "shape": shape_text(dims) if dims is not None else None,
+                "shape": shape,
                 "estimated_bytes": estimated,
                 "tf_op": origin.tf_op,
                 "tf_op_type": origin.tf_op_type,
