@@ -241,6 +241,14 @@ def test_keras_layers_get_their_buffers() -> None:
         if isinstance(s, str) and s.startswith("cnn_1/")
     }
     assert names <= manifest_layers
+    # Gradients are named by layer too ("gradient_tape/cnn_1/<layer>_1/..."): the
+    # slab's buffers hold them, though at this program's peak only activations
+    # are live (docs/xla.md); scopes(3) would put them under their layer.
+    temp = prof.xla_buffers[prof.xla_buffers["allocation_kind"] == "temp"]
+    grads = temp["tf_op"].dropna()
+    grads = grads[grads.str.startswith("gradient_tape/cnn_1/")]
+    layers = {op.split("/")[2].rsplit("_", 1)[0] for op in grads}
+    assert {"conv1", "conv2", "hidden", "logits"} <= layers <= manifest_layers
 
 
 def test_fused_and_copied_buffers_take_their_origin() -> None:
