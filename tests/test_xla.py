@@ -214,8 +214,12 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     before = live["allocated_bytes"].groupby(level=0).sum()
     after = expanded["allocated_bytes"].groupby(level=0).sum()
     pd.testing.assert_series_equal(before.sort_index(), after.sort_index(), check_names=False)
+    # Value rows: an HLO buffer of a slab, or an allocation named by the value
+    # all its candidate allocations hold (index NA, shape from the module).
+    agreed = expanded["xla_program"].notna() & expanded["xla_allocation_index"].isna()
+    values = expanded[expanded["xla_buffer"].notna() | (agreed & expanded["dtype"].notna())]
+    assert values["allocated_bytes"].sum() == att["xla_buffer_bytes"].sum()
     buffers = expanded[expanded["xla_buffer"].notna()]
-    assert buffers["allocated_bytes"].sum() == att["xla_buffer_bytes"].sum()
     # A buffer row names its TF op where the module gives one.
     joined = buffers.merge(
         prof.xla_buffers[["instruction", "tf_op"]].drop_duplicates("instruction"),
@@ -281,3 +285,52 @@ def test_xla_command_lists_programs_and_buffers(tmp_path: Path) -> None:
     assert len(table) == len(traceparse.load(FIXTURES / "xla_keras").xla_buffers)
     done = run_traceparse("xla", str(FIXTURES / "xla_keras"), "--program", "nope")
     assert done.returncode != 0 and "nope" in done.stderr
+
+
+def test_keras_peak_bytes_are_named() -> None:
+    """Must show: on the jit-compiled Keras model, tensors plus HLO buffers name
+    at least 80% of the bytes requested and live at the peak."""
+    prof = traceparse.load(FIXTURES / "xla_keras")
+    att = prof.attribution.iloc[0]
+    assert att[PARTS].sum() == att["in_use_bytes"]
+    named = att["shape_explained_bytes"] + att["xla_buffer_bytes"]
+    requested = (
+        att["in_use_bytes"]
+        - att["padding_bytes"]
+        - att["reserved_bytes"]
+        - att["before_capture_bytes"]
+    )
+    assert named >= 0.8 * requested, (named, requested)
+    # Counted again from the rows: those with a shape x dtype in the expanded view
+    # (a tuple's few bytes of pointers count as buffer bytes but have no dtype).
+    expanded = prof.live_at_peak(expand_xla=True)
+    shaped = expanded[expanded["dtype"].notna() & expanded["shape"].notna()]
+    assert shaped["requested_bytes"].sum() >= 0.8 * requested
+
+
+def test_agreeing_candidates_name_their_value() -> None:
+    """Output twins of allocations 0, 1, 2 (same size) hold the same parameter
+    shape x dtype: named by it, index left NA, and checked against the module."""
+    prof = traceparse.load(FIXTURES / "xla_keras")
+    allocations = prof.allocations
+    agreed = allocations[
+        allocations["xla_program"].notna() & allocations["xla_allocation_index"].isna()
+    ]
+    assert len(agreed) >= 2
+    assert any("same shape x dtype" in d for d in prof.diagnostics)
+    buffers = prof.xla_buffers
+    expanded = prof.live_at_peak(expand_xla=True)
+    rows = expanded.loc[expanded.index.isin(agreed.index) & expanded["dtype"].notna()]
+    assert len(rows) >= 2 and rows["xla_allocation_index"].isna().all()
+    for row in rows.itertuples():
+        # Each same-sized per-run allocation of that program has an entry
+        # parameter of exactly this shape and dtype at offset 0.
+        params = buffers[
+            (buffers["program"] == row.xla_program)
+            & (buffers["allocation_kind"] == "parameter")
+            & (buffers["size_bytes"] == row.requested_bytes)
+            & (buffers["opcode"] == "parameter")
+        ]
+        assert len(params) >= 2
+        assert set(params["dtype"]) == {row.dtype}
+        assert set(params["shape"]) == {row.shape}

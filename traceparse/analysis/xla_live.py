@@ -22,13 +22,16 @@ import pandas as pd
 EXPANDED_COLUMNS = ["xla_program", "xla_buffer"]
 _AS_OBJECT = ["op", "op_type", "dtype", "shape", "xla_program"]
 
-# One row per live buffer of a slab, then its slack row (logical_buffer NA).
+# One row per live buffer of a slab, then its slack row (buffer False). An
+# allocation named by the value all its candidate allocations hold (index NA,
+# ``held_rows``) has one value row with logical_buffer and instruction NA.
 SLAB_COLUMNS: dict[str, str] = {
     "row": "int64",  # the slab's row in live_at_peak (= allocations)
     "host": "object",
     "program": "object",
-    "allocation_index": "int64",
+    "allocation_index": "Int64",  # NA for a value named by agreement
     "logical_buffer": "Int64",
+    "buffer": "bool",  # a value's row (not the slack row)
     "held_bytes": "int64",
     "instruction": "object",
     "tf_op": "object",
@@ -71,17 +74,41 @@ def slab_frame(
             continue
         covered, slack = found
         for buffer, held in covered:
-            rows.append((row, host, program, index, buffer, held, *info(host, program, buffer)))
-        rows.append((row, host, program, index, None, slack, None, None, None, None, None, None))
+            rows.append(
+                (row, host, program, index, buffer, True, held, *info(host, program, buffer))
+            )
+        rows.append((row, host, program, index, None, False, slack, *[None] * 6))
     frame = pd.DataFrame(rows, columns=list(SLAB_COLUMNS))
     return frame.astype(SLAB_COLUMNS)
+
+
+def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> pd.DataFrame:
+    """``SLAB_COLUMNS`` for the allocations in ``live`` named by an agreed value
+    ((dtype, shape, estimated_bytes, tf_op, tf_op_type), see tables/xla_link.py):
+    the value covers up to its shape x dtype bytes, the rest is slack."""
+    rows: list[tuple[Any, ...]] = []
+    if held and "xla_program" in live:
+        found = live[live.index.isin(list(held))]
+        for row, host, program, requested in zip(
+            found.index.tolist(),
+            found["host"].astype(object).tolist(),
+            found["xla_program"].astype(object).tolist(),
+            found["requested_bytes"].fillna(0).astype("int64").tolist(),
+            strict=True,
+        ):
+            dtype, shape, estimated, tf_op, tf_op_type = held[row]
+            covered = min(int(estimated), int(requested))
+            head = (row, host, program, None, None)
+            rows.append((*head, True, covered, None, tf_op, tf_op_type, dtype, shape, estimated))
+            rows.append((*head, False, int(requested) - covered, *[None] * 6))
+    return pd.DataFrame(rows, columns=list(SLAB_COLUMNS)).astype(SLAB_COLUMNS)
 
 
 def covered_bytes(slabs: pd.DataFrame) -> pd.Series:
     """Per live slab row: bytes its live HLO buffers cover."""
     if slabs.empty:
         return pd.Series(dtype="int64")
-    buffers = slabs["logical_buffer"].notna().to_numpy(dtype=bool)
+    buffers = slabs["buffer"].to_numpy(dtype=bool)
     held = np.where(buffers, slabs["held_bytes"].to_numpy(dtype=np.int64), 0)
     return pd.Series(held, index=slabs["row"].to_numpy()).groupby(level=0).sum()
 
@@ -94,7 +121,7 @@ def expand_live(live: pd.DataFrame, slabs: pd.DataFrame) -> pd.DataFrame:
         return out
     rows = slabs["row"].to_numpy(dtype=np.int64)
     new = live.loc[rows].copy()  # one copy of the slab's row per buffer and slack row
-    b = slabs["logical_buffer"].notna().to_numpy(dtype=bool)
+    b = slabs["buffer"].to_numpy(dtype=bool)
     held = slabs["held_bytes"].to_numpy(dtype=np.int64)
     covered = covered_bytes(slabs).reindex(rows).to_numpy(dtype=np.int64)
     requested = new["requested_bytes"].fillna(0).to_numpy(dtype=np.int64)
@@ -138,12 +165,12 @@ def live_deltas(live: pd.DataFrame, slabs: pd.DataFrame) -> dict[Key, list[int]]
     slab_of = {r: (h, a, o) for r, h, a, o in where.itertuples(name=None)}
     for row, buffer, held, tf_op in zip(
         slabs["row"].tolist(),
-        slabs["logical_buffer"].tolist(),
+        slabs["buffer"].tolist(),
         slabs["held_bytes"].tolist(),
         slabs["tf_op"].tolist(),
         strict=True,
     ):
-        if buffer is pd.NA or buffer is None:
+        if not buffer:
             continue  # the slack row takes the slab's place: its op keeps one row
         host, allocator, op = slab_of[row]
         to = deltas.setdefault(_key(host, allocator, tf_op), [0, 0])

@@ -14,7 +14,9 @@ import pandas as pd
 from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import (
+    SLAB_COLUMNS,
     covered_bytes,
+    held_rows,
     linked_slabs,
     live_deltas,
     op_types,
@@ -23,7 +25,7 @@ from traceparse.analysis.xla_live import (
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import buffer_info, buffers_table, programs_table
-from traceparse.tables.xla_link import Links, link_allocations
+from traceparse.tables.xla_link import Held, Links, link_allocations
 
 LINK_COLUMNS = ["xla_program", "xla_allocation_index"]
 
@@ -34,6 +36,8 @@ class XlaParts:
     def __init__(self, traces: list[MemoryTrace]) -> None:
         self.traces = traces
         self.links: Links | None = None
+        # allocations row label -> the value its candidate allocations all hold
+        self.held: dict[object, Held] = {}
 
     @property
     def present(self) -> bool:
@@ -55,6 +59,8 @@ class XlaParts:
             runs = {t.host: t.function_runs for t in self.traces}
             self.links = link_allocations(allocations, self.programs, runs)
             program, index = self.links.columns(allocations.index)
+            labels = allocations.index
+            self.held = {labels[row]: value for row, value in self.links.held.items()}
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
@@ -71,8 +77,11 @@ class XlaParts:
         """Per linked temp slab live at a peak: its buffers at the program's peak
         (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
         found = linked_slabs(live) if self.present else []
+        named = held_rows(live, self.held)
         if not found:
-            return slab_frame([], {}, _no_info)
+            return pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True).astype(
+                SLAB_COLUMNS
+            )
         wanted = {(host, program, index) for _, host, program, index in found}
         names = {(host, program) for host, program, _ in wanted}
         used = [(h, p) for h, p in self.programs if (h, p.name) in names]
@@ -81,7 +90,8 @@ class XlaParts:
         def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
             return buffer_info(by_name[(host, program)], buffer)
 
-        return slab_frame(found, peak_fill(used, wanted), info)
+        frame = slab_frame(found, peak_fill(used, wanted), info)
+        return pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS)
 
     @staticmethod
     def covered(slabs: pd.DataFrame) -> pd.Series:
