@@ -334,3 +334,40 @@ def test_agreeing_candidates_name_their_value() -> None:
         assert len(params) >= 2
         assert set(params["dtype"]) == {row.dtype}
         assert set(params["shape"]) == {row.shape}
+
+
+def test_summary_and_reports_show_programs_at_the_peak() -> None:
+    """summary and report list the programs live at the peak and their largest
+    buffers, only for captures with linked programs."""
+    import json
+
+    from conftest import run_traceparse
+
+    from traceparse.report import render_html, render_json, render_markdown
+
+    prof = traceparse.load(FIXTURES / "xla_keras")
+    programs, buffers = prof.xla_at_peak
+    expanded = prof.live_at_peak(expand_xla=True)
+    linked = expanded[expanded["xla_program"].notna()]
+    # Bytes per program agree with the expanded rows (and so with the slabs).
+    assert programs["allocated_bytes"].sum() == linked["allocated_bytes"].sum()
+    assert programs["allocations"].sum() == linked.index.nunique()
+    top = buffers.iloc[0]
+    assert top["allocated_bytes"] == buffers["allocated_bytes"].max()
+    markdown = render_markdown([prof])
+    assert "XLA programs holding memory at the peak" in markdown
+    assert "Largest XLA buffers live at the peak" in markdown
+    assert f"`{top['xla_buffer']}`" in markdown
+    assert "Largest XLA buffers live at the peak" in render_html([prof])
+    tables = json.loads(render_json([prof]))["profiles"][0]["tables"]
+    assert len(tables["xla_buffers"]) == len(buffers)
+    assert tables["xla_programs"][0]["allocated_bytes"] == programs["allocated_bytes"].iloc[0]
+    done = run_traceparse("summary", str(FIXTURES / "xla_keras"))
+    assert done.returncode == 0, done.stderr
+    assert "XLA programs holding memory at the peak" in done.stdout
+    assert str(top["xla_buffer"]) in done.stdout
+    # A capture without programs keeps its report as it was.
+    eager = traceparse.load(FIXTURES / "eager_ops")
+    assert eager.xla_at_peak[0].empty
+    assert "XLA programs" not in render_markdown([eager])
+    assert "xla_programs" not in json.loads(render_json([eager]))["profiles"][0]["tables"]

@@ -189,3 +189,26 @@ def op_types(slabs: pd.DataFrame) -> dict[str, Any]:
         if isinstance(op, str) and op not in found:
             found[op] = kind if isinstance(kind, str) else None
     return found
+
+
+def programs_at_peak(expanded: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From ``expand_live``'s rows: per (host, allocator, program) the bytes its
+    allocations hold at the peak, and its values (HLO buffers, agreed values)
+    live there, largest first. Both empty when nothing linked is live."""
+    linked = expanded[expanded["xla_program"].notna()] if "xla_program" in expanded else expanded
+    keys = ["host", "allocator", "xla_program"]
+    if linked.empty:
+        return pd.DataFrame(columns=[*keys, "allocations", "allocated_bytes"]), pd.DataFrame(
+            columns=[*keys, "xla_buffer", "op", "dtype", "shape", "allocated_bytes"]
+        )
+    frame = linked.astype({c: object for c in keys}).reset_index(names="row")
+    programs = (
+        frame.groupby(keys, sort=False)
+        .agg(allocations=("row", "nunique"), allocated_bytes=("allocated_bytes", "sum"))
+        .reset_index()
+        .sort_values("allocated_bytes", ascending=False, kind="stable")
+    )
+    values = frame[frame["xla_buffer"].notna() | frame["dtype"].notna()]
+    buffers = values[[*keys, "xla_buffer", "op", "dtype", "shape", "allocated_bytes"]]
+    buffers = buffers.sort_values("allocated_bytes", ascending=False, kind="stable")
+    return programs.reset_index(drop=True), buffers.reset_index(drop=True)

@@ -20,7 +20,7 @@ from traceparse.analysis import (
     select,
     steps_table,
 )
-from traceparse.analysis.xla_live import expand_live
+from traceparse.analysis.xla_live import expand_live, programs_at_peak
 from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables.build import build_tables
@@ -182,6 +182,14 @@ class Profile:
     @cached_property
     def _live_at_peak_xla(self) -> pd.DataFrame:
         return expand_live(self._live_at_peak, self._xla_slabs)
+
+    @cached_property
+    def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The XLA programs whose allocations are live at a peak (bytes held) and
+        their values live there, largest first; empty without linked programs."""
+        if not self._xla.present:
+            return programs_at_peak(self._live_at_peak.iloc[:0])
+        return programs_at_peak(self._live_at_peak_xla)
 
     @cached_property
     def xla_programs(self) -> pd.DataFrame:

@@ -129,6 +129,8 @@ ATTRIBUTION_LABELS: dict[str, str] = {
 _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
 _HEADERS: dict[str, str] = {
+    "xla_program": "XLA program",
+    "xla_buffer": "HLO buffer",
     "op": "Op",
     "op_type": "Type",
     "dtype": "Dtype",
@@ -155,7 +157,17 @@ _HEADERS: dict[str, str] = {
 
 # Columns holding identifiers from the capture: shown as code.
 _LONG_NAME_COLUMNS = {"op", "scope"}
-_NAME_COLUMNS = {*_LONG_NAME_COLUMNS, "op_type", "shape", "host", "allocator", "dtype", "region"}
+_NAME_COLUMNS = {
+    *_LONG_NAME_COLUMNS,
+    "xla_program",
+    "xla_buffer",
+    "op_type",
+    "shape",
+    "host",
+    "allocator",
+    "dtype",
+    "region",
+}
 
 _TOP_TENSOR_COLUMNS = [
     "op",
@@ -236,6 +248,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
             "top_scopes", "Name scopes holding memory at the peak", s.top_scopes, _TOP_SCOPE_COLUMNS
         ),
         _attribution_table(s),
+        *_xla_tables(profile, s),
         _steps_table(profile.steps, s.host, s.allocator),
     ]
     own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
@@ -253,6 +266,36 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         summary=s,
         attribution_parts=_attribution_parts(s),
     )
+
+
+def _xla_tables(profile: ProfileLike, s: AllocatorSummaryLike) -> list[TableView]:
+    """XLA programs holding memory at this allocator's peak and their largest
+    buffers: empty tables (not shown) when no linked program is live there."""
+    programs, buffers = profile.xla_at_peak
+
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:
+            return frame
+        here = (frame["host"].astype(object) == s.host) & (
+            frame["allocator"].astype(object) == s.allocator
+        )
+        return frame[here]
+
+    return [
+        _table(
+            "xla_programs",
+            "XLA programs holding memory at the peak",
+            mine(programs),
+            ["xla_program", "allocations", "allocated_bytes"],
+        ),
+        _table(
+            "xla_buffers",
+            "Largest XLA buffers live at the peak",
+            mine(buffers),
+            ["xla_buffer", "op", "dtype", "shape", "allocated_bytes"],
+            limit=10,
+        ),
+    ]
 
 
 def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
