@@ -10,6 +10,13 @@ splits into
   24-byte ``tstring`` headers), requests larger than the shape;
 - ``padding_bytes``: what the allocator added (rounding, unsplit chunks).
 
+An XLA program's temp slab linked to its program (``allocations.xla_program``)
+has no shape of its own; its request splits instead into
+
+- ``xla_buffer_bytes``: the bytes the HLO buffers live at the program's own
+  peak cover (each a shape x dtype, see ``analysis/xla.py``);
+- ``xla_slack_bytes``: the rest of the slab.
+
 The allocator's heap counter at the peak minus what the live allocations hold
 is memory allocated before the capture started and still held. When the
 capture has a variable inventory (``Profile.variables``), ``variable_bytes`` is
@@ -44,6 +51,8 @@ from traceparse.analysis.liveness import held_bytes, requested_or_held
 # The parts, in the order a report lists them.
 PARTS = [
     "shape_explained_bytes",
+    "xla_buffer_bytes",
+    "xla_slack_bytes",
     "unexplained_request_bytes",
     "padding_bytes",
     "variable_bytes",
@@ -66,16 +75,28 @@ ATTRIBUTION_COLUMNS: dict[str, str] = {
 }
 
 
-def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
-    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact)."""
+def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None) -> pd.DataFrame:
+    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact).
+
+    ``xla_covered``: for linked XLA temp slabs (by row), the bytes HLO buffers cover."""
     held = held_bytes(allocations)
     requested = requested_or_held(allocations)
     estimated = allocations["estimated_bytes"].to_numpy(dtype=np.int64, na_value=0)
     explained = np.clip(np.minimum(estimated, requested), 0, None)
+    xla_buffer = np.zeros(len(allocations), dtype=np.int64)
+    xla_slack = np.zeros(len(allocations), dtype=np.int64)
+    if xla_covered is not None and len(xla_covered):
+        slab = allocations.index.isin(xla_covered.index)
+        rest = requested - explained
+        covered = xla_covered.reindex(allocations.index).fillna(0).to_numpy(dtype=np.int64)
+        xla_buffer = np.where(slab, np.clip(covered, 0, rest), 0)
+        xla_slack = np.where(slab, rest - xla_buffer, 0)
     return pd.DataFrame(
         {
             "shape_explained_bytes": explained,
-            "unexplained_request_bytes": requested - explained,
+            "xla_buffer_bytes": xla_buffer,
+            "xla_slack_bytes": xla_slack,
+            "unexplained_request_bytes": requested - explained - xla_buffer - xla_slack,
             "padding_bytes": held - requested,
             "held_bytes": held,
         },
@@ -106,29 +127,39 @@ def counted_variable_bytes(variables: pd.DataFrame) -> pd.Series:
 
 
 def attribution_table(
-    peak: pd.DataFrame, live: pd.DataFrame, variables: pd.DataFrame | None = None
+    peak: pd.DataFrame,
+    live: pd.DataFrame,
+    variables: pd.DataFrame | None = None,
+    xla_covered: pd.Series | None = None,
 ) -> pd.DataFrame:
     """One row per peak row; ``live`` is ``live_at_peak`` for every allocator.
 
     ``variables`` is ``Profile.variables``; None (no inventory) gives a
     ``variable_bytes`` of 0, listed in ``attrs["not_measured"]``.
+    ``xla_covered``: for linked XLA slabs (by row of ``live``), the bytes their
+    HLO buffers cover.
     """
-    table = _attribution_table(peak, live, variables)
+    table = _attribution_table(peak, live, variables, xla_covered)
     table.attrs[NOT_MEASURED] = list(OPTIONAL_PARTS) if variables is None else []
     return table
 
 
 def _attribution_table(
-    peak: pd.DataFrame, live: pd.DataFrame, variables: pd.DataFrame | None
+    peak: pd.DataFrame,
+    live: pd.DataFrame,
+    variables: pd.DataFrame | None,
+    xla_covered: pd.Series | None,
 ) -> pd.DataFrame:
     columns = ATTRIBUTION_COLUMNS
     if peak.empty:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
-    parts = split_bytes(live)
+    parts = split_bytes(live, xla_covered)
     parts["host"] = live["host"].astype(object)
     parts["allocator"] = live["allocator"].astype(object)
     sums = parts.groupby(["host", "allocator"], dropna=False, sort=False).agg(
         shape_explained_bytes=("shape_explained_bytes", "sum"),
+        xla_buffer_bytes=("xla_buffer_bytes", "sum"),
+        xla_slack_bytes=("xla_slack_bytes", "sum"),
         unexplained_request_bytes=("unexplained_request_bytes", "sum"),
         padding_bytes=("padding_bytes", "sum"),
         held_bytes=("held_bytes", "sum"),

@@ -24,6 +24,7 @@ from traceparse.cli.run import RunCommand
 from traceparse.cli.scopes import ScopesCommand
 from traceparse.cli.steps import StepsCommand
 from traceparse.cli.summary import SummaryCommand
+from traceparse.cli.xla import XlaCommand
 
 __all__ = ["COMMANDS", "Command"]
 
@@ -44,6 +45,7 @@ COMMANDS: dict[str, type[Command]] = {
         ScopesCommand,
         LayersCommand,
         StepsCommand,
+        XlaCommand,
         DemoCommand,
     )
 }

@@ -21,6 +21,8 @@ from traceparse.analysis import (
     select,
     steps_table,
 )
+from traceparse.analysis.xla_live import expand_live, programs_at_peak
+from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables.build import build_tables
 from traceparse.tables.variables import variables_table
@@ -61,6 +63,7 @@ class Profile:
             raise ValueError("a Profile needs at least one trace")
         self.traces = list(traces)
         self.run = run
+        self._xla = XlaParts(self.traces)
 
     @property
     def path(self) -> str:
@@ -114,6 +117,7 @@ class Profile:
             & allocations["address"].notna()
             & allocations.duplicated(["host", "allocator", "address"], keep="last")
         )
+        notes.extend(self._xla.notes)
         if reused.any():
             notes.append(
                 f"{int(reused.sum())} allocations share an address with a later allocation "
@@ -135,7 +139,8 @@ class Profile:
             allocations.append(a)
             frees.append(f)
             timelines.append(t)
-        return _concat(allocations), _concat(frees), _concat(timelines)
+        linked = self._xla.link(_concat(allocations))
+        return linked, _concat(frees), _concat(timelines)
 
     @property
     def allocations(self) -> pd.DataFrame:
@@ -191,19 +196,55 @@ class Profile:
     def _live_at_peak(self) -> pd.DataFrame:
         return live_at_peak_table(self.allocations, self.peak)
 
-    def live_at_peak(self, allocator: str | None = None, host: str | None = None) -> pd.DataFrame:
+    def live_at_peak(
+        self, allocator: str | None = None, host: str | None = None, expand_xla: bool = False
+    ) -> pd.DataFrame:
         """Every allocation live at its allocator's peak (all steps), largest first.
 
         The allocations' columns plus ``in_peak_step``; filter on it for the
         TensorBoard Memory Profile page's view. The index is the row in ``allocations``.
+        With ``expand_xla=True`` a linked XLA temp slab becomes one row per HLO
+        buffer live at its program's peak (``op`` its TF op, ``xla_buffer`` its
+        instruction) plus a row for the slab's slack (docs/xla.md).
         """
-        return select(self._live_at_peak, allocator, host, self.timeline)
+        live = self._live_at_peak_xla if expand_xla else self._live_at_peak
+        return select(live, allocator, host, self.timeline)
+
+    @cached_property
+    def _xla_slabs(self) -> pd.DataFrame:
+        return self._xla.slabs(self._live_at_peak)
+
+    @cached_property
+    def _live_at_peak_xla(self) -> pd.DataFrame:
+        return expand_live(self._live_at_peak, self._xla_slabs)
+
+    @cached_property
+    def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The XLA programs whose allocations are live at a peak (bytes held) and
+        their values live there, largest first; empty without linked programs."""
+        if not self._xla.present:
+            return programs_at_peak(self._live_at_peak.iloc[:0])
+        return programs_at_peak(self._live_at_peak_xla)
+
+    @cached_property
+    def xla_programs(self) -> pd.DataFrame:
+        """One row per XLA program and host stored in the capture (docs/xla.md)."""
+        _ = self._tables  # linking counts each program's runs
+        return self._xla.programs_table()
+
+    @cached_property
+    def xla_buffers(self) -> pd.DataFrame:
+        """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
+        return self._xla.buffers_table()
 
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
         return attribution_table(
-            self.peak, self._live_at_peak, self.variables if self._has_inventory else None
+            self.peak,
+            self._live_at_peak,
+            self.variables if self._has_inventory else None,
+            self._xla.covered(self._xla_slabs),
         )
 
     @cached_property
@@ -214,12 +255,18 @@ class Profile:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
-        return ops_table(self.allocations, self.peak, self._op_time)
+        table = ops_table(self.allocations, self.peak, self._op_time)
+        if self._xla_slabs.empty:
+            return table
+        return with_live_deltas(table, self._live_at_peak, self._xla_slabs)
 
     def scopes(self, depth: int = 1) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
         if depth not in self._scopes:
-            self._scopes[depth] = scopes_table(self.allocations, self.peak, self._op_time, depth)
+            table = scopes_table(self.allocations, self.peak, self._op_time, depth)
+            if not self._xla_slabs.empty:
+                table = with_live_deltas(table, self._live_at_peak, self._xla_slabs, depth)
+            self._scopes[depth] = table
         return self._scopes[depth]
 
     @cached_property

@@ -21,6 +21,9 @@ from traceparse.decode.lines import Events, LineReader, index_in
 
 _PLANE_LINES = 3  # XPlane.lines
 _LINE_TIMESTAMP = 3  # XLine.timestamp_ns
+# The plane where the profiler keeps every XLA program (HloProto bytes, often
+# megabytes): its metadata is left unparsed here and read only when asked for.
+METADATA_PLANE = b"/host:metadata"
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Plane:
 
     meta: xplane_skim_pb2.SkimPlane
     lines: list[tuple[int, int]]  # (start, end) of each XLine's bytes
+    # (start, end) of the fields after the lines when they were not parsed
+    # (the metadata plane: see METADATA_PLANE).
+    deferred: tuple[int, int] | None = None
 
     def line_timestamps(self, data: bytes) -> Iterator[int]:
         """Each line's timestamp_ns, read off its first fields without reading its
@@ -66,6 +72,9 @@ def split_planes(data: bytes) -> list[Plane]:
                 break
             else:
                 _merge(meta, view[field_start:field_end])  # id, name
+        if meta.name == METADATA_PLANE and not lines:
+            planes.append(Plane(meta, lines, deferred=(rest, end)))
+            continue
         _merge(meta, view[rest:end])
         if meta.lines:
             meta.ClearField("lines")

@@ -15,6 +15,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from traceparse.decode.variables import VariableInventory
+from traceparse.decode.xla import XlaSource
 
 # One row per allocator event, in time order. Bytes are Int64, NA when the
 # event did not carry the stat; strings are categoricals.
@@ -46,6 +47,14 @@ STEP_MARKER_COLUMNS: dict[str, str] = {
 }
 
 OP_TIME_COLUMNS: dict[str, str] = {"op": "object", "count": "int64", "total_ps": "int64"}
+
+# Runs of TF functions on the host's op lines ("__inference_f_27:__inference_f_27"
+# events): when each compiled program may have been running.
+FUNCTION_RUN_COLUMNS: dict[str, str] = {
+    "function": "object",
+    "start_ps": "int64",
+    "end_ps": "int64",
+}
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
@@ -116,3 +125,6 @@ class MemoryTrace:
     diagnostics: list[str] = field(default_factory=list)
     # The variable inventory written beside the capture, when there is one.
     inventory: VariableInventory | None = None
+    # The /host:metadata plane's undecoded bytes (XLA programs), when present.
+    xla: XlaSource | None = None
+    function_runs: pd.DataFrame = field(default_factory=lambda: empty_frame(FUNCTION_RUN_COLUMNS))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import xplane_skim_pb2
@@ -28,7 +29,8 @@ from traceparse.decode.limits import (
     problem_notes,
 )
 from traceparse.decode.planes import Plane, select, split_planes
-from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.trace import FUNCTION_RUN_COLUMNS, MemoryTrace, empty_frame
+from traceparse.decode.xla import XlaSource
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
 from traceparse.files.discover import MAX_PROTOBUF_BYTES
 
@@ -45,6 +47,9 @@ _ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # own event, named after the op type.
 _OP_EVENT = re.compile(r"^([A-Za-z0-9._][\w.\-/>]*):([A-Za-z_]\w*)$")
 _EAGER_PREFIX = "EagerLocalExecute: "
+# A TF function's run on the op line; kept with its time so that allocations
+# can be linked to the XLA program running then.
+_FUNCTION_PREFIX = "__inference_"
 # Memory events decoded with their stats at once: bounds the temporaries
 # (about 7 MB for 4,096 events of 13 stats; twice that made small captures
 # miss the memory goal in benchmarks/RESULTS.md).
@@ -104,8 +109,14 @@ class _Decoder:
         step_markers = StepMarkers()
         op_time: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         op_types: dict[str, str] = {}
+        runs: list[tuple[list[str], np.ndarray, np.ndarray]] = []
+        xla: XlaSource | None = None
         for plane_index, parts in enumerate(self.planes):
             plane = parts.meta
+            if parts.deferred is not None:
+                start, end = parts.deferred
+                xla = XlaSource(self.path, self.data[start:end])
+                continue
             names = _names(plane.event_metadata)
             stat_names = _names(plane.stat_metadata)
             memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
@@ -125,10 +136,13 @@ class _Decoder:
             step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
             memory = wire.metadata_ids(memory_ids)
             markers = wire.metadata_ids(step_stat_ids)
+            functions = wire.metadata_ids(
+                k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX)
+            )
             detailed, timing = select(
                 self.data,
                 parts.lines,
-                memory,
+                np.concatenate([memory, functions]) if functions.size else memory,
                 wire.metadata_ids(op_ids),
                 markers,
                 self._relative_ns,
@@ -147,9 +161,16 @@ class _Decoder:
                     )
                 if markers.size:
                     step_markers.add(decoded, names, mids)
+                if functions.size:
+                    runs.append(_function_runs(decoded, mids, functions, op_ids))
             if timing.metadata_ids.size:
                 op_names = [op_ids[i] for i in timing.metadata_ids.view(np.int64).tolist()]
                 op_time.append((op_names, timing.counts, timing.total_ps))
+        function_runs = _runs_table(runs)
+        if runs:  # picked for their times, so select() did not time them: add them back
+            op_time.extend(
+                (names, np.ones(len(names), np.int64), spent) for names, _, spent in runs
+            )
         events = memory_events.frame()
         check_allocators(events, self.path)
         self.diagnostics.extend(checked_bytes(events, self.path))
@@ -167,6 +188,8 @@ class _Decoder:
             if self.start_ns is None or self.stop_ns is None or self.stop_ns < self.start_ns
             else min((self.stop_ns - self.start_ns) * 1000, MAX_TIME_PS),
             diagnostics=self.diagnostics,
+            xla=xla,
+            function_runs=function_runs,
         )
 
     def _relative_ns(self, timestamp_ns: int) -> int:
@@ -175,6 +198,35 @@ class _Decoder:
         if self.start_ns and timestamp_ns >= self.start_ns // 2:
             timestamp_ns -= self.start_ns
         return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
+
+
+def _function_runs(
+    decoded: DecodedEvents, mids: np.ndarray, functions: np.ndarray, op_ids: dict[int, str]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The function-run events of a batch: (names, start_ps, duration_ps), every one
+    (also those out of range, so the op-time sums stay what they were)."""
+    rows = np.flatnonzero(np.isin(mids, functions))
+    names = [op_ids[i] for i in mids[rows].view(np.int64).tolist()]
+    start = np.where(decoded.in_range[rows], decoded.time_ps[rows], -1)
+    return names, start, decoded.duration_ps[rows]
+
+
+def _runs_table(runs: list[tuple[list[str], np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """Function runs with a usable start and duration, in time order."""
+    if not runs:
+        return empty_frame(FUNCTION_RUN_COLUMNS)
+    names = np.array([n for part in runs for n in part[0]], dtype=object)
+    start = np.concatenate([part[1] for part in runs])
+    duration = np.concatenate([part[2] for part in runs])
+    ok = (start >= 0) & (duration >= 0) & (duration <= MAX_TIME_PS - start)
+    order = np.argsort(start[ok], kind="stable")
+    return pd.DataFrame(
+        {
+            "function": pd.Series(names[ok][order], dtype=object),
+            "start_ps": start[ok][order],
+            "end_ps": (start + np.where(ok, duration, 0))[ok][order],
+        }
+    )
 
 
 class _Named(Protocol):

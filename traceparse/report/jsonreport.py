@@ -59,7 +59,8 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
         "summary": [jsonable(s.to_dict()) for s in profile.summary()],
-        "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES},
+        "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES}
+        | _xla_tables(profile),
     }
 
 
@@ -70,6 +71,15 @@ def _measured(frame: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     absent = [c for c in frame.attrs.get("not_measured", ()) if c in frame.columns]
     return frame.drop(columns=absent) if absent else frame
+
+
+def _xla_tables(profile: ProfileLike) -> dict[str, list[dict[str, Any]]]:
+    """``xla_programs`` and ``xla_buffers`` live at the peak, only when a linked
+    program holds memory there (so reports of other captures keep their keys)."""
+    programs, buffers = profile.xla_at_peak
+    if programs.empty:
+        return {}
+    return {"xla_programs": frame_records(programs), "xla_buffers": frame_records(buffers)}
 
 
 def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:

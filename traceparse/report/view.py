@@ -119,6 +119,8 @@ class ReportView:
 # Attribution components, in the order they stack up to the bytes in use.
 ATTRIBUTION_LABELS: dict[str, str] = {
     "shape_explained_bytes": "tensors (shape × dtype)",
+    "xla_buffer_bytes": "XLA buffers (shape × dtype)",
+    "xla_slack_bytes": "XLA slab slack",
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
     "variable_bytes": "variables alive before the capture",
@@ -143,8 +145,11 @@ _OPTIMIZER_NAMES = {
     "lamb": "LAMB",
     "lion": "Lion",
 }
+_XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
 _HEADERS: dict[str, str] = {
+    "xla_program": "XLA program",
+    "xla_buffer": "HLO buffer",
     "op": "Op",
     "op_type": "Type",
     "dtype": "Dtype",
@@ -179,6 +184,7 @@ _LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor", "path", "belongs_to"}
 _NAME_COLUMNS = {
     *_LONG_NAME_COLUMNS,
     *("op_type", "shape", "host", "allocator", "dtype", "region", "layer", "role", "model"),
+    *("xla_program", "xla_buffer"),
 }
 
 _TOP_TENSOR_COLUMNS = [
@@ -278,6 +284,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
             None,
             note="shape × dtype of each variable the inventory named on this allocator",
         ),
+        *_xla_tables(profile, s),
         _steps_table(profile.steps, s.host, s.allocator),
     ]
     own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
@@ -295,6 +302,36 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         summary=s,
         attribution_parts=_attribution_parts(s),
     )
+
+
+def _xla_tables(profile: ProfileLike, s: AllocatorSummaryLike) -> list[TableView]:
+    """XLA programs holding memory at this allocator's peak and their largest
+    buffers: empty tables (not shown) when no linked program is live there."""
+    programs, buffers = profile.xla_at_peak
+
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:
+            return frame
+        here = (frame["host"].astype(object) == s.host) & (
+            frame["allocator"].astype(object) == s.allocator
+        )
+        return frame[here]
+
+    return [
+        _table(
+            "xla_programs",
+            "XLA programs holding memory at the peak",
+            mine(programs),
+            ["xla_program", "allocations", "allocated_bytes"],
+        ),
+        _table(
+            "xla_buffers",
+            "Largest XLA buffers live at the peak",
+            mine(buffers),
+            ["xla_buffer", "op", "dtype", "shape", "allocated_bytes"],
+            limit=10,
+        ),
+    ]
 
 
 def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
@@ -452,6 +489,8 @@ def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
     named = "variable_bytes" in s.attribution
     for key, value in s.attribution.items():
         if key == "in_use_bytes" or is_missing(value):
+            continue
+        if key in _XLA_PARTS and not value:  # only captures with linked XLA slabs show them
             continue
         label = ATTRIBUTION_LABELS.get(key, _header(key).lower())
         if named and key == "before_capture_bytes":

@@ -1,0 +1,76 @@
+"""``traceparse xla``: the XLA programs stored in a capture, and their buffers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli._table import TableCommand
+from traceparse.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.core.profile import Profile
+
+
+class XlaCommand(TableCommand):
+    """XLA programs: every compiled program in the capture, or one program's buffers.
+
+    Without --program: one row per program of the newest run under PATH (its
+    module, instruction count, bytes per kind of buffer allocation: temp,
+    output, parameter, constant, thread-local, and how many allocator events
+    were linked to it). With --program NAME (the program column, or a unique
+    part of it): one row per HLO buffer, with its allocation, offset, size,
+    instruction, dtype, shape and the TF op it comes from. See docs/xla.md.
+    """
+
+    name = "xla"
+    noun = "XLA programs"
+    default_sort = ("temp_bytes", "size_bytes")
+    display_columns = (
+        "program",
+        "function",
+        "instructions",
+        "temp_bytes",
+        "output_bytes",
+        "parameter_bytes",
+        "runs",
+        "allocation_index",
+        "allocation_kind",
+        "offset",
+        "size_bytes",
+        "instruction",
+        "dtype",
+        "shape",
+        "tf_op",
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--program",
+            metavar="NAME",
+            help="list this program's buffers (a unique part of its name)",
+        )
+
+    def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        if not args.program:
+            return profile.xla_programs
+        names = profile.xla_programs["program"].astype(str)
+        exact = names[names == args.program]
+        found = exact if len(exact) else names[names.str.contains(args.program, regex=False)]
+        if len(found.unique()) != 1:
+            listed = ", ".join(sorted(names.unique())) or "none"
+            raise UsageError(
+                f"--program {args.program!r} matches {len(found.unique())} programs; "
+                f"the capture's programs are: {listed}"
+            )
+        buffers = profile.xla_buffers
+        return buffers[buffers["program"].astype(str) == found.iloc[0]].reset_index(drop=True)
+
+    def describe(self, profile: Profile, args: argparse.Namespace) -> str:
+        what = f"Buffers of {args.program}" if args.program else "XLA programs"
+        return f"{what} in run {profile.run} ({profile.host})"
+
+    def empty_message(self, profile: Profile) -> str:
+        return "The capture holds no XLA programs (nothing was compiled with XLA)."

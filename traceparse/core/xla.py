@@ -1,0 +1,178 @@
+"""XLA parts of ``Profile``: programs, buffers, links, slabs at the peak.
+
+Kept apart from ``core/profile.py`` so that a capture without programs pays
+for nothing: programs are parsed only when a table that needs them is built.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.rollups import scope_of
+from traceparse.analysis.xla import peak_fill
+from traceparse.analysis.xla_live import (
+    SLAB_COLUMNS,
+    covered_bytes,
+    held_rows,
+    linked_slabs,
+    live_deltas,
+    op_types,
+    slab_frame,
+)
+from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla import buffer_info, buffers_table, programs_table
+from traceparse.tables.xla_link import Held, Links, link_allocations
+
+LINK_COLUMNS = ["xla_program", "xla_allocation_index"]
+
+
+class XlaParts:
+    """The XLA tables of one run's traces."""
+
+    def __init__(self, traces: list[MemoryTrace]) -> None:
+        self.traces = traces
+        self.links: Links | None = None
+        # allocations row label -> the value its candidate allocations all hold
+        self.held: dict[object, Held] = {}
+
+    @property
+    def present(self) -> bool:
+        """Whether any trace kept a metadata plane (no parsing)."""
+        return any(t.xla is not None for t in self.traces)
+
+    @cached_property
+    def programs(self) -> list[tuple[str, XlaProgram]]:
+        return [(t.host, p) for t in self.traces if t.xla is not None for p in t.xla.programs()]
+
+    @property
+    def notes(self) -> list[str]:
+        found = [n for t in self.traces if t.xla is not None for n in t.xla.notes]
+        return found + (self.links.notes if self.links is not None else [])
+
+    def link(self, allocations: pd.DataFrame) -> pd.DataFrame:
+        """``allocations`` with ``xla_program`` and ``xla_allocation_index``."""
+        if self.present and self.programs:
+            runs = {t.host: t.function_runs for t in self.traces}
+            self.links = link_allocations(allocations, self.programs, runs)
+            program, index = self.links.columns(allocations.index)
+            labels = allocations.index
+            self.held = {labels[row]: value for row, value in self.links.held.items()}
+        else:
+            program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
+            index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
+        return allocations.assign(xla_program=program, xla_allocation_index=index)
+
+    def programs_table(self) -> pd.DataFrame:
+        runs = dict(self.links.runs) if self.links is not None else {}
+        return programs_table(self.programs if self.present else [], runs)
+
+    def buffers_table(self) -> pd.DataFrame:
+        return buffers_table(self.programs if self.present else [])
+
+    def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
+        """Per linked temp slab live at a peak: its buffers at the program's peak
+        (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
+        found = linked_slabs(live) if self.present else []
+        named = held_rows(live, self.held)
+        if not found:
+            return pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True).astype(
+                SLAB_COLUMNS
+            )
+        wanted = {(host, program, index) for _, host, program, index in found}
+        names = {(host, program) for host, program, _ in wanted}
+        used = [(h, p) for h, p in self.programs if (h, p.name) in names]
+        by_name = {(h, p.name): p for h, p in used}
+
+        def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+            return buffer_info(by_name[(host, program)], buffer)
+
+        frame = slab_frame(found, peak_fill(used, wanted), info)
+        return pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS)
+
+    @staticmethod
+    def covered(slabs: pd.DataFrame) -> pd.Series:
+        return covered_bytes(slabs)
+
+
+def _no_info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+    raise AssertionError("no slabs")  # pragma: no cover
+
+
+_COUNTS = (
+    "count",
+    "unestimated",
+    "live_at_peak",
+    "live_at_peak_bytes",
+    "live_at_end",
+    "live_at_end_bytes",
+    "ops",
+)
+
+
+def with_live_deltas(
+    table: pd.DataFrame, live: pd.DataFrame, slabs: pd.DataFrame, depth: int | None = None
+) -> pd.DataFrame:
+    """A roll-up (``ops``, or ``scopes`` at ``depth``) whose live-at-peak columns
+    count the HLO buffers of linked slabs under their TF ops instead of the slab."""
+    deltas = live_deltas(live, slabs)
+    if not deltas:
+        return table
+    key = "op" if depth is None else "scope"
+    if depth is not None:
+        by_scope: dict[tuple[object, object, object], list[int]] = {}
+        for (host, allocator, op), (n, size) in deltas.items():
+            scope = scope_of(op, depth) if isinstance(op, str) else None
+            acc = by_scope.setdefault((host, allocator, scope), [0, 0])
+            acc[0] += n
+            acc[1] += size
+        deltas = {k: v for k, v in by_scope.items() if v != [0, 0]}
+    names = [table[c].astype(object).tolist() for c in ("host", "allocator", key)]
+    rows = enumerate(zip(*names, strict=True))
+    position = {(h, a, n if isinstance(n, str) else None): i for i, (h, a, n) in rows}
+    add = np.zeros((len(table), 2), dtype=np.int64)
+    new: list[tuple[object, object, object, int, int]] = []
+    for k, (n, size) in deltas.items():
+        if k in position:
+            add[position[k]] += (n, size)
+        else:
+            new.append((*k, n, size))
+    out = table.copy()
+    out["live_at_peak"] = out["live_at_peak"] + add[:, 0]
+    out["live_at_peak_bytes"] = out["live_at_peak_bytes"] + add[:, 1]
+    if new:
+        types = op_types(slabs)
+        extra = {}
+        for column, dtype in table.dtypes.items():
+            if column in ("host", "allocator", key):
+                at = ("host", "allocator", key).index(column)
+                extra[column] = pd.Series([row[at] for row in new], dtype=object)
+            elif column == "live_at_peak":
+                extra[column] = pd.Series([row[3] for row in new], dtype=dtype)
+            elif column == "live_at_peak_bytes":
+                extra[column] = pd.Series([row[4] for row in new], dtype=dtype)
+            elif column in _COUNTS:
+                extra[column] = pd.Series([0] * len(new), dtype=dtype)
+            elif column == "op_type":
+                extra[column] = pd.Series([types.get(str(row[2])) for row in new], dtype=object)
+            elif isinstance(dtype, pd.CategoricalDtype):
+                extra[column] = pd.Series([None] * len(new), dtype=object)
+            else:
+                extra[column] = pd.Series([None] * len(new), dtype=object).astype(dtype)
+        categories = [c for c, d in table.dtypes.items() if isinstance(d, pd.CategoricalDtype)]
+        out = pd.concat(
+            [out.astype({c: object for c in categories}), pd.DataFrame(extra)],
+            ignore_index=True,
+        ).astype({c: "category" for c in categories})
+    # Ties in bytes go by name, so the order does not depend on which rows moved.
+    out = out.sort_values(
+        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes", key],
+        ascending=[True, True, False, False, True],
+        kind="stable",
+        na_position="last",
+        key=lambda s: s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s,
+    )
+    return out.reset_index(drop=True)

@@ -1,0 +1,354 @@
+"""The XLA tables: programs, their buffers, and which allocations they made.
+
+``xla_buffers`` has one row per logical buffer placed in a buffer allocation
+(``BufferAllocationProto.assigned``). A buffer's TF op comes from its defining
+instruction's metadata; where that is empty, the module still says where the
+value comes from in two cases, and only those are followed:
+
+- a fusion: the root of the fused computation, else the one TF op all fused
+  instructions with metadata name (several different ones: NA);
+- a copy or bitcast (``copy``, ``copy-start``, ``copy-done``, ``bitcast``):
+  the operand it copies, followed through chains of copies and fusions.
+
+Everything else without metadata keeps NA.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceparse._proto import hlo_pb2
+from traceparse.decode.xla import XlaProgram
+
+# xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
+# (sub-byte types are stored one element per byte, as TensorFlow does).
+_ELEMENT_TYPES: dict[int, tuple[str, int]] = {
+    1: ("bool", 1),
+    2: ("int8", 1),
+    3: ("int16", 2),
+    4: ("int32", 4),
+    5: ("int64", 8),
+    6: ("uint8", 1),
+    7: ("uint16", 2),
+    8: ("uint32", 4),
+    9: ("uint64", 8),
+    10: ("float16", 2),
+    11: ("float32", 4),
+    12: ("float64", 8),
+    15: ("complex64", 8),
+    16: ("bfloat16", 2),
+    18: ("complex128", 16),
+    19: ("float8_e5m2", 1),
+    20: ("float8_e4m3fn", 1),
+    21: ("int4", 1),
+    22: ("uint4", 1),
+    23: ("float8_e4m3b11fnuz", 1),
+    24: ("float8_e5m2fnuz", 1),
+    25: ("float8_e4m3fnuz", 1),
+    26: ("int2", 1),
+    27: ("uint2", 1),
+    32: ("float4_e2m1fn", 1),
+}
+
+KINDS = ("temp", "output", "parameter", "constant", "thread_local")
+_COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
+# "a_inference_one_step_on_data_1132__XlaMustCompile_...2" -> the TF function
+# "__inference_one_step_on_data_1132" it was compiled from.
+_FUNCTION = re.compile(r"(?:^|_)(inference_.*?_\d+)(?=__|\.\d+$|$)")
+
+PROGRAM_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "program": "object",
+    "module": "object",
+    "function": "object",
+    "instructions": "int64",
+    **{f"{kind}_bytes": "int64" for kind in KINDS},
+    "runs": "int64",
+}
+
+BUFFER_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "program": "category",
+    "allocation_index": "int64",
+    "allocation_kind": "category",
+    "parameter_number": "Int64",
+    "offset": "int64",
+    "size_bytes": "int64",
+    "instruction": "object",
+    "opcode": "category",
+    "dtype": "category",
+    "shape": "object",
+    "estimated_bytes": "Int64",
+    "tf_op": "object",
+    "tf_op_type": "object",
+    "source": "object",
+    "logical_buffer": "int64",
+    "instruction_id": "Int64",
+}
+
+
+def allocation_kind(alloc: hlo_pb2.BufferAllocationProto) -> str:
+    """One kind per allocation; a parameter that is also an output stays a parameter."""
+    if alloc.is_entry_computation_parameter:
+        return "parameter"
+    if alloc.is_constant:
+        return "constant"
+    if alloc.is_thread_local:
+        return "thread_local"
+    if alloc.maybe_live_out:
+        return "output"
+    return "temp"
+
+
+def made_per_run(alloc: hlo_pb2.BufferAllocationProto) -> bool:
+    """Whether the runtime asks TF's allocator for this allocation on each run:
+    the temp slab and outputs (also a parameter's output twin when not donated)."""
+    kind = allocation_kind(alloc)
+    return kind in ("temp", "output") or (kind == "parameter" and alloc.maybe_live_out)
+
+
+def function_of(module: str) -> str | None:
+    """The TF function a module was compiled from, or None (JAX, autoclustering)."""
+    match = _FUNCTION.search(module)
+    return f"__{match.group(1)}" if match else None
+
+
+def dtype_of(element_type: int) -> str | None:
+    found = _ELEMENT_TYPES.get(element_type)
+    return found[0] if found else None
+
+
+def _shape_at(shape: hlo_pb2.ShapeProto, index: Sequence[int]) -> hlo_pb2.ShapeProto | None:
+    for i in index:
+        if i >= len(shape.tuple_shapes):
+            return None
+        shape = shape.tuple_shapes[i]
+    return shape
+
+
+@dataclass
+class _Origin:
+    tf_op: str | None
+    tf_op_type: str | None
+    source: str | None
+
+
+class ModuleIndex:
+    """Instructions of one module by id and name, with their recovered TF origin.
+
+    Only the computations reachable from the entry without entering a fusion
+    are indexed up front (buffers are defined there); a fused computation is
+    indexed when a fusion's origin is asked for, and the whole module only if
+    a buffer names an instruction found nowhere else.
+    """
+
+    def __init__(self, module: hlo_pb2.HloModuleProto) -> None:
+        self.module = module
+        self.by_id: dict[int, hlo_pb2.HloInstructionProto] = {}
+        self.by_name: dict[str, hlo_pb2.HloInstructionProto] = {}
+        self.computations = {c.id: c for c in module.computations}
+        self.computation_of: dict[int, int] = {}
+        # Called computation -> the first instruction that calls it.
+        self.caller: dict[int, int] = {}
+        self._indexed: set[int] = set()
+        self._everything = False
+        pending = [module.entry_computation_id]
+        while pending:
+            comp = self.computations.get(pending.pop())
+            if comp is None or comp.id in self._indexed:
+                continue
+            for inst in self._index(comp):
+                if inst.opcode != "fusion":
+                    pending.extend(inst.called_computation_ids)
+        self._origins: dict[int, _Origin] = {}
+
+    def _index(self, comp: hlo_pb2.HloComputationProto) -> list[hlo_pb2.HloInstructionProto]:
+        insts = list(comp.instructions)
+        if comp.id in self._indexed:
+            return insts
+        self._indexed.add(comp.id)
+        for inst in insts:
+            self.by_id[inst.id] = inst
+            self.by_name[inst.name] = inst
+            self.computation_of[inst.id] = comp.id
+            for called in inst.called_computation_ids:
+                self.caller.setdefault(called, inst.id)
+        return insts
+
+    def _index_all(self) -> None:
+        if not self._everything:
+            self._everything = True
+            for comp in self.module.computations:
+                self._index(comp)
+
+    def instruction(
+        self, at: hlo_pb2.LogicalBufferProto.Location
+    ) -> hlo_pb2.HloInstructionProto | None:
+        found = self._find(at)
+        if found is None and not self._everything:
+            self._index_all()
+            found = self._find(at)
+        return found
+
+    def _find(self, at: hlo_pb2.LogicalBufferProto.Location) -> hlo_pb2.HloInstructionProto | None:
+        if at.instruction_id in self.by_id and (
+            not at.instruction_name or self.by_id[at.instruction_id].name == at.instruction_name
+        ):
+            return self.by_id[at.instruction_id]
+        return self.by_name.get(at.instruction_name)
+
+    def origin(self, inst: hlo_pb2.HloInstructionProto, depth: int = 0) -> _Origin:
+        """The TF op an instruction comes from (see the module docstring)."""
+        if inst.id in self._origins:
+            return self._origins[inst.id]
+        meta = inst.metadata
+        found = _Origin(None, None, None)
+        if meta.op_name:
+            source = f"{meta.source_file}:{meta.source_line}" if meta.source_file else None
+            found = _Origin(meta.op_name, meta.op_type or None, source)
+        elif depth < 64 and inst.opcode == "fusion" and inst.called_computation_ids:
+            found = self._fused_origin(inst.called_computation_ids[0])
+        elif depth < 64 and inst.opcode in _COPIES and inst.operand_ids:
+            operand = self.by_id.get(inst.operand_ids[0])
+            if operand is not None:
+                found = self.origin(operand, depth + 1)
+        self._origins[inst.id] = found
+        return found
+
+    def _fused_origin(self, computation_id: int) -> _Origin:
+        comp = self.computations.get(computation_id)
+        if comp is None:
+            return _Origin(None, None, None)
+        self._index(comp)
+        root = self.by_id.get(comp.root_id)
+        if root is not None and root.metadata.op_name:
+            return self.origin(root)
+        named = {i.metadata.op_name: i for i in comp.instructions if i.metadata.op_name}
+        if len(named) == 1:
+            return self.origin(next(iter(named.values())))
+        return _Origin(None, None, None)
+
+
+def module_index(program: XlaProgram) -> ModuleIndex:
+    """The program's ModuleIndex, built once per program."""
+    if "index" not in program.cache:
+        program.cache["index"] = ModuleIndex(program.hlo.hlo_module)
+    index: ModuleIndex = program.cache["index"]
+    return index
+
+
+def shape_text(dimensions: Sequence[int]) -> str:
+    """As the profiler writes shapes in allocations: "[32,32,32,16]", "[]" for a scalar."""
+    return "[" + ",".join(str(int(d)) for d in dimensions) + "]"
+
+
+def describe(
+    index: ModuleIndex, buffer: hlo_pb2.LogicalBufferProto | None
+) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, _Origin]:
+    """A logical buffer's defining instruction, dtype, shape text, shape x dtype
+    bytes and TF origin (None where the module does not say)."""
+    inst = index.instruction(buffer.defined_at) if buffer is not None else None
+    shape = None
+    if inst is not None and buffer is not None:
+        shape = _shape_at(inst.shape, buffer.defined_at.shape_index)
+    dtype = text = estimated = None
+    if shape is not None and shape.element_type in _ELEMENT_TYPES:
+        dtype, itemsize = _ELEMENT_TYPES[shape.element_type]
+        dims = list(shape.dimensions)
+        text = shape_text(dims)
+        estimated = int(np.prod(dims, dtype=np.int64)) * itemsize
+    origin = index.origin(inst) if inst is not None else _Origin(None, None, None)
+    return inst, dtype, text, estimated, origin
+
+
+def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
+    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+    logical = program.cache.get("logical")
+    if logical is None:
+        logical = {b.id: b for b in program.hlo.buffer_assignment.logical_buffers}
+        program.cache["logical"] = logical
+    inst, dtype, shape, estimated, origin = describe(
+        module_index(program), logical.get(logical_buffer)
+    )
+    name = inst.name if inst is not None else None
+    return name, origin.tf_op, origin.tf_op_type, dtype, shape, estimated
+
+
+def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
+    """Columns of ``xla_buffers`` for one program (lists, in BUFFER_COLUMNS order)."""
+    hlo = program.hlo
+    index = module_index(program)
+    logical = {b.id: b for b in hlo.buffer_assignment.logical_buffers}
+    rows: dict[str, list[object]] = {name: [] for name in BUFFER_COLUMNS}
+    for alloc in hlo.buffer_assignment.buffer_allocations:
+        kind = allocation_kind(alloc)
+        for assigned in alloc.assigned:
+            inst, dtype, shape, estimated, origin = describe(
+                index, logical.get(assigned.logical_buffer_id)
+            )
+            values = {
+                "host": host,
+                "program": program.name,
+                "allocation_index": alloc.index,
+                "allocation_kind": kind,
+                "parameter_number": alloc.parameter_number if kind == "parameter" else None,
+                "offset": assigned.offset,
+                "size_bytes": assigned.size,
+                "instruction": inst.name if inst is not None else None,
+                "opcode": inst.opcode if inst is not None else None,
+                "dtype": dtype,
+                "shape": shape,
+                "estimated_bytes": estimated,
+                "tf_op": origin.tf_op,
+                "tf_op_type": origin.tf_op_type,
+                "source": origin.source,
+                "logical_buffer": assigned.logical_buffer_id,
+                "instruction_id": inst.id if inst is not None else None,
+            }
+            for name, value in values.items():
+                rows[name].append(value)
+    return rows
+
+
+def buffers_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
+    """``xla_buffers`` for (host, program) pairs."""
+    columns: dict[str, list[object]] = {name: [] for name in BUFFER_COLUMNS}
+    for host, program in programs:
+        for name, values in buffers_of(host, program).items():
+            columns[name].extend(values)
+    frame = pd.DataFrame(
+        {name: pd.Series(values, dtype=object) for name, values in columns.items()}
+    )
+    frame = frame.astype(BUFFER_COLUMNS)
+    frame["allocation_kind"] = frame["allocation_kind"].cat.set_categories(list(KINDS))
+    return frame
+
+
+def programs_table(
+    programs: Sequence[tuple[str, XlaProgram]], runs: dict[tuple[str, str], int]
+) -> pd.DataFrame:
+    """``xla_programs``: one row per (host, program); ``runs`` counts linked events."""
+    rows = []
+    for host, program in programs:
+        module = program.hlo.hlo_module
+        sizes = dict.fromkeys(KINDS, 0)
+        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+            sizes[allocation_kind(alloc)] += alloc.size
+        rows.append(
+            {
+                "host": host,
+                "program": program.name,
+                "module": module.name,
+                "function": function_of(module.name),
+                "instructions": sum(len(c.instructions) for c in module.computations),
+                **{f"{kind}_bytes": size for kind, size in sizes.items()},
+                "runs": runs.get((host, program.name), 0),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=list(PROGRAM_COLUMNS))
+    return frame.astype(PROGRAM_COLUMNS)

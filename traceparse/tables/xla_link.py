@@ -1,0 +1,176 @@
+"""Which allocator events a compiled program made.
+
+An XLA program asks TF's allocator for its temp slab and its outputs on each
+run; the event carries no shape or dtype, only ``requested_bytes`` equal to
+the program allocation's size. An allocation is linked to a program
+allocation when
+
+- its requested bytes equal that allocation's size, the allocation is one the
+  runtime makes per run (``xla.made_per_run``: temp, output, a parameter's
+  output twin), and
+- the program's TF function is running on the host's op line at that moment
+  (a ``__inference_f_27`` event covers it) or the allocation's op names it.
+
+When several program allocations fit, nothing is guessed: within one program
+the program is named and the index left NA; across programs neither is set.
+Both cases are counted in ``diagnostics``. Within one program, when every
+candidate holds the same value (``held_value``: same shape and dtype, and the
+same TF op or none), the allocation is still named by that value (``Links.held``)
+while its index stays NA.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla import buffer_info, function_of, made_per_run
+
+# (dtype, shape, estimated_bytes, tf_op, tf_op_type) of what an allocation holds.
+Held = tuple[str, str, int, str | None, str | None]
+
+
+@dataclass
+class Links:
+    """Per allocation row: the program and allocation index (None when unlinked)."""
+
+    program: list[str | None]
+    index: list[int | None]
+    runs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Row -> the value every candidate allocation of its one program holds.
+    held: dict[int, Held] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def columns(self, like: pd.Index) -> tuple[pd.Series, pd.Series]:
+        return (
+            pd.Series(self.program, index=like, dtype=object).astype("category"),
+            pd.Series(self.index, index=like, dtype="Int64"),
+        )
+
+
+def link_allocations(
+    allocations: pd.DataFrame,
+    programs: Sequence[tuple[str, XlaProgram]],
+    function_runs: dict[str, pd.DataFrame],
+) -> Links:
+    """Link each allocation row to at most one (program, allocation index)."""
+    n = len(allocations)
+    links = Links([None] * n, [None] * n)
+    # (host, size) -> [(program, index, function)]
+    candidates: dict[tuple[str, int], list[tuple[str, int, str | None]]] = {}
+    by_name = {(host, program.name): program for host, program in programs}
+    for host, program in programs:
+        function = function_of(program.hlo.hlo_module.name)
+        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+            if made_per_run(alloc) and alloc.size > 0:
+                candidates.setdefault((host, alloc.size), []).append(
+                    (program.name, alloc.index, function)
+                )
+    if not candidates or not n:
+        return links
+    sizes = np.array(sorted({size for _, size in candidates}), dtype=np.int64)
+    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=-1)
+    rows = np.flatnonzero(np.isin(requested, sizes))
+    hosts = allocations["host"].astype(object).to_numpy()
+    ops = allocations["op"].astype(object).to_numpy()
+    times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
+    ambiguous: Counter[str] = Counter()
+    held_by: Counter[str] = Counter()
+    for row in rows.tolist():
+        host = hosts[row]
+        fits = candidates.get((host, int(requested[row])), [])
+        running = _running(function_runs.get(host), int(times[row]))
+        op = ops[row] if isinstance(ops[row], str) else None
+        fits = [c for c in fits if c[2] is not None and (c[2] == op or c[2] in running)]
+        if not fits:
+            continue
+        names = {c[0] for c in fits}
+        if len(fits) == 1:
+            links.program[row], links.index[row] = fits[0][0], fits[0][1]
+            links.runs[(host, fits[0][0])] += 1
+        elif len(names) == 1:
+            links.program[row] = fits[0][0]
+            links.runs[(host, fits[0][0])] += 1
+            indices = sorted(c[1] for c in fits)
+            value = _agreed(by_name[(host, fits[0][0])], indices)
+            if value is None:
+                ambiguous[f"allocations {indices} of {fits[0][0]}"] += 1
+            else:
+                links.held[row] = value
+                held_by[f"allocations {indices} of {fits[0][0]}"] += 1
+        else:
+            ambiguous[f"programs {', '.join(sorted(names))}"] += 1
+    for what, count in sorted(ambiguous.items()):
+        links.notes.append(
+            f"{count} allocator events have the size of {what} "
+            "(XLA); they were not linked to one allocation."
+        )
+    for what, count in sorted(held_by.items()):
+        links.notes.append(
+            f"{count} allocator events have the size of {what} (XLA), which all hold "
+            "the same shape x dtype: they are named by it, with no allocation index."
+        )
+    return links
+
+
+def held_value(program: XlaProgram, index: int) -> Held | None:
+    """What a per-run allocation holds when the module says so unambiguously:
+    an entry parameter's output twin holds the parameter (aliasing keeps the
+    output's shape and dtype), an output the buffers that fill it whole. None
+    when those disagree on shape, dtype or TF op, or when there are none."""
+    allocs = program.hlo.buffer_assignment.buffer_allocations
+    alloc = next((a for a in allocs if a.index == index), None)
+    if alloc is None:
+        return None
+    values: set[Held] = set()
+    for assigned in alloc.assigned:
+        if assigned.offset != 0 or assigned.size != alloc.size:
+            continue
+        name, tf_op, tf_op_type, dtype, shape, estimated = buffer_info(
+            program, assigned.logical_buffer_id
+        )
+        if alloc.is_entry_computation_parameter and not _is_parameter(program, name):
+            continue  # values the program later writes over the parameter's bytes
+        if dtype is None or shape is None or estimated is None:
+            return None
+        values.add((str(dtype), str(shape), int(str(estimated)), _text(tf_op), _text(tf_op_type)))
+    return values.pop() if len(values) == 1 else None
+
+
+def _agreed(program: XlaProgram, indices: Sequence[int]) -> Held | None:
+    """The value all of ``indices`` hold, or None when any differs or is unknown."""
+    values = {held_value(program, i) for i in indices}
+    found = values.pop() if len(values) == 1 else None
+    return found
+
+
+def _is_parameter(program: XlaProgram, instruction: object) -> bool:
+    names = program.cache.get("parameters")
+    if names is None:
+        names = {
+            i.name
+            for c in program.hlo.hlo_module.computations
+            for i in c.instructions
+            if i.opcode == "parameter"
+        }
+        program.cache["parameters"] = names
+    return instruction in names
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _running(runs: pd.DataFrame | None, time_ps: int) -> set[str]:
+    """The functions whose run on the op line covers ``time_ps``."""
+    if runs is None or runs.empty:
+        return set()
+    start = runs["start_ps"].to_numpy(dtype=np.int64)
+    end = runs["end_ps"].to_numpy(dtype=np.int64)
+    covering = (start <= time_ps) & (time_ps <= end)
+    return set(runs["function"].to_numpy()[covering].tolist())
