@@ -39,11 +39,16 @@ def parse_memory_profile(
         raise CorruptCaptureError(
             f"{path}: not a readable {kind} ({exc}); copy the file again", path
         ) from exc
+    # xprof writes a profile with no allocators when the capture had no memory
+    # events (``{"memoryProfilePerAllocator":{},"numHosts":1,...}``): valid and
+    # empty. Without even a host count, the bytes are something else.
     if not profile.memory_profile_per_allocator and not profile.memory_ids:
-        raise CorruptCaptureError(
-            f"{path}: no allocator in this memory_profile, so it is not a memory profile",
-            path,
-        )
+        if profile.num_hosts <= 0:
+            raise CorruptCaptureError(
+                f"{path}: no allocator and no host in this memory_profile, so it is not a "
+                "memory profile",
+                path,
+            )
     return profile
 
 
