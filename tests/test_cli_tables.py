@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import MEMORY_FIXTURES
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden" / "cli"
@@ -139,6 +140,24 @@ def test_peak_per_allocator() -> None:
     )
     assert [r["allocator"] for r in rows] == ["mklcpu"]
     assert rows[0]["in_use_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    "fixture", [*MEMORY_FIXTURES, "legacy", "legacy_binary", "both", "no_memory"]
+)
+def test_peak_rows_add_up_to_the_allocators_counter(fixture: str) -> None:
+    rows = pd.DataFrame(json.loads(ok("peak", f"fixtures/{fixture}", "--format", "json").stdout))
+    peaks = json.loads(
+        ok("peak", f"fixtures/{fixture}", "--per-allocator", "--format", "json").stdout
+    )
+    assert len(peaks) == (0 if fixture == "no_memory" else 1)
+    for peak in peaks:
+        mine = rows[(rows["host"] == peak["host"]) & (rows["allocator"] == peak["allocator"])]
+        assert int(mine["allocated_bytes"].sum()) == peak["in_use_bytes"], fixture
+    if fixture == "keras_callback":  # Keras allocated part of it before the capture
+        before = rows[rows["region"] == "before_capture"]
+        assert before["op"].tolist() == ["(allocated before the capture)"]
+        assert int(before["allocated_bytes"].iloc[0]) > 0
 
 
 def test_scopes_depth() -> None:
