@@ -42,13 +42,13 @@ def parse_memory_profile(
     # xprof writes a profile with no allocators when the capture had no memory
     # events (``{"memoryProfilePerAllocator":{},"numHosts":1,...}``): valid and
     # empty. Without even a host count, the bytes are something else.
-    if not profile.memory_profile_per_allocator and not profile.memory_ids:
-        if profile.num_hosts <= 0:
-            raise CorruptCaptureError(
-                f"{path}: no allocator and no host in this memory_profile, so it is not a "
-                "memory profile",
-                path,
-            )
+    empty = not profile.memory_profile_per_allocator and not profile.memory_ids
+    if empty and profile.num_hosts <= 0:
+        raise CorruptCaptureError(
+            f"{path}: no allocator and no host in this memory_profile, so it is not a "
+            "memory profile",
+            path,
+        )
     return profile
 
 
