@@ -79,6 +79,7 @@ class PeakCommand(TableCommand):
         if args.per_allocator:
             return
         from traceparse.output.units import format_bytes, format_duration_ps, is_missing
+        from traceparse.report.view import step_word
 
         peaks = profile.peak
         lines = []
@@ -89,7 +90,8 @@ class PeakCommand(TableCommand):
                 continue
             where = f"at {format_duration_ps(row.time_ps)}"
             if not is_missing(row.step):
-                where += f", step {row.step}"
+                word = step_word(profile.steps, str(row.host), str(row.allocator))
+                where += f", {word} {row.step}"
             lines.append(
                 f"{row.allocator} on {row.host}: peak {format_bytes(row.in_use_bytes)} {where}"
             )
