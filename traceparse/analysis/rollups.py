@@ -37,7 +37,7 @@ ROLLUP_COLUMNS: dict[str, str] = {
     "live_at_peak_bytes": "int64",
     "live_at_end": "int64",
     "live_at_end_bytes": "int64",
-    "mean_lifetime_ps": "Float64",
+    "mean_lifetime_ps": "Int64",  # rounded: times are whole picoseconds
     "compute_count": "Int64",
     "compute_ps": "Int64",
 }
@@ -152,6 +152,7 @@ def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd
         live_at_end_bytes=("live_at_end_bytes", "sum"),
         mean_lifetime_ps=("lifetime_ps", "mean"),
     )
+    table["mean_lifetime_ps"] = table["mean_lifetime_ps"].astype("Float64").round()
     return table.reset_index()
 
 

@@ -266,7 +266,7 @@ def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
 
 
 def step_word(steps: pd.DataFrame, host: str, allocator: str) -> str:
-    """"step", or "execution" where the capture has no step markers.
+    """The word for a step: "execution" where the capture has no step markers, else "step".
 
     Without markers a raw capture's steps are TensorFlow's step ids, which number
     single executions; tables.build renumbers them 1, 2, ... in time order.
