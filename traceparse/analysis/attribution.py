@@ -5,9 +5,12 @@ splits into
 
 - ``shape_explained_bytes``: what its shape x dtype accounts for (capped at the
   request, so a part is never negative);
-- ``unexplained_request_bytes``: the rest of what TensorFlow asked for: temp
-  buffers without a shape, dtypes without a fixed size (a string tensor's
-  24-byte ``tstring`` headers), requests larger than the shape;
+- ``shape_unknown_bytes``: what TensorFlow asked for where it recorded no
+  shape (temp buffers, a Keras optimizer slot's initializer): no estimate, so
+  neither explained nor "beyond" one;
+- ``unexplained_request_bytes``: the rest of what TensorFlow asked for:
+  dtypes without a fixed size (a string tensor's 24-byte ``tstring``
+  headers), requests larger than the shape;
 - ``padding_bytes``: what the allocator added (rounding, unsplit chunks).
 
 The allocator's heap counter at the peak minus what the live allocations hold
@@ -27,6 +30,7 @@ from traceparse.analysis.liveness import held_bytes, requested_or_held
 # The parts, in the order a report lists them.
 PARTS = [
     "shape_explained_bytes",
+    "shape_unknown_bytes",
     "unexplained_request_bytes",
     "padding_bytes",
     "before_capture_bytes",
@@ -43,15 +47,18 @@ ATTRIBUTION_COLUMNS: dict[str, str] = {
 
 
 def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
-    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact)."""
+    """Per allocation: its explained, shape-unknown, unexplained-request and padding bytes."""
     held = held_bytes(allocations)
     requested = requested_or_held(allocations)
     estimated = allocations["estimated_bytes"].to_numpy(dtype=np.int64, na_value=0)
     explained = np.clip(np.minimum(estimated, requested), 0, None)
+    no_shape = allocations["shape"].isna().to_numpy(dtype=bool)
+    unknown = np.where(no_shape, requested - explained, 0)
     return pd.DataFrame(
         {
             "shape_explained_bytes": explained,
-            "unexplained_request_bytes": requested - explained,
+            "shape_unknown_bytes": unknown,
+            "unexplained_request_bytes": requested - explained - unknown,
             "padding_bytes": held - requested,
             "held_bytes": held,
         },
@@ -68,6 +75,7 @@ def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     parts["allocator"] = live["allocator"].astype(object)
     sums = parts.groupby(["host", "allocator"], dropna=False, sort=False).agg(
         shape_explained_bytes=("shape_explained_bytes", "sum"),
+        shape_unknown_bytes=("shape_unknown_bytes", "sum"),
         unexplained_request_bytes=("unexplained_request_bytes", "sum"),
         padding_bytes=("padding_bytes", "sum"),
         held_bytes=("held_bytes", "sum"),

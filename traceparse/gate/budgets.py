@@ -298,7 +298,8 @@ def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
 def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
     parts = s.attribution
     padding = parts["padding_bytes"]
-    held = parts["shape_explained_bytes"] + parts["unexplained_request_bytes"] + padding
+    requested = parts["shape_explained_bytes"] + parts["shape_unknown_bytes"]
+    held = requested + parts["unexplained_request_bytes"] + padding
     fraction = padding / held if held > 0 else 0.0
     failed = fraction > limit
     message = (

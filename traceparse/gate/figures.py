@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from traceparse.output import cells
+
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
 
@@ -29,7 +31,7 @@ __all__ = [
 ]
 
 # The label of allocations without an op (TF names cannot contain parentheses).
-NO_OP = "(no op)"
+NO_OP = cells.NO_OP  # one spelling everywhere
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
         parts = summary.attribution
         live = (
             parts["shape_explained_bytes"]
+            + parts["shape_unknown_bytes"]
             + parts["unexplained_request_bytes"]
             + parts["padding_bytes"]
         )

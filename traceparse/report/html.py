@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
 from traceparse.report.source import ProfileLike
@@ -211,7 +212,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             _figure(
                 f"{what} at the peak",
                 plots.bars_svg(
-                    [str(x) for x in top[column].astype(object)],
+                    [NO_OP if is_missing(x) else str(x) for x in top[column].astype(object)],
                     [int(v) for v in top["live_at_peak_bytes"]],
                     label=f"{what} holding memory at the peak",
                     salt=f"{salt}-{column}",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from traceparse.analysis.steps import STEP_ID
-from traceparse.output.cells import NUMERIC_KINDS, column_kind, format_cell
+from traceparse.output.cells import NO_OP, NUMERIC_KINDS, column_kind, format_cell
 from traceparse.output.cells import Kind as TermKind
 from traceparse.output.units import (
     format_bytes,
@@ -120,6 +120,7 @@ class ReportView:
 # Attribution components, in the order they stack up to the bytes in use.
 ATTRIBUTION_LABELS: dict[str, str] = {
     "shape_explained_bytes": "tensors (shape × dtype)",
+    "shape_unknown_bytes": "shape unknown (not recorded)",
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
     "before_capture_bytes": "allocated before the capture",
@@ -343,7 +344,7 @@ def _format(column: str, value: Any, kind: TermKind) -> Cell:
     """One value in human units, chosen by the column's name (as in the terminal)."""
     if column in _NAME_COLUMNS:
         if is_missing(value):
-            return Cell("-")
+            return Cell(NO_OP if column in _LONG_NAME_COLUMNS else "-")
         return Cell(str(value), "name" if column in _LONG_NAME_COLUMNS else "ident")
     text = format_cell(value, kind)
     return Cell(text, "number" if kind in NUMERIC_KINDS else "text")
