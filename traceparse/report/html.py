@@ -11,8 +11,12 @@ stacked bar, then the tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
@@ -192,6 +196,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
                 peak_bytes=_int(s.peak_bytes),
                 capacity_bytes=_int(s.capacity_bytes),
                 steps=steps,
+                start_bytes=_counter_before(mine),
                 label=f"Memory in use over time, {a.host} {a.allocator}",
                 salt=f"{salt}-timeline",
             ),
@@ -236,6 +241,14 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             )
         )
     return "\n".join(figures)
+
+
+def _counter_before(timeline: pd.DataFrame) -> int | None:
+    """An allocator's bytes in use before its first event (its counter minus the change)."""
+    if timeline.empty or is_missing(timeline["in_use_bytes"].iloc[0]):
+        return None
+    delta = timeline["delta_bytes"].iloc[0]
+    return int(timeline["in_use_bytes"].iloc[0]) - (0 if is_missing(delta) else int(delta))
 
 
 def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | None = None) -> str:

@@ -142,6 +142,24 @@ def _shorten(name: str, limit: int = 56) -> str:
     return name[: limit - tail - 1] + "…" + name[-tail:]
 
 
+def line_points(
+    time_ps: np.ndarray, in_use_bytes: np.ndarray, start_bytes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The points of the in-use line: known values, from the capture start.
+
+    An allocator whose first event comes late held ``start_bytes`` (its counter
+    before that event) all along: the line starts there at time 0, not at zero.
+    """
+    t = np.asarray(time_ps, dtype=np.float64)
+    y = np.asarray(in_use_bytes, dtype=np.float64)
+    keep = ~np.isnan(y)
+    t, y = t[keep], y[keep]
+    if start_bytes is not None and len(t) and t[0] > 0:
+        t = np.concatenate(([0.0], t))
+        y = np.concatenate(([float(start_bytes)], y))
+    return t, y
+
+
 def timeline_svg(
     time_ps: np.ndarray,
     in_use_bytes: np.ndarray,
@@ -152,16 +170,15 @@ def timeline_svg(
     steps: Sequence[tuple[int, int, int]] = (),
     label: str = "memory in use over time",
     salt: str = "timeline",
+    start_bytes: int | None = None,
 ) -> str:
     """In-use bytes over time as a step line; the peak marked, steps shaded.
 
     ``steps`` are ``(step, start_ps, end_ps)``. Times are picoseconds from the
-    capture start; axes are labelled in ms/s and KiB/MiB/GiB.
+    capture start; axes are labelled in ms/s and KiB/MiB/GiB. ``start_bytes``
+    is the counter before the first event (see ``line_points``).
     """
-    t = np.asarray(time_ps, dtype=np.float64)
-    y = np.asarray(in_use_bytes, dtype=np.float64)
-    keep = ~np.isnan(y)
-    t, y = t[keep], y[keep]
+    t, y = line_points(time_ps, in_use_bytes, start_bytes)
     keep_idx = downsample_minmax(t, y)
     t, y = t[keep_idx], y[keep_idx]
 
