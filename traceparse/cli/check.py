@@ -112,6 +112,14 @@ class CheckCommand(Command):
             "or a size such as 64MiB",
         )
         budgets.add_argument(
+            "--compare",
+            choices=["requested", "allocated"],
+            default="requested",
+            help="what --baseline compares: the bytes requested at the peak (default: the "
+            "peak less the allocator's padding, so a bigger chunk handed out by chance does "
+            "not fail CI) or the bytes in use at the peak",
+        )
+        budgets.add_argument(
             "--allow-empty",
             action="store_true",
             help="pass a capture with no memory events instead of failing with exit code 3",
@@ -153,6 +161,7 @@ class CheckCommand(Command):
             tolerance=args.tolerance or DEFAULT_TOLERANCE,
             allocator=args.allocator,
             allow_empty=args.allow_empty,
+            compare=args.compare,
         )
         if budgets.empty and args.baseline is None:
             raise UsageError(
