@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 from conftest import REPO, run_traceparse
@@ -60,3 +61,22 @@ def test_the_readme_tour_reproduces(args: list[str], expected: str, code: int | 
     shown = (result.stdout + result.stderr).rstrip("\n")
     assert shown == expected.rstrip("\n")
     assert result.returncode == (0 if code is None else code)
+
+
+def test_the_tours_capture_runs_the_shipped_example(tmp_path: Path) -> None:
+    """The tour's first command works as written: the script exists and runs under `run`."""
+    text = (REPO / "README.md").read_text()
+    runs = [line[2:] for line in text.splitlines() if line.startswith("$ traceparse run ")]
+    assert runs, "the tour no longer shows traceparse run"
+    words = shlex.split(runs[0])
+    script = next(w for w in words[2:] if w.endswith(".py"))
+    assert (REPO / script).is_file(), f"the tour runs {script}, which is not shipped"
+    assert ". .venv/bin/activate" in text  # how to get traceparse on PATH after make demo
+    pytest.importorskip("tensorflow")
+    args = [*words[1:2], "--logdir", str(tmp_path / "logs"), *words[2:]]
+    result = run_traceparse(*args, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("trained 1 epoch")
+    assert "Peak in use" in result.stderr
+    # No raw TensorFlow step id reaches a person (they are 18-19 digit numbers).
+    assert not re.search(r"\d{12,}", result.stderr), result.stderr
