@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
+from traceparse.report.interact import SCRIPT
 from traceparse.report.source import ProfileLike
 from traceparse.report.style import CSP, STYLE
 from traceparse.report.view import (
@@ -31,6 +29,9 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["render_html", "render_html_view"]
 
@@ -74,6 +75,8 @@ def render_html_view(view: ReportView) -> str:
         "(1 MiB = 1,048,576 bytes). Made by traceparse from the TensorFlow profiler's "
         "allocator events.</footer>",
         "</main>",
+        # Sorting and filtering; the policy allows this exact text only (by its hash).
+        f"<script>{SCRIPT}</script>",
         "</body>",
         "</html>",
     ]

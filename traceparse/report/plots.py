@@ -135,11 +135,17 @@ def _svg(fig: Figure, label: str) -> str:
 
 
 def _shorten(name: str, limit: int = 56) -> str:
-    """Keep the head and the tail of a long op or scope name (the tail says the most)."""
+    """The end of a long op or scope name: it names the layer and the op (hover shows all)."""
     if len(name) <= limit:
         return name
-    tail = limit * 2 // 3
-    return name[: limit - tail - 1] + "…" + name[-tail:]
+    return "…" + name[-(limit - 1) :]
+
+
+def _with_titles(svg: str, titles: dict[str, str]) -> str:
+    """``<title>`` (a tooltip on hover) inside each group whose id is a key of ``titles``."""
+    for gid, text in titles.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html_text(text)}</title>', 1)
+    return svg
 
 
 def line_points(
@@ -270,6 +276,10 @@ def bars_svg(
             fontfamily="DejaVu Sans Mono",
             fontsize=8,
         )
+        titles = {}
+        for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), labels, strict=True)):
+            tick.set_gid(f"{salt}-label-{i}")
+            titles[f"{salt}-label-{i}"] = one_line(name)
         for pos, value in zip(positions, vals, strict=True):
             ax.annotate(
                 format_bytes(value),
@@ -287,7 +297,7 @@ def bars_svg(
         ax.tick_params(axis="y", length=0)
         ax.grid(axis="x", color=GRID, lw=0.8)
         ax.set_axisbelow(True)
-        return _svg(fig, label)
+        return _with_titles(_svg(fig, label), titles)
 
 
 def attribution_svg(
