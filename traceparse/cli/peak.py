@@ -135,4 +135,4 @@ def with_unowned_rows(live: pd.DataFrame, attribution: pd.DataFrame) -> pd.DataF
             types[str(column)] = "boolean"
         else:
             types[str(column)] = dtype if str(dtype) != "category" else "category"
-    return merged.astype(types)  # type: ignore[arg-type]
+    return merged.astype(types)

@@ -234,7 +234,10 @@ def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> All
         shapes = figures.get("shapes", [])
         if not isinstance(shapes, list) or not all(isinstance(x, str) for x in shapes):
             raise bad(f"has invalid shapes for op {op!r} (a list of strings)")
-        ops[str(op)] = OpFigures(*(int(n or 0) for n in numbers), tuple(shapes))
+        at_peak, allocated, count, requested, at_peak_requested = (int(n or 0) for n in numbers)
+        ops[str(op)] = OpFigures(
+            at_peak, allocated, count, requested, at_peak_requested, tuple(shapes)
+        )
     return AllocatorFigures(
         host=host,
         allocator=allocator,

@@ -201,7 +201,7 @@ def _requests(profile: Profile) -> dict[tuple[str, str, str], tuple[int, int, tu
     by_shape = by_shape.sort_values(["requested", "shape"], ascending=[False, True])
     shapes = by_shape.groupby(keys, sort=False)["shape"].agg(lambda s: tuple(s[:MAX_SHAPES]))
     for key, row in sums.iterrows():
-        out[key] = (int(row["requested"]), int(row["at_peak_requested"]), shapes.get(key, ()))  # type: ignore[call-overload]
+        out[key] = (int(row["requested"]), int(row["at_peak_requested"]), shapes.get(key, ()))
     return out
 
 
