@@ -188,3 +188,23 @@ def test_each_host_uses_its_own_markers_or_falls_back_alone() -> None:
     assert by_host["source"].first().astype(str).to_dict() == {"a": "marker", "b": "execution"}
     assert prof.allocations["step"].tolist() == [0, 1, 1, 2]
     assert prof.peak["step"].tolist() == [1, 2]
+
+
+def test_table_commands_call_unmarked_steps_executions() -> None:
+    import io
+
+    from traceparse.cli.allocations import AllocationsCommand
+    from traceparse.output.terminal import Terminal
+
+    ids = [-2900173687060638237, 5507777931146067968]
+    prof = profile_of([alloc(10 * (n + 1), n + 1, MiB, step_id=i) for n, i in enumerate(ids)])
+    table = prof.allocations[["op", "step"]]
+    out = io.StringIO()
+    command = AllocationsCommand()
+    command._print_table(prof, _Args(), Terminal(stream=out, color=False), table, len(table))
+    header = out.getvalue().splitlines()[1].split()
+    assert header == ["op", "execution"]
+
+
+class _Args:
+    output = None

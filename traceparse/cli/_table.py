@@ -186,7 +186,7 @@ class TableCommand(Command):
                 table,
                 title=self.describe(profile, args),
                 footer=footer,
-                headers=word_headers(table.columns),
+                headers={**word_headers(table.columns), **_step_header(profile, table)},
             )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)
@@ -214,6 +214,16 @@ def word_headers(columns: Sequence[object]) -> dict[str, str]:
     header is ``start`` (``--sort`` and ``--columns`` take either name).
     """
     return {str(c): str(c).removesuffix("_ps") for c in columns if str(c).endswith("_ps")}
+
+
+def _step_header(profile: Profile, table: pd.DataFrame) -> dict[str, str]:
+    """Without step markers the step column holds executions: its header says so."""
+    from traceparse.analysis.steps import STEP_ID
+
+    if "step" not in table.columns or profile.step_markers.shape[0]:
+        return {}
+    sources = set(profile.steps["source"].astype(str))
+    return {"step": "execution"} if sources == {STEP_ID} else {}
 
 
 def column_named(table: pd.DataFrame, name: str) -> str:
