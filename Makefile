@@ -21,8 +21,8 @@ demo: $(STAMP)
 test: $(STAMP) browser lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check traceparse tests benchmarks fixtures
-	$(BIN)/ruff format --check traceparse tests benchmarks fixtures
+	$(BIN)/ruff check traceparse tests benchmarks fixtures examples
+	$(BIN)/ruff format --check traceparse tests benchmarks fixtures examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

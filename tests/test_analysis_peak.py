@@ -121,7 +121,8 @@ def test_attribution_parts_split_shape_request_padding_and_reserved() -> None:
     )
     part = prof.attribution.iloc[0]
     assert part["shape_explained_bytes"] == 1024 + 400
-    assert part["unexplained_request_bytes"] == 240 + 4000 + 100
+    assert part["shape_unknown_bytes"] == 4000  # not "beyond shape × dtype": it has none
+    assert part["unexplained_request_bytes"] == 240 + 100
     assert part["padding_bytes"] == 1024 + 16 + 96 + 12
     assert part["reserved_bytes"] == 512
     assert part["before_capture_bytes"] == 0

@@ -83,13 +83,31 @@ def test_without_markers_steps_come_from_the_allocators_step_ids() -> None:
     ]
     prof = profile_of(events)
     steps = prof.steps
-    assert steps["step"].tolist() == [11, 12]
-    assert (steps["source"] == "step_id").all()
+    # Raw step ids number executions: shown as 1, 2, ... in time order, the id kept.
+    assert steps["step"].tolist() == [1, 2]
+    assert (steps["source"] == "execution").all()
     # A free has step id 0 ("none"); it belongs to the step of what it releases.
-    assert prof.timeline["step"].tolist() == [11, 11, 11, 12, 11, 12]
+    assert prof.timeline["step"].tolist() == [1, 1, 1, 2, 1, 2]
     assert steps["frees"].tolist() == [2, 1]
     assert steps["start_ps"].tolist() == [10, 40] and steps["end_ps"].tolist() == [50, 60]
-    assert prof.allocations["step"].tolist() == [11, 11, 12]
+    assert prof.allocations["step"].tolist() == [1, 1, 2]
+    assert prof.allocations["step_id"].tolist() == [11, 11, 12]
+
+
+def test_raw_step_ids_become_executions_in_time_order_everywhere() -> None:
+    # TensorFlow's ids are large, often negative, and not in time order.
+    ids = [-2900173687060638237, 5507777931146067968, -5507777931146067968]
+    events = [alloc(10 * (n + 1), n + 1, MiB, step_id=i) for n, i in enumerate(ids)]
+    prof = profile_of(events)
+    assert prof.steps["step"].tolist() == [1, 2, 3]
+    assert prof.steps["start_ps"].is_monotonic_increasing
+    assert prof.peak["step"].tolist() == [3]
+    from traceparse.report import write_report
+
+    for fmt in ("md", "html"):
+        text = write_report([prof], fmt)
+        assert not any(str(abs(i)) in text for i in ids), fmt
+        assert "execution 3" in text and "numbered in time order" in text, fmt
 
 
 def test_allocations_outside_every_marked_step_have_no_step() -> None:
@@ -166,7 +184,27 @@ def test_each_host_uses_its_own_markers_or_falls_back_alone() -> None:
     prof = Profile([marked, unmarked])
     steps = prof.steps
     by_host = steps.groupby("host", observed=True)
-    assert by_host["step"].apply(list).to_dict() == {"a": [0, 1], "b": [41, 42]}
-    assert by_host["source"].first().astype(str).to_dict() == {"a": "marker", "b": "step_id"}
-    assert prof.allocations["step"].tolist() == [0, 1, 41, 42]
-    assert prof.peak["step"].tolist() == [1, 42]
+    assert by_host["step"].apply(list).to_dict() == {"a": [0, 1], "b": [1, 2]}
+    assert by_host["source"].first().astype(str).to_dict() == {"a": "marker", "b": "execution"}
+    assert prof.allocations["step"].tolist() == [0, 1, 1, 2]
+    assert prof.peak["step"].tolist() == [1, 2]
+
+
+def test_table_commands_call_unmarked_steps_executions() -> None:
+    import io
+
+    from traceparse.cli.allocations import AllocationsCommand
+    from traceparse.output.terminal import Terminal
+
+    ids = [-2900173687060638237, 5507777931146067968]
+    prof = profile_of([alloc(10 * (n + 1), n + 1, MiB, step_id=i) for n, i in enumerate(ids)])
+    table = prof.allocations[["op", "step"]]
+    out = io.StringIO()
+    command = AllocationsCommand()
+    command._print_table(prof, _Args(), Terminal(stream=out, color=False), table, len(table))
+    header = out.getvalue().splitlines()[1].split()
+    assert header == ["op", "execution"]
+
+
+class _Args:
+    output = None

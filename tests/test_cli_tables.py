@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import MEMORY_FIXTURES
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden" / "cli"
@@ -141,6 +142,24 @@ def test_peak_per_allocator() -> None:
     assert rows[0]["in_use_bytes"] > 0
 
 
+@pytest.mark.parametrize(
+    "fixture", [*MEMORY_FIXTURES, "legacy", "legacy_binary", "both", "no_memory"]
+)
+def test_peak_rows_add_up_to_the_allocators_counter(fixture: str) -> None:
+    rows = pd.DataFrame(json.loads(ok("peak", f"fixtures/{fixture}", "--format", "json").stdout))
+    peaks = json.loads(
+        ok("peak", f"fixtures/{fixture}", "--per-allocator", "--format", "json").stdout
+    )
+    assert len(peaks) == (0 if fixture == "no_memory" else 1)
+    for peak in peaks:
+        mine = rows[(rows["host"] == peak["host"]) & (rows["allocator"] == peak["allocator"])]
+        assert int(mine["allocated_bytes"].sum()) == peak["in_use_bytes"], fixture
+    if fixture == "keras_callback":  # Keras allocated part of it before the capture
+        before = rows[rows["region"] == "before_capture"]
+        assert before["op"].tolist() == ["(allocated before the capture)"]
+        assert int(before["allocated_bytes"].iloc[0]) > 0
+
+
 def test_scopes_depth() -> None:
     shallow = json.loads(ok("scopes", "fixtures/keras_train", "--format", "json").stdout)
     deep = json.loads(
@@ -207,3 +226,28 @@ def test_report_formats(fmt: str, tmp_path: Path) -> None:
 def test_report_to_stdout() -> None:
     out = ok("report", "fixtures/keras_train").stdout.decode()  # md by default
     assert out.lstrip().startswith("#")
+
+
+def test_picosecond_values_are_whole_and_tables_say_when_they_show_words() -> None:
+    rows = json.loads(ok("ops", "fixtures/keras_train", "--format", "json").stdout)
+    lifetimes = [r["mean_lifetime_ps"] for r in rows if r["mean_lifetime_ps"] is not None]
+    assert lifetimes and all(isinstance(v, int) for v in lifetimes)
+    out = ok("steps", "fixtures/leak", "--columns", "step,start_ps,duration").stdout.decode()
+    header = out.splitlines()[1].split()
+    assert header == ["step", "start", "duration"]  # not start_ps over "52.7 µs"
+    assert re.search(r"\d (µs|ms|s)\b", out.splitlines()[3])
+    by_start = ok("steps", "fixtures/leak", "--sort", "start", "--reverse", "--format", "csv")
+    starts = pd.read_csv(io.StringIO(by_start.stdout.decode()))["start_ps"].tolist()
+    assert starts == sorted(starts, reverse=True)
+
+
+def test_percentages_accept_a_percent_sign_and_help_says_what_a_bare_number_means() -> None:
+    help_text = ok("check", "--help").stdout.decode()
+    assert "1 is 100%" in " ".join(help_text.split())
+    both = [
+        traceparse("check", "fixtures/leak", "--max-utilisation", value)
+        for value in ("90%", "0.9", "90")
+    ]
+    assert {r.returncode for r in both} == {0}
+    tight = traceparse("check", "fixtures/leak", "--max-utilisation", "0.0001%")
+    assert tight.returncode == 4, tight.stderr.decode()

@@ -75,10 +75,20 @@ def test_figures_of_two_runs_match_the_programs(small: traceparse.Profile) -> No
     assert figures.live_at_peak_bytes == 2 * tensor
     assert figures.padding_at_peak_bytes == 0
     # Two steps, one Fill and one Mul each.
-    assert figures.ops == {
-        "Fill": OpFigures(live_at_peak_bytes=tensor, allocated_bytes=2 * tensor, count=2),
-        "Mul": OpFigures(live_at_peak_bytes=tensor, allocated_bytes=2 * tensor, count=2),
-    }
+    shape = "{dtype}[{dims}]".format(
+        dtype=TWO_RUNS["runs"][0]["tensor"]["dtype"],
+        dims=",".join(map(str, TWO_RUNS["runs"][0]["tensor"]["shape"])),
+    )
+    # Requests equal the shapes' bytes (no padding): 2 steps, one live at the peak.
+    same = OpFigures(
+        live_at_peak_bytes=tensor,
+        allocated_bytes=2 * tensor,
+        count=2,
+        requested_bytes=2 * tensor,
+        live_at_peak_requested_bytes=tensor,
+        shapes=(shape,),
+    )
+    assert figures.ops == {"Fill": same, "Mul": same}
     assert figures.allocated_bytes == 4 * tensor
     assert figures.allocations == 4
 
@@ -140,9 +150,7 @@ def test_peak_budget_passes_and_fails_at_the_exact_limit(small: traceparse.Profi
 def test_utilisation_and_padding(keras: traceparse.Profile) -> None:
     (summary,) = keras.summary()
     parts = summary.attribution
-    held = (
-        parts["shape_explained_bytes"] + parts["unexplained_request_bytes"] + parts["padding_bytes"]
-    )
+    held = int(keras.live_at_peak()["allocated_bytes"].sum())  # what the live tensors hold
     padding = parts["padding_bytes"] / held
     assert 0 < padding < 1
     results = evaluate(keras, Budgets(max_utilisation=0.9, max_padding=padding))
@@ -267,7 +275,7 @@ def test_diff_of_two_runs_matches_the_hand_computed_numbers(
 ) -> None:
     before_tensor = TWO_RUNS["runs"][0]["tensor"]["bytes"]  # 1 MiB
     after_tensor = TWO_RUNS["runs"][1]["tensor"]["bytes"]  # 4 MiB
-    (diff,) = diff_figures(figures_of(small), figures_of(large))
+    (diff,) = diff_figures(figures_of(small), figures_of(large), compare="allocated")
     # Peak: a Fill and a Mul output live together: 2 x 1 MiB -> 2 x 4 MiB.
     assert (diff.peak_before, diff.peak_after) == (2 * before_tensor, 2 * after_tensor)
     assert diff.peak_delta == 6 * MiB
@@ -285,14 +293,22 @@ def test_diff_of_two_runs_matches_the_hand_computed_numbers(
         "mklcpu on localhost: peak 2 MiB → 8 MiB (+6 MiB, +300.0%); "
         "explained by Fill (+3 MiB), Mul (+3 MiB)."
     )
-    (reverse,) = diff_figures(figures_of(large), figures_of(small))
+    (reverse,) = diff_figures(figures_of(large), figures_of(small), compare="allocated")
     assert reverse.peak_delta == -6 * MiB
     assert "explained by Fill (-3 MiB), Mul (-3 MiB)" in reverse.headline()
+    # Comparing requests (the default): both ops asked for 4x larger tensors.
+    (asked,) = diff_figures(figures_of(small), figures_of(large))
+    assert all(r.reshaped and r.requested_delta == 6 * MiB for r in asked.rows)
+    assert asked.headline() == (
+        "mklcpu on localhost: peak 2 MiB → 8 MiB (+6 MiB, +300.0%); requested at the peak "
+        "2 MiB → 8 MiB (+6 MiB); shapes changed most in Fill (+6 MiB requested), "
+        "Mul (+6 MiB requested)."
+    )
     (by_scope,) = diff_figures(figures_of(small), figures_of(large), by="scope")
     ((key, peak_delta, allocated_delta),) = [
         (r.key, r.peak_delta, r.allocated_delta) for r in by_scope.rows
     ]
-    assert (key, peak_delta, allocated_delta) == ("(no scope)", 6 * MiB, 12 * MiB)
+    assert (key, peak_delta, allocated_delta) == ("(top level)", 6 * MiB, 12 * MiB)
 
 
 def test_diff_new_vanished_and_sorting() -> None:
@@ -308,7 +324,7 @@ def test_diff_new_vanished_and_sorting() -> None:
         170,
         ops={"new": OpFigures(90, 90, 1), "same": OpFigures(10, 10, 1), "x": OpFigures(0, 50, 2)},
     )
-    (diff,) = diff_figures([before], [after])
+    (diff,) = diff_figures([before], [after], compare="allocated")
     assert [(r.key, r.status) for r in diff.rows] == [
         ("new", "new"),
         ("gone", "vanished"),
@@ -319,7 +335,9 @@ def test_diff_new_vanished_and_sorting() -> None:
     # 170 - 100 = 70; the rows move 90 - 30 = 60; 10 is outside any op.
     assert diff.outside_rows_delta == 10
     assert "+10 B held by no op" in diff.headline()
-    (only_before, only_after) = diff_figures([before], [replace(after, allocator="b")])
+    (only_before, only_after) = diff_figures(
+        [before], [replace(after, allocator="b")], compare="allocated"
+    )
     assert only_before.headline().endswith("only in the first capture (peak 100 B).")
     assert only_after.peak_before is None and only_after.rows[0].status == "new"
 
@@ -327,7 +345,7 @@ def test_diff_new_vanished_and_sorting() -> None:
 def test_diff_headline_names_bytes_held_by_no_op_when_they_moved_the_peak() -> None:
     before = AllocatorFigures("h", "a", 100, ops={"x": OpFigures(10, 10, 1)})
     after = AllocatorFigures("h", "a", 200, ops={"x": OpFigures(20, 20, 1)})
-    (diff,) = diff_figures([before], [after])
+    (diff,) = diff_figures([before], [after], compare="allocated")
     assert diff.outside_rows_delta == 90
     assert [r.key for r in diff.explained_by] == ["x"]
     assert diff.headline() == (
@@ -414,3 +432,27 @@ def test_verdict_line() -> None:
     assert verdict_line(results) == "1 of 2 budgets breached (1 skipped)"
     assert verdict_line(results[2:]) == "the budget is within its limit"
     assert verdict_line(results[1:2]) == "no budget could be judged (1 skipped)"
+
+
+def test_a_bigger_batch_grows_activations_not_weight_gradients_or_the_optimizer() -> None:
+    """batch_128 and batch_256 are one Keras MLP at two batch sizes (fixtures/MANIFEST.json)."""
+    runs = {n: MANIFEST["fixtures"][n] for n in ("batch_128", "batch_256")}
+    assert [f["batch_size"] for f in runs.values()] == [128, 256]
+    small_batch, large_batch = (traceparse.load(FIXTURES / n) for n in runs)
+    (diff,) = diff_figures(figures_of(small_batch), figures_of(large_batch))
+    weights = {
+        "float32[{}]".format(",".join(map(str, t["shape"])))
+        for f in runs.values()
+        for name, t in f["tensors"].items()
+        if name.endswith("kernel")
+    }
+    named = diff.explained_by
+    assert named, diff.headline()
+    top = named[0]
+    # The top growth is an activation: its batch dimension doubled.
+    assert top.key.startswith("mlp_1/") and top.key.endswith("Relu"), diff.headline()
+    assert top.shapes_before[0].replace("[128,", "[256,") == top.shapes_after[0]
+    for row in named:  # no optimizer op, no weight gradient (their shapes do not change)
+        assert not row.key.startswith("adam"), diff.headline()
+        assert not set(row.shapes_after) & weights, diff.headline()
+        assert row.reshaped and row.requested_delta > 0

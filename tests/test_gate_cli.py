@@ -189,8 +189,16 @@ def test_baseline_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["check", LARGE, "--baseline", str(own)]) == 0
     assert main(["check", LARGE, "--baseline", str(smaller), "--tolerance", "5%"]) == 4
     out = capsys.readouterr().out
-    assert "FAIL baseline: mklcpu on localhost: peak 8 MiB vs baseline 2 MiB (+6 MiB" in out
+    # Requests at the peak by default (two_runs has no padding: the same figures).
+    assert (
+        "FAIL baseline: mklcpu on localhost: requested at the peak 8 MiB vs baseline 2 MiB "
+        "(+6 MiB" in out
+    )
     assert "Fill +3 MiB" in out
+    assert main(["check", LARGE, "--baseline", str(smaller), "--compare", "allocated"]) == 4
+    assert "FAIL baseline: mklcpu on localhost: peak 8 MiB vs baseline 2 MiB (+6 MiB" in (
+        capsys.readouterr().out
+    )
     # A smaller baseline edited by hand fails too; a generous tolerance passes.
     data["allocators"][0]["peak_bytes"] = 8 * MiB - 1
     own.write_text(json.dumps(data))
@@ -213,7 +221,7 @@ def test_baseline_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_diff_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diff", SMALL, LARGE]) == 0
+    assert main(["diff", SMALL, LARGE, "--compare", "allocated"]) == 0
     out = capsys.readouterr().out
     assert (
         "mklcpu on localhost: peak 2 MiB → 8 MiB (+6 MiB, +300.0%); "
@@ -221,7 +229,8 @@ def test_diff_table(capsys: pytest.CaptureFixture[str]) -> None:
     )
     rows = [line.split("  ") for line in out.splitlines() if line.startswith(("Fill", "Mul"))]
     cells = [[c.strip() for c in row if c.strip()] for row in rows]
-    numbers = ["1 MiB", "4 MiB", "+3 MiB", "2 MiB", "8 MiB", "+6 MiB"]
+    shape = "float32[256,1024] → float32[1024,1024]"  # what each op asked for, before → after
+    numbers = [shape, "+6 MiB", "1 MiB", "4 MiB", "+3 MiB", "+6 MiB"]
     assert cells == [["Fill", "changed", *numbers], ["Mul", "changed", *numbers]]
 
 
@@ -245,6 +254,12 @@ def test_diff_json_and_baseline_side(tmp_path: Path, capsys: pytest.CaptureFixtu
         "allocated_delta_bytes": 6 * MiB,
         "count_before": 2,
         "count_after": 2,
+        "requested_before_bytes": 2 * MiB,
+        "requested_after_bytes": 8 * MiB,
+        "requested_delta_bytes": 6 * MiB,
+        "peak_requested_delta_bytes": 3 * MiB,
+        "shapes_before": ["float32[256,1024]"],
+        "shapes_after": ["float32[1024,1024]"],
     }
 
 
@@ -254,7 +269,10 @@ def test_diff_markdown_and_html_files(tmp_path: Path) -> None:
     assert main(["diff", KERAS, callback, "--by", "scope", "--depth", "2", "-o", str(md)]) == 0
     text = md.read_text()
     assert text.startswith("## Memory diff: ")
-    assert "| `gradient_tape/mlp_1` | new | - | 4.5 MiB | +4.5 MiB |" in text
+    assert (
+        "| `gradient_tape/mlp_1` | new | float32[512,1024] | +6 MiB | - | 4.5 MiB | +4.5 MiB |"
+        in (text)
+    )
     assert main(["diff", KERAS, callback, "-o", str(page), "--top", "3"]) == 0
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html

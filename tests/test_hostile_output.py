@@ -19,6 +19,7 @@ from test_report import assert_tables_well_formed, flat, markdown_tokens
 
 from traceparse.cli import app as cli
 from traceparse.report.escape import one_line
+from traceparse.report.interact import SCRIPT
 
 # Names a model author (or whoever made the file) controls.
 OPS = [
@@ -188,8 +189,11 @@ def html_report(tmp_path_factory: pytest.TempPathFactory, capture: Path) -> Path
 
 def test_html_report_escapes_every_name(html_report: Path) -> None:
     page = Page()
-    page.feed(html_report.read_text(encoding="utf-8"))
-    assert "script" not in page.tags and "img" not in page.tags and "b" not in page.tags
+    text = html_report.read_text(encoding="utf-8")
+    page.feed(text)
+    # One script: the report's own (sort and filter), the only one its policy allows.
+    assert page.tags.count("script") == 1 and f"<script>{SCRIPT}</script>" in text
+    assert "img" not in page.tags and "b" not in page.tags
     assert not [name for name, _ in page.attributes if name.startswith("on")]
     for name, value in page.attributes:
         if name in ("href", "src", "xlink:href", "action"):
@@ -206,7 +210,7 @@ def test_html_report_runs_nothing_in_chromium(html_report: Path, tmp_path: Path)
     found = open_in_chromium(html_report, shot, tmp_path / "chromium-profile")
     assert found["problems"] == []
     assert not found["pwned"]
-    assert found["scripts"] == 0 and found["handlers"] == 0
+    assert found["scripts"] == 1 and found["handlers"] == 0  # the report's own script
     assert found["resources"] == []
     for name in [HOST, ALLOCATOR, OPS[0], OPS[1]]:
         assert one_line(name) in found["text"], name

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, fixture_file
+from conftest import FIXTURES, REPO, fixture_file, run_traceparse
 
 import traceparse
 from traceparse.files.discover import find_captures
@@ -197,3 +197,35 @@ def test_fsspec_memory_filesystem() -> None:
     assert prof.allocations.drop(columns="host").equals(local.allocations.drop(columns="host"))
     with pytest.raises(traceparse.CaptureNotFoundError):
         traceparse.load("memory://missing")
+
+
+def _empty_memory_profile(tmp_path: Path) -> Path:
+    """What xprof writes for a capture without memory events (a laptop run without a GPU)."""
+    xprof = pytest.importorskip(
+        "xprof.convert.raw_to_tool_data", reason="needs tensorboard-plugin-profile (xprof)"
+    )
+    data, _ = xprof.xspace_to_tool_data([str(fixture_file("no_memory"))], "memory_profile", {})
+    text = data.decode() if isinstance(data, bytes) else str(data)
+    assert '"memoryProfilePerAllocator":{}' in text, text  # the real thing, not a guess
+    run = tmp_path / "plugins/profile/2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    (run / "h.memory_profile.json.gz").write_bytes(gzip.compress(text.encode()))
+    return run / "h.memory_profile.json.gz"
+
+
+def test_an_empty_memory_profile_is_valid_and_empty(tmp_path: Path) -> None:
+    path = _empty_memory_profile(tmp_path)
+    prof = traceparse.load(path)
+    assert prof.allocations.empty and prof.peak.empty and prof.summary() == []
+    assert any("no memory events" in note for note in prof.diagnostics)
+    result = run_traceparse("summary", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "no memory events" in result.stdout + result.stderr
+
+
+def test_a_memory_profile_without_allocators_or_hosts_is_not_one(tmp_path: Path) -> None:
+    path = tmp_path / "plugins/profile/2026_01_01_00_00_00/h.memory_profile.json.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(b'{"memoryIds": [], "hloModules": []}'))
+    with pytest.raises(traceparse.CorruptCaptureError, match="not a memory profile"):
+        traceparse.load(path)

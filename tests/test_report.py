@@ -24,6 +24,7 @@ from conftest import FIXTURES, REPO
 import traceparse
 from traceparse import Profile, UsageError
 from traceparse.report import render_html, render_json, render_markdown, write_report
+from traceparse.report.interact import SCRIPT, SCRIPT_HASH
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
 VERSION = "0.0.0-test"
@@ -223,7 +224,12 @@ def test_html_is_self_contained_with_charts_and_tables() -> None:
     page = parse_html(text)
     assert text.startswith("<!doctype html>")
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
-    assert "script" not in page.tags
+    # One script, the report's own (sorting, filtering), allowed by its hash only.
+    assert page.tags.count("script") == 1 and f"<script>{SCRIPT}</script>" in text
+    assert (
+        f"script-src '{SCRIPT_HASH}'" in text
+        and "unsafe-inline'" not in text.split("script-src")[1][:80]
+    )
     assert all(u.startswith("#") for u in page.urls), page.urls  # nothing fetched
     assert page.tags.count("svg") >= 4  # timeline, ops, scopes, attribution
     assert 'class="chart timeline"' in text
@@ -235,12 +241,12 @@ def test_html_is_self_contained_with_charts_and_tables() -> None:
 def test_html_escapes_hostile_names() -> None:
     text = render_html([hostile_profile()], VERSION)
     page = parse_html(text)
-    assert "script" not in page.tags and "img" not in page.tags
+    assert page.tags.count("script") == 1 and "img" not in page.tags  # only the report's
     assert page.handlers == []
     assert all(u.startswith("#") for u in page.urls), page.urls
     body = "".join(page.text)
     assert HOSTILE[0] in body and HOSTILE[1] in body
-    assert "<script" not in text.lower()
+    assert text.lower().count("<script") == 1 and f"<script>{SCRIPT}</script>" in text
 
 
 # -- JSON -----------------------------------------------------------------------------

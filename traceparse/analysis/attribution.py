@@ -5,9 +5,12 @@ splits into
 
 - ``shape_explained_bytes``: what its shape x dtype accounts for (capped at the
   request, so a part is never negative);
-- ``unexplained_request_bytes``: the rest of what TensorFlow asked for: temp
-  buffers without a shape, dtypes without a fixed size (a string tensor's
-  24-byte ``tstring`` headers), requests larger than the shape;
+- ``shape_unknown_bytes``: what TensorFlow asked for where it recorded no
+  shape (temp buffers, a Keras optimizer slot's initializer): no estimate, so
+  neither explained nor "beyond" one;
+- ``unexplained_request_bytes``: the rest of what TensorFlow asked for:
+  dtypes without a fixed size (a string tensor's 24-byte ``tstring``
+  headers), requests larger than the shape;
 - ``padding_bytes``: what the allocator added (rounding, unsplit chunks).
 
 An XLA program's temp slab linked to its program (``allocations.xla_program``)
@@ -53,6 +56,7 @@ PARTS = [
     "shape_explained_bytes",
     "xla_buffer_bytes",
     "xla_slack_bytes",
+    "shape_unknown_bytes",
     "unexplained_request_bytes",
     "padding_bytes",
     "variable_bytes",
@@ -76,27 +80,34 @@ ATTRIBUTION_COLUMNS: dict[str, str] = {
 
 
 def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None) -> pd.DataFrame:
-    """Per allocation: its explained, unexplained-request and padding bytes (int64, exact).
+    """Per allocation: its explained, XLA, shape-unknown, unexplained-request and padding
+    bytes (int64, exact).
 
-    ``xla_covered``: for linked XLA temp slabs (by row), the bytes HLO buffers cover."""
+    ``xla_covered``: for linked XLA temp slabs (by row), the bytes HLO buffers cover.
+    A linked slab has no shape of its own: its request splits into XLA buffers and
+    slack, never into "shape unknown"."""
     held = held_bytes(allocations)
     requested = requested_or_held(allocations)
     estimated = allocations["estimated_bytes"].to_numpy(dtype=np.int64, na_value=0)
     explained = np.clip(np.minimum(estimated, requested), 0, None)
+    rest = requested - explained
+    slab = np.zeros(len(allocations), dtype=bool)
     xla_buffer = np.zeros(len(allocations), dtype=np.int64)
     xla_slack = np.zeros(len(allocations), dtype=np.int64)
     if xla_covered is not None and len(xla_covered):
         slab = allocations.index.isin(xla_covered.index)
-        rest = requested - explained
         covered = xla_covered.reindex(allocations.index).fillna(0).to_numpy(dtype=np.int64)
         xla_buffer = np.where(slab, np.clip(covered, 0, rest), 0)
         xla_slack = np.where(slab, rest - xla_buffer, 0)
+    no_shape = allocations["shape"].isna().to_numpy(dtype=bool)
+    unknown = np.where(no_shape & ~slab, rest, 0)
     return pd.DataFrame(
         {
             "shape_explained_bytes": explained,
             "xla_buffer_bytes": xla_buffer,
             "xla_slack_bytes": xla_slack,
-            "unexplained_request_bytes": requested - explained - xla_buffer - xla_slack,
+            "shape_unknown_bytes": unknown,
+            "unexplained_request_bytes": rest - xla_buffer - xla_slack - unknown,
             "padding_bytes": held - requested,
             "held_bytes": held,
         },
@@ -160,6 +171,7 @@ def _attribution_table(
         shape_explained_bytes=("shape_explained_bytes", "sum"),
         xla_buffer_bytes=("xla_buffer_bytes", "sum"),
         xla_slack_bytes=("xla_slack_bytes", "sum"),
+        shape_unknown_bytes=("shape_unknown_bytes", "sum"),
         unexplained_request_bytes=("unexplained_request_bytes", "sum"),
         padding_bytes=("padding_bytes", "sum"),
         held_bytes=("held_bytes", "sum"),

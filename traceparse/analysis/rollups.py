@@ -16,8 +16,8 @@ from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, liv
 from traceparse.analysis.peak import peak_event_of
 from traceparse.errors import UsageError
 
-# The label of ops that sit in no name scope (TF names cannot contain parentheses).
-NO_SCOPE = "(no scope)"
+# The scope of ops that sit in no name scope (TF names cannot contain parentheses).
+NO_SCOPE = "(top level)"
 
 # Function-call wrappers that prefix every op of a tf.function or Keras step
 # ("StatefulPartitionedCall/mlp_1/hidden_1/Relu"); they are not the user's scopes.
@@ -37,7 +37,7 @@ ROLLUP_COLUMNS: dict[str, str] = {
     "live_at_peak_bytes": "int64",
     "live_at_end": "int64",
     "live_at_end_bytes": "int64",
-    "mean_lifetime_ps": "Float64",
+    "mean_lifetime_ps": "Int64",  # rounded: times are whole picoseconds
     "compute_count": "Int64",
     "compute_ps": "Int64",
 }
@@ -80,7 +80,7 @@ def scope_of(op: str, depth: int) -> str:
     >>> scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 2)
     'mlp_1/hidden_1'
     >>> scope_of("Fill", 1)
-    '(no scope)'
+    '(top level)'
     """
     parts = op.split("/")[:-1]  # the last part is the op itself
     while parts and _WRAPPER.match(parts[0]):
@@ -152,6 +152,7 @@ def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd
         live_at_end_bytes=("live_at_end_bytes", "sum"),
         mean_lifetime_ps=("lifetime_ps", "mean"),
     )
+    table["mean_lifetime_ps"] = table["mean_lifetime_ps"].astype("Float64").round()
     return table.reset_index()
 
 

@@ -3,7 +3,8 @@
 Steps come from the step markers (``Trace(name, step_num=n, _r=1)``, which
 ``cap.step(n)`` and Keras' TensorBoard callback write): a step spans its
 markers' first start to last end. A host without markers falls back to the
-allocator's step ids: a step then spans its events' first and last times.
+allocator's step ids (executions, numbered in time order for a raw capture):
+a step then spans its events' first and last times. Rows are in time order.
 ``Profile.allocations.step`` and ``Profile.timeline.step`` use the same rule,
 so a step's counts here are those rows.
 """
@@ -42,8 +43,9 @@ STEP_COLUMNS: dict[str, str] = {
 
 # Where a step comes from: step markers; xprof's step numbers (pre-converted
 # profiles); or the allocator's own step ids, which in a raw capture number
-# single executions (one eager op, one tf.function call), not training steps.
-MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "step_id"
+# single executions (one eager op, one tf.function call), not training steps:
+# those "steps" are executions numbered 1, 2, ... in time order (tables.build).
+MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "execution"
 
 
 def step_windows(

@@ -51,6 +51,9 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
         if not pv.allocators:
             term.line()
             term.line("No memory events: nothing to attribute (see the diagnostics below).")
+        if len(pv.allocators) > 1:
+            term.line()
+            _print_overview(pv.allocators, term)
         for av in pv.allocators:
             term.line()
             term.heading(f"Allocator {av.allocator} on {av.host}", level=2)
@@ -68,6 +71,40 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
             term.line()
             term.line("Diagnostics", style="bold")
             term.bullets(pv.diagnostics, style="yellow")
+
+
+def _print_overview(allocators: Sequence[Any], term: Terminal) -> None:
+    """One line per host and allocator, the fullest flagged, before the full blocks."""
+    from traceparse.output.units import format_bytes, format_duration_ps, format_percent
+
+    def fullness(av: Any) -> tuple[float, int]:
+        s = av.summary
+        return (-1.0 if s.utilisation is None else float(s.utilisation), int(s.peak_bytes))
+
+    fullest = max(allocators, key=fullness)
+    rows = []
+    for av in allocators:
+        s = av.summary
+        before = int(s.attribution.get("before_capture_bytes", 0))
+        rows.append(
+            [
+                str(av.host),
+                str(av.allocator),
+                format_bytes(s.peak_bytes),
+                format_bytes(s.capacity_bytes),
+                av.utilisation,
+                format_percent(before / s.peak_bytes if s.peak_bytes else None),
+                format_duration_ps(s.peak_time_ps),
+                "<- fullest" if av is fullest else "",
+            ]
+        )
+    by = "utilisation" if fullest.summary.utilisation is not None else "peak (no capacity known)"
+    term.text_table(
+        ["Host", "Allocator", "Peak", "Capacity", "Used", "Before capture", "Peak at", ""],
+        rows,
+        right=[False, False, True, True, True, True, True, False],
+        title=f"Allocators ({len(allocators)}; the fullest by {by} is flagged)",
+    )
 
 
 def _print_facts(av: Any, term: Terminal) -> None:

@@ -58,7 +58,8 @@ class TableCommand(Command):
             "--sort",
             metavar="COLUMN",
             help="sort by COLUMN: sizes, counts and durations largest first, the rest in "
-            "ascending order",
+            "ascending order (a table shows times in words under the column's name without "
+            "_ps: --sort start means start_ps)",
         )
         group.add_argument("--reverse", action="store_true", help="reverse the sort order")
         group.add_argument(
@@ -182,7 +183,12 @@ class TableCommand(Command):
             if hidden > 0:
                 rows = "row" if hidden == 1 else "rows"
                 footer = f"… {hidden} more {rows} (--top 0 shows all, --format csv exports them)"
-            out.table(table, title=self.describe(profile, args), footer=footer)
+            out.table(
+                table,
+                title=self.describe(profile, args),
+                footer=footer,
+                headers={**word_headers(table.columns), **_step_header(profile, table)},
+            )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)
             term.note(f"Wrote {args.output}")
@@ -200,6 +206,32 @@ class TableCommand(Command):
         write_output(data, path, term.stream)
         if path:
             term.note(f"Wrote {len(table)} rows to {path}")
+
+
+def word_headers(columns: Sequence[object]) -> dict[str, str]:
+    """Terminal headers of the picosecond columns, which a table shows in words.
+
+    ``start_ps`` holding "52.7 µs" would read as a number of picoseconds; its
+    header is ``start`` (``--sort`` and ``--columns`` take either name).
+    """
+    return {str(c): str(c).removesuffix("_ps") for c in columns if str(c).endswith("_ps")}
+
+
+def _step_header(profile: Profile, table: pd.DataFrame) -> dict[str, str]:
+    """Without step markers the step column holds executions: its header says so."""
+    from traceparse.analysis.steps import STEP_ID
+
+    if "step" not in table.columns or profile.step_markers.shape[0]:
+        return {}
+    sources = set(profile.steps["source"].astype(str))
+    return {"step": "execution"} if sources == {STEP_ID} else {}
+
+
+def column_named(table: pd.DataFrame, name: str) -> str:
+    """``name``, or the picosecond column a terminal header ``name`` stands for."""
+    if name not in table.columns and f"{name}_ps" in table.columns:
+        return f"{name}_ps"
+    return name
 
 
 def _first_present(table: pd.DataFrame, candidates: Sequence[str]) -> str | None:
@@ -226,6 +258,7 @@ def sort_rows(table: pd.DataFrame, column: str | None, reverse: bool = False) ->
 
     if column is None:
         return table.iloc[::-1] if reverse else table
+    column = column_named(table, column)
     if column not in table.columns:
         raise UsageError(
             f"cannot sort by {column!r}: no such column; choose one of "
@@ -243,7 +276,7 @@ def sort_rows(table: pd.DataFrame, column: str | None, reverse: bool = False) ->
 
 def pick_columns(table: pd.DataFrame, spec: str) -> list[str]:
     """The columns named in ``A,B,C``; an unknown name is a usage error listing the choices."""
-    wanted = [c.strip() for c in spec.split(",") if c.strip()]
+    wanted = [column_named(table, c.strip()) for c in spec.split(",") if c.strip()]
     repeated = sorted({c for c in wanted if wanted.count(c) > 1})
     if repeated:
         raise UsageError(f"--columns names {', '.join(repeated)} more than once; name each once")

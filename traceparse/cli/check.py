@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 CHECK_SCHEMA_VERSION = 1
 
 
+# How a PCT reads (units.parse_percent): "1" is 100%, not 1%.
+_PERCENT_HELP = "90%%, 90 and 0.9 all mean 90%% (a bare number up to 1 is a fraction: 1 is 100%%)"
+
+
 def tolerance_type(text: str) -> Tolerance:
     """An argparse type: ``5%``, ``0.05`` or a size such as ``64MiB``."""
     from traceparse.gate.budgets import Tolerance
@@ -78,14 +82,15 @@ class CheckCommand(Command):
             type=percent_type,
             metavar="PCT",
             help="most of the allocator's capacity in use at the peak (peak / (in use + "
-            "available)), such as 90%%",
+            f"available)), such as 90%%; {_PERCENT_HELP}",
         )
         budgets.add_argument(
             "--max-padding",
             type=percent_type,
             metavar="PCT",
             help="most padding at the peak: padding bytes (allocated minus requested) over "
-            "the allocated bytes of the allocations live at the peak, such as 25%%",
+            "the allocated bytes of the allocations live at the peak, such as 25%%; "
+            + _PERCENT_HELP,
         )
         budgets.add_argument(
             "--no-leaks",
@@ -105,6 +110,14 @@ class CheckCommand(Command):
             metavar="PCT|SIZE",
             help="how much the peak may grow over the baseline: a percentage (default 5%%) "
             "or a size such as 64MiB",
+        )
+        budgets.add_argument(
+            "--compare",
+            choices=["requested", "allocated"],
+            default="requested",
+            help="what --baseline compares: the bytes requested at the peak (default: the "
+            "peak less the allocator's padding, so a bigger chunk handed out by chance does "
+            "not fail CI) or the bytes in use at the peak",
         )
         budgets.add_argument(
             "--allow-empty",
@@ -148,6 +161,7 @@ class CheckCommand(Command):
             tolerance=args.tolerance or DEFAULT_TOLERANCE,
             allocator=args.allocator,
             allow_empty=args.allow_empty,
+            compare=args.compare,
         )
         if budgets.empty and args.baseline is None:
             raise UsageError(

@@ -63,6 +63,14 @@ class DiffCommand(Command):
         )
         parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
         parser.add_argument(
+            "--compare",
+            choices=["requested", "allocated"],
+            default="requested",
+            help="rank and explain by what the program requested (default: shape × dtype "
+            "and requested bytes, which do not depend on which chunk the allocator handed "
+            "out) or by the bytes allocated at the peak",
+        )
+        parser.add_argument(
             "--top",
             type=count_type,
             default=20,
@@ -109,7 +117,14 @@ class DiffCommand(Command):
                 f"neither {args.before} nor {args.after} has memory events: there is "
                 "nothing to compare"
             )
-        diffs = diff_figures(before, after, by=args.by, depth=args.depth, allocator=args.allocator)
+        diffs = diff_figures(
+            before,
+            after,
+            by=args.by,
+            depth=args.depth,
+            allocator=args.allocator,
+            compare=args.compare,
+        )
         title = f"Memory diff: {before_info['label']} → {after_info['label']}"
         if fmt == "json":
             text = diff_json(diffs, before_info, after_info, args.by)

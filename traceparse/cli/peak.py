@@ -7,6 +7,14 @@ from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
 
+# Bytes in use at the peak that no allocation in the capture holds, as rows of
+# their own: (attribution column, the row's op, its region).
+UNOWNED_ROWS = (
+    ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
+    ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
+    ("reserved_bytes", "(reserved by the allocator)", "reserved"),
+)
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -19,8 +27,9 @@ class PeakCommand(TableCommand):
 
     For each allocator in the newest run under PATH, finds the moment with the
     most bytes in use and lists the allocations live then, largest first;
-    memory allocated before the capture started shows as its own row, so the
-    rows add up to the allocator's own counter. --per-allocator prints the
+    memory allocated before the capture started, and memory the allocator
+    reserved, show as their own rows, so the rows add up to the allocator's
+    own counter (bytes in use at the peak). --per-allocator prints the
     peaks themselves instead: time, step, bytes in use, heap, reserved,
     available, capacity and fragmentation.
     """
@@ -50,7 +59,11 @@ class PeakCommand(TableCommand):
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
         if args.per_allocator:
             return profile.peak
-        return profile.live_at_peak(allocator=args.allocator, host=args.host)
+        from traceparse.analysis.peak import select
+
+        live = profile.live_at_peak(allocator=args.allocator, host=args.host)
+        parts = select(profile.attribution, args.allocator, args.host, profile.timeline)
+        return with_unowned_rows(live, parts)
 
     def describe(self, profile: Profile, args: argparse.Namespace) -> str:
         if args.per_allocator:
@@ -67,6 +80,7 @@ class PeakCommand(TableCommand):
         if args.per_allocator:
             return
         from traceparse.output.units import format_bytes, format_duration_ps, is_missing
+        from traceparse.report.view import step_word
 
         peaks = profile.peak
         lines = []
@@ -77,7 +91,8 @@ class PeakCommand(TableCommand):
                 continue
             where = f"at {format_duration_ps(row.time_ps)}"
             if not is_missing(row.step):
-                where += f", step {row.step}"
+                word = step_word(profile.steps, str(row.host), str(row.allocator))
+                where += f", {word} {row.step}"
             lines.append(
                 f"{row.allocator} on {row.host}: peak {format_bytes(row.in_use_bytes)} {where}"
             )
@@ -85,3 +100,40 @@ class PeakCommand(TableCommand):
             term.line(line, style="bold")
         if lines:
             term.line()
+
+
+def with_unowned_rows(live: pd.DataFrame, attribution: pd.DataFrame) -> pd.DataFrame:
+    """``live`` plus one row per allocator of ``attribution`` for each non-zero unowned part.
+
+    With them the ``allocated_bytes`` of an allocator's rows sum to its
+    ``in_use_bytes`` at the peak (the attribution's parts sum to it exactly).
+    """
+    import pandas as pd
+
+    rows: list[dict[str, object]] = []
+    for part in attribution.itertuples(index=False):
+        for column, op, region in UNOWNED_ROWS:
+            value = int(getattr(part, column))
+            if value:
+                rows.append(
+                    {
+                        "host": part.host,
+                        "allocator": part.allocator,
+                        "op": op,
+                        "region": region,
+                        "allocated_bytes": value,
+                    }
+                )
+    if not rows:
+        return live
+    extra = pd.DataFrame(rows, columns=list(live.columns))
+    merged = pd.concat([live.astype(object), extra.astype(object)], ignore_index=True)
+    types: dict[str, object] = {}
+    for column, dtype in live.dtypes.items():
+        if str(dtype) == "int64":
+            types[str(column)] = "Int64"  # the extra rows have no time or event
+        elif str(dtype) == "bool":
+            types[str(column)] = "boolean"
+        else:
+            types[str(column)] = dtype if str(dtype) != "category" else "category"
+    return merged.astype(types)

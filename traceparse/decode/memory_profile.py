@@ -39,9 +39,14 @@ def parse_memory_profile(
         raise CorruptCaptureError(
             f"{path}: not a readable {kind} ({exc}); copy the file again", path
         ) from exc
-    if not profile.memory_profile_per_allocator and not profile.memory_ids:
+    # xprof writes a profile with no allocators when the capture had no memory
+    # events (``{"memoryProfilePerAllocator":{},"numHosts":1,...}``): valid and
+    # empty. Without even a host count, the bytes are something else.
+    empty = not profile.memory_profile_per_allocator and not profile.memory_ids
+    if empty and profile.num_hosts <= 0:
         raise CorruptCaptureError(
-            f"{path}: no allocator in this memory_profile, so it is not a memory profile",
+            f"{path}: no allocator and no host in this memory_profile, so it is not a "
+            "memory profile",
             path,
         )
     return profile

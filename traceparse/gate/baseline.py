@@ -19,7 +19,9 @@ time it was written, so the same capture always gives the same bytes.
          "padding_at_peak_bytes": 2752512, "allocated_bytes": 159907840,
          "allocations": 43,
          "ops": {"AddV2": {"live_at_peak_bytes": 4194304, "allocated_bytes": 4194304,
-                           "count": 1}, ...}}
+                           "count": 1, "requested_bytes": 4194304,
+                           "live_at_peak_requested_bytes": 4194304,
+                           "shapes": ["float32[4096,256]"]}, ...}}
       ]
     }
 """
@@ -57,6 +59,12 @@ _INT_FIELDS = (
     "allocations",
 )
 _OP_FIELDS = ("live_at_peak_bytes", "allocated_bytes", "count")
+# Added later (same version): what the program asked for. A baseline written
+# before them compares what was handed out instead (each falls back to its pair).
+_REQUEST_FIELDS = {
+    "requested_bytes": "allocated_bytes",
+    "live_at_peak_requested_bytes": "live_at_peak_bytes",
+}
 
 
 @dataclass(frozen=True)
@@ -175,7 +183,10 @@ def _allocator_dict(figures: AllocatorFigures) -> dict[str, Any]:
         "allocated_bytes": figures.allocated_bytes,
         "allocations": figures.allocations,
         "ops": {
-            op: {name: getattr(values, name) for name in _OP_FIELDS}
+            op: {
+                **{name: getattr(values, name) for name in (*_OP_FIELDS, *_REQUEST_FIELDS)},
+                "shapes": list(values.shapes),
+            }
             for op, values in sorted(figures.ops.items())
         },
     }
@@ -215,9 +226,18 @@ def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> All
         if not isinstance(figures, dict):
             raise bad(f"has an invalid entry for op {op!r}")
         numbers = [_int(figures.get(name, 0)) for name in _OP_FIELDS]
+        numbers += [
+            _int(figures.get(name, figures.get(pair, 0))) for name, pair in _REQUEST_FIELDS.items()
+        ]
         if any(n is None or n < 0 for n in numbers):
             raise bad(f"has invalid numbers for op {op!r}")
-        ops[str(op)] = OpFigures(*(int(n or 0) for n in numbers))
+        shapes = figures.get("shapes", [])
+        if not isinstance(shapes, list) or not all(isinstance(x, str) for x in shapes):
+            raise bad(f"has invalid shapes for op {op!r} (a list of strings)")
+        at_peak, allocated, count, requested, at_peak_requested = (int(n or 0) for n in numbers)
+        ops[str(op)] = OpFigures(
+            at_peak, allocated, count, requested, at_peak_requested, tuple(shapes)
+        )
     return AllocatorFigures(
         host=host,
         allocator=allocator,

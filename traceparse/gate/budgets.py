@@ -103,6 +103,9 @@ class Budgets:
     tolerance: Tolerance = DEFAULT_TOLERANCE
     allocator: str | None = None
     allow_empty: bool = False
+    # What a baseline compares: the peak's requests (the peak less the allocator's
+    # padding, not the allocator's luck) or its bytes in use.
+    compare: str = "requested"
 
     @classmethod
     def from_options(
@@ -116,6 +119,7 @@ class Budgets:
         tolerance: str | float | Tolerance = DEFAULT_TOLERANCE,
         allocator: str | None = None,
         allow_empty: bool = False,
+        compare: str = "requested",
     ) -> Budgets:
         """Budgets from values as people write them (``"2GiB"``, ``"90%"``); ``UsageError``."""
         if baseline is not None and not isinstance(baseline, Baseline):
@@ -129,6 +133,7 @@ class Budgets:
             tolerance=Tolerance.parse(tolerance),
             allocator=allocator,
             allow_empty=bool(allow_empty),
+            compare=compare,
         )
 
     @property
@@ -298,7 +303,8 @@ def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
 def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
     parts = s.attribution
     padding = parts["padding_bytes"]
-    held = parts["shape_explained_bytes"] + parts["unexplained_request_bytes"] + padding
+    requested = parts["shape_explained_bytes"] + parts["shape_unknown_bytes"]
+    held = requested + parts["unexplained_request_bytes"] + padding
     fraction = padding / held if held > 0 else 0.0
     failed = fraction > limit
     message = (
@@ -400,25 +406,32 @@ def _baseline(profile: Profile, budgets: Budgets) -> list[Result]:
                 )
             )
         else:
-            results.append(_against(now, before, tolerance))
+            results.append(_against(now, before, tolerance, budgets.compare))
     return results
 
 
-def _against(now: AllocatorFigures, before: AllocatorFigures, tolerance: Tolerance) -> Result:
-    allowed = tolerance.allowed(before.peak_bytes)
-    delta = now.peak_bytes - before.peak_bytes
-    failed = now.peak_bytes > allowed
+def _against(
+    now: AllocatorFigures, before: AllocatorFigures, tolerance: Tolerance, compare: str
+) -> Result:
+    requested = compare == "requested"
+    then = before.requested_peak_bytes if requested else before.peak_bytes
+    measured = now.requested_peak_bytes if requested else now.peak_bytes
+    allowed = tolerance.allowed(then)
+    delta = measured - then
+    failed = measured > allowed
+    what = "requested at the peak" if requested else "peak"
     message = (
-        f"peak {format_bytes(now.peak_bytes)} vs baseline {format_bytes(before.peak_bytes)} "
-        f"({format_bytes(delta, signed=True)}, {_ratio(delta, before.peak_bytes)}) "
+        f"{what} {format_bytes(measured)} vs baseline {format_bytes(then)} "
+        f"({format_bytes(delta, signed=True)}, {_ratio(delta, then)}) "
         f"{'>' if failed else '<='} allowed {format_bytes(allowed)} (tolerance {tolerance})"
     )
+    field = "live_at_peak_requested_bytes" if requested else "live_at_peak_bytes"
     contributors: tuple[Contributor, ...] = ()
     if failed:
         grown = []
         for op in sorted(set(now.ops) | set(before.ops)):
-            after_bytes = now.ops[op].live_at_peak_bytes if op in now.ops else 0
-            before_bytes = before.ops[op].live_at_peak_bytes if op in before.ops else 0
+            after_bytes = getattr(now.ops[op], field) if op in now.ops else 0
+            before_bytes = getattr(before.ops[op], field) if op in before.ops else 0
             if after_bytes > before_bytes:
                 grown.append((after_bytes - before_bytes, op, before_bytes, after_bytes))
         grown.sort(key=lambda g: (-g[0], g[1]))
@@ -437,7 +450,7 @@ def _against(now: AllocatorFigures, before: AllocatorFigures, tolerance: Toleran
         now.allocator,
         "fail" if failed else "pass",
         message,
-        measured=now.peak_bytes,
+        measured=measured,
         allowed=allowed,
         contributors=contributors,
     )

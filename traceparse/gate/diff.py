@@ -9,6 +9,12 @@ explain it: the rows that moved the same way as the peak, largest first, until
 they account for the peak's change. Bytes at the peak that belong to no op
 (allocated before the capture started, or reserved) are named separately, so
 the rows and the rest always add up to the peak's change.
+
+By default (``compare="requested"``) rows are ranked by what the program asked
+for (requested bytes over the capture, then those live at the peak), and the
+headline names the rows whose requests moved: a weight gradient that got a
+bigger chunk from the allocator this time did not grow. ``compare="allocated"``
+ranks by the bytes the allocator handed out at the peak, as before.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from traceparse.output.units import format_bytes, format_percent
 __all__ = ["EXPLAIN_MAX_ROWS", "AllocatorDiff", "By", "DiffRow", "diff_figures"]
 
 By = Literal["op", "scope"]
+Compare = Literal["requested", "allocated"]
 RowStatus = Literal["new", "vanished", "changed", "same"]
 
 # The headline names at most this many rows.
@@ -72,6 +79,32 @@ class DiffRow:
         return self.allocated_after - self.allocated_before
 
     @property
+    def requested_delta(self) -> int:
+        """The change in bytes requested over the capture."""
+        return (self.after or _EMPTY).requested_bytes - (self.before or _EMPTY).requested_bytes
+
+    @property
+    def peak_requested_delta(self) -> int:
+        """The change in bytes requested by the allocations live at the peak."""
+        after = (self.after or _EMPTY).live_at_peak_requested_bytes
+        return after - (self.before or _EMPTY).live_at_peak_requested_bytes
+
+    @property
+    def reshaped(self) -> bool:
+        """On both sides, with other shapes: the program asked for something else."""
+        return bool(self.shapes_before and self.shapes_after) and (
+            self.shapes_before != self.shapes_after
+        )
+
+    @property
+    def shapes_before(self) -> tuple[str, ...]:
+        return (self.before or _EMPTY).shapes
+
+    @property
+    def shapes_after(self) -> tuple[str, ...]:
+        return (self.after or _EMPTY).shapes
+
+    @property
     def count_before(self) -> int:
         return (self.before or _EMPTY).count
 
@@ -91,6 +124,12 @@ class DiffRow:
             "allocated_delta_bytes": self.allocated_delta,
             "count_before": self.count_before,
             "count_after": self.count_after,
+            "requested_before_bytes": (self.before or _EMPTY).requested_bytes,
+            "requested_after_bytes": (self.after or _EMPTY).requested_bytes,
+            "requested_delta_bytes": self.requested_delta,
+            "peak_requested_delta_bytes": self.peak_requested_delta,
+            "shapes_before": list(self.shapes_before),
+            "shapes_after": list(self.shapes_after),
         }
 
 
@@ -105,6 +144,10 @@ class AllocatorDiff:
     peak_after: int | None
     rows: tuple[DiffRow, ...]
     by: By = "op"
+    compare: Compare = "requested"
+    # The peaks less the allocator's padding at them (None where a side is absent).
+    requested_peak_before: int | None = None
+    requested_peak_after: int | None = None
 
     @property
     def host(self) -> str:
@@ -154,13 +197,37 @@ class AllocatorDiff:
             covered += size
         return chosen
 
+    def _requests_moved(self) -> list[DiffRow]:
+        """The rows whose shapes changed, their requests moved most, the way the total moved.
+
+        An op whose shapes are the same on both sides asks for the same tensors:
+        a change in its bytes is how often it allocated (TensorFlow reuses an
+        input's buffer when it can) or where the peak fell, not the program.
+        """
+        reshaped = [r for r in self.rows if r.reshaped]
+        total = sum(r.requested_delta for r in reshaped)
+        sign = 1 if total >= 0 else -1
+        moved = [r for r in reshaped if r.requested_delta * sign > 0]
+        moved.sort(key=lambda r: (-abs(r.requested_delta), -abs(r.peak_requested_delta), r.key))
+        chosen: list[DiffRow] = []
+        covered = 0
+        for row in moved:
+            if covered >= abs(total) or len(chosen) == EXPLAIN_MAX_ROWS:
+                break
+            chosen.append(row)
+            covered += abs(row.requested_delta)
+        return chosen
+
     @property
     def explained_by(self) -> tuple[DiffRow, ...]:
         """The rows that moved with the peak, largest first, until they cover its change.
 
         Bytes held by no row count towards the cover (``outside_rows_delta``), so
-        when they moved the peak, fewer rows (or none) are named.
+        when they moved the peak, fewer rows (or none) are named. Comparing
+        requests, the rows whose requests over the capture moved most.
         """
+        if self.compare == "requested":
+            return tuple(self._requests_moved())
         return tuple(row for row in self._explanation() if row is not None)
 
     def headline(self) -> str:
@@ -181,6 +248,8 @@ class AllocatorDiff:
             f"({format_bytes(self.peak_delta, signed=True)}, "
             f"{_ratio(self.peak_delta, self.peak_before)})"
         )
+        if self.compare == "requested":
+            return text + self._requested_headline()
         rest = self.outside_rows_delta
         outside = (
             f"{format_bytes(rest, signed=True)} held by no {noun} (allocated before the "
@@ -194,9 +263,36 @@ class AllocatorDiff:
             text += f"; {outside}"
         return text + "."
 
+    def _requested_headline(self) -> str:
+        before, after = self.requested_peak_before, self.requested_peak_after
+        text = ""
+        if before is not None and after is not None:
+            text = (
+                f"; requested at the peak {_b(before)} → {_b(after)} "
+                f"({format_bytes(after - before, signed=True)})"
+            )
+        moved = self._requests_moved()
+        if moved:
+            names = ", ".join(
+                f"{r.key} ({format_bytes(r.requested_delta, signed=True)} requested"
+                + {"new": ", new", "vanished": ", gone"}.get(r.status, "")
+                + ")"
+                for r in moved
+            )
+            text += f"; shapes changed most in {names}"
+        else:
+            text += (
+                f"; no {self.by}'s shapes changed (the rest is buffer reuse, timing and the "
+                "allocator's chunks)"
+            )
+        return text + "."
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "allocator": self.allocator,
+            "compare": self.compare,
+            "requested_peak_before_bytes": self.requested_peak_before,
+            "requested_peak_after_bytes": self.requested_peak_after,
             "host_before": self.host_before,
             "host_after": self.host_after,
             "peak_before_bytes": self.peak_before,
@@ -215,6 +311,7 @@ def diff_figures(
     by: By = "op",
     depth: int = 1,
     allocator: str | None = None,
+    compare: Compare = "requested",
 ) -> list[AllocatorDiff]:
     """One ``AllocatorDiff`` per allocator on either side (hosts paired as in a baseline)."""
     if allocator is not None:
@@ -225,7 +322,17 @@ def diff_figures(
         rows_a = rollup(a, by, depth) if a is not None else {}
         rows_b = rollup(b, by, depth) if b is not None else {}
         rows = [DiffRow(key, rows_a.get(key), rows_b.get(key)) for key in {*rows_a, *rows_b}]
-        rows.sort(key=lambda r: (-abs(r.peak_delta), -abs(r.allocated_delta), r.key))
+        if compare == "requested":  # reshaped rows first: what the program asked for
+            rows.sort(
+                key=lambda r: (
+                    not r.reshaped,
+                    -abs(r.requested_delta),
+                    -abs(r.peak_requested_delta),
+                    r.key,
+                )
+            )
+        else:
+            rows.sort(key=lambda r: (-abs(r.peak_delta), -abs(r.allocated_delta), r.key))
         some = a if a is not None else b
         assert some is not None
         out.append(
@@ -237,6 +344,9 @@ def diff_figures(
                 peak_after=None if b is None else b.peak_bytes,
                 rows=tuple(rows),
                 by=by,
+                compare=compare,
+                requested_peak_before=None if a is None else a.requested_peak_bytes,
+                requested_peak_after=None if b is None else b.requested_peak_bytes,
             )
         )
     return out

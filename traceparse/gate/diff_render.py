@@ -29,17 +29,29 @@ __all__ = [
 
 DIFF_SCHEMA_VERSION = 1
 
+# What the program asked for (shape, requested bytes) next to what the
+# allocator handed out (at the peak, over the capture).
 HEADERS = (
     "{by}",
     "change",
+    "largest shape",
+    "Δ requested",
     "at peak before",
     "at peak after",
     "Δ at peak",
-    "allocated before",
-    "allocated after",
     "Δ allocated",
 )
-_NUMERIC = (False, False, True, True, True, True, True, True)
+_NUMERIC = (False, False, False, True, True, True, True, True)
+# The delta columns (coloured in HTML) and the value each shows.
+_DELTAS = {3: "requested_delta", 6: "peak_delta", 7: "allocated_delta"}
+
+
+def _shape(row: DiffRow) -> str:
+    before = row.shapes_before[0] if row.shapes_before else None
+    after = row.shapes_after[0] if row.shapes_after else None
+    if before == after or before is None or after is None:
+        return before or after or "-"
+    return f"{before} → {after}"
 
 
 def _cells(row: DiffRow) -> list[str]:
@@ -48,11 +60,11 @@ def _cells(row: DiffRow) -> list[str]:
     return [
         row.key,
         row.status,
+        _shape(row),
+        format_bytes(row.requested_delta, signed=True),
         "-" if absent_before else format_bytes(row.peak_before),
         "-" if absent_after else format_bytes(row.peak_after),
         format_bytes(row.peak_delta, signed=True),
-        "-" if absent_before else format_bytes(row.allocated_before),
-        "-" if absent_after else format_bytes(row.allocated_after),
         format_bytes(row.allocated_delta, signed=True),
     ]
 
@@ -144,12 +156,10 @@ def diff_html(diffs: Sequence[AllocatorDiff], top: int, title: str) -> str:
                     f"<td>{html_text(cells[1])}</td>",
                 ]
                 for i, cell in enumerate(cells[2:], start=2):
-                    delta = i in (4, 7)
-                    value = row.peak_delta if i == 4 else row.allocated_delta
-                    css = "n" + (
-                        (" up" if value > 0 else " down" if value < 0 else "") if delta else ""
-                    )
-                    tds.append(f'<td class="{css}">{html_text(cell)}</td>')
+                    value = getattr(row, _DELTAS[i]) if i in _DELTAS else 0
+                    css = "n" if _NUMERIC[i] else ""
+                    css += " up" if value > 0 else " down" if value < 0 else ""
+                    tds.append(f'<td class="{css.strip()}">{html_text(cell)}</td>')
                 parts.append("<tr>" + "".join(tds) + "</tr>")
             parts.append("</tbody></table>")
         if note:

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from traceparse.output import cells
+
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
 
@@ -29,22 +31,39 @@ __all__ = [
 ]
 
 # The label of allocations without an op (TF names cannot contain parentheses).
-NO_OP = "(no op)"
+NO_OP = cells.NO_OP  # one spelling everywhere
+
+
+# An op's shapes listed in a diff: its largest few (dtype and shape).
+MAX_SHAPES = 3
 
 
 @dataclass(frozen=True)
 class OpFigures:
-    """One op (or scope) of one allocator: bytes live at the peak, bytes allocated, count."""
+    """One op (or scope) of one allocator: bytes live at the peak, bytes allocated, count.
+
+    Besides what the allocator handed out (``*_bytes``), what the program asked
+    for: ``requested_bytes`` over the capture and ``live_at_peak_requested_bytes``,
+    and ``shapes`` (``float32[128,2048]``), the largest first. Requests do not
+    depend on the allocator's luck (which chunk a request got); allocated bytes do.
+    """
 
     live_at_peak_bytes: int = 0
     allocated_bytes: int = 0
     count: int = 0
+    requested_bytes: int = 0
+    live_at_peak_requested_bytes: int = 0
+    shapes: tuple[str, ...] = ()
 
     def __add__(self, other: OpFigures) -> OpFigures:
+        shapes = tuple(dict.fromkeys((*self.shapes, *other.shapes)))[:MAX_SHAPES]
         return OpFigures(
             self.live_at_peak_bytes + other.live_at_peak_bytes,
             self.allocated_bytes + other.allocated_bytes,
             self.count + other.count,
+            self.requested_bytes + other.requested_bytes,
+            self.live_at_peak_requested_bytes + other.live_at_peak_requested_bytes,
+            shapes,
         )
 
 
@@ -73,6 +92,11 @@ class AllocatorFigures:
         return f"{self.allocator} on {self.host}"
 
     @property
+    def requested_peak_bytes(self) -> int:
+        """The peak less what the allocator added to the requests live then (its padding)."""
+        return self.peak_bytes - self.padding_at_peak_bytes
+
+    @property
     def utilisation(self) -> float | None:
         """Peak / capacity, or None when the capacity is unknown."""
         if not self.capacity_bytes:
@@ -92,11 +116,13 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
     import pandas as pd
 
     ops = profile.ops
+    asked = _requests(profile)
     out: list[AllocatorFigures] = []
     for summary in profile.summary():
         parts = summary.attribution
         live = (
             parts["shape_explained_bytes"]
+            + parts["shape_unknown_bytes"]
             + parts["unexplained_request_bytes"]
             + parts["padding_bytes"]
         )
@@ -113,8 +139,16 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
             strict=True,
         ):
             key = NO_OP if pd.isna(op) else str(op)
+            requested, at_peak_requested, shapes = asked.get(
+                (summary.host, summary.allocator, key), (0, 0, ())
+            )
             figures = OpFigures(
-                int(at_peak), 0 if pd.isna(allocated) else int(allocated), int(count)
+                int(at_peak),
+                0 if pd.isna(allocated) else int(allocated),
+                int(count),
+                requested,
+                at_peak_requested,
+                shapes,
             )
             by_op[key] = by_op.get(key, OpFigures()) + figures
         out.append(
@@ -131,6 +165,44 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
             )
         )
     return sorted(out, key=lambda f: (f.host, f.allocator))
+
+
+def _requests(profile: Profile) -> dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]]:
+    """Per (host, allocator, op): bytes requested, those live at the peak, largest shapes.
+
+    A request TensorFlow did not record counts as what was handed out.
+    """
+    import pandas as pd
+
+    from traceparse.analysis.liveness import requested_or_held
+
+    out: dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]] = {}
+    allocations = profile.allocations
+    if allocations.empty:
+        return out
+    live = profile.live_at_peak()
+    frame = pd.DataFrame(
+        {
+            "host": allocations["host"].astype(object).to_numpy(),
+            "allocator": allocations["allocator"].astype(object).to_numpy(),
+            "op": allocations["op"].astype(object).fillna(NO_OP).to_numpy(),
+            "requested": requested_or_held(allocations),
+            "at_peak": allocations.index.isin(live.index),
+            # Only where TensorFlow recorded both (NA rows are left out of the shapes).
+            "shape": (
+                allocations["dtype"].astype(object) + allocations["shape"].astype(object)
+            ).to_numpy(),
+        }
+    )
+    frame["at_peak_requested"] = frame["requested"].where(frame["at_peak"], 0)
+    keys = ["host", "allocator", "op"]
+    sums = frame.groupby(keys, sort=False)[["requested", "at_peak_requested"]].sum()
+    by_shape = frame.groupby([*keys, "shape"], sort=False)["requested"].max().reset_index()
+    by_shape = by_shape.sort_values(["requested", "shape"], ascending=[False, True])
+    shapes = by_shape.groupby(keys, sort=False)["shape"].agg(lambda s: tuple(s[:MAX_SHAPES]))
+    for key, row in sums.iterrows():
+        out[key] = (int(row["requested"]), int(row["at_peak_requested"]), shapes.get(key, ()))
+    return out
 
 
 def rollup(figures: AllocatorFigures, by: str, depth: int = 1) -> dict[str, OpFigures]:

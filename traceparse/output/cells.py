@@ -131,11 +131,25 @@ def format_cell(value: Any, kind: Kind) -> str:
     return visible(str(value), cell=True)
 
 
+# One spelling per meaning wherever a person reads a table: an allocation
+# TensorFlow recorded no op for, and (analysis.rollups.NO_SCOPE) an op in no
+# name scope, "(top level)". Other unknown values show as "-".
+NO_OP = "(no op recorded)"
+_OP_COLUMNS = frozenset({"op", "scope"})
+
+
+def cell_text(column: str, value: Any, kind: Kind) -> str:
+    """One cell as text: ``format_cell``, with a missing op or scope named as such."""
+    if column in _OP_COLUMNS and is_missing(value):
+        return NO_OP
+    return format_cell(value, kind)
+
+
 def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[str]]:
-    columns = list(frame.columns)
-    series = [frame[c].tolist() for c in columns]
+    columns = [str(c) for c in frame.columns]
+    series = [frame[c].tolist() for c in frame.columns]
     return [
-        [format_cell(series[i][r], kinds[columns[i]]) for i in range(len(columns))]
+        [cell_text(columns[i], series[i][r], kinds[columns[i]]) for i in range(len(columns))]
         for r in range(len(frame))
     ]
 

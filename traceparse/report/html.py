@@ -11,11 +11,14 @@ stacked bar, then the tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
+from traceparse.report.interact import SCRIPT
 from traceparse.report.source import ProfileLike
 from traceparse.report.style import CSP, STYLE
 from traceparse.report.view import (
@@ -26,6 +29,9 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["render_html", "render_html_view"]
 
@@ -69,6 +75,8 @@ def render_html_view(view: ReportView) -> str:
         "(1 MiB = 1,048,576 bytes). Made by traceparse from the TensorFlow profiler's "
         "allocator events.</footer>",
         "</main>",
+        # Sorting and filtering; the policy allows this exact text only (by its hash).
+        f"<script>{SCRIPT}</script>",
         "</body>",
         "</html>",
     ]
@@ -191,6 +199,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
                 peak_bytes=_int(s.peak_bytes),
                 capacity_bytes=_int(s.capacity_bytes),
                 steps=steps,
+                start_bytes=_counter_before(mine),
                 label=f"Memory in use over time, {a.host} {a.allocator}",
                 salt=f"{salt}-timeline",
             ),
@@ -211,7 +220,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             _figure(
                 f"{what} at the peak",
                 plots.bars_svg(
-                    [str(x) for x in top[column].astype(object)],
+                    [NO_OP if is_missing(x) else str(x) for x in top[column].astype(object)],
                     [int(v) for v in top["live_at_peak_bytes"]],
                     label=f"{what} holding memory at the peak",
                     salt=f"{salt}-{column}",
@@ -251,6 +260,14 @@ def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:
         "state and other. The table lists what no layer holds."
     )
     return [_figure(label, svg, caption, css="bars")]
+
+
+def _counter_before(timeline: pd.DataFrame) -> int | None:
+    """An allocator's bytes in use before its first event (its counter minus the change)."""
+    if timeline.empty or is_missing(timeline["in_use_bytes"].iloc[0]):
+        return None
+    delta = timeline["delta_bytes"].iloc[0]
+    return int(timeline["in_use_bytes"].iloc[0]) - (0 if is_missing(delta) else int(delta))
 
 
 def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | None = None) -> str:

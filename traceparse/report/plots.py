@@ -135,11 +135,35 @@ def _svg(fig: Figure, label: str) -> str:
 
 
 def _shorten(name: str, limit: int = 56) -> str:
-    """Keep the head and the tail of a long op or scope name (the tail says the most)."""
+    """The end of a long op or scope name: it names the layer and the op (hover shows all)."""
     if len(name) <= limit:
         return name
-    tail = limit * 2 // 3
-    return name[: limit - tail - 1] + "…" + name[-tail:]
+    return "…" + name[-(limit - 1) :]
+
+
+def _with_titles(svg: str, titles: dict[str, str]) -> str:
+    """``<title>`` (a tooltip on hover) inside each group whose id is a key of ``titles``."""
+    for gid, text in titles.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html_text(text)}</title>', 1)
+    return svg
+
+
+def line_points(
+    time_ps: np.ndarray, in_use_bytes: np.ndarray, start_bytes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The points of the in-use line: known values, from the capture start.
+
+    An allocator whose first event comes late held ``start_bytes`` (its counter
+    before that event) all along: the line starts there at time 0, not at zero.
+    """
+    t = np.asarray(time_ps, dtype=np.float64)
+    y = np.asarray(in_use_bytes, dtype=np.float64)
+    keep = ~np.isnan(y)
+    t, y = t[keep], y[keep]
+    if start_bytes is not None and len(t) and t[0] > 0:
+        t = np.concatenate(([0.0], t))
+        y = np.concatenate(([float(start_bytes)], y))
+    return t, y
 
 
 def timeline_svg(
@@ -152,16 +176,15 @@ def timeline_svg(
     steps: Sequence[tuple[int, int, int]] = (),
     label: str = "memory in use over time",
     salt: str = "timeline",
+    start_bytes: int | None = None,
 ) -> str:
     """In-use bytes over time as a step line; the peak marked, steps shaded.
 
     ``steps`` are ``(step, start_ps, end_ps)``. Times are picoseconds from the
-    capture start; axes are labelled in ms/s and KiB/MiB/GiB.
+    capture start; axes are labelled in ms/s and KiB/MiB/GiB. ``start_bytes``
+    is the counter before the first event (see ``line_points``).
     """
-    t = np.asarray(time_ps, dtype=np.float64)
-    y = np.asarray(in_use_bytes, dtype=np.float64)
-    keep = ~np.isnan(y)
-    t, y = t[keep], y[keep]
+    t, y = line_points(time_ps, in_use_bytes, start_bytes)
     keep_idx = downsample_minmax(t, y)
     t, y = t[keep_idx], y[keep_idx]
 
@@ -253,6 +276,10 @@ def bars_svg(
             fontfamily="DejaVu Sans Mono",
             fontsize=8,
         )
+        titles = {}
+        for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), labels, strict=True)):
+            tick.set_gid(f"{salt}-label-{i}")
+            titles[f"{salt}-label-{i}"] = one_line(name)
         for pos, value in zip(positions, vals, strict=True):
             ax.annotate(
                 format_bytes(value),
@@ -270,7 +297,7 @@ def bars_svg(
         ax.tick_params(axis="y", length=0)
         ax.grid(axis="x", color=GRID, lw=0.8)
         ax.set_axisbelow(True)
-        return _svg(fig, label)
+        return _with_titles(_svg(fig, label), titles)
 
 
 def attribution_svg(

@@ -2,11 +2,14 @@
 
 Clean and quiet: system fonts, tabular figures for numbers, light rules, one
 accent colour. No web fonts or other fetched resources: the policy below
-forbids them (and every script), so the page works offline and a hostile name
-that somehow reached the markup still could not run.
+forbids them, and every script but the report's own (``interact.SCRIPT``, allowed
+by its hash), so the page works offline and a hostile name that somehow
+reached the markup still could not run.
 """
 
 from __future__ import annotations
+
+from traceparse.report.interact import SCRIPT_HASH
 
 __all__ = ["CSP", "STYLE"]
 
@@ -14,6 +17,7 @@ CSP = "; ".join(
     [
         "default-src 'none'",
         "style-src 'unsafe-inline'",
+        f"script-src '{SCRIPT_HASH}'",
         "img-src data:",
         "base-uri 'none'",
         "form-action 'none'",
@@ -86,6 +90,28 @@ code {
   padding: 1px 4px;
   border-radius: 3px;
   overflow-wrap: break-word;
+}
+td code {
+  /* Long op names wrap anywhere, so no table is wider than the page. */
+  overflow-wrap: anywhere;
+}
+th {
+  cursor: pointer;
+}
+th[aria-sort="ascending"]::after {
+  content: " \25B2";
+}
+th[aria-sort="descending"]::after {
+  content: " \25BC";
+}
+input.filter {
+  font: inherit;
+  font-size: 13px;
+  padding: 3px 8px;
+  margin: 2px 0 4px;
+  width: 16em;
+  border: 1px solid var(--line);
+  border-radius: 4px;
 }
 td.name {
   min-width: 13em;

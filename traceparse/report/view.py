@@ -8,6 +8,7 @@ formatted to human units here; escaping is the renderer's job (see
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -17,7 +18,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
-from traceparse.output.cells import NUMERIC_KINDS, column_kind, format_cell
+from traceparse.analysis.steps import STEP_ID
+from traceparse.output.cells import NO_OP, NUMERIC_KINDS, column_kind, format_cell
 from traceparse.output.cells import Kind as TermKind
 from traceparse.output.units import (
     format_bytes,
@@ -121,6 +123,7 @@ ATTRIBUTION_LABELS: dict[str, str] = {
     "shape_explained_bytes": "tensors (shape × dtype)",
     "xla_buffer_bytes": "XLA buffers (shape × dtype)",
     "xla_slack_bytes": "XLA slab slack",
+    "shape_unknown_bytes": "shape unknown (not recorded)",
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
     "variable_bytes": "variables alive before the capture",
@@ -267,6 +270,7 @@ def _profile_view(profile: ProfileLike, index: int) -> ProfileView:
 def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) -> AllocatorView:
     verdict = "unknown" if is_missing(s.leak_verdict) else str(s.leak_verdict)
     level = _verdict_level(verdict)
+    word = step_word(profile.steps, s.host, s.allocator)
     tables = [
         _table(
             "top_tensors", "Largest tensors live at the peak", s.top_tensors, _TOP_TENSOR_COLUMNS
@@ -287,16 +291,18 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         *_xla_tables(profile, s),
         _steps_table(profile.steps, s.host, s.allocator),
     ]
+    if word != "step":  # no step markers: the "steps" are executions
+        tables = [_executions(t) for t in tables]
     own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
     return AllocatorView(
         host=str(s.host),
         allocator=str(s.allocator),
         anchor=anchor,
-        headline=_headline(s, verdict),
+        headline=_headline(s, verdict, word),
         verdict=verdict,
         verdict_level=level,
         utilisation=_percent(s.utilisation),
-        facts=_facts(s, verdict),
+        facts=_facts(s, verdict, word),
         tables=[t for t in tables if t.total_rows],
         diagnostics=own,
         summary=s,
@@ -343,22 +349,46 @@ def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
     return "unknown"
 
 
-def _where(s: AllocatorSummaryLike) -> str:
+def step_word(steps: pd.DataFrame, host: str, allocator: str) -> str:
+    """The word for a step: "execution" where the capture has no step markers, else "step".
+
+    Without markers a raw capture's steps are TensorFlow's step ids, which number
+    single executions; tables.build renumbers them 1, 2, ... in time order.
+    """
+    if steps is None or steps.empty or "source" not in steps.columns:
+        return "step"
+    mine = steps[
+        (steps["host"].astype(object) == host) & (steps["allocator"].astype(object) == allocator)
+    ]
+    sources = set(mine["source"].astype(str))
+    return "execution" if sources == {STEP_ID} else "step"
+
+
+def _executions(table: TableView) -> TableView:
+    """A table of an allocator without step markers: its step column names executions."""
+    headers = ["Execution" if h == "Step" else h for h in table.headers]
+    title = table.title
+    if table.key == "steps":
+        title = "Executions (no step markers: TensorFlow's step ids, numbered in time order)"
+    return dataclasses.replace(table, headers=headers, title=title)
+
+
+def _where(s: AllocatorSummaryLike, word: str = "step") -> str:
     parts = []
     if not is_missing(s.peak_time_ps):
         parts.append(f"at {format_duration_ps(s.peak_time_ps)}")
     if not is_missing(s.peak_step):
-        parts.append(f"step {int(s.peak_step)}")  # type: ignore[arg-type]
+        parts.append(f"{word} {int(s.peak_step)}")  # type: ignore[arg-type]
     return ", ".join(parts)
 
 
-def _headline(s: AllocatorSummaryLike, verdict: str) -> str:
+def _headline(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> str:
     peak = f"Peak {format_bytes(s.peak_bytes)}"
     if not is_missing(s.capacity_bytes):
         peak += f" of {format_bytes(s.capacity_bytes)}"
         if not is_missing(s.utilisation):
             peak += f" ({_percent(s.utilisation)})"
-    where = _where(s)
+    where = _where(s, word)
     if where:
         peak += f" {where}"
     return f"{peak}; leak check: {verdict}"
@@ -371,7 +401,7 @@ def _percent(fraction: float | None) -> str:
     return format_percent(fraction)
 
 
-def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
+def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fact]:
     capacity_detail = (
         f"{_percent(s.utilisation)} used at the peak" if not is_missing(s.utilisation) else ""
     )
@@ -385,7 +415,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str) -> list[Fact]:
     ):
         before = [Fact("Before the capture", before_capture_text(split))]
     return [
-        Fact("Peak in use", format_bytes(s.peak_bytes), _where(s)),
+        Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
         Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
         Fact("Leak check", verdict, "" if is_missing(s.leak_message) else str(s.leak_message)),
@@ -438,7 +468,7 @@ def _format(column: str, value: Any, kind: TermKind) -> Cell:
     """One value in human units, chosen by the column's name (as in the terminal)."""
     if column in _NAME_COLUMNS:
         if is_missing(value):
-            return Cell("-")
+            return Cell(NO_OP if column in _LONG_NAME_COLUMNS else "-")
         return Cell(str(value), "name" if column in _LONG_NAME_COLUMNS else "ident")
     text = format_cell(value, kind)
     return Cell(text, "number" if kind in NUMERIC_KINDS else "text")

@@ -124,11 +124,32 @@ def step_of(times: np.ndarray, markers: pd.DataFrame) -> np.ndarray:
     return np.where(inside, steps[np.maximum(slot, 0)], -1)
 
 
+def executions_in_time_order(
+    ids: pd.arrays.IntegerArray, times: np.ndarray
+) -> pd.arrays.IntegerArray:
+    """Raw step ids renumbered 1, 2, ... in the order of each id's first event.
+
+    Without step markers TensorFlow's step ids number single executions (one
+    eager op, one function call) with large arbitrary values, often negative:
+    meaningless to a person and out of time order. The raw id stays in ``step_id``.
+    """
+    known = ~np.asarray(ids.isna(), dtype=bool)
+    unique, inverse = np.unique(ids[known].to_numpy(dtype=np.int64), return_inverse=True)
+    first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, times[known])
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[np.lexsort((unique, first))] = np.arange(1, len(unique) + 1)
+    out = np.zeros(len(ids), dtype=np.int64)
+    out[known] = rank[inverse]
+    return pd.arrays.IntegerArray(out, ~known)
+
+
 def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
     """Each event's step: from the step markers, else the allocator's step id.
 
-    In a raw capture a step id of 0 is TensorFlow's "no step" (every
-    deallocation has it): that is unknown, not step 0. Pre-converted profiles
+    In a raw capture the step ids become execution numbers in time order, and
+    a step id of 0 is TensorFlow's "no step" (every deallocation has it): that
+    is unknown, not step 0. Pre-converted profiles
     carry xprof's step numbers, where 0 is a real step.
     """
     events = trace.events
@@ -136,6 +157,7 @@ def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
         ids = pd.array(events["step_id"], dtype="Int64")
         if trace.format == "xplane":
             ids[(ids == 0).fillna(False).to_numpy(dtype=bool)] = pd.NA
+            return executions_in_time_order(ids, events["time_ps"].to_numpy(dtype=np.int64))
         return ids
     found = step_of(events["time_ps"].to_numpy(dtype=np.int64), trace.step_markers)
     return pd.arrays.IntegerArray(found, found < 0)
