@@ -164,3 +164,18 @@ def test_too_old_tensorflow_is_a_capture_error(
         "pip install 'traceparse[tensorflow]'"
     )
     assert info.value.exit_code == EXIT_USAGE
+
+
+def test_message_classes_are_the_runtimes_own() -> None:
+    # Built from descriptors, our classes take the runtime's parser (upb where it
+    # has one), exactly as protobuf's own generated classes do.
+    from google.protobuf import descriptor_pb2
+
+    from traceparse._proto import memory_profile_pb2, xplane_pb2, xplane_skim_pb2
+
+    native = type(descriptor_pb2.FileDescriptorProto)
+    for cls in (xplane_pb2.XSpace, xplane_skim_pb2.SkimSpace, memory_profile_pb2.MemoryProfile):
+        assert type(cls) is native
+        assert cls.__module__.startswith("traceparse._proto.")
+    assert xplane_pb2.XPlane.EventMetadataEntry.__qualname__ == "XPlane.EventMetadataEntry"
+    assert memory_profile_pb2.MemoryActivity.Name(memory_profile_pb2.ALLOCATION) == "ALLOCATION"

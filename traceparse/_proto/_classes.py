@@ -33,7 +33,7 @@ def _message_class(desc: Descriptor) -> type:
     if _get_class is not None:
         return _get_class(desc)  # type: ignore[no-any-return]
     assert _factory is not None
-    return _factory.GetPrototype(desc)  # type: ignore[no-any-return]
+    return _factory.GetPrototype(desc)  # type: ignore[attr-defined,no-any-return]
 
 
 def _with_nested(desc: Descriptor, module: str, qualname: str) -> type:
