@@ -7,7 +7,20 @@ STAMP  := $(VENV)/.installed
 # some x86 CPUs; the demo and the tests capture on the CPU, so ask for it.
 export TF_ENABLE_ONEDNN_OPTS ?= 1
 
-.PHONY: demo test lint typecheck pytest protos fixtures bench browser clean
+# The compatibility job: the oldest supported set (TensorFlow 2.16.2 and the
+# lowest protobuf, numpy and pandas the project declares), installed beside the
+# project in ONE pip install, in a virtualenv of its own inside the checkout.
+COMPAT_VENV ?= .venv-compat
+COMPAT_BIN  := $(COMPAT_VENV)/bin
+COMPAT_SET  := tensorflow-cpu==2.16.2 protobuf==3.20.3 numpy==1.26.0 pandas==2.1.0
+# The suite less three files that exercise nothing version-dependent beyond
+# what the rest covers, and take a third of its time: the browser check of the
+# HTML report, the fuzzing of hostile inputs (hostile_corpus and _limits stay)
+# and the batch runs in worker processes (test_batch stays).
+COMPAT_TESTS ?= tests --ignore=tests/test_report_browser.py \
+	--ignore=tests/test_hostile_fuzz.py --ignore=tests/test_batch_processes.py
+
+.PHONY: demo test lint typecheck pytest compat protos fixtures bench browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +31,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/traceparse demo --output demo-output
 
-test: $(STAMP) browser lint typecheck pytest
+test: $(STAMP) browser lint typecheck pytest compat
 
 lint: $(STAMP)
 	$(BIN)/ruff check traceparse tests benchmarks fixtures examples
@@ -29,6 +42,20 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+$(COMPAT_VENV)/.installed: pyproject.toml Makefile
+	rm -rf $(COMPAT_VENV)
+	$(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_BIN)/python -m pip install -q --no-cache-dir --upgrade pip
+	$(COMPAT_BIN)/python -m pip install -q --no-cache-dir $(COMPAT_SET) '.[report,test]'
+	touch $@
+
+compat: $(COMPAT_VENV)/.installed
+	$(COMPAT_BIN)/python -m pip list --format=freeze | grep -iE '^(tensorflow-cpu|keras|protobuf|numpy|pandas)=='
+	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
+	rm -rf $(COMPAT_VENV)/demo
+	$(COMPAT_BIN)/traceparse demo --steps 3 --output $(COMPAT_VENV)/demo
+	$(COMPAT_BIN)/traceparse summary $(COMPAT_VENV)/demo/logs
 
 # Headless Chromium checks the HTML report (Debian's package; root on CI).
 browser:
@@ -46,4 +73,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_decode.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-output
+	rm -rf $(VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache demo-output

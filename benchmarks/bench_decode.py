@@ -77,10 +77,16 @@ print(json.dumps(
 WARM_UP_STEPS = 3
 
 
-def probe(path: Path, what: str, repeat: int, warm_up: Path | None = None) -> dict[str, float]:
+def probe(
+    path: Path,
+    what: str,
+    repeat: int,
+    warm_up: Path | None = None,
+    python: str = sys.executable,
+) -> dict[str, float]:
     extra = [str(warm_up)] if warm_up else []
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(path), what, str(repeat), *extra],
+        [python, "-c", _PROBE, str(path), what, str(repeat), *extra],
         check=True,
         capture_output=True,
         text=True,

@@ -328,7 +328,12 @@ def test_run_script_delay_and_duration(
     assert result.exit_code == 0 and result.profiler_error is None
     (path,) = xplanes(result.capture)
     space = xplane_pb2.XSpace.FromString(path.read_bytes())
-    env = next(p for p in space.planes if p.name == "Task Environment")
+    env = next((p for p in space.planes if p.name == "Task Environment"), None)
+    if env is None:
+        # TensorFlow 2.16 writes no start and stop times (2.17 on do): the capture
+        # exists, which is what can be checked there.
+        assert tf.__version__.startswith("2.16."), tf.__version__
+        return
     times = {env.stat_metadata[s.metadata_id].name: s.uint64_value for s in env.stats}
     seconds = (times["profile_stop_time"] - times["profile_start_time"]) / 1e9
     assert 0.2 < seconds < 1.2  # stopped by duration_s, not by the end of the script

@@ -41,7 +41,8 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from traceparse.errors import CaptureError, UsageError
+from traceparse.dependencies import TENSORFLOW, check
+from traceparse.errors import CaptureError, DependencyError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Capture", "ScriptResult", "profile", "run_script"]
 
 TENSORFLOW_MISSING = (
-    "TensorFlow is needed to capture profiles: pip install 'traceparse[tensorflow]' "
+    f"tensorflow is not installed, but capturing needs {TENSORFLOW.spec()}: {TENSORFLOW.fix} "
     "(analysing existing captures does not need it)"
 )
 
@@ -63,6 +64,10 @@ def _import_tensorflow() -> ModuleType:
         import tensorflow as tf
     except ImportError as exc:
         raise CaptureError(TENSORFLOW_MISSING) from exc
+    try:
+        check(TENSORFLOW, str(getattr(tf, "__version__", "0")), "capturing")
+    except DependencyError as exc:
+        raise CaptureError(str(exc)) from exc
     return tf
 
 

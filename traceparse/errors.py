@@ -54,6 +54,20 @@ class UsageError(TraceparseError):
     exit_code = EXIT_USAGE
 
 
+class DependencyError(UsageError):
+    """An installed package is missing or outside the supported versions (exit code 2).
+
+    ``found`` is the installed version (None: not installed), ``needed`` the
+    supported range as a pip requirement.
+    """
+
+    def __init__(self, message: str, package: str, found: str | None, needed: str) -> None:
+        super().__init__(message)
+        self.package = package
+        self.found = found
+        self.needed = needed
+
+
 class BudgetExceededError(TraceparseError):
     """A memory budget was breached (exit code 4)."""
 

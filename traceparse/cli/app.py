@@ -136,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        # An unsupported protobuf, numpy or pandas would fail inside their code
+        # and read as a bug of ours: say which one, before it is used.
+        from traceparse.dependencies import check_installed
+
+        check_installed()
         from traceparse.output.terminal import Terminal
 
         term = Terminal(quiet=bool(args.quiet), color=not args.no_color)

@@ -7,6 +7,7 @@ table from it and never looks at the file again.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +88,11 @@ def categorical_take(values: Any, codes: np.ndarray) -> pd.Categorical:
     """``pd.Categorical(values[codes])`` where code -1 is NA: categories hold only
     the values used, sorted, as if built from the rows themselves."""
     used, inverse = codes_used(codes, len(values))
-    distinct = pd.api.extensions.take(values, used, allow_fill=True)
+    with warnings.catch_warnings():
+        # pandas 2.1 warns that a NumpyExtensionArray (Series.array) is not an
+        # ExtensionArray (its own check misses the class); later versions don't.
+        warnings.simplefilter("ignore", FutureWarning)
+        distinct = pd.api.extensions.take(values, used, allow_fill=True)
     return categorical_from_distinct(distinct, inverse)
 
 

@@ -28,6 +28,11 @@ _UINT64_MASK = (1 << 64) - 1
 _HIGH_BITS = np.uint64(0x8080808080808080)
 _LOW_BITS = ~_HIGH_BITS
 _ONE = np.uint64(1)
+# Byte counting without np.bitwise_count (NumPy 2 only): one 0/1 per byte,
+# summed into the top byte by one multiplication.
+_BYTE_ONES = np.uint64(0x0101010101010101)
+_SEVEN = np.uint64(7)
+_TOP_BYTE = np.uint64(56)
 # Packing a word's eight 7-bit groups into 56 bits: pairs of groups, then pairs
 # of pairs, then the two halves.
 _PACK_STEPS = [
@@ -163,7 +168,8 @@ def wide_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
     values = word & below & _LOW_BITS
     for low, high, shift in _PACK_STEPS:
         values = (values & low) | ((values & high) >> shift)
-    lengths = (np.bitwise_count(below) >> 3) + 1  # 9 where no byte ends it
+    lengths = _bytes_before_end(below)
+    lengths += np.uint8(1)  # 9 where no byte ends it
     well_formed = np.ones(len(pos), dtype=bool)
     slow = lengths > 8
     if some_near_end:
@@ -173,6 +179,16 @@ def wide_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
         lengths[rows], well_formed[rows] = varint_lengths(buf, pos[rows])
         values[rows] = varint_values(buf, pos[rows], lengths[rows])
     return values, lengths, well_formed
+
+
+def _bytes_before_end(below: np.ndarray) -> np.ndarray:
+    """How many whole bytes ``below`` (the bits below a varint's end bit) covers,
+    as uint8: the count of its set high bits, one per continuation byte."""
+    count = below >> _SEVEN
+    count &= _BYTE_ONES
+    count *= _BYTE_ONES  # wraps: the top byte holds the sum, at most 8
+    count >>= _TOP_BYTE
+    return count.astype(np.uint8)
 
 
 def read_fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
