@@ -10,6 +10,7 @@ from test_analysis_support import GPU, alloc, free, profile_of, trace_of
 from traceparse import Profile
 from traceparse.analysis import PARTS, AllocatorSummary
 from traceparse.analysis.summary import TOP, TOP_OP_COLUMNS, TOP_SCOPE_COLUMNS, TOP_TENSOR_COLUMNS
+from traceparse.output.sentences import allocator_notes
 
 MiB = 1 << 20
 
@@ -37,7 +38,7 @@ def test_one_summary_per_allocator_with_the_headline_figures() -> None:
     assert sum(gpu.attribution.values()) == gpu.peak_bytes
     assert list(gpu.attribution) == PARTS
     assert gpu.attribution["before_capture_bytes"] == 2 * MiB
-    assert any("before the capture started" in d for d in gpu.diagnostics)
+    assert any("before the capture started" in d for d in allocator_notes(gpu))
     assert gpu.leak_verdict == "too few steps"
 
 

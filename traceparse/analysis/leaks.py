@@ -17,7 +17,6 @@ import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
 from traceparse.analysis.steps import STEP_ID
-from traceparse.output.units import format_bytes
 
 MIN_STEPS = 3
 
@@ -51,15 +50,24 @@ BY_OP_COLUMNS: dict[str, str] = {
     "last_alloc_ps": "int64",
 }
 
+# One row per (host, allocator): the verdict and the figures it rests on. The
+# sentences are made from these in output/sentences.py.
 VERDICT_COLUMNS: dict[str, str] = {
     "host": "category",
     "allocator": "category",
     "verdict": "category",
+    "source": "category",  # where the steps come from: markers, or raw step ids
     "steps": "int64",
+    "judged_steps": "int64",  # all but the first (warm-up)
+    "grew_steps": "int64",  # judged steps whose in-use bytes rose
+    "first_step": "Int64",  # the judged steps, NA when none were judged
+    "last_step": "Int64",
     "growth_bytes_per_step": "Float64",
     "total_growth_bytes": "Int64",
+    "suspect_count": "int64",
     "suspect_bytes": "int64",
-    "message": "object",
+    "top_suspect_op": "object",  # NA: the top suspect names no op
+    "top_suspect_bytes": "Int64",
 }
 
 
@@ -71,15 +79,14 @@ def _frame(columns: dict[str, str]) -> pd.DataFrame:
 class LeakReport:
     """The leak verdict of a capture, its per-step growth and the ops that hold what stays.
 
-    ``verdict`` is "growing", "stable", "too few steps" or "no memory events";
-    ``message`` says it in a sentence; ``by_op`` lists the allocations made
+    ``verdict`` is "growing", "stable", "too few steps" or "no memory events"
+    (``output.sentences.leak_message`` says it in words); ``by_op`` lists the allocations made
     after the first step and still live at the end, per op, largest first;
     ``growth`` has one row per (host, allocator, step); ``allocators`` one
     verdict per (host, allocator).
     """
 
     verdict: str
-    message: str
     by_op: pd.DataFrame = field(default_factory=lambda: _frame(BY_OP_COLUMNS))
     growth: pd.DataFrame = field(default_factory=lambda: _frame(GROWTH_COLUMNS))
     allocators: pd.DataFrame = field(default_factory=lambda: _frame(VERDICT_COLUMNS))
@@ -88,9 +95,7 @@ class LeakReport:
 def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
     """Judge growth from ``Profile.steps`` and find the suspects in ``Profile.allocations``."""
     if allocations.empty and steps.empty:
-        return LeakReport(
-            NO_EVENTS, "The capture has no memory events, so there is no growth to judge."
-        )
+        return LeakReport(NO_EVENTS)
     growth = growth_table(steps)
     by_op = suspects_by_op(allocations, growth)
     verdicts = _verdicts(growth, by_op, steps)
@@ -101,14 +106,7 @@ def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
         verdict = STABLE
     else:
         verdict = TOO_FEW
-    if verdicts.empty:
-        message = (
-            "The capture has no steps (no step markers and no step ids), so growth cannot "
-            f"be judged; mark at least {MIN_STEPS} steps with cap.step(n)."
-        )
-    else:
-        message = " ".join(verdicts["message"])
-    return LeakReport(verdict, message, by_op=by_op, growth=growth, allocators=verdicts)
+    return LeakReport(verdict, by_op=by_op, growth=growth, allocators=verdicts)
 
 
 def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
@@ -193,62 +191,33 @@ def _judge(
     host: str, allocator: str, growth: pd.DataFrame, suspects: pd.DataFrame, source: str
 ) -> dict[str, object]:
     n = len(growth)
-    suspect_bytes = int(suspects["bytes"].sum())
-    name = f"{allocator} on {host}"
+    judged = growth[growth["judged"]]
+    grew = int((judged["growth_bytes"] > 0).sum())
     row: dict[str, object] = {
         "host": host,
         "allocator": allocator,
+        "source": source,
         "steps": n,
-        "suspect_bytes": suspect_bytes,
+        "judged_steps": len(judged),
+        "grew_steps": grew,
+        "first_step": judged["step"].iloc[0] if len(judged) else pd.NA,
+        "last_step": judged["step"].iloc[-1] if len(judged) else pd.NA,
         "growth_bytes_per_step": pd.NA,
         "total_growth_bytes": pd.NA,
+        "suspect_count": int(suspects["count"].sum()),
+        "suspect_bytes": int(suspects["bytes"].sum()),
+        "top_suspect_op": suspects["op"].iloc[0] if len(suspects) else pd.NA,
+        "top_suspect_bytes": int(suspects["bytes"].iloc[0]) if len(suspects) else pd.NA,
     }
-    if source == STEP_ID:
-        # Raw step ids number single executions (an eager op, a function call):
-        # "growth per step" over them would be noise, so there is no verdict.
+    # Raw step ids number single executions (an eager op, a function call):
+    # "growth per step" over them would be noise, so there is no verdict.
+    if source == STEP_ID or n < MIN_STEPS:
         row["verdict"] = TOO_FEW
-        row["message"] = (
-            f"{name}: the capture has no step markers, so growth cannot be judged "
-            "(TensorFlow's step ids number single executions, not training steps); "
-            f"mark at least {MIN_STEPS} steps with cap.step(n) or "
-            "tf.profiler.experimental.Trace('train', step_num=n, _r=1)."
-        )
         return row
-    if n < MIN_STEPS:
-        row["verdict"] = TOO_FEW
-        row["message"] = (
-            f"{name}: {n} step{'s' if n != 1 else ''} is too few to judge growth; "
-            f"it takes at least {MIN_STEPS} (the first is warm-up)."
-        )
-        return row
-    judged = growth[growth["judged"]]
     ends = growth["in_use_end_bytes"].to_numpy(dtype=np.int64)
     total = int(ends[-1] - ends[0])
-    per_step = total / len(judged)
-    grew = int((judged["growth_bytes"] > 0).sum())
-    growing = total > 0 and 2 * grew > len(judged)
-    row["growth_bytes_per_step"] = per_step
+    row["growth_bytes_per_step"] = total / len(judged)
     row["total_growth_bytes"] = total
-    steps = f"steps {judged['step'].iloc[0]}–{judged['step'].iloc[-1]}"
-    if growing:
-        row["verdict"] = GROWING
-        message = (
-            f"{name} is growing: {format_bytes(total)} more in use after {steps} "
-            f"({format_bytes(per_step)} per step, up in {grew} of {len(judged)} steps)"
-        )
-        if suspect_bytes:
-            top = suspects.iloc[0]
-            op = "an unnamed op" if pd.isna(top["op"]) else str(top["op"])
-            message += (
-                f"; {int(suspects['count'].sum())} allocations made after the first step are "
-                f"still live at the end ({format_bytes(suspect_bytes)}), the most from {op} "
-                f"({format_bytes(int(top['bytes']))})"
-            )
-        row["message"] = message + "."
-    else:
-        row["verdict"] = STABLE
-        row["message"] = (
-            f"{name} is stable: {format_bytes(total)} change in use over {steps}"
-            f" (up in {grew} of {len(judged)} steps)."
-        )
+    # Growing: up overall and in most judged steps (a one-time rise is not a leak).
+    row["verdict"] = GROWING if total > 0 and 2 * grew > len(judged) else STABLE
     return row

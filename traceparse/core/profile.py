@@ -86,8 +86,8 @@ class Profile:
         if len(unpaired):
             notes.append(
                 f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); see "
-                "frees_without_allocation."
+                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); start the profiler "
+                "earlier to see those allocations."
             )
         allocations = self.allocations
         # An allocation without an address pairs with nothing: it is not a reuse.
@@ -213,7 +213,6 @@ class Profile:
             self.scopes(1),
             self.allocations,
             self.leaks(),
-            {host: self.diagnostics for host in self.hosts},
         )
 
     def __repr__(self) -> str:

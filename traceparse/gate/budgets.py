@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from traceparse.errors import InputError, UsageError
-from traceparse.gate.baseline import Baseline, baseline_of, is_baseline_file, read_baseline
+from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
+from traceparse.output.sentences import leak_growth, leak_reason
 from traceparse.output.units import format_bytes, format_percent, parse_bytes, parse_percent
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ __all__ = [
     "Result",
     "Tolerance",
     "evaluate",
-    "load_baseline",
 ]
 
 BUDGET_NAMES = ("max-peak", "max-utilisation", "max-padding", "no-leaks", "baseline")
@@ -119,7 +119,7 @@ class Budgets:
     ) -> Budgets:
         """Budgets from values as people write them (``"2GiB"``, ``"90%"``); ``UsageError``."""
         if baseline is not None and not isinstance(baseline, Baseline):
-            baseline = load_baseline(baseline)
+            baseline = read_baseline(baseline)  # a capture is loaded by the caller
         return cls(
             max_peak=None if max_peak is None else parse_bytes(max_peak),
             max_utilisation=None if max_utilisation is None else parse_percent(max_utilisation),
@@ -190,15 +190,6 @@ class Result:
         data = asdict(self)
         data["contributors"] = [asdict(c) for c in self.contributors]
         return data
-
-
-def load_baseline(path: str | os.PathLike[str]) -> Baseline:
-    """A baseline file, or the figures of a capture (directory or capture file) to compare with."""
-    if is_baseline_file(path):
-        return read_baseline(path)
-    from traceparse.core.loading import load
-
-    return baseline_of(load(path))
 
 
 def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
@@ -348,7 +339,7 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
             s.host,
             s.allocator,
             "pass",
-            f"stable ({format_bytes(rate or 0, signed=True)} per step)",
+            f"stable ({leak_growth(s.leak)})",
             measured=rate,
             allowed=0,
             unit="bytes_per_step",
@@ -358,7 +349,7 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
         s.host,
         s.allocator,
         "skip",
-        f"cannot judge growth: {_strip_name(s.leak_message, s)}",
+        f"cannot judge growth: {leak_reason(s.leak)}",
         allowed=0,
         unit="bytes_per_step",
     )
@@ -516,13 +507,6 @@ def _ratio(delta: int, base: int) -> str:
     if base <= 0:
         return "new" if delta > 0 else "0%"
     return ("+" if delta > 0 else "") + format_percent(delta / base)
-
-
-def _strip_name(message: str, s: AllocatorSummary) -> str:
-    """A leak message without its leading "<allocator> on <host>: " (the line has it)."""
-    prefix = f"{s.allocator} on {s.host}: "
-    text = message[len(prefix) :] if message.startswith(prefix) else message
-    return text.rstrip(".")
 
 
 def results_by_status(results: Sequence[Result]) -> dict[str, list[Result]]:
