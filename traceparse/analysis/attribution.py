@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.tables.contracts import declare
 
 # The parts, in the order a report lists them.
 PARTS = [
@@ -33,13 +34,10 @@ PARTS = [
     "reserved_bytes",
 ]
 
-ATTRIBUTION_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "in_use_bytes": "int64",
-    **dict.fromkeys(PARTS, "int64"),
-    "live_allocations": "int64",
-}
+ATTRIBUTION = declare(
+    "attribution", ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"], ["allocator"]
+)
+ATTRIBUTION_COLUMNS = ATTRIBUTION.dtypes
 
 
 def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +60,7 @@ def split_bytes(allocations: pd.DataFrame) -> pd.DataFrame:
 def attribution_table(peak: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     """One row per peak row; ``live`` is ``live_at_peak`` for every allocator."""
     if peak.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in ATTRIBUTION_COLUMNS.items()})
+        return ATTRIBUTION.empty()
     parts = split_bytes(live)
     parts["host"] = live["host"].astype(object)
     parts["allocator"] = live["allocator"].astype(object)

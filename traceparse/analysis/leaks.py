@@ -17,62 +17,80 @@ import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
 from traceparse.analysis.steps import STEP_ID
+from traceparse.tables.contracts import declare
 
 MIN_STEPS = 3
 
 GROWING, STABLE, TOO_FEW, NO_EVENTS = "growing", "stable", "too few steps", "no memory events"
 
-GROWTH_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "step": "int64",
-    "start_ps": "int64",
-    "end_ps": "int64",
-    "in_use_start_bytes": "int64",
-    "in_use_end_bytes": "int64",
-    "growth_bytes": "int64",
-    "retained_bytes": "int64",
-    "judged": "bool",
-}
-
-BY_OP_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "op": "category",
-    "op_type": "category",
-    "count": "int64",
-    "bytes": "int64",
-    "requested_bytes": "int64",
-    "steps": "int64",
-    "dtype": "category",
-    "shape": "category",
-    "first_alloc_ps": "int64",
-    "last_alloc_ps": "int64",
-}
-
+GROWTH = declare(
+    "leaks.growth",
+    [
+        "host",
+        "allocator",
+        "step",
+        "start_ps",
+        "end_ps",
+        "in_use_start_bytes",
+        "in_use_end_bytes",
+        "growth_bytes",
+        "retained_bytes",
+        "judged",
+    ],
+    nullable=["allocator"],
+)
+BY_OP = declare(
+    "leaks.by_op",
+    [
+        "host",
+        "allocator",
+        "op",
+        "op_type",
+        "count",
+        "bytes",
+        "requested_bytes",
+        "steps",
+        "dtype",
+        "shape",
+        "first_alloc_ps",
+        "last_alloc_ps",
+    ],
+    nullable=["allocator", "op", "op_type", "dtype", "shape"],
+)
 # One row per (host, allocator): the verdict and the figures it rests on. The
 # sentences are made from these in output/sentences.py.
-VERDICT_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "verdict": "category",
-    "source": "category",  # where the steps come from: markers, or raw step ids
-    "steps": "int64",
-    "judged_steps": "int64",  # all but the first (warm-up)
-    "grew_steps": "int64",  # judged steps whose in-use bytes rose
-    "first_step": "Int64",  # the judged steps, NA when none were judged
-    "last_step": "Int64",
-    "growth_bytes_per_step": "Float64",
-    "total_growth_bytes": "Int64",
-    "suspect_count": "int64",
-    "suspect_bytes": "int64",
-    "top_suspect_op": "object",  # NA: the top suspect names no op
-    "top_suspect_bytes": "Int64",
-}
-
-
-def _frame(columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
+VERDICTS = declare(
+    "leaks.allocators",
+    [
+        "host",
+        "allocator",
+        "verdict",
+        "source",  # where the steps come from: markers, or raw step ids
+        "steps",
+        "judged_steps",  # all but the first (warm-up)
+        "grew_steps",  # judged steps whose in-use bytes rose
+        "first_step",  # the judged steps, NA when none were judged
+        "last_step",
+        "growth_bytes_per_step",
+        "total_growth_bytes",
+        "suspect_count",
+        "suspect_bytes",
+        "top_suspect_op",  # NA: the top suspect names no op
+        "top_suspect_bytes",
+    ],
+    nullable=[
+        "allocator",
+        "first_step",
+        "last_step",
+        "growth_bytes_per_step",
+        "total_growth_bytes",
+        "top_suspect_op",
+        "top_suspect_bytes",
+    ],
+)
+GROWTH_COLUMNS = GROWTH.dtypes
+BY_OP_COLUMNS = BY_OP.dtypes
+VERDICT_COLUMNS = VERDICTS.dtypes
 
 
 @dataclass
@@ -87,9 +105,9 @@ class LeakReport:
     """
 
     verdict: str
-    by_op: pd.DataFrame = field(default_factory=lambda: _frame(BY_OP_COLUMNS))
-    growth: pd.DataFrame = field(default_factory=lambda: _frame(GROWTH_COLUMNS))
-    allocators: pd.DataFrame = field(default_factory=lambda: _frame(VERDICT_COLUMNS))
+    by_op: pd.DataFrame = field(default_factory=lambda: BY_OP.empty())
+    growth: pd.DataFrame = field(default_factory=lambda: GROWTH.empty())
+    allocators: pd.DataFrame = field(default_factory=lambda: VERDICTS.empty())
 
 
 def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
@@ -99,7 +117,7 @@ def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
     growth = growth_table(steps)
     by_op = suspects_by_op(allocations, growth)
     verdicts = _verdicts(growth, by_op, steps)
-    counts = verdicts["verdict"].astype(object).value_counts()
+    counts = verdicts["verdict"].value_counts()
     if counts.get(GROWING, 0):
         verdict = GROWING
     elif counts.get(STABLE, 0):
@@ -112,7 +130,7 @@ def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
 def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Per (host, allocator, step): bytes in use at its end and the change since the last step."""
     if steps.empty:
-        return _frame(GROWTH_COLUMNS)
+        return GROWTH.empty()
     table = steps.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
     table = table.reset_index(drop=True)
     # dropna=False: events that name no allocator are one allocator of their own.
@@ -129,7 +147,7 @@ def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
 def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFrame:
     """Allocations made after their allocator's first step and live at the end, per op."""
     if allocations.empty or growth.empty:
-        return _frame(BY_OP_COLUMNS)
+        return BY_OP.empty()
     first = growth[~growth["judged"]][["host", "allocator", "end_ps"]].astype(
         {"host": object, "allocator": object}
     )
@@ -139,7 +157,7 @@ def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFr
     live = end_events(allocations) == STILL_LIVE
     rows = allocations[after & live]
     if rows.empty:
-        return _frame(BY_OP_COLUMNS)
+        return BY_OP.empty()
     work = pd.DataFrame(
         {
             "host": rows["host"].astype(object),
@@ -177,13 +195,14 @@ def _verdicts(growth: pd.DataFrame, by_op: pd.DataFrame, steps: pd.DataFrame) ->
     sources = steps.groupby(["host", "allocator"], observed=True)["source"].first()
     for (host, allocator), group in growth.groupby(["host", "allocator"], observed=True):
         suspects = by_op[
-            (by_op["host"].astype(object) == host)
-            & (by_op["allocator"].astype(object) == allocator)
+            ((by_op["host"] == host) & (by_op["allocator"] == allocator)).to_numpy(
+                dtype=bool, na_value=False
+            )
         ]
         source = str(sources.get((host, allocator), ""))
         rows.append(_judge(str(host), str(allocator), group, suspects, source))
     if not rows:
-        return _frame(VERDICT_COLUMNS)
+        return VERDICTS.empty()
     return pd.DataFrame(rows)[list(VERDICT_COLUMNS)].astype(VERDICT_COLUMNS)
 
 

@@ -119,7 +119,7 @@ def build_summaries(
         row = peak.iloc[index]
         host, allocator = str(row["host"]), str(row["allocator"])
         parts = attribution.iloc[index]
-        mine = _owned(live, host, allocator)
+        mine = owned(live, host, allocator)
         capacity = _int(row["capacity_bytes"])
         peak_bytes = int(row["in_use_bytes"])
         verdict, rate, leak = leaks.verdict, None, {}
@@ -164,14 +164,15 @@ def build_summaries(
     return out
 
 
-def _owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
-    mask = (frame["host"].astype(object) == host) & (frame["allocator"].astype(object) == allocator)
-    return frame[mask.to_numpy(dtype=bool)]
+def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
+    """The rows of one (host, allocator); the tables share those categories, so no cast."""
+    mask = (frame["host"] == host) & (frame["allocator"] == allocator)
+    return frame[mask.to_numpy(dtype=bool, na_value=False)]
 
 
 def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> pd.DataFrame:
     """The rows holding the most bytes at the peak (only those holding any), largest first."""
-    mine = _owned(frame, host, allocator)
+    mine = owned(frame, host, allocator)
     mine = mine[mine["live_at_peak_bytes"] > 0]
     mine = mine.sort_values(
         ["live_at_peak_bytes", "allocated_bytes"], ascending=False, kind="stable"

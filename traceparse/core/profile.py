@@ -20,8 +20,15 @@ from traceparse.analysis import (
     select,
     steps_table,
 )
+from traceparse.analysis.attribution import ATTRIBUTION
+from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
+from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.rollups import OPS, SCOPES
+from traceparse.analysis.steps import STEPS
 from traceparse.decode.trace import MemoryTrace
+from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
+from traceparse.tables.contracts import concat
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -38,8 +45,24 @@ class Profile:
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
     >>> prof.allocations.nlargest(5, "allocated_bytes")  # doctest: +SKIP
 
-    Tables are pandas DataFrames: bytes are Int64, times are int64 picoseconds
-    from the capture start, unknown values are NA, repeated strings categorical.
+    Tables are pandas DataFrames whose columns and dtypes are declared in
+    ``traceparse.tables.contracts``: bytes are Int64, times int64 picoseconds
+    from the capture start, unknown values NA, repeated strings categorical
+    (``host`` and ``allocator`` with the same categories in every table).
+
+    One way to reach each result:
+
+    - a table that takes no parameters is a **property**: ``allocations``,
+      ``frees_without_allocation``, ``timeline``, ``step_markers``, ``peak``,
+      ``attribution``, ``ops``, ``steps`` (and tables added later the same way);
+    - a table with parameters is a **method whose parameters all have
+      defaults**, so the plain call gives the usual view:
+      ``scopes(depth=1)``, ``live_at_peak(allocator=None, host=None)``;
+    - a result that is not one DataFrame is a **method** too:
+      ``leaks()`` (a ``LeakReport``: a verdict and three tables) and
+      ``summary()`` (one ``AllocatorSummary`` per allocator).
+
+    Everything is computed on first use and cached.
     """
 
     def __init__(self, traces: Sequence[MemoryTrace], *, run: str | None = None) -> None:
@@ -117,7 +140,22 @@ class Profile:
             allocations.append(a)
             frees.append(f)
             timelines.append(t)
-        return _concat(allocations), _concat(frees), _concat(timelines)
+        return (
+            self._conform(concat(allocations), contracts.ALLOCATIONS),
+            self._conform(concat(frees), contracts.FREES_WITHOUT_ALLOCATION),
+            self._conform(concat(timelines), contracts.TIMELINE),
+        )
+
+    @cached_property
+    def _categories(self) -> dict[str, list[str]]:
+        """The hosts and allocators: every table of this Profile has these categories,
+        so tables merge and compare on them as they are."""
+        allocators = {str(a) for t in self.traces for a in t.events["allocator"].cat.categories}
+        return {"host": sorted(set(self.hosts)), "allocator": sorted(allocators)}
+
+    def _conform(self, frame: pd.DataFrame, table: contracts.Table) -> pd.DataFrame:
+        """``frame`` as ``table`` declares it, with this Profile's hosts and allocators."""
+        return contracts.conform(frame, table, self._categories)
 
     @property
     def allocations(self) -> pd.DataFrame:
@@ -138,10 +176,10 @@ class Profile:
     def step_markers(self) -> pd.DataFrame:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
         frames = [t.step_markers.assign(host=t.host) for t in self.traces]
-        return _concat(frames)
+        return self._conform(concat(frames), contracts.STEP_MARKERS)
 
-    # Analyses: built by traceparse.analysis, once each. Column contracts are in
-    # each analysis module and in docs/analyses.md.
+    # Analyses: built by traceparse.analysis, once each. Each module declares its
+    # tables (tables.contracts.declare); docs/analyses.md describes the columns.
 
     @cached_property
     def peak(self) -> pd.DataFrame:
@@ -150,11 +188,11 @@ class Profile:
         ``in_use_bytes`` is reserved + allocated, ``capacity_bytes`` in use + available,
         ``event`` the row in ``timeline``.
         """
-        return peak_table(self.timeline)
+        return self._conform(peak_table(self.timeline), PEAK)
 
     @cached_property
     def _live_at_peak(self) -> pd.DataFrame:
-        return live_at_peak_table(self.allocations, self.peak)
+        return self._conform(live_at_peak_table(self.allocations, self.peak), LIVE_AT_PEAK)
 
     def live_at_peak(self, allocator: str | None = None, host: str | None = None) -> pd.DataFrame:
         """Every allocation live at its allocator's peak (all steps), largest first.
@@ -167,7 +205,7 @@ class Profile:
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
-        return attribution_table(self.peak, self._live_at_peak)
+        return self._conform(attribution_table(self.peak, self._live_at_peak), ATTRIBUTION)
 
     @cached_property
     def _op_time(self) -> pd.DataFrame:
@@ -177,12 +215,13 @@ class Profile:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
-        return ops_table(self.allocations, self.peak, self._op_time)
+        return self._conform(ops_table(self.allocations, self.peak, self._op_time), OPS)
 
     def scopes(self, depth: int = 1) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
         if depth not in self._scopes:
-            self._scopes[depth] = scopes_table(self.allocations, self.peak, self._op_time, depth)
+            table = scopes_table(self.allocations, self.peak, self._op_time, depth)
+            self._scopes[depth] = self._conform(table, SCOPES)
         return self._scopes[depth]
 
     @cached_property
@@ -193,11 +232,16 @@ class Profile:
     def steps(self) -> pd.DataFrame:
         """One row per (host, allocator, step): from step markers, else the allocator's step ids."""
         numbered = [t.host for t in self.traces if t.format != "xplane"]
-        return steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+        table = steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+        return self._conform(table, STEPS)
 
     @cached_property
     def _leaks(self) -> LeakReport:
-        return leak_report(self.steps, self.allocations)
+        report = leak_report(self.steps, self.allocations)
+        report.by_op = self._conform(report.by_op, BY_OP)
+        report.growth = self._conform(report.growth, GROWTH)
+        report.allocators = self._conform(report.allocators, VERDICTS)
+        return report
 
     def leaks(self) -> LeakReport:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
@@ -220,14 +264,3 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
-
-
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if len(frames) == 1:
-        return frames[0]
-    merged = pd.concat(frames, ignore_index=True)
-    # concat turns categoricals with different categories into object; restore.
-    for column in frames[0].columns:
-        if isinstance(frames[0][column].dtype, pd.CategoricalDtype):
-            merged[column] = merged[column].astype("category")
-    return merged

@@ -1,0 +1,325 @@
+"""The dtype contract of every public table: one declaration each, applied where it is built.
+
+A column name has one dtype in every table (``DTYPES``): bytes are nullable
+``Int64`` wherever they appear (NA: the capture did not say), times in
+picoseconds are ``int64`` (``Int64`` where a time can be unknown), repeated
+strings are categoricals with string categories. A ``Table`` lists its
+columns in order and which of them may hold NA; ``conform`` casts a frame to
+it (columns that already have their dtype are not touched) and gives ``host``
+and ``allocator`` the categories shared by every table of a Profile, so that
+tables merge and compare on them without casting to object. ``concat`` joins
+per-host tables with the union of their categories.
+
+    >>> STEP_MARKERS.dtypes["host"], STEP_MARKERS.dtypes["step"]
+    ('category', 'Int64')
+    >>> dtype_of("peak_in_use_bytes"), dtype_of("alloc_ps")
+    ('Int64', 'int64')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+CATEGORY = "category"
+
+# Names whose dtype is not the one their suffix gives (see ``dtype_of``).
+DTYPES: dict[str, str] = {
+    # Who and what: categoricals.
+    "host": CATEGORY,
+    "allocator": CATEGORY,
+    "op": CATEGORY,
+    "op_type": CATEGORY,
+    "region": CATEGORY,
+    "dtype": CATEGORY,
+    "shape": CATEGORY,
+    "estimate_status": CATEGORY,
+    "kind": CATEGORY,
+    "name": CATEGORY,
+    "scope": CATEGORY,
+    "source": CATEGORY,
+    "verdict": CATEGORY,
+    # Ids and counts.
+    "address": "Int64",
+    "step": "Int64",
+    "step_id": "Int64",
+    "first_step": "Int64",
+    "last_step": "Int64",
+    "num_elements": "Int64",
+    "alloc_event": "int64",
+    "free_event": "Int64",
+    "event": "int64",
+    "events": "int64",
+    "peak_events": "int64",
+    "count": "int64",
+    "ops": "int64",
+    "steps": "int64",
+    "judged_steps": "int64",
+    "grew_steps": "int64",
+    "allocations": "int64",
+    "frees": "int64",
+    "unestimated": "int64",
+    "live_at_peak": "int64",
+    "live_at_end": "int64",
+    "live_allocations": "int64",
+    "suspect_count": "int64",
+    "compute_count": "Int64",
+    # Times that may be unknown (still live, never computed).
+    "free_ps": "Int64",
+    "lifetime_ps": "Int64",
+    "compute_ps": "Int64",
+    "mean_lifetime_ps": "Float64",
+    # Other numbers.
+    "fragmentation": "Float64",
+    "growth_bytes_per_step": "Float64",
+    "in_peak_step": "bool",
+    "judged": "bool",
+    "bytes": "Int64",
+    "peak_bytes_in_use": "Int64",  # the allocator's own counter, named as its stat
+    "top_suspect_op": "object",  # one name per allocator: not worth a categorical
+}
+
+# By suffix, for the many columns of one kind.
+_SUFFIXES = {"_bytes": "Int64", "_ps": "int64"}
+
+
+def dtype_of(column: str) -> str:
+    """The dtype of ``column`` in every table; ``KeyError`` for a name never declared."""
+    if column in DTYPES:
+        return DTYPES[column]
+    for suffix, dtype in _SUFFIXES.items():
+        if column.endswith(suffix):
+            return dtype
+    raise KeyError(f"{column}: no dtype declared; add it to traceparse.tables.contracts.DTYPES")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A public table: its columns in order, their dtypes and which may hold NA."""
+
+    name: str
+    columns: tuple[str, ...]
+    nullable: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return {column: dtype_of(column) for column in self.columns}
+
+    def empty(self) -> pd.DataFrame:
+        """A zero-row frame with these columns and dtypes."""
+        return pd.DataFrame({c: _empty_series(d) for c, d in self.dtypes.items()})
+
+
+# Every declared table, by name: what the contract test walks.
+TABLES: dict[str, Table] = {}
+
+
+def declare(name: str, columns: Iterable[str], nullable: Iterable[str] = ()) -> Table:
+    """Declare (or re-declare, adding columns) a public table."""
+    table = Table(name, tuple(columns), frozenset(nullable))
+    unknown = table.nullable - set(table.columns)
+    if unknown:
+        raise ValueError(f"{name}: nullable columns not in the table: {sorted(unknown)}")
+    table.dtypes  # noqa: B018 (fails now, at import, for an undeclared name)
+    TABLES[name] = table
+    return table
+
+
+def conform(
+    frame: pd.DataFrame, table: Table, categories: Mapping[str, Sequence[str]] | None = None
+) -> pd.DataFrame:
+    """``frame`` with ``table``'s columns, in order, each of its declared dtype.
+
+    ``categories`` fixes the categories of some columns (the Profile's hosts
+    and allocators); other categoricals keep theirs, with string categories.
+    Columns that already conform are passed through without a copy.
+    """
+    out = {}
+    for column, dtype in table.dtypes.items():
+        values = frame[column]
+        if dtype == CATEGORY:
+            values = _as_category(values, (categories or {}).get(column))
+        elif str(values.dtype) != dtype:
+            values = values.astype(dtype)
+        out[column] = values
+    return pd.DataFrame(out, index=frame.index, copy=False)
+
+
+def violations(frame: pd.DataFrame, table: Table) -> list[str]:
+    """How ``frame`` breaks ``table``'s contract (empty when it keeps it)."""
+    found = []
+    if tuple(frame.columns) != table.columns:
+        found.append(f"{table.name}: columns {list(frame.columns)} != {list(table.columns)}")
+    for column, dtype in table.dtypes.items():
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        if dtype == CATEGORY:
+            ok = isinstance(values.dtype, pd.CategoricalDtype) and _string_categories(values)
+        else:
+            ok = str(values.dtype) == dtype
+        if not ok:
+            found.append(f"{table.name}.{column}: {values.dtype}, declared {dtype}")
+        if column not in table.nullable and values.isna().any():
+            found.append(f"{table.name}.{column}: holds NA, declared never NA")
+    return found
+
+
+def concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per-host frames as one, each categorical column with the union of their categories."""
+    if len(frames) == 1:
+        return frames[0]
+    frames = [frame.copy(deep=False) for frame in frames]
+    for column in frames[0].columns:
+        dtypes = [frame[column].dtype for frame in frames]
+        if all(isinstance(d, pd.CategoricalDtype) for d in dtypes):
+            union = _names(sorted({str(c) for d in dtypes for c in d.categories}))
+            for frame in frames:
+                frame[column] = _as_category(frame[column], union)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _names(names: Iterable[str]) -> pd.Index:
+    """Category names, with the dtype pandas gives text (str in pandas 3, object before)."""
+    return pd.Index(list(names), dtype=_TEXT)
+
+
+_TEXT = pd.Index(["text"]).dtype
+
+
+def _as_category(values: pd.Series, categories: Sequence[str] | None) -> pd.Series:
+    if categories is not None:
+        wanted = pd.CategoricalDtype(_names(categories))
+        if values.dtype == wanted:
+            return values
+        if not isinstance(values.dtype, pd.CategoricalDtype):
+            return values.astype(object).astype(wanted)
+        return values.cat.set_categories(wanted.categories).astype(wanted)
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype(object).astype(CATEGORY)
+    return _str_categories(values)
+
+
+def _str_categories(values: pd.Series) -> pd.Series:
+    """The same codes over string categories (an all-NA column may have numeric ones)."""
+    if _string_categories(values):
+        return values
+    dtype = pd.CategoricalDtype(_names(str(c) for c in values.cat.categories))
+    codes = values.cat.codes.to_numpy(dtype=np.int64)
+    return pd.Series(
+        pd.Categorical.from_codes(codes, dtype=dtype, validate=False),
+        index=values.index,
+        name=values.name,
+    )
+
+
+def _string_categories(values: pd.Series) -> bool:
+    categories = values.cat.categories
+    return categories.dtype == _TEXT and (
+        len(categories) == 0 or pd.api.types.infer_dtype(categories) == "string"
+    )
+
+
+def _empty_series(dtype: str) -> pd.Series:
+    if dtype == CATEGORY:
+        return pd.Series(pd.Categorical([], categories=_names([])))
+    return pd.Series(dtype=dtype)
+
+
+# The tables built from a capture (tables/build.py); the analyses declare theirs
+# in their own modules with ``declare``.
+ALLOCATIONS = declare(
+    "allocations",
+    [
+        "host",
+        "allocator",
+        "address",
+        "op",
+        "op_type",
+        "region",
+        "dtype",
+        "shape",
+        "num_elements",
+        "estimated_bytes",
+        "requested_bytes",
+        "allocated_bytes",
+        "padding_bytes",
+        "estimate_status",
+        "alloc_ps",
+        "free_ps",
+        "lifetime_ps",
+        "step",
+        # The allocator's own step id, and the rows of the timeline where the
+        # allocation and its free happen (for "live at" queries).
+        "step_id",
+        "alloc_event",
+        "free_event",
+    ],
+    nullable=[
+        "allocator",
+        "address",
+        "op",
+        "op_type",
+        "region",
+        "dtype",
+        "shape",
+        "num_elements",
+        "estimated_bytes",
+        "requested_bytes",
+        "allocated_bytes",
+        "padding_bytes",
+        "free_ps",
+        "lifetime_ps",
+        "step",
+        "step_id",
+        "free_event",
+    ],
+)
+
+FREES_WITHOUT_ALLOCATION = declare(
+    "frees_without_allocation",
+    ["host", "allocator", "address", "allocated_bytes", "free_ps", "free_event", "step"],
+    nullable=["allocator", "address", "allocated_bytes", "step"],
+)
+
+TIMELINE = declare(
+    "timeline",
+    [
+        "host",
+        "allocator",
+        "time_ps",
+        "kind",
+        "in_use_bytes",
+        "heap_bytes",
+        "reserved_bytes",
+        "available_bytes",
+        "fragmentation",
+        "delta_bytes",
+        "address",
+        "requested_bytes",
+        "allocation_bytes",
+        "peak_bytes_in_use",
+        "op",
+        "step",
+    ],
+    nullable=[
+        "allocator",
+        "in_use_bytes",
+        "heap_bytes",
+        "reserved_bytes",
+        "available_bytes",
+        "fragmentation",
+        "delta_bytes",
+        "address",
+        "requested_bytes",
+        "allocation_bytes",
+        "peak_bytes_in_use",
+        "op",
+        "step",
+    ],
+)
+
+STEP_MARKERS = declare("step_markers", ["name", "step", "start_ps", "end_ps", "host"])
