@@ -22,7 +22,6 @@ reason); only ``fail`` breaches the gate.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,11 +29,15 @@ from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
 from traceparse.output.sentences import leak_growth, leak_reason
-from traceparse.output.units import format_bytes, format_percent, parse_bytes, parse_percent
+from traceparse.output.units import (
+    format_bytes,
+    format_change,
+    format_percent,
+    parse_bytes,
+    parse_percent,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from traceparse.analysis.summary import AllocatorSummary
     from traceparse.core.profile import Profile
 
@@ -240,7 +243,7 @@ def _peak(profile: Profile, s: AllocatorSummary, limit: int) -> Result:
     over = s.peak_bytes - limit
     failed = over > 0
     message = f"peak {format_bytes(s.peak_bytes)} {'>' if failed else '<='} allowed " + (
-        f"{format_bytes(limit)} ({format_bytes(over, signed=True)}, {_ratio(over, limit)})"
+        f"{format_bytes(limit)} ({format_bytes(over, signed=True)}, {format_change(over, limit)})"
         if failed
         else format_bytes(limit)
     )
@@ -313,7 +316,9 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
     report = profile.leaks()
     rate = s.growth_bytes_per_step
     if s.leak_verdict == "growing":
-        by_op = _owned(report.by_op, s)
+        from traceparse.analysis.summary import owned
+
+        by_op = owned(report.by_op, s.host, s.allocator)
         contributors = tuple(
             Contributor(
                 _op_name(row.op),
@@ -401,7 +406,7 @@ def _against(now: AllocatorFigures, before: AllocatorFigures, tolerance: Toleran
     failed = now.peak_bytes > allowed
     message = (
         f"peak {format_bytes(now.peak_bytes)} vs baseline {format_bytes(before.peak_bytes)} "
-        f"({format_bytes(delta, signed=True)}, {_ratio(delta, before.peak_bytes)}) "
+        f"({format_bytes(delta, signed=True)}, {format_change(delta, before.peak_bytes)}) "
         f"{'>' if failed else '<='} allowed {format_bytes(allowed)} (tolerance {tolerance})"
     )
     contributors: tuple[Contributor, ...] = ()
@@ -435,13 +440,6 @@ def _against(now: AllocatorFigures, before: AllocatorFigures, tolerance: Toleran
 
 
 # -- contributors -------------------------------------------------------------
-
-
-def _owned(frame: pd.DataFrame, s: AllocatorSummary) -> pd.DataFrame:
-    mask = (frame["host"].astype(object) == s.host) & (
-        frame["allocator"].astype(object) == s.allocator
-    )
-    return frame[mask.to_numpy(dtype=bool)]
 
 
 def _top_tensors(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
@@ -501,17 +499,3 @@ def _digits(fraction: float) -> int:
     if percent == round(percent):
         return 0
     return 1 if percent >= 1 else 2
-
-
-def _ratio(delta: int, base: int) -> str:
-    if base <= 0:
-        return "new" if delta > 0 else "0%"
-    return ("+" if delta > 0 else "") + format_percent(delta / base)
-
-
-def results_by_status(results: Sequence[Result]) -> dict[str, list[Result]]:
-    """The results grouped as ``{"fail": [...], "skip": [...], "pass": [...]}``."""
-    groups: dict[str, list[Result]] = {"fail": [], "skip": [], "pass": []}
-    for result in results:
-        groups[result.status].append(result)
-    return groups

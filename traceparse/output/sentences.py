@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from traceparse.output.units import format_bytes, is_missing
+from traceparse.output.units import format_bytes, is_missing, plural
 
 if TYPE_CHECKING:
     from traceparse.analysis.leaks import LeakReport
@@ -54,10 +54,6 @@ MARK_STEPS = (
 )
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def leak_reason(row: Mapping[str, Any]) -> str | None:
     """Why an allocator's growth was not judged (None when it was)."""
     if not row:
@@ -72,7 +68,7 @@ def leak_reason(row: Mapping[str, Any]) -> str | None:
         )
     if str(row["verdict"]) not in (_GROWING, _STABLE):
         return (
-            f"{_plural(int(row['steps']), 'step')} is too few to judge growth; it takes at "
+            f"{plural(int(row['steps']), 'step')} is too few to judge growth; it takes at "
             f"least {_MIN_STEPS} (the first is warm-up)"
         )
     return None
@@ -127,7 +123,7 @@ def leak_growth(row: Mapping[str, Any]) -> str:
     # A one-time rise: "+8 MiB per step" next to "stable" would contradict the verdict.
     return (
         f"{format_bytes(row['total_growth_bytes'], signed=True)} over "
-        f"{_plural(int(row['judged_steps']), 'step')}, no steady growth"
+        f"{plural(int(row['judged_steps']), 'step')}, no steady growth"
     )
 
 
