@@ -147,11 +147,11 @@ class Profile:
         )
 
     @cached_property
-    def _categories(self) -> dict[str, list[str]]:
+    def _categories(self) -> dict[str, pd.CategoricalDtype]:
         """The hosts and allocators: every table of this Profile has these categories,
         so tables merge and compare on them as they are."""
-        allocators = {str(a) for t in self.traces for a in t.events["allocator"].cat.categories}
-        return {"host": sorted(set(self.hosts)), "allocator": sorted(allocators)}
+        allocators = (str(a) for t in self.traces for a in t.events["allocator"].cat.categories)
+        return {"host": contracts.shared(self.hosts), "allocator": contracts.shared(allocators)}
 
     def _conform(self, frame: pd.DataFrame, table: contracts.Table) -> pd.DataFrame:
         """``frame`` as ``table`` declares it, with this Profile's hosts and allocators."""

@@ -17,12 +17,6 @@ from traceparse.decode.trace import (
     categorical_take,
     codes_used,
 )
-from traceparse.tables.contracts import (
-    ALLOCATIONS,
-    FREES_WITHOUT_ALLOCATION,
-    TIMELINE,
-    conform,
-)
 from traceparse.tables.dtypes import estimate_columns, estimate_status
 
 _KIND_DTYPE = pd.CategoricalDtype(["allocation", "deallocation"])
@@ -202,8 +196,6 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "step": steps,
         }
     )
-    return (
-        conform(allocations, ALLOCATIONS),
-        conform(frees_without_allocation, FREES_WITHOUT_ALLOCATION),
-        conform(timeline, TIMELINE),
-    )
+    # Columns in the order of contracts.ALLOCATIONS, FREES_WITHOUT_ALLOCATION and
+    # TIMELINE; Profile applies those contracts, with the categories all hosts share.
+    return allocations, frees_without_allocation, timeline

@@ -5,8 +5,8 @@ A column name has one dtype in every table (``DTYPES``): bytes are nullable
 picoseconds are ``int64`` (``Int64`` where a time can be unknown), repeated
 strings are categoricals with string categories. A ``Table`` lists its
 columns in order and which of them may hold NA; ``conform`` casts a frame to
-it (columns that already have their dtype are not touched) and gives ``host``
-and ``allocator`` the categories shared by every table of a Profile, so that
+it (a frame that conforms is returned as it is) and gives ``host`` and
+``allocator`` the categories shared by every table of a Profile (``shared``), so that
 tables merge and compare on them without casting to object. ``concat`` joins
 per-host tables with the union of their categories.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -104,7 +105,7 @@ class Table:
     columns: tuple[str, ...]
     nullable: frozenset[str] = field(default_factory=frozenset)
 
-    @property
+    @cached_property
     def dtypes(self) -> dict[str, str]:
         return {column: dtype_of(column) for column in self.columns}
 
@@ -129,23 +130,41 @@ def declare(name: str, columns: Iterable[str], nullable: Iterable[str] = ()) -> 
 
 
 def conform(
-    frame: pd.DataFrame, table: Table, categories: Mapping[str, Sequence[str]] | None = None
+    frame: pd.DataFrame,
+    table: Table,
+    categories: Mapping[str, pd.CategoricalDtype] | None = None,
 ) -> pd.DataFrame:
     """``frame`` with ``table``'s columns, in order, each of its declared dtype.
 
-    ``categories`` fixes the categories of some columns (the Profile's hosts
-    and allocators); other categoricals keep theirs, with string categories.
-    Columns that already conform are passed through without a copy.
+    ``categories`` fixes the dtype of some categorical columns (a Profile's
+    hosts and allocators, see ``shared``); other categoricals keep their
+    categories, as strings. A frame that already conforms is returned as it
+    is, and only the columns that differ are converted: this runs on every
+    table of every load.
     """
-    out = {}
+    fixed = categories or {}
+    have = frame.dtypes
+    changed: dict[str, pd.Series] = {}
     for column, dtype in table.dtypes.items():
-        values = frame[column]
+        current = have[column]
         if dtype == CATEGORY:
-            values = _as_category(values, (categories or {}).get(column))
-        elif str(values.dtype) != dtype:
-            values = values.astype(dtype)
-        out[column] = values
-    return pd.DataFrame(out, index=frame.index, copy=False)
+            wanted = fixed.get(column)
+            if wanted is not None:
+                if current != wanted:
+                    changed[column] = _as_category(frame[column], wanted)
+            elif not (isinstance(current, pd.CategoricalDtype) and _string_categories(current)):
+                changed[column] = _as_category(frame[column], None)
+        elif str(current) != dtype:
+            changed[column] = frame[column].astype(dtype)
+    out = frame.assign(**changed) if changed else frame
+    if tuple(out.columns) != table.columns:
+        out = out[list(table.columns)]
+    return out
+
+
+def shared(names: Iterable[str]) -> pd.CategoricalDtype:
+    """The categorical dtype of a column whose categories every table shares."""
+    return pd.CategoricalDtype(_names(sorted(set(names))))
 
 
 def violations(frame: pd.DataFrame, table: Table) -> list[str]:
@@ -158,7 +177,7 @@ def violations(frame: pd.DataFrame, table: Table) -> list[str]:
             continue
         values = frame[column]
         if dtype == CATEGORY:
-            ok = isinstance(values.dtype, pd.CategoricalDtype) and _string_categories(values)
+            ok = isinstance(values.dtype, pd.CategoricalDtype) and _string_categories(values.dtype)
         else:
             ok = str(values.dtype) == dtype
         if not ok:
@@ -176,7 +195,7 @@ def concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     for column in frames[0].columns:
         dtypes = [frame[column].dtype for frame in frames]
         if all(isinstance(d, pd.CategoricalDtype) for d in dtypes):
-            union = _names(sorted({str(c) for d in dtypes for c in d.categories}))
+            union = shared(str(c) for d in dtypes for c in d.categories)
             for frame in frames:
                 frame[column] = _as_category(frame[column], union)
     return pd.concat(frames, ignore_index=True)
@@ -188,11 +207,11 @@ def _names(names: Iterable[str]) -> pd.Index:
 
 
 _TEXT = pd.Index(["text"]).dtype
+_TEXT_ONLY = not isinstance(_TEXT, np.dtype)  # pandas 3's str dtype holds nothing but text
 
 
-def _as_category(values: pd.Series, categories: Sequence[str] | None) -> pd.Series:
-    if categories is not None:
-        wanted = pd.CategoricalDtype(_names(categories))
+def _as_category(values: pd.Series, wanted: pd.CategoricalDtype | None) -> pd.Series:
+    if wanted is not None:
         if values.dtype == wanted:
             return values
         if not isinstance(values.dtype, pd.CategoricalDtype):
@@ -200,13 +219,9 @@ def _as_category(values: pd.Series, categories: Sequence[str] | None) -> pd.Seri
         return values.cat.set_categories(wanted.categories).astype(wanted)
     if not isinstance(values.dtype, pd.CategoricalDtype):
         values = values.astype(object).astype(CATEGORY)
-    return _str_categories(values)
-
-
-def _str_categories(values: pd.Series) -> pd.Series:
-    """The same codes over string categories (an all-NA column may have numeric ones)."""
-    if _string_categories(values):
+    if _string_categories(values.dtype):
         return values
+    # The same codes over string categories (an all-NA column may have numeric ones).
     dtype = pd.CategoricalDtype(_names(str(c) for c in values.cat.categories))
     codes = values.cat.codes.to_numpy(dtype=np.int64)
     return pd.Series(
@@ -216,11 +231,13 @@ def _str_categories(values: pd.Series) -> pd.Series:
     )
 
 
-def _string_categories(values: pd.Series) -> bool:
-    categories = values.cat.categories
-    return categories.dtype == _TEXT and (
-        len(categories) == 0 or pd.api.types.infer_dtype(categories) == "string"
-    )
+def _string_categories(dtype: pd.CategoricalDtype) -> bool:
+    categories = dtype.categories
+    if len(categories) == 0:
+        return True
+    if categories.dtype != _TEXT:
+        return False
+    return _TEXT_ONLY or pd.api.types.infer_dtype(categories) == "string"
 
 
 def _empty_series(dtype: str) -> pd.Series:
