@@ -16,6 +16,7 @@ from conftest import FIXTURES, MANIFEST, xplane_files
 import traceparse
 from traceparse import Profile
 from traceparse.analysis import PARTS
+from traceparse.output.sentences import leak_message
 
 # Every readable capture; the corrupt fixtures belong to the error tests.
 CAPTURES = xplane_files()
@@ -99,7 +100,7 @@ def test_the_leak_fixture_is_growing_by_what_it_keeps() -> None:
     (capture,) = entry["captures"]
     prof = traceparse.load(FIXTURES / capture["path"])
     report = prof.leaks()
-    assert report.verdict == "growing", report.message
+    assert report.verdict == "growing", leak_message(report)
     per_step = entry["expected_growth_bytes_per_step"]
     judged = report.growth[report.growth["judged"]]
     assert (judged["growth_bytes"] == per_step).all()
@@ -117,7 +118,7 @@ def test_the_keras_training_fixture_is_stable_and_has_its_layers() -> None:
     entry = MANIFEST["fixtures"]["keras_train"]
     (capture,) = entry["captures"]
     prof = traceparse.load(FIXTURES / capture["path"])
-    assert prof.leaks().verdict == "stable", prof.leaks().message
+    assert prof.leaks().verdict == "stable", leak_message(prof.leaks())
     layers = prof.scopes(2)["scope"].dropna().astype(str).tolist()
     for layer in ("conv1", "pool1", "hidden"):
         assert any(layer in scope for scope in layers), (layer, layers)
@@ -130,7 +131,7 @@ def test_the_keras_training_fixture_is_stable_and_has_its_layers() -> None:
 def test_two_marked_steps_are_too_few_to_judge() -> None:
     prof = traceparse.load(FIXTURES / MANIFEST["fixtures"]["eager_ops"]["captures"][0]["path"])
     report = prof.leaks()
-    assert report.verdict == "too few steps" and "too few" in report.message
+    assert report.verdict == "too few steps" and "too few" in leak_message(report)
 
 
 def test_a_capture_without_memory_events_gives_empty_analyses() -> None:
@@ -140,7 +141,7 @@ def test_a_capture_without_memory_events_gives_empty_analyses() -> None:
     assert prof.ops.empty and prof.scopes(2).empty and prof.steps.empty
     assert prof.summary() == []
     report = prof.leaks()
-    assert report.verdict == "no memory events" and "no memory events" in report.message
+    assert report.verdict == "no memory events" and "no memory events" in leak_message(report)
 
 
 @pytest.mark.parametrize("path", LEGACY, ids=lambda p: str(p.relative_to(FIXTURES)))

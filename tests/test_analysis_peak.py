@@ -8,6 +8,7 @@ from test_analysis_support import CAPACITY, GPU, alloc, free, profile_of, trace_
 
 from traceparse import Profile, UsageError
 from traceparse.analysis import PARTS
+from traceparse.output.sentences import allocator_notes
 
 HOST_BFC = "gpu_host_bfc"
 
@@ -40,7 +41,7 @@ def test_a_tie_at_the_peak_takes_the_latest_event() -> None:
     peak = prof.peak.iloc[0]
     assert peak["time_ps"] == 30 and peak["peak_events"] == 2
     assert prof.live_at_peak()["op"].tolist() == ["second"]
-    assert any("reached 2 times" in d for s in prof.summary() for d in s.diagnostics)
+    assert any("reached 2 times" in d for s in prof.summary() for d in allocator_notes(s))
 
 
 def test_every_allocator_and_host_has_its_own_peak() -> None:
@@ -156,7 +157,7 @@ def test_lost_frees_make_before_capture_negative_and_say_so() -> None:
     assert part["before_capture_bytes"] == -1000
     assert sum(int(part[p]) for p in PARTS) == part["in_use_bytes"] == 1000
     (summary,) = prof.summary()
-    assert any("lost some frees" in d for d in summary.diagnostics)
+    assert any("lost some frees" in d for d in allocator_notes(summary))
 
 
 def test_missing_counters_count_as_zero_and_missing_capacity_is_na() -> None:

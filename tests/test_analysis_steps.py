@@ -7,6 +7,7 @@ from test_analysis_support import GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile
 from traceparse.analysis.leaks import MIN_STEPS
+from traceparse.output.sentences import leak_growth, leak_message, leak_sentence
 
 MiB = 1 << 20
 
@@ -121,8 +122,8 @@ def test_steady_growth_after_warmup_is_a_leak_naming_the_op() -> None:
     prof = profile_of(leaky_steps(5), markers=markers(5))
     report = prof.leaks()
     assert report.verdict == "growing"
-    assert "growing" in report.message and "cache/append" in report.message
-    assert "1 MiB per step" in report.message
+    assert "growing" in leak_message(report) and "cache/append" in leak_message(report)
+    assert "1 MiB per step" in leak_message(report)
     by_op = report.by_op
     assert by_op["op"].astype(str).tolist() == ["cache/append"]
     assert by_op["count"].iloc[0] == 4 and by_op["bytes"].iloc[0] == 4 * MiB
@@ -143,11 +144,27 @@ def test_flat_steps_are_stable_even_with_warmup_allocations() -> None:
     assert report.allocators["total_growth_bytes"].tolist() == [0]
 
 
+def test_a_one_time_rise_is_stable_and_its_figures_say_so() -> None:
+    """Issue 19: "stable … (up in 1 of 2 steps)" beside "Growth +8 MiB per step" contradicted
+    itself; a rise in one step of two is stable, and its growth figure is not per step."""
+    events = [*leaky_steps(3, leak=0), alloc(160, 99, 16 * MiB, op="cache/build")]
+    prof = profile_of(events, markers=markers(3))
+    report = prof.leaks()
+    (row,) = report.allocators.to_dict("records")
+    assert report.verdict == "stable"
+    assert (row["judged_steps"], row["grew_steps"], row["total_growth_bytes"]) == (2, 1, 16 * MiB)
+    sentence = leak_sentence(row, name="GPU")
+    assert "one-time rise" in sentence and "only 1 of 2 steps" in sentence
+    assert leak_growth(row) == "+16 MiB over 2 steps, no steady growth"
+    (summary,) = prof.summary()
+    assert summary.leak == {**row, "host": summary.host, "allocator": summary.allocator}
+
+
 def test_too_few_steps_is_said_plainly() -> None:
     prof = profile_of(leaky_steps(MIN_STEPS - 1), markers=markers(MIN_STEPS - 1))
     report = prof.leaks()
     assert report.verdict == "too few steps"
-    assert f"at least {MIN_STEPS}" in report.message
+    assert f"at least {MIN_STEPS}" in leak_message(report)
     # The suspects are still listed.
     assert report.by_op["op"].astype(str).tolist() == ["cache/append"]
 
@@ -156,7 +173,7 @@ def test_raw_step_ids_are_not_judged_as_training_steps() -> None:
     events = [alloc(10 * n, n, MiB, op="keep", step_id=100 + n) for n in range(1, 8)]
     report = profile_of(events).leaks()
     assert report.verdict == "too few steps"
-    assert "no step markers" in report.message
+    assert "no step markers" in leak_message(report)
 
 
 def test_xprof_step_numbers_of_a_converted_profile_are_judged() -> None:

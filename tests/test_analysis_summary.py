@@ -17,6 +17,7 @@ from traceparse.analysis.summary import (
     TOP_SCOPE_COLUMNS,
     TOP_TENSOR_COLUMNS,
 )
+from traceparse.output.sentences import allocator_notes
 
 MiB = 1 << 20
 
@@ -45,7 +46,7 @@ def test_one_summary_per_allocator_with_the_headline_figures() -> None:
     # variable_bytes is measured only with a variable inventory, which this capture lacks.
     assert list(gpu.attribution) == [p for p in PARTS if p not in OPTIONAL_PARTS]
     assert gpu.attribution["before_capture_bytes"] == 2 * MiB
-    assert any("before the capture started" in d for d in gpu.diagnostics)
+    assert any("before the capture started" in d for d in allocator_notes(gpu))
     assert gpu.leak_verdict == "too few steps"
 
 

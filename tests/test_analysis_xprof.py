@@ -23,7 +23,7 @@ from conftest import FIXTURES, xplane_files
 import traceparse
 from traceparse._proto import xplane_pb2
 from traceparse.analysis.liveness import end_events, held_bytes, live_mask
-from traceparse.tables.dtypes import dtype_code
+from traceparse.decode.datatypes import dtype_code
 
 xprof_convert = pytest.importorskip(
     "xprof.convert.raw_to_tool_data", reason="needs tensorboard-plugin-profile (xprof)"

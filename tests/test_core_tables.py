@@ -16,9 +16,12 @@ from reference import memory_events, replay
 import traceparse
 from traceparse.decode.fields import INT_STATS, STR_STATS
 from traceparse.decode.trace import EVENT_COLUMNS, OP_TIME_COLUMNS, STEP_MARKER_COLUMNS
-from traceparse.tables.build import ALLOCATION_COLUMNS
+from traceparse.tables.contracts import ALLOCATIONS
 
 xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+
+
+ALLOCATION_COLUMNS = list(ALLOCATIONS.columns)
 
 
 def tf_space(path: Path) -> object:

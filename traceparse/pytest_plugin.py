@@ -234,7 +234,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
 
 
 def _budgets(item: pytest.Item, kwargs: dict[str, Any]) -> Budgets:
+    from traceparse.core.loading import load
     from traceparse.errors import TraceparseError
+    from traceparse.gate.baseline import baseline_of, is_baseline_file
     from traceparse.gate.budgets import DEFAULT_TOLERANCE, Budgets
 
     unknown = sorted(set(kwargs) - set(_MARKER_ARGS))
@@ -248,6 +250,8 @@ def _budgets(item: pytest.Item, kwargs: dict[str, Any]) -> Budgets:
     if baseline is not None and not os.path.isabs(os.fspath(baseline)):
         baseline = os.path.join(str(item.config.rootpath), os.fspath(baseline))
     try:
+        if baseline is not None and not is_baseline_file(baseline):
+            baseline = baseline_of(load(baseline))  # a capture as the baseline
         budgets = Budgets.from_options(
             max_peak=kwargs.get("max_peak"),
             max_utilisation=kwargs.get("max_utilisation"),

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.tables.contracts import declare
 
 # The parts, in the order a report lists them.
 PARTS = [
@@ -70,13 +71,10 @@ NOT_MEASURED = "not_measured"
 CPU_POOL_BYTES = 256 * 1024
 CPU_ALLOCATORS = ("mklcpu", "cpu")
 
-ATTRIBUTION_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "in_use_bytes": "int64",
-    **dict.fromkeys(PARTS, "int64"),
-    "live_allocations": "int64",
-}
+ATTRIBUTION = declare(
+    "attribution", ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"], ["allocator"]
+)
+ATTRIBUTION_COLUMNS = ATTRIBUTION.dtypes
 
 
 def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None) -> pd.DataFrame:
@@ -163,7 +161,7 @@ def _attribution_table(
 ) -> pd.DataFrame:
     columns = ATTRIBUTION_COLUMNS
     if peak.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
+        return ATTRIBUTION.empty()
     parts = split_bytes(live, xla_covered)
     parts["host"] = live["host"].astype(object)
     parts["allocator"] = live["allocator"].astype(object)

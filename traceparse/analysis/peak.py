@@ -18,26 +18,45 @@ import pandas as pd
 
 from traceparse.analysis.liveness import end_events, group_codes, live_mask
 from traceparse.errors import UsageError
+from traceparse.tables.contracts import ALLOCATIONS, declare
 
-PEAK_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "time_ps": "int64",
-    "in_use_bytes": "Int64",
-    "heap_bytes": "Int64",
-    "reserved_bytes": "Int64",
-    "available_bytes": "Int64",
-    "capacity_bytes": "Int64",
-    "fragmentation": "Float64",
-    "step": "Int64",
-    "event": "int64",
-    # Added: how many events reach the maximum, the allocator's own lifetime
-    # peak counter (it may have peaked higher before the capture started), and
-    # the allocator's event count.
-    "peak_events": "int64",
-    "lifetime_peak_bytes": "Int64",
-    "events": "int64",
-}
+PEAK = declare(
+    "peak",
+    [
+        "host",
+        "allocator",
+        "time_ps",
+        "in_use_bytes",
+        "heap_bytes",
+        "reserved_bytes",
+        "available_bytes",
+        "capacity_bytes",
+        "fragmentation",
+        "step",
+        "event",
+        # Added: how many events reach the maximum, the allocator's own lifetime
+        # peak counter (it may have peaked higher before the capture started), and
+        # the allocator's event count.
+        "peak_events",
+        "lifetime_peak_bytes",
+        "events",
+    ],
+    nullable=[
+        "allocator",
+        "heap_bytes",
+        "reserved_bytes",
+        "available_bytes",
+        "capacity_bytes",
+        "fragmentation",
+        "step",
+        "lifetime_peak_bytes",
+    ],
+)
+PEAK_COLUMNS = PEAK.dtypes
+# The allocations live at an allocator's peak, and whether in the peak's step.
+LIVE_AT_PEAK = declare(
+    "live_at_peak", [*ALLOCATIONS.columns, "in_peak_step"], nullable=ALLOCATIONS.nullable
+)
 
 
 def in_use(timeline: pd.DataFrame) -> np.ndarray:
@@ -138,9 +157,10 @@ def select(
                 f"no {column} named {wanted!r} in this capture; "
                 f"its {column}s are: {', '.join(names) or 'none (no memory events)'}"
             )
-        mask &= (frame[column].astype(object) == wanted).to_numpy(dtype=bool)
+        # Categoricals compare with a name as they are (NA is never equal).
+        mask &= (frame[column] == wanted).to_numpy(dtype=bool, na_value=False)
     return frame[mask]
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in PEAK_COLUMNS.items()})
+    return PEAK.empty()

@@ -15,6 +15,7 @@ import pandas as pd
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, live_mask
 from traceparse.analysis.peak import peak_event_of
 from traceparse.errors import UsageError
+from traceparse.tables.contracts import declare
 
 # The scope of ops that sit in no name scope (TF names cannot contain parentheses).
 NO_SCOPE = "(top level)"
@@ -25,38 +26,30 @@ _WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*
 
 _SUMS = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
 
-ROLLUP_COLUMNS: dict[str, str] = {
-    "count": "int64",
-    "requested_bytes": "Int64",
-    "allocated_bytes": "Int64",
-    "estimated_bytes": "Int64",
-    "padding_bytes": "Int64",
-    "unestimated": "int64",
-    "largest_bytes": "Int64",
-    "live_at_peak": "int64",
-    "live_at_peak_bytes": "int64",
-    "live_at_end": "int64",
-    "live_at_end_bytes": "int64",
-    "mean_lifetime_ps": "Int64",  # rounded: times are whole picoseconds
-    "compute_count": "Int64",
-    "compute_ps": "Int64",
-}
-
-OPS_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "op": "category",
-    "op_type": "category",
-    **ROLLUP_COLUMNS,
-}
-
-SCOPE_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "scope": "category",
-    "ops": "int64",
-    **ROLLUP_COLUMNS,
-}
+_ROLLUP = [
+    "count",
+    "requested_bytes",
+    "allocated_bytes",
+    "estimated_bytes",
+    "padding_bytes",
+    "unestimated",
+    "largest_bytes",
+    "live_at_peak",
+    "live_at_peak_bytes",
+    "live_at_end",
+    "live_at_end_bytes",
+    "mean_lifetime_ps",
+    "compute_count",
+    "compute_ps",
+]
+# largest_bytes: NA for an op that only XLA buffers bring (it allocated nothing).
+_ROLLUP_NA = ["allocator", "largest_bytes", "mean_lifetime_ps", "compute_count", "compute_ps"]
+OPS = declare(
+    "ops", ["host", "allocator", "op", "op_type", *_ROLLUP], ["op", "op_type", *_ROLLUP_NA]
+)
+SCOPES = declare("scopes", ["host", "allocator", "scope", "ops", *_ROLLUP], ["scope", *_ROLLUP_NA])
+OPS_COLUMNS = OPS.dtypes
+SCOPE_COLUMNS = SCOPES.dtypes
 
 
 def ops_table(allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFrame) -> pd.DataFrame:
@@ -171,4 +164,4 @@ def _finish(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
 
 
 def _empty(columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
+    return (OPS if columns is OPS_COLUMNS else SCOPES).empty()

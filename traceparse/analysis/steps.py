@@ -18,28 +18,34 @@ import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
 from traceparse.analysis.peak import in_use
+from traceparse.tables.contracts import declare
 
-STEP_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "allocator": "category",
-    "step": "int64",
-    "name": "category",
-    "source": "category",
-    "start_ps": "int64",
-    "end_ps": "int64",
-    "duration_ps": "int64",
-    "allocations": "int64",
-    "requested_bytes": "int64",
-    "allocated_bytes": "int64",
-    "frees": "int64",
-    "freed_bytes": "int64",
-    "peak_in_use_bytes": "int64",
-    "peak_time_ps": "int64",
-    "in_use_start_bytes": "int64",
-    "in_use_end_bytes": "int64",
-    "growth_bytes": "int64",
-    "retained_bytes": "int64",
-}
+STEPS = declare(
+    "steps",
+    [
+        "host",
+        "allocator",
+        "step",
+        "name",
+        "source",
+        "start_ps",
+        "end_ps",
+        "duration_ps",
+        "allocations",
+        "requested_bytes",
+        "allocated_bytes",
+        "frees",
+        "freed_bytes",
+        "peak_in_use_bytes",
+        "peak_time_ps",
+        "in_use_start_bytes",
+        "in_use_end_bytes",
+        "growth_bytes",
+        "retained_bytes",
+    ],
+    nullable=["allocator", "name"],
+)
+STEP_COLUMNS = STEPS.dtypes
 
 # Where a step comes from: step markers; xprof's step numbers (pre-converted
 # profiles); or the allocator's own step ids, which in a raw capture number
@@ -206,4 +212,4 @@ def _owner_keys(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in STEP_COLUMNS.items()})
+    return STEPS.empty()

@@ -11,7 +11,6 @@ import pandas as pd
 
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS, counted_variables
 from traceparse.analysis.leaks import LeakReport
-from traceparse.output.units import format_bytes
 
 TOP = 10
 
@@ -65,9 +64,12 @@ class AllocatorSummary:
     top_scopes: pd.DataFrame = field(repr=False)
     attribution: dict[str, int]
     leak_verdict: str
-    leak_message: str
     growth_bytes_per_step: float | None
-    diagnostics: list[str]
+    # The leak check's figures: a row of LeakReport.allocators as plain values
+    # (output.sentences.leak_sentence says them in words); empty when not judged.
+    leak: dict[str, Any]
+    peak_events: int  # how many events reach the peak (the figures are the last one's)
+    lifetime_peak_bytes: int | None  # the allocator's own peak since it started
     # What was allocated before the capture, split by the variable inventory:
     # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
     # optimizer (its name), other_bytes / other_variables, variable_bytes (the
@@ -128,11 +130,10 @@ def build_summaries(
     scopes: pd.DataFrame,
     allocations: pd.DataFrame,
     leaks: LeakReport,
-    diagnostics: dict[str, list[str]],
     variables: pd.DataFrame | None = None,
 ) -> list[AllocatorSummary]:
-    """One summary per peak row. ``diagnostics`` maps a host to its notes;
-    ``variables`` is ``Profile.variables`` (None without an inventory)."""
+    """One summary per peak row; ``variables`` is ``Profile.variables`` (None
+    without an inventory)."""
     counts = allocations.groupby(["host", "allocator"], observed=True).size()
     unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
@@ -141,18 +142,20 @@ def build_summaries(
         row = peak.iloc[index]
         host, allocator = str(row["host"]), str(row["allocator"])
         parts = attribution.iloc[index]
-        mine = _owned(live, host, allocator)
+        mine = owned(live, host, allocator)
         capacity = _int(row["capacity_bytes"])
         peak_bytes = int(row["in_use_bytes"])
-        verdict, message, rate = leaks.verdict, leaks.message, None
+        verdict, rate, leak = leaks.verdict, None, {}
         if verdicts is not None and (host, allocator) in verdicts.index:
             found = verdicts.loc[(host, allocator)]
-            verdict, message = str(found["verdict"]), str(found["message"])
+            verdict = str(found["verdict"])
             rate = (
                 None
                 if pd.isna(found["growth_bytes_per_step"])
                 else float(found["growth_bytes_per_step"])
             )
+            leak = {"host": host, "allocator": allocator}
+            leak.update({k: plain(v) for k, v in found.items()})
         attribution_parts = {part: int(parts[part]) for part in PARTS if part not in unmeasured}
         split, top_variables = (
             (None, None)
@@ -180,9 +183,10 @@ def build_summaries(
                 top_scopes=_top(scopes, host, allocator, TOP_SCOPE_COLUMNS),
                 attribution=attribution_parts,
                 leak_verdict=verdict,
-                leak_message=message,
                 growth_bytes_per_step=rate,
-                diagnostics=[*diagnostics.get(host, []), *_notes(row, attribution_parts)],
+                leak=leak,
+                peak_events=int(row["peak_events"]),
+                lifetime_peak_bytes=_int(row["lifetime_peak_bytes"]),
                 before_capture=split,
                 top_variables=top_variables,
             )
@@ -195,7 +199,7 @@ def _before_capture(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The counted variables of this allocator by role, and the largest of them."""
     mine = variables[counted_variables(variables)]
-    mine = _owned(mine, host, allocator)
+    mine = owned(mine, host, allocator)
     split: dict[str, Any] = {}
     for role in ("weight", "optimizer", "other"):
         of_role = mine[mine["role"].astype(object) == role]
@@ -213,14 +217,15 @@ def _before_capture(
     return split, top.head(TOP)[TOP_VARIABLE_COLUMNS].reset_index(drop=True)
 
 
-def _owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
-    mask = (frame["host"].astype(object) == host) & (frame["allocator"].astype(object) == allocator)
-    return frame[mask.to_numpy(dtype=bool)]
+def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
+    """The rows of one (host, allocator); the tables share those categories, so no cast."""
+    mask = (frame["host"] == host) & (frame["allocator"] == allocator)
+    return frame[mask.to_numpy(dtype=bool, na_value=False)]
 
 
 def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> pd.DataFrame:
     """The rows holding the most bytes at the peak (only those holding any), largest first."""
-    mine = _owned(frame, host, allocator)
+    mine = owned(frame, host, allocator)
     mine = mine[mine["live_at_peak_bytes"] > 0]
     mine = mine.sort_values(
         ["live_at_peak_bytes", "allocated_bytes"], ascending=False, kind="stable"
@@ -230,44 +235,3 @@ def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> 
 
 def _int(value: Any) -> int | None:
     return None if pd.isna(value) else int(value)
-
-
-def _notes(row: pd.Series, parts: dict[str, int]) -> list[str]:
-    """Plain sentences about this allocator's figures that a reader should know."""
-    name = f"{row['allocator']} on {row['host']}"
-    notes: list[str] = []
-    if pd.isna(row["capacity_bytes"]):
-        notes.append(f"{name}: the events carry no bytes_available, so capacity is unknown.")
-    before = parts["before_capture_bytes"]
-    if before < 0:
-        notes.append(
-            f"{name}: the allocations live at the peak hold {format_bytes(-before)} more than "
-            "the allocator's own counter; the capture lost some frees, so some of them "
-            "were in fact released."
-        )
-    elif before > 0 and "variable_bytes" in parts:
-        notes.append(
-            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
-            "started and is not a variable the inventory names (tensors held by Python "
-            "objects, dataset buffers, small variables, allocator rounding); start the "
-            "profiler earlier to see which tensors hold it."
-        )
-    elif before > 0:
-        notes.append(
-            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
-            "started; start the profiler earlier to see which tensors hold it."
-        )
-    if int(row["peak_events"]) > 1:
-        notes.append(
-            f"{name}: the peak of {format_bytes(row['in_use_bytes'])} is reached "
-            f"{int(row['peak_events'])} times; the figures are for the last of them."
-        )
-    lifetime = row["lifetime_peak_bytes"]
-    if not pd.isna(lifetime) and int(lifetime) > int(
-        row["heap_bytes"] if not pd.isna(row["heap_bytes"]) else 0
-    ):
-        notes.append(
-            f"{name}: the allocator's own lifetime peak, {format_bytes(lifetime)}, is higher "
-            "than any point in the capture: it peaked before the capture started."
-        )
-    return notes

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from traceparse.analysis import PARTS
 from traceparse.files.atomic import atomic_write
 from traceparse.files.names import printable
-from traceparse.output.units import format_bytes, format_count, format_percent
+from traceparse.output.units import format_bytes, format_count, format_percent, plural
 from traceparse.report.escape import md_code, md_text
 
 if TYPE_CHECKING:
@@ -99,12 +99,12 @@ def render_markdown(frame: pd.DataFrame) -> str:
     statuses = captures["status"].astype(object)
     counts = {status: int((statuses == status).sum()) for status in STATUSES}
     line = (
-        f"{_plural(len(captures), 'capture')}: {counts['ok']} ok, "
+        f"{plural(len(captures), 'capture')}: {counts['ok']} ok, "
         f"{counts['empty']} without memory events, {counts['error']} failed"
     )
     roots = int(frame["host"].isna().sum())
     if roots:
-        line += f"; {_plural(roots, 'root')} could not be searched"
+        line += f"; {plural(roots, 'root')} could not be searched"
     out = ["# traceparse batch summary", "", line + ".", ""]
     failed = frame[frame["status"] == "error"]
     if len(failed):
@@ -168,7 +168,3 @@ def _links(directory: Any) -> str:
         return "-"
     # Our own directory names: [A-Za-z0-9._-] and "/", safe in a link target.
     return f"[{md_text(os.path.basename(str(directory)))}]({directory}/)"
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from traceparse.core.profile import Profile
     from traceparse.decode.trace import MemoryTrace
     from traceparse.files.discover import CaptureFile
+    from traceparse.gate.baseline import Baseline
     from traceparse.output.terminal import Terminal
 
 
@@ -36,14 +37,11 @@ def _read(captures: Sequence[CaptureFile], term: Terminal) -> list[MemoryTrace]:
 
 def load_each(paths: Sequence[str], term: Terminal) -> list[Profile]:
     """One ``Profile`` per run and host under every path, oldest run first (``load_all``)."""
-    from traceparse.core.profile import Profile
+    from traceparse.core.loading import each_profile
     from traceparse.files.discover import find_captures
 
     captures = [capture for path in paths for capture in find_captures(path)]
-    traces = _read(captures, term)
-    return [
-        Profile([trace], run=capture.run) for capture, trace in zip(captures, traces, strict=True)
-    ]
+    return each_profile(captures, read=lambda found: _read(found, term))
 
 
 def load_newest(path: str, term: Terminal) -> Profile:
@@ -51,17 +49,23 @@ def load_newest(path: str, term: Terminal) -> Profile:
 
     When the path holds several runs, a note says which one is shown.
     """
-    from traceparse.core.profile import Profile
+    from traceparse.core.loading import newest_profile
     from traceparse.files.discover import find_captures
 
     captures = find_captures(path)
-    newest = captures[-1].run_dir
     runs = sorted({c.run for c in captures})
     if len(runs) > 1:
         term.note(
             f"{path} holds {len(runs)} runs; showing the newest, {captures[-1].run}. "
             "Give a run directory to see another."
         )
-    mine = [c for c in captures if c.run_dir == newest]
-    traces = _read(mine, term)
-    return Profile(traces, run=mine[0].run)
+    return newest_profile(captures, read=lambda found: _read(found, term))
+
+
+def load_baseline(path: str, term: Terminal) -> Baseline:
+    """A baseline file, or the figures of the newest run of a capture, to compare with."""
+    from traceparse.gate.baseline import baseline_of, is_baseline_file, read_baseline
+
+    if is_baseline_file(path):
+        return read_baseline(path)
+    return baseline_of(load_newest(path, term))

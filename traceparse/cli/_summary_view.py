@@ -65,11 +65,11 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
                 _print_table(table, term, top)
             if av.diagnostics:
                 term.line()
-                term.line("Diagnostics", style="bold")
+                term.line(f"Notes on {av.allocator} on {av.host}", style="bold")
                 term.bullets(av.diagnostics, style="yellow")
         if pv.diagnostics:
             term.line()
-            term.line("Diagnostics", style="bold")
+            term.line("Diagnostics of the capture", style="bold")
             term.bullets(pv.diagnostics, style="yellow")
 
 
@@ -145,6 +145,7 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
 
 def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
     """The summary as plain data, for ``--format json``."""
+    from traceparse.output.sentences import summary_record
     from traceparse.report.jsonreport import frame_records
 
     return [
@@ -152,7 +153,7 @@ def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
             "run": profile.run,
             "hosts": list(profile.hosts),
             "paths": list(profile.paths),
-            "allocators": [summary.to_dict() for summary in profile.summary()],
+            "allocators": [summary_record(summary) for summary in profile.summary()],
             "layers": frame_records(profile.layers),
             "diagnostics": list(profile.diagnostics),
         }

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, count_type
+from traceparse.output.units import plural
 
 if TYPE_CHECKING:
     from traceparse.batching import BatchResult
@@ -165,12 +166,12 @@ def _terminate_as_interrupt() -> Iterator[None]:
 def report(result: BatchResult, term: Terminal) -> None:
     """What the batch did, on stdout; each failure on stderr."""
     line = (
-        f"{_plural(result.captures, 'capture')}: {result.ok} ok, "
+        f"{plural(result.captures, 'capture')}: {result.ok} ok, "
         f"{result.empty} without memory events, {result.errors} failed"
     )
     roots = len(result.failed) - result.errors
     if roots:
-        line += f"; {_plural(roots, 'root')} could not be searched"
+        line += f"; {plural(roots, 'root')} could not be searched"
     term.line(f"{line} ({result.analysed} analysed now, {result.reused} unchanged and reused)")
     names = ", ".join(path.rsplit("/", 1)[-1] for path in result.files)
     term.line(f"Wrote {names} and the reports under {result.output}")
@@ -180,7 +181,3 @@ def report(result: BatchResult, term: Terminal) -> None:
         term.warn(f"{path}: {reason}")
     if len(result.failed) > _SHOWN_FAILURES:
         term.warn(f"… and {len(result.failed) - _SHOWN_FAILURES} more: see summary.csv")
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"

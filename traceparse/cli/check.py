@@ -149,7 +149,7 @@ class CheckCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.gate.budgets import DEFAULT_TOLERANCE, Budgets, evaluate, load_baseline
+        from traceparse.gate.budgets import DEFAULT_TOLERANCE, Budgets, evaluate
 
         if args.tolerance is not None and args.baseline is None:
             raise UsageError("--tolerance applies to --baseline: give both, or neither")
@@ -169,9 +169,10 @@ class CheckCommand(Command):
                 "--max-padding, --no-leaks or --baseline"
             )
         try:
+            from traceparse.cli._loading import load_baseline, load_newest
+
             if args.baseline is not None:
-                budgets = replace(budgets, baseline=load_baseline(args.baseline))
-            from traceparse.cli._loading import load_newest
+                budgets = replace(budgets, baseline=load_baseline(args.baseline, term))
 
             profile = load_newest(args.path, term)
             results = evaluate(profile, budgets)

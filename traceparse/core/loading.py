@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from itertools import groupby
+from collections.abc import Callable, Sequence
 
 from traceparse.core.profile import Profile
 from traceparse.decode.memory_profile import decode_memory_profile
@@ -23,6 +23,8 @@ from traceparse.files.discover import (
 INVENTORY_SUFFIX = ".variables.json"
 
 PathLike = str | os.PathLike[str]
+# Reads a list of captures into traces, in order (the CLI's shows progress).
+Reader = Callable[[Sequence[CaptureFile]], list[MemoryTrace]]
 
 
 def read_trace(capture: CaptureFile) -> MemoryTrace:
@@ -59,24 +61,33 @@ def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
         )
 
 
+def read_traces(captures: Sequence[CaptureFile]) -> list[MemoryTrace]:
+    """Decode the captures in order; the command line passes its own, with a progress bar."""
+    return [read_trace(capture) for capture in captures]
+
+
+def newest_profile(captures: Sequence[CaptureFile], read: Reader = read_traces) -> Profile:
+    """The newest run of ``captures`` (``find_captures`` order), all hosts in one Profile."""
+    newest = captures[-1].run_dir
+    mine = [capture for capture in captures if capture.run_dir == newest]
+    return Profile(read(mine), run=mine[0].run)
+
+
+def each_profile(captures: Sequence[CaptureFile], read: Reader = read_traces) -> list[Profile]:
+    """One Profile per capture (run and host), in the order given."""
+    traces = read(captures)
+    return [Profile([t], run=c.run) for c, t in zip(captures, traces, strict=True)]
+
+
 def load(path: PathLike) -> Profile:
     """The newest run under ``path`` (a logdir, a run directory or a capture file).
 
     All hosts of that run are in the one ``Profile``; tables have a ``host``
     column. Raises a ``TraceparseError`` subclass for a bad path or file.
     """
-    captures = find_captures(path)
-    newest = captures[-1].run_dir
-    return Profile([read_trace(c) for c in captures if c.run_dir == newest], run=_run(newest))
+    return newest_profile(find_captures(path))
 
 
 def load_all(path: PathLike) -> list[Profile]:
     """One ``Profile`` per run and host under ``path``, oldest run first."""
-    profiles: list[Profile] = []
-    for run_dir, group in groupby(find_captures(path), key=lambda c: c.run_dir):
-        profiles.extend(Profile([read_trace(c)], run=_run(run_dir)) for c in group)
-    return profiles
-
-
-def _run(run_dir: str) -> str:
-    return run_dir.rstrip("/").rsplit("/", 1)[-1]
+    return each_profile(find_captures(path))

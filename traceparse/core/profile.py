@@ -21,10 +21,17 @@ from traceparse.analysis import (
     select,
     steps_table,
 )
+from traceparse.analysis.attribution import ATTRIBUTION
+from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
+from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.rollups import OPS, SCOPES
+from traceparse.analysis.steps import STEPS
 from traceparse.analysis.xla_live import expand_live, programs_at_peak
 from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
+from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
+from traceparse.tables.contracts import concat
 from traceparse.tables.variables import variables_table
 
 _NO_EVENTS = (
@@ -54,8 +61,24 @@ class Profile:
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
     >>> prof.allocations.nlargest(5, "allocated_bytes")  # doctest: +SKIP
 
-    Tables are pandas DataFrames: bytes are Int64, times are int64 picoseconds
-    from the capture start, unknown values are NA, repeated strings categorical.
+    Tables are pandas DataFrames whose columns and dtypes are declared in
+    ``traceparse.tables.contracts``: bytes are Int64, times int64 picoseconds
+    from the capture start, unknown values NA, repeated strings categorical
+    (``host`` and ``allocator`` with the same categories in every table).
+
+    One way to reach each result:
+
+    - a table that takes no parameters is a **property**: ``allocations``,
+      ``frees_without_allocation``, ``timeline``, ``step_markers``, ``peak``,
+      ``attribution``, ``ops``, ``steps`` (and tables added later the same way);
+    - a table with parameters is a **method whose parameters all have
+      defaults**, so the plain call gives the usual view:
+      ``scopes(depth=1)``, ``live_at_peak(allocator=None, host=None)``;
+    - a result that is not one DataFrame is a **method** too:
+      ``leaks()`` (a ``LeakReport``: a verdict and three tables) and
+      ``summary()`` (one ``AllocatorSummary`` per allocator).
+
+    Everything is computed on first use and cached.
     """
 
     def __init__(self, traces: Sequence[MemoryTrace], *, run: str | None = None) -> None:
@@ -107,8 +130,8 @@ class Profile:
         if len(unpaired):
             notes.append(
                 f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); see "
-                "frees_without_allocation."
+                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); start the profiler "
+                "earlier to see those allocations."
             )
         allocations = self.allocations
         # An allocation without an address pairs with nothing: it is not a reuse.
@@ -139,8 +162,23 @@ class Profile:
             allocations.append(a)
             frees.append(f)
             timelines.append(t)
-        linked = self._xla.link(_concat(allocations))
-        return linked, _concat(frees), _concat(timelines)
+        return (
+            # Linking adds xla_program / xla_allocation_index (NA when not linked).
+            self._conform(self._xla.link(concat(allocations)), contracts.ALLOCATIONS),
+            self._conform(concat(frees), contracts.FREES_WITHOUT_ALLOCATION),
+            self._conform(concat(timelines), contracts.TIMELINE),
+        )
+
+    @cached_property
+    def _categories(self) -> dict[str, pd.CategoricalDtype]:
+        """The hosts and allocators: every table of this Profile has these categories,
+        so tables merge and compare on them as they are."""
+        allocators = (str(a) for t in self.traces for a in t.events["allocator"].cat.categories)
+        return {"host": contracts.shared(self.hosts), "allocator": contracts.shared(allocators)}
+
+    def _conform(self, frame: pd.DataFrame, table: contracts.Table) -> pd.DataFrame:
+        """``frame`` as ``table`` declares it, with this Profile's hosts and allocators."""
+        return contracts.conform(frame, table, self._categories)
 
     @property
     def allocations(self) -> pd.DataFrame:
@@ -169,7 +207,7 @@ class Profile:
         ``at_start`` whether it was alive when the profiler started. Empty, with
         ``attrs["diagnostic"]`` saying why, when the capture has no inventory.
         """
-        table = variables_table(self.traces, self.timeline)
+        table = self._conform(variables_table(self.traces, self.timeline), contracts.VARIABLES)
         if not self._has_inventory:
             table.attrs["diagnostic"] = _NO_INVENTORY
         return table
@@ -178,10 +216,10 @@ class Profile:
     def step_markers(self) -> pd.DataFrame:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
         frames = [t.step_markers.assign(host=t.host) for t in self.traces]
-        return _concat(frames)
+        return self._conform(concat(frames), contracts.STEP_MARKERS)
 
-    # Analyses: built by traceparse.analysis, once each. Column contracts are in
-    # each analysis module and in docs/analyses.md.
+    # Analyses: built by traceparse.analysis, once each. Each module declares its
+    # tables (tables.contracts.declare); docs/analyses.md describes the columns.
 
     @cached_property
     def peak(self) -> pd.DataFrame:
@@ -190,11 +228,11 @@ class Profile:
         ``in_use_bytes`` is reserved + allocated, ``capacity_bytes`` in use + available,
         ``event`` the row in ``timeline``.
         """
-        return peak_table(self.timeline)
+        return self._conform(peak_table(self.timeline), PEAK)
 
     @cached_property
     def _live_at_peak(self) -> pd.DataFrame:
-        return live_at_peak_table(self.allocations, self.peak)
+        return self._conform(live_at_peak_table(self.allocations, self.peak), LIVE_AT_PEAK)
 
     def live_at_peak(
         self, allocator: str | None = None, host: str | None = None, expand_xla: bool = False
@@ -230,21 +268,24 @@ class Profile:
     def xla_programs(self) -> pd.DataFrame:
         """One row per XLA program and host stored in the capture (docs/xla.md)."""
         _ = self._tables  # linking counts each program's runs
-        return self._xla.programs_table()
+        return self._conform(self._xla.programs_table(), contracts.XLA_PROGRAMS)
 
     @cached_property
     def xla_buffers(self) -> pd.DataFrame:
         """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
-        return self._xla.buffers_table()
+        return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
 
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
-        return attribution_table(
-            self.peak,
-            self._live_at_peak,
-            self.variables if self._has_inventory else None,
-            self._xla.covered(self._xla_slabs),
+        return self._conform(
+            attribution_table(
+                self.peak,
+                self._live_at_peak,
+                self.variables if self._has_inventory else None,
+                self._xla.covered(self._xla_slabs),
+            ),
+            ATTRIBUTION,
         )
 
     @cached_property
@@ -255,18 +296,22 @@ class Profile:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
-        table = ops_table(self.allocations, self.peak, self._op_time)
+        table = self._conform(ops_table(self.allocations, self.peak, self._op_time), OPS)
         if self._xla_slabs.empty:
             return table
-        return with_live_deltas(table, self._live_at_peak, self._xla_slabs)
+        return self._conform(
+            _no_allocations(with_live_deltas(table, self._live_at_peak, self._xla_slabs)), OPS
+        )
 
     def scopes(self, depth: int = 1) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
         if depth not in self._scopes:
             table = scopes_table(self.allocations, self.peak, self._op_time, depth)
             if not self._xla_slabs.empty:
-                table = with_live_deltas(table, self._live_at_peak, self._xla_slabs, depth)
-            self._scopes[depth] = table
+                table = _no_allocations(
+                    with_live_deltas(table, self._live_at_peak, self._xla_slabs, depth)
+                )
+            self._scopes[depth] = self._conform(table, SCOPES)
         return self._scopes[depth]
 
     @cached_property
@@ -287,19 +332,25 @@ class Profile:
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
         live = self._live_at_peak
         variables = self.variables
-        return layers_table(
+        table = layers_table(
             live, self.allocations, self.attribution, variables, by_replica=by_replica
         )
+        return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
         """One row per (host, allocator, step): from step markers, else the allocator's step ids."""
         numbered = [t.host for t in self.traces if t.format != "xplane"]
-        return steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+        table = steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+        return self._conform(table, STEPS)
 
     @cached_property
     def _leaks(self) -> LeakReport:
-        return leak_report(self.steps, self.allocations)
+        report = leak_report(self.steps, self.allocations)
+        report.by_op = self._conform(report.by_op, BY_OP)
+        report.growth = self._conform(report.growth, GROWTH)
+        report.allocators = self._conform(report.allocators, VERDICTS)
+        return report
 
     def leaks(self) -> LeakReport:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
@@ -315,7 +366,6 @@ class Profile:
             self.scopes(1),
             self.allocations,
             self.leaks(),
-            {host: self.diagnostics for host in self.hosts},
             self.variables if self._has_inventory else None,
         )
 
@@ -330,12 +380,8 @@ class Profile:
         )
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if len(frames) == 1:
-        return frames[0]
-    merged = pd.concat(frames, ignore_index=True)
-    # concat turns categoricals with different categories into object; restore.
-    for column in frames[0].columns:
-        if isinstance(frames[0][column].dtype, pd.CategoricalDtype):
-            merged[column] = merged[column].astype("category")
-    return merged
+def _no_allocations(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows that only XLA buffers bring (an op no allocation event names) made no
+    allocation: their byte sums are 0, their largest allocation unknown."""
+    sums = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
+    return table.fillna({column: 0 for column in sums})

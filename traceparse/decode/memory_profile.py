@@ -15,10 +15,10 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import memory_profile_pb2
+from traceparse.decode.datatypes import dtype_code
 from traceparse.decode.limits import MAX_TIME_PS, check_allocators, checked_bytes, out_of_range_note
 from traceparse.decode.trace import EVENT_COLUMNS, MemoryTrace, empty_frame
 from traceparse.errors import CorruptCaptureError
-from traceparse.tables.dtypes import dtype_code
 
 # xprof downsamples its timeline to this many points.
 _TIMELINE_POINTS = 1000

@@ -27,7 +27,6 @@ from traceparse.errors import (
 )
 from traceparse.files.atomic import note_input
 from traceparse.files.names import printable
-from traceparse.output.units import format_bytes
 
 # File name suffix -> format, most preferred first (a run with both an
 # .xplane.pb and a pre-converted file is read from the .xplane.pb).
@@ -232,7 +231,7 @@ def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> byt
                 total += len(chunk)
                 if total > limit:
                     raise CaptureTooLargeError(
-                        f"{path}: expands past {format_bytes(limit)} when decompressed "
+                        f"{path}: expands past {_size(limit)} when decompressed "
                         "(a gzip bomb, or not a memory profile); refusing to read it",
                         path,
                     )
@@ -264,8 +263,19 @@ def _check_size(path: str, size: int | None, limit: int) -> None:
         " (protobuf cannot parse a message of 2 GiB or more)" if limit == MAX_PROTOBUF_BYTES else ""
     )
     raise CaptureTooLargeError(
-        f"{path}: {format_bytes(size)} is past the {format_bytes(limit)} traceparse reads from "
+        f"{path}: {_size(size)} is past the {_size(limit)} traceparse reads from "
         f"one capture file{why}; capture fewer steps (a shorter profiling window) and "
         "analyse those",
         path,
     )
+
+
+def _size(n: int) -> str:
+    """A size for an error message: whole binary units where exact (the limits), else bytes.
+
+    Not output.units.format_bytes: finding files is the first stage and imports no later one.
+    """
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n:,} bytes"

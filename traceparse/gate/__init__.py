@@ -5,12 +5,12 @@
 >>> results = evaluate(prof, Budgets.from_options(max_peak="2GiB"))  # doctest: +SKIP
 >>> [r.line() for r in results if r.failed]                         # doctest: +SKIP
 
-Nothing here reads a capture by itself except ``load_baseline`` given a capture
-path; nothing imports TensorFlow.
+Nothing here reads a capture (callers pass a Profile, or a Baseline made from
+one with ``baseline_of``); nothing imports TensorFlow.
 """
 
 from traceparse.gate.baseline import Baseline, baseline_of, read_baseline
-from traceparse.gate.budgets import Budgets, Contributor, Result, Tolerance, evaluate, load_baseline
+from traceparse.gate.budgets import Budgets, Contributor, Result, Tolerance, evaluate
 from traceparse.gate.diff import AllocatorDiff, DiffRow, diff_figures
 from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
 from traceparse.gate.junit import junit_xml
@@ -30,6 +30,5 @@ __all__ = [
     "evaluate",
     "figures_of",
     "junit_xml",
-    "load_baseline",
     "read_baseline",
 ]

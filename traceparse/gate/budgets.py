@@ -22,18 +22,22 @@ reason); only ``fail`` breaches the gate.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from traceparse.errors import InputError, UsageError
-from traceparse.gate.baseline import Baseline, baseline_of, is_baseline_file, read_baseline
+from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
-from traceparse.output.units import format_bytes, format_percent, parse_bytes, parse_percent
+from traceparse.output.sentences import leak_growth, leak_reason
+from traceparse.output.units import (
+    format_bytes,
+    format_change,
+    format_percent,
+    parse_bytes,
+    parse_percent,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from traceparse.analysis.summary import AllocatorSummary
     from traceparse.core.profile import Profile
 
@@ -44,7 +48,6 @@ __all__ = [
     "Result",
     "Tolerance",
     "evaluate",
-    "load_baseline",
 ]
 
 BUDGET_NAMES = ("max-peak", "max-utilisation", "max-padding", "no-leaks", "baseline")
@@ -123,7 +126,7 @@ class Budgets:
     ) -> Budgets:
         """Budgets from values as people write them (``"2GiB"``, ``"90%"``); ``UsageError``."""
         if baseline is not None and not isinstance(baseline, Baseline):
-            baseline = load_baseline(baseline)
+            baseline = read_baseline(baseline)  # a capture is loaded by the caller
         return cls(
             max_peak=None if max_peak is None else parse_bytes(max_peak),
             max_utilisation=None if max_utilisation is None else parse_percent(max_utilisation),
@@ -197,15 +200,6 @@ class Result:
         return data
 
 
-def load_baseline(path: str | os.PathLike[str]) -> Baseline:
-    """A baseline file, or the figures of a capture (directory or capture file) to compare with."""
-    if is_baseline_file(path):
-        return read_baseline(path)
-    from traceparse.core.loading import load
-
-    return baseline_of(load(path))
-
-
 def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
     """Judge every budget for every allocator (or only ``budgets.allocator``) of ``profile``.
 
@@ -254,7 +248,7 @@ def _peak(profile: Profile, s: AllocatorSummary, limit: int) -> Result:
     over = s.peak_bytes - limit
     failed = over > 0
     message = f"peak {format_bytes(s.peak_bytes)} {'>' if failed else '<='} allowed " + (
-        f"{format_bytes(limit)} ({format_bytes(over, signed=True)}, {_ratio(over, limit)})"
+        f"{format_bytes(limit)} ({format_bytes(over, signed=True)}, {format_change(over, limit)})"
         if failed
         else format_bytes(limit)
     )
@@ -328,7 +322,9 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
     report = profile.leaks()
     rate = s.growth_bytes_per_step
     if s.leak_verdict == "growing":
-        by_op = _owned(report.by_op, s)
+        from traceparse.analysis.summary import owned
+
+        by_op = owned(report.by_op, s.host, s.allocator)
         contributors = tuple(
             Contributor(
                 _op_name(row.op),
@@ -354,7 +350,7 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
             s.host,
             s.allocator,
             "pass",
-            f"stable ({format_bytes(rate or 0, signed=True)} per step)",
+            f"stable ({leak_growth(s.leak)})",
             measured=rate,
             allowed=0,
             unit="bytes_per_step",
@@ -364,7 +360,7 @@ def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
         s.host,
         s.allocator,
         "skip",
-        f"cannot judge growth: {_strip_name(s.leak_message, s)}",
+        f"cannot judge growth: {leak_reason(s.leak)}",
         allowed=0,
         unit="bytes_per_step",
     )
@@ -422,7 +418,7 @@ def _against(
     what = "requested at the peak" if requested else "peak"
     message = (
         f"{what} {format_bytes(measured)} vs baseline {format_bytes(then)} "
-        f"({format_bytes(delta, signed=True)}, {_ratio(delta, then)}) "
+        f"({format_bytes(delta, signed=True)}, {format_change(delta, then)}) "
         f"{'>' if failed else '<='} allowed {format_bytes(allowed)} (tolerance {tolerance})"
     )
     field = "live_at_peak_requested_bytes" if requested else "live_at_peak_bytes"
@@ -457,13 +453,6 @@ def _against(
 
 
 # -- contributors -------------------------------------------------------------
-
-
-def _owned(frame: pd.DataFrame, s: AllocatorSummary) -> pd.DataFrame:
-    mask = (frame["host"].astype(object) == s.host) & (
-        frame["allocator"].astype(object) == s.allocator
-    )
-    return frame[mask.to_numpy(dtype=bool)]
 
 
 def _top_tensors(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
@@ -523,24 +512,3 @@ def _digits(fraction: float) -> int:
     if percent == round(percent):
         return 0
     return 1 if percent >= 1 else 2
-
-
-def _ratio(delta: int, base: int) -> str:
-    if base <= 0:
-        return "new" if delta > 0 else "0%"
-    return ("+" if delta > 0 else "") + format_percent(delta / base)
-
-
-def _strip_name(message: str, s: AllocatorSummary) -> str:
-    """A leak message without its leading "<allocator> on <host>: " (the line has it)."""
-    prefix = f"{s.allocator} on {s.host}: "
-    text = message[len(prefix) :] if message.startswith(prefix) else message
-    return text.rstrip(".")
-
-
-def results_by_status(results: Sequence[Result]) -> dict[str, list[Result]]:
-    """The results grouped as ``{"fail": [...], "skip": [...], "pass": [...]}``."""
-    groups: dict[str, list[Result]] = {"fail": [], "skip": [], "pass": []}
-    for result in results:
-        groups[result.status].append(result)
-    return groups

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from traceparse.gate.figures import AllocatorFigures, OpFigures, pair_allocators, rollup
-from traceparse.output.units import format_bytes, format_percent
+from traceparse.output.units import format_bytes, format_change
 
 __all__ = ["EXPLAIN_MAX_ROWS", "AllocatorDiff", "By", "DiffRow", "diff_figures"]
 
@@ -246,7 +246,7 @@ class AllocatorDiff:
         text = (
             f"{self.where}: peak {_b(self.peak_before)} → {_b(self.peak_after)} "
             f"({format_bytes(self.peak_delta, signed=True)}, "
-            f"{_ratio(self.peak_delta, self.peak_before)})"
+            f"{format_change(self.peak_delta, self.peak_before)})"
         )
         if self.compare == "requested":
             return text + self._requested_headline()
@@ -359,9 +359,3 @@ def _row_label(row: DiffRow) -> str:
 
 def _b(value: int | None) -> str:
     return format_bytes(value)
-
-
-def _ratio(delta: int, base: int) -> str:
-    if base <= 0:
-        return "new"
-    return ("+" if delta > 0 else "") + format_percent(delta / base)

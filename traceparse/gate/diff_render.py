@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from traceparse.gate.diff import AllocatorDiff, DiffRow
-from traceparse.output.units import format_bytes, format_count
+from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text, md_code, md_text
 
 if TYPE_CHECKING:
@@ -179,13 +179,3 @@ def diff_json(
         "allocators": [d.to_dict() for d in diffs],
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def count_note(diffs: Sequence[AllocatorDiff]) -> str:
-    """``"3 allocators, 12 changed ops"`` for a closing note."""
-    changed = sum(len(d.changed_rows) for d in diffs)
-    by = diffs[0].by if diffs else "op"
-    return (
-        f"{format_count(len(diffs))} allocator{'s' if len(diffs) != 1 else ''}, "
-        f"{format_count(changed)} changed {by}{'s' if changed != 1 else ''}"
-    )

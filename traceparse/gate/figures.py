@@ -103,13 +103,6 @@ class AllocatorFigures:
             return None
         return self.peak_bytes / self.capacity_bytes
 
-    @property
-    def padding_fraction(self) -> float:
-        """Padding / bytes held by the allocations live at the peak (0 when none are)."""
-        if self.live_at_peak_bytes <= 0:
-            return 0.0
-        return self.padding_at_peak_bytes / self.live_at_peak_bytes
-
 
 def figures_of(profile: Profile) -> list[AllocatorFigures]:
     """One record per (host, allocator) of ``profile``, sorted by host then allocator."""

@@ -106,6 +106,22 @@ def format_percent(fraction: Any, *, digits: int = 1, missing: str = "-") -> str
     return f"{float(fraction) * 100:.{digits}f}%"
 
 
+def format_change(delta: int, base: int) -> str:
+    """A change relative to its base: ``"+12.5%"``; ``"new"`` from nothing, ``"0%"`` for none.
+
+    >>> format_change(25, 200), format_change(5, 0), format_change(0, 0)
+    ('+12.5%', 'new', '0%')
+    """
+    if base <= 0:
+        return "new" if delta > 0 else "0%"
+    return ("+" if delta > 0 else "") + format_percent(delta / base)
+
+
+def plural(count: int, word: str) -> str:
+    """``plural(1, "step") -> "1 step"``, ``plural(1200, "row") -> "1,200 rows"``."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def format_count(n: Any, *, missing: str = "-") -> str:
     """``1234567 -> "1,234,567"``."""
     if is_missing(n):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceparse.output.sentences import summary_record
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import generated_at
 
@@ -58,7 +59,7 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "hosts": [str(h) for h in profile.hosts],
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
-        "summary": [jsonable(s.to_dict()) for s in profile.summary()],
+        "summary": [jsonable(summary_record(s)) for s in profile.summary()],
         "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES}
         | _xla_tables(profile),
     }

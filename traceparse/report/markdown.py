@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from traceparse.output.units import plural
 from traceparse.report.escape import html_text, md_code, md_text
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import (
@@ -41,7 +42,7 @@ def render_markdown_view(view: ReportView) -> str:
     out: list[str] = [f"# {md_text(view.title)}", ""]
     sections = sum(len(p.allocators) for p in view.profiles)
     out.append(
-        f"{_plural(len(view.profiles), 'run')}, {_plural(sections, 'allocator')}"
+        f"{plural(len(view.profiles), 'run')}, {plural(sections, 'allocator')}"
         f" · traceparse {md_text(view.version)} · generated {md_text(view.generated_at)}"
     )
     out.append("")
@@ -54,10 +55,6 @@ def render_markdown_view(view: ReportView) -> str:
         "(1 MiB = 1,048,576 bytes).</sub>"
     )
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _cell(cell: Cell) -> str:

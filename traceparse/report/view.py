@@ -21,6 +21,7 @@ from traceparse.analysis.layer_names import EXPLICIT_ROWS
 from traceparse.analysis.steps import STEP_ID
 from traceparse.output.cells import NO_OP, NUMERIC_KINDS, column_kind, format_cell
 from traceparse.output.cells import Kind as TermKind
+from traceparse.output.sentences import allocator_notes, leak_growth, leak_sentence
 from traceparse.output.units import (
     format_bytes,
     format_count,
@@ -293,7 +294,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
     ]
     if word != "step":  # no step markers: the "steps" are executions
         tables = [_executions(t) for t in tables]
-    own = [str(d) for d in s.diagnostics if str(d) not in profile.diagnostics]
+    own = allocator_notes(s)
     return AllocatorView(
         host=str(s.host),
         allocator=str(s.allocator),
@@ -405,8 +406,10 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
     capacity_detail = (
         f"{_percent(s.utilisation)} used at the peak" if not is_missing(s.utilisation) else ""
     )
-    growth = s.growth_bytes_per_step
-    growth_text = "-" if is_missing(growth) else f"{format_bytes(growth, signed=True)} per step"
+    # One verdict and the figure that goes with it: "+8 MiB per step" only when growing.
+    name = f"{s.allocator} on {s.host}"
+    leak_text = leak_sentence(s.leak, name=name)
+    growth_text = leak_growth(s.leak) if s.leak else "-"
     split = getattr(s, "before_capture", None)
     before = []
     if split and (
@@ -418,7 +421,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
         Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
-        Fact("Leak check", verdict, "" if is_missing(s.leak_message) else str(s.leak_message)),
+        Fact("Leak check", verdict, leak_text),
         Fact("Growth", growth_text),
         Fact("Heap at peak", format_bytes(s.heap_bytes)),
         Fact("Reserved at peak", format_bytes(s.reserved_bytes)),

@@ -19,54 +19,7 @@ from traceparse.decode.trace import (
 )
 from traceparse.tables.dtypes import estimate_columns, estimate_status
 
-ALLOCATION_COLUMNS = [
-    "host",
-    "allocator",
-    "address",
-    "op",
-    "op_type",
-    "region",
-    "dtype",
-    "shape",
-    "num_elements",
-    "estimated_bytes",
-    "requested_bytes",
-    "allocated_bytes",
-    "padding_bytes",
-    "estimate_status",
-    "alloc_ps",
-    "free_ps",
-    "lifetime_ps",
-    "step",
-    # Added columns: the allocator's own step id, and the rows of the timeline
-    # where the allocation and its free happen (handy for "live at" queries).
-    "step_id",
-    "alloc_event",
-    "free_event",
-]
-
-TIMELINE_COLUMNS = [
-    "host",
-    "allocator",
-    "time_ps",
-    "kind",
-    "in_use_bytes",
-    "heap_bytes",
-    "reserved_bytes",
-    "available_bytes",
-    "fragmentation",
-    "delta_bytes",
-    "address",
-    "requested_bytes",
-    "allocation_bytes",
-    "peak_bytes_in_use",
-    "op",
-    "step",
-]
-
 _KIND_DTYPE = pd.CategoricalDtype(["allocation", "deallocation"])
-
-FREE_COLUMNS = ["host", "allocator", "address", "allocated_bytes", "free_ps", "free_event", "step"]
 
 
 def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,7 +147,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
         op_types.insert(0, None)
     op_type = categorical_from_distinct(np.array(op_types, dtype=object), by_row)
     alloc_ps = times[allocs]
-    # Built in ALLOCATION_COLUMNS order, from arrays: Series would be aligned.
+    # Built in contracts.ALLOCATIONS order, from arrays: Series would be aligned.
     allocations = pd.DataFrame(
         {
             "host": host[allocs],
@@ -265,4 +218,6 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "step": steps,
         }
     )
+    # Columns in the order of contracts.ALLOCATIONS, FREES_WITHOUT_ALLOCATION and
+    # TIMELINE; Profile applies those contracts, with the categories all hosts share.
     return allocations, frees_without_allocation, timeline

@@ -1,0 +1,189 @@
+"""The sentences about an analysis's numbers: the leak verdict and an allocator's notes.
+
+The analyses return figures (``LeakReport.allocators``, ``AllocatorSummary``);
+what a person reads about them is made here, once, for the terminal, the
+reports and the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from traceparse.output.units import format_bytes, is_missing, plural
+
+if TYPE_CHECKING:
+    from traceparse.analysis.leaks import LeakReport
+
+
+class SummaryFigures(Protocol):
+    """The figures of ``AllocatorSummary`` that its notes are made from."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def allocator(self) -> str: ...
+    @property
+    def peak_bytes(self) -> int | None: ...
+    @property
+    def capacity_bytes(self) -> int | None: ...
+    @property
+    def heap_bytes(self) -> int | None: ...
+    @property
+    def attribution(self) -> dict[str, int]: ...
+    @property
+    def peak_events(self) -> int: ...
+    @property
+    def lifetime_peak_bytes(self) -> int | None: ...
+    @property
+    def leak(self) -> Mapping[str, Any]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+# Kept in step with traceparse.analysis.leaks (not imported: output needs no analysis code).
+_GROWING, _STABLE, _NO_EVENTS, _STEP_ID, _MIN_STEPS = (
+    "growing",
+    "stable",
+    "no memory events",
+    "step_id",
+    3,
+)
+MARK_STEPS = (
+    f"mark at least {_MIN_STEPS} steps with cap.step(n) or "
+    "tf.profiler.experimental.Trace('train', step_num=n, _r=1)"
+)
+
+
+def leak_reason(row: Mapping[str, Any]) -> str | None:
+    """Why an allocator's growth was not judged (None when it was)."""
+    if not row:
+        return (
+            "the capture has no steps (no step markers and no step ids), so growth cannot "
+            f"be judged; {MARK_STEPS}"
+        )
+    if str(row.get("source", "")) == _STEP_ID:
+        return (
+            "the capture has no step markers, so growth cannot be judged (TensorFlow's step "
+            f"ids number single executions, not training steps); {MARK_STEPS}"
+        )
+    if str(row["verdict"]) not in (_GROWING, _STABLE):
+        return (
+            f"{plural(int(row['steps']), 'step')} is too few to judge growth; it takes at "
+            f"least {_MIN_STEPS} (the first is warm-up)"
+        )
+    return None
+
+
+def leak_sentence(row: Mapping[str, Any], *, name: str | None = None) -> str:
+    """One allocator's leak verdict (a row of ``LeakReport.allocators``) in one sentence.
+
+    ``name`` starts the sentence ("GPU_0_bfc on host1 is growing: …").
+    """
+    reason = leak_reason(row)
+    if reason is not None:
+        return f"{name}: {reason}." if name else f"{reason[:1].upper()}{reason[1:]}."
+    who = f"{name} " if name else "Memory "
+    verdict = str(row["verdict"])
+    total = int(row["total_growth_bytes"])
+    judged, grew = int(row["judged_steps"]), int(row["grew_steps"])
+    span = f"steps {row['first_step']}–{row['last_step']}"
+    if verdict == _GROWING:
+        text = (
+            f"{who}is growing: {format_bytes(total)} more in use after {span} "
+            f"({format_bytes(row['growth_bytes_per_step'])} per step, "
+            f"up in {grew} of {judged} steps)"
+        )
+        if int(row["suspect_bytes"]):
+            op = row["top_suspect_op"]
+            op_text = "an unnamed op" if is_missing(op) else str(op)
+            text += (
+                f"; {int(row['suspect_count'])} allocations made after the first step are "
+                f"still live at the end ({format_bytes(row['suspect_bytes'])}), the most "
+                f"from {op_text} ({format_bytes(row['top_suspect_bytes'])})"
+            )
+        return text + "."
+    if total > 0:
+        # Up overall but not step over step: a one-time rise (a cache), not a leak.
+        return (
+            f"{who}is stable: in use rose {format_bytes(total)} over {span}, but in only "
+            f"{grew} of {judged} steps, so it is a one-time rise, not steady growth."
+        )
+    return (
+        f"{who}is stable: {format_bytes(total)} change in use over {span} "
+        f"(up in {grew} of {judged} steps)."
+    )
+
+
+def leak_growth(row: Mapping[str, Any]) -> str:
+    """The growth figure that goes with the verdict: per step only when it is growing."""
+    if is_missing(row.get("total_growth_bytes")):
+        return "-"
+    if str(row["verdict"]) == _GROWING or int(row["total_growth_bytes"]) <= 0:
+        return f"{format_bytes(row['growth_bytes_per_step'], signed=True)} per step"
+    # A one-time rise: "+8 MiB per step" next to "stable" would contradict the verdict.
+    return (
+        f"{format_bytes(row['total_growth_bytes'], signed=True)} over "
+        f"{plural(int(row['judged_steps']), 'step')}, no steady growth"
+    )
+
+
+def leak_message(report: LeakReport) -> str:
+    """The whole capture's leak check: one sentence per allocator."""
+    if report.verdict == _NO_EVENTS:
+        return "The capture has no memory events, so there is no growth to judge."
+    if report.allocators.empty:
+        return (
+            "The capture has no steps (no step markers and no step ids), so growth cannot "
+            f"be judged; {MARK_STEPS}."
+        )
+    return " ".join(
+        leak_sentence(row, name=f"{row['allocator']} on {row['host']}")
+        for row in report.allocators.to_dict("records")
+    )
+
+
+def allocator_notes(s: SummaryFigures) -> list[str]:
+    """What a reader should know about one allocator's figures, in sentences."""
+    name = f"{s.allocator} on {s.host}"
+    notes: list[str] = []
+    if s.capacity_bytes is None:
+        notes.append(f"{name}: the events carry no bytes_available, so capacity is unknown.")
+    before = s.attribution.get("before_capture_bytes", 0)
+    if before < 0:
+        notes.append(
+            f"{name}: the allocations live at the peak hold {format_bytes(-before)} more than "
+            "the allocator's own counter; the capture lost some frees, so some of them "
+            "were in fact released."
+        )
+    elif before > 0 and "variable_bytes" in s.attribution:
+        notes.append(
+            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
+            "started and is not a variable the inventory names (tensors held by Python "
+            "objects, dataset buffers, small variables, allocator rounding); start the "
+            "profiler earlier to see which tensors hold it."
+        )
+    elif before > 0:
+        notes.append(
+            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
+            "started; start the profiler earlier to see which tensors hold it."
+        )
+    if s.peak_events > 1:
+        notes.append(
+            f"{name}: the peak of {format_bytes(s.peak_bytes)} is reached "
+            f"{s.peak_events} times; the figures are for the last of them."
+        )
+    if s.lifetime_peak_bytes is not None and s.lifetime_peak_bytes > (s.heap_bytes or 0):
+        notes.append(
+            f"{name}: the allocator's own lifetime peak, {format_bytes(s.lifetime_peak_bytes)}, "
+            "is higher than any point in the capture: it peaked before the capture started."
+        )
+    return notes
+
+
+def summary_record(s: SummaryFigures) -> dict[str, Any]:
+    """``AllocatorSummary.to_dict()`` plus its leak check and notes in words (for JSON)."""
+    return {
+        **s.to_dict(),
+        "leak_message": leak_sentence(s.leak, name=f"{s.allocator} on {s.host}"),
+        "diagnostics": allocator_notes(s),
+    }
