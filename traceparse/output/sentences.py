@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from traceparse.analysis.leaks import GROWING, MIN_STEPS, NO_EVENTS, STABLE
+from traceparse.analysis.steps import STEP_ID
 from traceparse.output.units import format_bytes, is_missing, plural
 
 if TYPE_CHECKING:
@@ -40,16 +42,8 @@ class SummaryFigures(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-# Kept in step with traceparse.analysis.leaks (not imported: output needs no analysis code).
-_GROWING, _STABLE, _NO_EVENTS, _STEP_ID, _MIN_STEPS = (
-    "growing",
-    "stable",
-    "no memory events",
-    "step_id",
-    3,
-)
 MARK_STEPS = (
-    f"mark at least {_MIN_STEPS} steps with cap.step(n) or "
+    f"mark at least {MIN_STEPS} steps with cap.step(n) or "
     "tf.profiler.experimental.Trace('train', step_num=n, _r=1)"
 )
 
@@ -61,15 +55,15 @@ def leak_reason(row: Mapping[str, Any]) -> str | None:
             "the capture has no steps (no step markers and no step ids), so growth cannot "
             f"be judged; {MARK_STEPS}"
         )
-    if str(row.get("source", "")) == _STEP_ID:
+    if str(row.get("source", "")) == STEP_ID:
         return (
             "the capture has no step markers, so growth cannot be judged (TensorFlow's step "
             f"ids number single executions, not training steps); {MARK_STEPS}"
         )
-    if str(row["verdict"]) not in (_GROWING, _STABLE):
+    if str(row["verdict"]) not in (GROWING, STABLE):
         return (
             f"{plural(int(row['steps']), 'step')} is too few to judge growth; it takes at "
-            f"least {_MIN_STEPS} (the first is warm-up)"
+            f"least {MIN_STEPS} (the first is warm-up)"
         )
     return None
 
@@ -87,7 +81,7 @@ def leak_sentence(row: Mapping[str, Any], *, name: str | None = None) -> str:
     total = int(row["total_growth_bytes"])
     judged, grew = int(row["judged_steps"]), int(row["grew_steps"])
     span = f"steps {row['first_step']}–{row['last_step']}"
-    if verdict == _GROWING:
+    if verdict == GROWING:
         text = (
             f"{who}is growing: {format_bytes(total)} more in use after {span} "
             f"({format_bytes(row['growth_bytes_per_step'])} per step, "
@@ -118,7 +112,7 @@ def leak_growth(row: Mapping[str, Any]) -> str:
     """The growth figure that goes with the verdict: per step only when it is growing."""
     if is_missing(row.get("total_growth_bytes")):
         return "-"
-    if str(row["verdict"]) == _GROWING or int(row["total_growth_bytes"]) <= 0:
+    if str(row["verdict"]) == GROWING or int(row["total_growth_bytes"]) <= 0:
         return f"{format_bytes(row['growth_bytes_per_step'], signed=True)} per step"
     # A one-time rise: "+8 MiB per step" next to "stable" would contradict the verdict.
     return (
@@ -129,7 +123,7 @@ def leak_growth(row: Mapping[str, Any]) -> str:
 
 def leak_message(report: LeakReport) -> str:
     """The whole capture's leak check: one sentence per allocator."""
-    if report.verdict == _NO_EVENTS:
+    if report.verdict == NO_EVENTS:
         return "The capture has no memory events, so there is no growth to judge."
     if report.allocators.empty:
         return (
