@@ -17,25 +17,13 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from traceparse.decode.trace import MemoryTrace, empty_frame
+from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import INVENTORY_COLUMNS
+from traceparse.tables.contracts import VARIABLES, conform
 
-VARIABLE_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "device": "category",
-    "name": "object",
-    "path": "object",
-    "role": "category",
-    "belongs_to": "object",
-    "layer": "object",
-    "model": "category",
-    "dtype": "category",
-    "shape": "object",
-    "estimated_bytes": "Int64",
-    "allocator": "category",
-    "at_start": "bool",
-    "at_stop": "bool",
-}
+# Profile.variables: the inventory's columns with the host and the allocator
+# (its declaration is tables.contracts.VARIABLES).
+VARIABLE_COLUMNS = VARIABLES.dtypes
 
 CPU_ALLOCATORS = ("mklcpu", "cpu")
 _DEVICE = re.compile(r"/device:([A-Za-z_]+):(\d+)$")
@@ -72,6 +60,5 @@ def variables_table(traces: Sequence[MemoryTrace], timeline: pd.DataFrame) -> pd
         frame["host"] = trace.host
         frames.append(frame)
     if not frames:
-        return empty_frame(VARIABLE_COLUMNS)
-    merged = pd.concat(frames, ignore_index=True)
-    return merged[list(VARIABLE_COLUMNS)].astype(VARIABLE_COLUMNS)
+        return VARIABLES.empty()
+    return conform(pd.concat(frames, ignore_index=True), VARIABLES)
