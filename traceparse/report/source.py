@@ -6,33 +6,26 @@ has it) so that they depend on the records, not on how they were read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 import pandas as pd
+
+from traceparse.output.sentences import SummaryFigures
 
 __all__ = ["AllocatorSummaryLike", "ProfileLike"]
 
 
-class AllocatorSummaryLike(Protocol):
-    """One allocator of one host, summarised (``traceparse.AllocatorSummary``)."""
+class AllocatorSummaryLike(SummaryFigures, Protocol):
+    """One allocator of one host, summarised (``traceparse.AllocatorSummary``): the
+    figures its notes are made from, and the rest a report shows."""
 
-    @property
-    def host(self) -> str: ...
-    @property
-    def allocator(self) -> str: ...
-    @property
-    def peak_bytes(self) -> int | None: ...
     @property
     def peak_time_ps(self) -> int | None: ...
     @property
     def peak_step(self) -> int | None: ...
     @property
-    def capacity_bytes(self) -> int | None: ...
-    @property
     def utilisation(self) -> float | None: ...
-    @property
-    def heap_bytes(self) -> int | None: ...
     @property
     def reserved_bytes(self) -> int | None: ...
     @property
@@ -48,18 +41,9 @@ class AllocatorSummaryLike(Protocol):
     @property
     def top_scopes(self) -> pd.DataFrame: ...
     @property
-    def attribution(self) -> dict[str, int]: ...
-    @property
     def leak_verdict(self) -> str | None: ...
     @property
     def growth_bytes_per_step(self) -> float | int | None: ...
-    @property
-    def leak(self) -> Mapping[str, Any]: ...
-    @property
-    def peak_events(self) -> int: ...
-    @property
-    def lifetime_peak_bytes(self) -> int | None: ...
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 class ProfileLike(Protocol):
