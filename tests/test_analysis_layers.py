@@ -304,3 +304,15 @@ def test_a_real_inventory_gives_each_layer_its_weights_and_twice_their_bytes_of_
         assert row["weight_bytes"] == 1024 * 1024
         assert row["optimizer_bytes"] == 2 * row["weight_bytes"]
     assert_rows_sum_to_in_use(prof, prof.layers)
+
+
+def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None:
+    """xla_keras is compiled with jit_compile=True: at the peak one slab holds the
+    step's buffers, and its HLO buffers' TF ops place them under the model's layers
+    (conv2 holds the largest activation, then conv1, then pool)."""
+    prof = load("xla_keras")
+    table = prof.layers
+    layers = [str(name) for name in table["layer"] if not str(name).startswith("(")]
+    assert layers[:3] == ["conv2", "conv1", "pool"]
+    assert (table.set_index("layer").loc[layers[:3], "activation_bytes"] > 0).all()
+    assert_rows_sum_to_in_use(prof, table)

@@ -330,7 +330,8 @@ class Profile:
         return self._layers(by_replica=True)
 
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
-        live = self._live_at_peak
+        # A linked XLA slab counts as the HLO buffers live in it, under their TF ops.
+        live = self._live_at_peak if self._xla_slabs.empty else self._live_at_peak_xla
         variables = self.variables
         table = layers_table(
             live, self.allocations, self.attribution, variables, by_replica=by_replica
