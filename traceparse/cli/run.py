@@ -79,11 +79,17 @@ class RunCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.capture import enable_onednn
+        import importlib.util
+
+        from traceparse.capture import TENSORFLOW_MISSING, enable_onednn
         from traceparse.script_child import check_logdir, run_in_child
 
         if not os.path.isfile(os.path.expanduser(args.script)):
             raise UsageError(f"no such script: {args.script}", args.script)
+        # Here, not only in the child: its error would come after the script's start.
+        # (find_spec does not import TensorFlow; the child checks its version.)
+        if importlib.util.find_spec("tensorflow") is None:
+            raise UsageError(TENSORFLOW_MISSING)
         # Absolute before the script runs: an os.chdir in it moves nothing of ours.
         logdir = check_logdir(args.logdir)
         enable_onednn()  # inherited by the child, before it imports TensorFlow
