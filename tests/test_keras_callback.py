@@ -31,6 +31,12 @@ def tf() -> ModuleType:
 def _no_profiler_left_running() -> Iterator[None]:
     yield
     if "tensorflow" in sys.modules:
+        # The models made here must not stay alive into later tests in this process
+        # (the pytest plugin's tests measure a peak that they would raise).
+        import gc
+
+        sys.modules["tensorflow"].keras.backend.clear_session()
+        gc.collect()
         from tensorflow.python.profiler import profiler_v2
 
         running = profiler_v2._profiler is not None

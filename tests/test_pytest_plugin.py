@@ -1,7 +1,8 @@
 """The pytest plugin (``tf_memory`` marker and fixture), run on test files with ``pytester``.
 
-The tests that profile run in this process (``runpytest``): TensorFlow is
-imported once, here, before pytester snapshots ``sys.modules``. Each
+The tests that assert an exact peak run in a process of their own
+(``runpytest_subprocess``): tensors that earlier tests in this process left
+alive would be in the allocator's counter. The others run here. Each
 profiled tensor is 4 MiB (``tf.ones((1024, 1024)) * 2.0``: a Fill and a Mul
 output live together, so the peak is 8 MiB); on CPU only allocations of
 256 KiB or more are recorded.
@@ -73,7 +74,8 @@ def test_not_profiled():
 """
     )
     reports = pytester.path / "memory-reports"
-    result = pytester.runpytest("--traceparse-report-dir", str(reports))
+    # A process of its own: tensors other tests left alive would raise the peak.
+    result = pytester.runpytest_subprocess("--traceparse-report-dir", str(reports))
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -124,7 +126,7 @@ def test_check_fails_the_test(tf_memory):
     tf_memory.check(max_peak="4MiB")
 """
     )
-    result = pytester.runpytest("-rf")
+    result = pytester.runpytest_subprocess("-rf")  # a clean allocator, as above
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
