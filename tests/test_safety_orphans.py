@@ -76,8 +76,9 @@ def test_an_orphaned_worker_exits_before_writing() -> None:
         "read, write = os.pipe()\n"
         "if os.fork() == 0:\n"
         "    os.close(read)\n"
+        "    middle = os.getpid()\n"  # not getppid() in the grandchild: see below
         "    if os.fork() == 0:\n"
-        "        orphans.watch_parent(os.getppid(), poll_s=3600, death_signal=False)\n"
+        "        orphans.watch_parent(middle, poll_s=3600, death_signal=False)\n"
         "        time.sleep(1)\n"  # by now its parent has exited
         "        orphans.stop_if_orphaned()\n"
         "        os.write(write, b'wrote after its parent died')\n"
@@ -97,8 +98,11 @@ def test_the_watch_thread_ends_an_orphan_on_its_own() -> None:
         "read, write = os.pipe()\n"
         "if os.fork() == 0:\n"
         "    os.close(read)\n"
+        # The middle process's pid, taken before the fork: asked for in the
+        # grandchild, getppid() may already name its new parent.
+        "    middle = os.getpid()\n"
         "    if os.fork() == 0:\n"
-        "        orphans.watch_parent(os.getppid(), poll_s=0.1, death_signal=False)\n"
+        "        orphans.watch_parent(middle, poll_s=0.1, death_signal=False)\n"
         "        time.sleep(3)\n"  # the watch thread ends the process before this
         "        os.write(write, b'still running')\n"
         "    os._exit(0)\n"
