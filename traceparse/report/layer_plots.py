@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.output.units import format_bytes
 from traceparse.report.escape import one_line
-from traceparse.report.plots import _BINARY, GRID, INK, PALETTE, _figure, _shorten, _svg, _unit
+from traceparse.report.plots import _BINARY, PALETTE, _figure, _shorten, _svg, _unit, label_bars
 
 __all__ = ["LAYER_PARTS", "layers_of", "layers_svg"]
 
@@ -73,22 +72,7 @@ def layers_svg(frame: pd.DataFrame, *, label: str, salt: str = "layers") -> str:
             fontfamily="DejaVu Sans Mono",
             fontsize=8,
         )
-        for pos, total in zip(positions, totals, strict=True):
-            ax.annotate(
-                format_bytes(total),
-                (total / scale, pos),
-                xytext=(4, 0),
-                textcoords="offset points",
-                va="center",
-                ha="left",
-                fontsize=8,
-                color=INK,
-            )
-        ax.set_xlim(0, (totals.max() / scale if len(totals) else 1) * 1.18)
+        label_bars(ax, positions, totals, scale, headroom=1.18)
         ax.set_xlabel(f"bytes live at the peak ({unit})")
-        ax.spines["left"].set_visible(False)
-        ax.tick_params(axis="y", length=0)
-        ax.grid(axis="x", color=GRID, lw=0.8)
-        ax.set_axisbelow(True)
         ax.legend(loc="lower right", fontsize=8, frameon=False)
         return _svg(fig, label)

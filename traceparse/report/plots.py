@@ -254,6 +254,29 @@ def timeline_svg(
         return _svg(fig, label)
 
 
+def label_bars(
+    ax: Axes, positions: np.ndarray, values: np.ndarray, scale: float, *, headroom: float
+) -> None:
+    """Write each bar's bytes at its end and style the axes of a horizontal bar chart;
+    ``headroom`` leaves room on the right for the longest label."""
+    for pos, value in zip(positions, values, strict=True):
+        ax.annotate(
+            format_bytes(value),
+            (value / scale, pos),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            ha="left",
+            fontsize=8,
+            color=INK,
+        )
+    ax.set_xlim(0, (values.max() / scale if len(values) else 1) * headroom)
+    ax.spines["left"].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.grid(axis="x", color=GRID, lw=0.8)
+    ax.set_axisbelow(True)
+
+
 def bars_svg(
     labels: Sequence[str],
     values: Sequence[int],
@@ -280,23 +303,8 @@ def bars_svg(
         for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), labels, strict=True)):
             tick.set_gid(f"{salt}-label-{i}")
             titles[f"{salt}-label-{i}"] = one_line(name)
-        for pos, value in zip(positions, vals, strict=True):
-            ax.annotate(
-                format_bytes(value),
-                (value / scale, pos),
-                xytext=(4, 0),
-                textcoords="offset points",
-                va="center",
-                ha="left",
-                fontsize=8,
-                color=INK,
-            )
-        ax.set_xlim(0, (vals.max() / scale if len(vals) else 1) * 1.15)
+        label_bars(ax, positions, vals, scale, headroom=1.15)
         ax.set_xlabel(f"{xlabel} ({unit})")
-        ax.spines["left"].set_visible(False)
-        ax.tick_params(axis="y", length=0)
-        ax.grid(axis="x", color=GRID, lw=0.8)
-        ax.set_axisbelow(True)
         return _with_titles(_svg(fig, label), titles)
 
 
