@@ -280,6 +280,33 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
 
 
+def test_a_layout_copy_fusion_takes_its_operands_op() -> None:
+    """A fusion that only transposes or copies its one operand (XLA's
+    transpose_copy_fusion) names the TF op of that operand, read here from the
+    HLO proto itself: conv_a's softplus output transposed for conv_b's filter gradient."""
+    prof = traceparse.load(FIXTURES / "layers_cnn_xla")
+    buffers = prof.xla_buffers.set_index(["program", "instruction"])
+    moved = []
+    for _, program in prof._xla.programs:
+        module = program.hlo.hlo_module
+        comps = {c.id: c for c in module.computations}
+        insts = {i.id: i for c in module.computations for i in c.instructions}
+        for inst in insts.values():
+            if inst.opcode != "fusion" or inst.metadata.op_name or len(inst.operand_ids) != 1:
+                continue
+            fused = comps[inst.called_computation_ids[0]].instructions
+            operand = insts[inst.operand_ids[0]]
+            if {i.opcode for i in fused} <= {"parameter", "transpose", "copy"} and (
+                operand.metadata.op_name
+            ):
+                key = (program.name, inst.name)
+                if key in buffers.index:
+                    ops = set(buffers.loc[[key], "tf_op"])
+                    assert ops == {operand.metadata.op_name}, (inst.name, ops)
+                    moved.append(operand.metadata.op_name)
+    assert "mycnn_1/conv_a_1/Softplus" in moved
+
+
 def test_xla_command_lists_programs_and_buffers(tmp_path: Path) -> None:
     from conftest import run_traceparse
 
