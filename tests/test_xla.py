@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, REPO, xplane_files
+from conftest import FIXTURES, MANIFEST, REPO, xplane_files
 from google.protobuf.descriptor import Descriptor
 
 import traceparse
@@ -244,8 +244,8 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
 
 def test_keras_layers_get_their_buffers() -> None:
     prof = traceparse.load(FIXTURES / "xla_keras")
-    scopes = prof.scopes(2).set_index("scope")["live_at_peak_bytes"]
-    # Keras 3 names ops "<model>_1/<layer>_1/...": depth 2 is the layer.
+    scopes = prof.scopes(2, as_written=True).set_index("scope")["live_at_peak_bytes"]
+    # Keras 3 names ops "<model>_1/<layer>_1/...": as written, depth 2 is the layer.
     for layer in ("conv1", "conv2", "pool"):
         assert scopes.get(f"cnn_1/{layer}_1", 0) > 0, scopes
     manifest_layers = {"conv1", "conv2", "pool", "flatten", "hidden", "logits"}
@@ -263,6 +263,30 @@ def test_keras_layers_get_their_buffers() -> None:
     grads = grads[grads.str.startswith("gradient_tape/cnn_1/")]
     layers = {op.split("/")[2].rsplit("_", 1)[0] for op in grads}
     assert {"conv1", "conv2", "hidden", "logits"} <= layers <= manifest_layers
+
+
+@pytest.mark.parametrize(("name", "model"), [("xla_keras", "cnn"), ("layers_cnn_xla", "mycnn")])
+def test_depth_one_scopes_of_a_jit_compiled_model_are_its_layers(name: str, model: str) -> None:
+    """Issue 13 must-show: scopes(depth=1) gives the model's layers the bytes of their
+    activations and gradients, which a linked slab's HLO buffers hold. Checked
+    against the expanded rows whose TF op is under ``<model>_N/<layer>_N/``
+    (forward or ``gradient_tape/``), matched here with a pattern of our own."""
+    prof = traceparse.load(FIXTURES / name)
+    scopes = prof.scopes(1)
+    by_scope = dict(zip(scopes["scope"].astype(object), scopes["live_at_peak_bytes"], strict=True))
+    table = prof.layers.set_index("layer")
+    held = table["activation_bytes"] + table["gradient_bytes"]
+    held = held[held > 0]
+    layers = set(MANIFEST["fixtures"][name]["layers"])
+    assert len(held) >= 2 and set(held.index) <= layers
+    live = prof.live_at_peak(expand_xla=True)
+    ops = live["op"].astype(object).fillna("")
+    for layer, size in held.items():
+        assert by_scope.get(layer) == size, (layer, by_scope)
+        under = ops.str.contains(rf"(?:^|/){model}_\d+/{layer}_\d+/", regex=True)
+        assert int(live.loc[under, "allocated_bytes"].sum()) == size, layer
+    # No scope at depth 1 is the model's own (the model root is dropped).
+    assert not any(str(s).startswith(f"{model}_") for s in by_scope)
 
 
 def test_fused_and_copied_buffers_take_their_origin() -> None:
