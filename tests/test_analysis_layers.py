@@ -77,7 +77,7 @@ def assert_rows_sum_to_in_use(prof: Profile, table: pd.DataFrame) -> None:
         assert sums[(peak["host"], peak["allocator"])] == peak["in_use_bytes"]
 
 
-@pytest.mark.parametrize("name", LAYER_FIXTURES + MEMORY_FIXTURES)
+@pytest.mark.parametrize("name", [*LAYER_FIXTURES, "layers_cnn_xla", *MEMORY_FIXTURES])
 def test_every_byte_at_the_peak_is_in_exactly_one_row(name: str) -> None:
     prof = load(name)
     table = prof.layers
@@ -316,3 +316,40 @@ def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None
     assert layers[:3] == ["conv2", "conv1", "pool"]
     assert (table.set_index("layer").loc[layers[:3], "activation_bytes"] > 0).all()
     assert_rows_sum_to_in_use(prof, table)
+
+
+def _layer_order(table: pd.DataFrame) -> list[str]:
+    return [str(name) for name in table["layer"] if not str(name).startswith("(")]
+
+
+def test_the_jit_compiled_twin_orders_its_layers_as_the_eager_model() -> None:
+    """layers_cnn_xla is layers_cnn compiled with jit_compile=True: at the peak one
+    XLA slab holds the step's values, and its HLO buffers' TF ops (a transposed
+    copy of conv_a's softplus output included) give the same order, conv_a first."""
+    entry = MANIFEST["fixtures"]["layers_cnn_xla"]
+    eager, xla = load("layers_cnn"), load("layers_cnn_xla")
+    table = xla.layers
+    assert_rows_sum_to_in_use(xla, table)
+    assert _layer_order(table) == _layer_order(eager.layers) == ["conv_a", "conv_b", "dense_1"]
+    assert table["layer"].iloc[0] == entry["largest_activation_layer"]
+    conv_a = table.set_index("layer").loc["conv_a"]
+    # Its convolution output and softplus output, each a [32,128,128,64] float32 tensor.
+    assert conv_a["activation_bytes"] >= 2 * entry["tensors"]["conv_a_activation"]["bytes"]
+    # The slab's bytes reach the layers through its buffers, not as one slab row.
+    assert xla.live_at_peak()["xla_program"].notna().any()
+
+
+def test_the_jit_compiled_twins_inventory_gives_twice_the_weights_of_adam_state() -> None:
+    """The twin was captured with traceparse.profile(): its inventory names the
+    weights and Adam slots made before the capture (dense_1's kernel is the only
+    weight the CPU allocator records; the rest are under 256 KiB)."""
+    prof = load("layers_cnn_xla")
+    assert not prof.variables.empty
+    table = prof.layers
+    weighted = table[table["weight_bytes"] > 0].set_index("layer")
+    kernel = MANIFEST["fixtures"]["layers_cnn_xla"]["tensors"]["dense_1_kernel"]["bytes"]
+    assert weighted.loc["dense_1", "weight_bytes"] >= kernel
+    for layer, row in weighted.iterrows():
+        ratio = row["optimizer_bytes"] / row["weight_bytes"]
+        assert 1.9 <= ratio <= 2.1, (layer, ratio)
+    assert BEFORE_CAPTURE not in set(table["layer"])  # the inventory names every byte

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 from test_analysis_support import GPU, alloc, free, profile_of
 
+import traceparse
 from traceparse import Profile, UsageError
 from traceparse.analysis import NO_SCOPE, scope_of
 
@@ -106,14 +108,47 @@ def test_scopes_roll_up_by_prefix_without_call_wrappers(prof: Profile) -> None:
 
 
 def test_scope_names() -> None:
-    assert scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 1) == "mlp_1"
-    assert scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 2) == "mlp_1/hidden_1"
-    assert scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 9) == "mlp_1/hidden_1"
+    # Under a Keras model layer: the layer by the user's name, forward and backward alike.
+    assert scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 1) == "hidden"
+    assert scope_of("StatefulPartitionedCall/gradient_tape/mlp_1/hidden_1/MatMul/M", 1) == "hidden"
+    assert scope_of("gradient_tape/mlp_1/hidden_1/MatMul/MatMul_1", 2) == "hidden/MatMul"
+    assert scope_of("replica_1/mycnn_1/conv_a_1/Relu", 1) == "conv_a"
+    assert scope_of("sequential_1/dense_1_2/MatMul", 1) == "dense_1"  # the user's dense_1
+    assert scope_of("net_1/block_1/block_dense_1/Relu", 2) == "block/block_dense_1"
+    # Outside a model: as written, minus call wrappers.
     assert scope_of("PartitionedCall_3/StatefulPartitionedCall/a/b", 1) == "a"
     assert scope_of("__inference_train_step_123/a/b", 1) == "a"
     assert scope_of("adam/Square_2", 1) == "adam"
+    assert scope_of("adam/hidden_kernel_momentum/Mul", 2) == "adam/hidden_kernel_momentum"
+    assert scope_of("compile_loss/sparse_categorical_crossentropy/Mul", 1) == "compile_loss"
+    assert scope_of("augment/resize/ResizeBilinear", 2) == "augment/resize"
+    assert scope_of("sequential/dense/MatMul", 1) == "sequential"  # TF1: no Keras suffixes
+    assert scope_of("mlp_1/Cast", 1) == "mlp_1"  # in the model, in no layer
     assert scope_of("Fill", 1) == NO_SCOPE
     assert scope_of("StatefulPartitionedCall/Add", 1) == NO_SCOPE
+    # As written: the old grouping, model first.
+    op = "StatefulPartitionedCall/mlp_1/hidden_1/MatMul"
+    assert scope_of(op, 1, as_written=True) == "mlp_1"
+    assert scope_of(op, 2, as_written=True) == "mlp_1/hidden_1"
+    assert scope_of(op, 9, as_written=True) == "mlp_1/hidden_1"
+    assert scope_of("gradient_tape/mlp_1/hidden_1/M", 1, as_written=True) == "gradient_tape"
+
+
+def test_depth_one_scopes_are_the_layers_forward_and_backward_together() -> None:
+    """layers_cnn: scopes(1) has one row per layer, its forward and backward ops
+    together, as the layers table splits them; as written it is model, tape, optimizer."""
+    prof = traceparse.load(FIXTURES / "layers_cnn")
+    one = prof.scopes(1)
+    by_scope = dict(zip(one["scope"].astype(object), one["live_at_peak_bytes"], strict=True))
+    layers = prof.layers.set_index("layer")
+    for layer in ("conv_a", "conv_b", "dense_1"):
+        row = layers.loc[layer]
+        assert by_scope[layer] == row["activation_bytes"] + row["gradient_bytes"]
+    assert one["scope"].iloc[0] == "conv_a"
+    written = set(prof.scopes(1, as_written=True)["scope"].astype(str))
+    assert written == {"mycnn_1", "gradient_tape", "adam"}
+    assert prof.scopes(2).equals(prof.scopes(2))  # cached per (depth, as_written)
+    assert not prof.scopes(2).equals(prof.scopes(2, as_written=True))
 
 
 @pytest.mark.parametrize("depth", [0, -1, 1.5, True])

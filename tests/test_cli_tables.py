@@ -168,6 +168,17 @@ def test_scopes_depth() -> None:
     assert len(deep) >= len(shallow)
 
 
+@pytest.mark.parametrize("fixture", ["layers_cnn", "layers_cnn_xla"])
+def test_scopes_name_layers_and_as_written_keeps_the_op_names_scopes(fixture: str) -> None:
+    layers = json.loads(ok("scopes", f"fixtures/{fixture}", "--format", "json").stdout)
+    assert [row["scope"] for row in layers][:2] == ["conv_a", "conv_b"]
+    written = ok("scopes", f"fixtures/{fixture}", "--as-written", "--format", "json").stdout
+    scopes = {row["scope"] for row in json.loads(written)}
+    assert "mycnn_1" in scopes and "conv_a" not in scopes
+    head = ok("scopes", f"fixtures/{fixture}", "--as-written").stdout.decode().splitlines()[0]
+    assert head.startswith("Scopes (depth 1, as written)")
+
+
 def test_no_memory_capture_says_so() -> None:
     result = ok("ops", "fixtures/no_memory")
     assert b"no memory events" in result.stdout

@@ -61,3 +61,33 @@ def test_the_summary_json_carries_the_layers() -> None:
     layers = profile["layers"]
     assert [r["layer"] for r in layers][:2] == ["dense_1", "dense"]
     assert sum(r["live_at_peak_bytes"] for r in layers) == profile["allocators"][0]["peak_bytes"]
+
+
+def test_long_layer_names_keep_both_ends_on_the_chart_and_show_whole_on_hover() -> None:
+    """Layer names that differ only at the start or at the end stay apart on the
+    axis (cut in the middle), and each label's hover title is the full name."""
+    import html
+    import re
+
+    from traceparse.report.layer_plots import LABEL_LIMIT, LAYER_PARTS, layers_svg
+
+    stem = "transformer_block_with_a_long_descriptive_name"
+    names = [f"encoder_{stem}_attention_11", f"decoder_{stem}_attention_11", f"encoder_{stem}_mlp"]
+    frame = pd.DataFrame({"layer": names, **{c: [3 << 20, 2 << 20, 1 << 20] for c in LAYER_PARTS}})
+    svg = layers_svg(frame, label="layers", salt="t")
+    titles = [html.unescape(t) for t in re.findall(r"<title>(.*?)</title>", svg)]
+    assert titles == names
+    # The label's own text (real SVG text, svg.fonttype "none"), in its group.
+    shown = []
+    for i in range(len(names)):
+        group = svg[svg.index(f'<g id="t-label-{i}">') :]
+        found = re.search(r"<text [^>]*>(.*?)</text>", group)
+        assert found is not None
+        shown.append(html.unescape(found.group(1)))
+    assert len(set(shown)) == len(names)
+    for full, label in zip(names, shown, strict=True):
+        assert len(label) <= LABEL_LIMIT and "…" in label
+        head, tail = label.split("…")
+        assert full.startswith(head) and full.endswith(tail)
+    short = layers_svg(frame.assign(layer=["conv_a", "conv_b", "dense_1"]), label="l", salt="s")
+    assert ">conv_a</text>" in short and "<title>conv_a</title>" in short

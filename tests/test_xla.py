@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, REPO, xplane_files
+from conftest import FIXTURES, MANIFEST, REPO, xplane_files
 from google.protobuf.descriptor import Descriptor
 
 import traceparse
@@ -244,8 +244,8 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
 
 def test_keras_layers_get_their_buffers() -> None:
     prof = traceparse.load(FIXTURES / "xla_keras")
-    scopes = prof.scopes(2).set_index("scope")["live_at_peak_bytes"]
-    # Keras 3 names ops "<model>_1/<layer>_1/...": depth 2 is the layer.
+    scopes = prof.scopes(2, as_written=True).set_index("scope")["live_at_peak_bytes"]
+    # Keras 3 names ops "<model>_1/<layer>_1/...": as written, depth 2 is the layer.
     for layer in ("conv1", "conv2", "pool"):
         assert scopes.get(f"cnn_1/{layer}_1", 0) > 0, scopes
     manifest_layers = {"conv1", "conv2", "pool", "flatten", "hidden", "logits"}
@@ -265,6 +265,30 @@ def test_keras_layers_get_their_buffers() -> None:
     assert {"conv1", "conv2", "hidden", "logits"} <= layers <= manifest_layers
 
 
+@pytest.mark.parametrize(("name", "model"), [("xla_keras", "cnn"), ("layers_cnn_xla", "mycnn")])
+def test_depth_one_scopes_of_a_jit_compiled_model_are_its_layers(name: str, model: str) -> None:
+    """Issue 13 must-show: scopes(depth=1) gives the model's layers the bytes of their
+    activations and gradients, which a linked slab's HLO buffers hold. Checked
+    against the expanded rows whose TF op is under ``<model>_N/<layer>_N/``
+    (forward or ``gradient_tape/``), matched here with a pattern of our own."""
+    prof = traceparse.load(FIXTURES / name)
+    scopes = prof.scopes(1)
+    by_scope = dict(zip(scopes["scope"].astype(object), scopes["live_at_peak_bytes"], strict=True))
+    table = prof.layers.set_index("layer")
+    held = table["activation_bytes"] + table["gradient_bytes"]
+    held = held[held > 0]
+    layers = set(MANIFEST["fixtures"][name]["layers"])
+    assert len(held) >= 2 and set(held.index) <= layers
+    live = prof.live_at_peak(expand_xla=True)
+    ops = live["op"].astype(object).fillna("")
+    for layer, size in held.items():
+        assert by_scope.get(layer) == size, (layer, by_scope)
+        under = ops.str.contains(rf"(?:^|/){model}_\d+/{layer}_\d+/", regex=True)
+        assert int(live.loc[under, "allocated_bytes"].sum()) == size, layer
+    # No scope at depth 1 is the model's own (the model root is dropped).
+    assert not any(str(s).startswith(f"{model}_") for s in by_scope)
+
+
 def test_fused_and_copied_buffers_take_their_origin() -> None:
     prof = traceparse.load(FIXTURES / "xla_keras")
     buffers = prof.xla_buffers
@@ -278,6 +302,33 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
         else:
             assert inst.opcode in ("fusion", "copy", "copy-start", "copy-done", "bitcast")
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
+
+
+def test_a_layout_copy_fusion_takes_its_operands_op() -> None:
+    """A fusion that only transposes or copies its one operand (XLA's
+    transpose_copy_fusion) names the TF op of that operand, read here from the
+    HLO proto itself: conv_a's softplus output transposed for conv_b's filter gradient."""
+    prof = traceparse.load(FIXTURES / "layers_cnn_xla")
+    buffers = prof.xla_buffers.set_index(["program", "instruction"])
+    moved = []
+    for _, program in prof._xla.programs:
+        module = program.hlo.hlo_module
+        comps = {c.id: c for c in module.computations}
+        insts = {i.id: i for c in module.computations for i in c.instructions}
+        for inst in insts.values():
+            if inst.opcode != "fusion" or inst.metadata.op_name or len(inst.operand_ids) != 1:
+                continue
+            fused = comps[inst.called_computation_ids[0]].instructions
+            operand = insts[inst.operand_ids[0]]
+            if {i.opcode for i in fused} <= {"parameter", "transpose", "copy"} and (
+                operand.metadata.op_name
+            ):
+                key = (program.name, inst.name)
+                if key in buffers.index:
+                    ops = set(buffers.loc[[key], "tf_op"])
+                    assert ops == {operand.metadata.op_name}, (inst.name, ops)
+                    moved.append(operand.metadata.op_name)
+    assert "mycnn_1/conv_a_1/Softplus" in moved
 
 
 def test_xla_command_lists_programs_and_buffers(tmp_path: Path) -> None:

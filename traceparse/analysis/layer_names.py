@@ -100,14 +100,35 @@ class Placement:
     replica: int
 
 
-def place_op(op: str | None, known: KnownNames) -> Placement:
-    """The layer row and kind of allocations made by ``op`` (NA op: no layer, other)."""
-    if not op:
-        return Placement(NO_LAYER, OTHER, 0)
+@dataclass(frozen=True)
+class ParsedOp:
+    """An op name's scopes: as written (wrappers dropped), and the model's layer, if any.
+
+    ``rest`` are the scopes after the leading markers (``gradient_tape/``,
+    ``replica_N/``); ``layer`` is the user's name of the model layer the op is
+    under (``rest[1]``), or None when ``rest`` does not start with a Keras model
+    and one of its layers.
+    """
+
+    written: list[str]
+    rest: list[str]
+    backward: bool
+    replica: int
+    layer: str | None
+
+
+def written_scopes(op: str) -> list[str]:
+    """An op name's scopes as written, without the op itself and the call wrappers."""
     parts = op.split("/")[:-1]  # the last part is the op itself
     while parts and _WRAPPER.match(parts[0]):
         parts = parts[1:]
-    backward, replica = False, 0
+    return parts
+
+
+def parse_op(op: str, known: KnownNames) -> ParsedOp:
+    """Split an op name into its scopes and find the model layer it is under."""
+    parts = written_scopes(op)
+    written, backward, replica = parts, False, 0
     while parts:
         found = _REPLICA.match(parts[0])
         if found and len(parts) > 2 and strip_suffix(parts[0]) not in known.models:
@@ -117,16 +138,45 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
         else:
             break
         parts = parts[1:]
-    if not parts:
-        return Placement(NO_LAYER, OTHER, replica)
-    head = parts[0]
-    if is_optimizer_scope(head, known):
-        return Placement(_slot_layer(parts[1:], known), OPTIMIZER, replica)
-    model = known.user_name(head) if strip_suffix(head) not in _NOT_MODELS else None
-    layer = known.user_name(parts[1]) if model is not None and len(parts) > 1 else None
-    if layer is None:
-        return Placement(NO_LAYER, GRADIENT if backward else OTHER, replica)
-    return Placement(layer, GRADIENT if backward else ACTIVATION, replica)
+    layer = None
+    if len(parts) > 1 and not is_optimizer_scope(parts[0], known):
+        model = known.user_name(parts[0]) if strip_suffix(parts[0]) not in _NOT_MODELS else None
+        layer = known.user_name(parts[1]) if model is not None else None
+    return ParsedOp(written, parts, backward, replica, layer)
+
+
+def place_op(op: str | None, known: KnownNames) -> Placement:
+    """The layer row and kind of allocations made by ``op`` (NA op: no layer, other)."""
+    if not op:
+        return Placement(NO_LAYER, OTHER, 0)
+    parsed = parse_op(op, known)
+    if not parsed.rest:
+        return Placement(NO_LAYER, OTHER, parsed.replica)
+    if is_optimizer_scope(parsed.rest[0], known):
+        return Placement(_slot_layer(parsed.rest[1:], known), OPTIMIZER, parsed.replica)
+    kind = GRADIENT if parsed.backward else ACTIVATION
+    if parsed.layer is None:
+        return Placement(NO_LAYER, GRADIENT if parsed.backward else OTHER, parsed.replica)
+    return Placement(parsed.layer, kind, parsed.replica)
+
+
+def model_scopes(op: str, known: KnownNames | None = None) -> list[str]:
+    """An op's scopes relative to its model: ``[layer, scopes inside it as written...]``.
+
+    Under a Keras model layer, the wrappers, markers (``gradient_tape/``,
+    ``replica_N/``) and the model's own scope are dropped and the layer goes by
+    the user's name, so forward and backward ops of a layer share one path.
+    Any other op keeps its scopes as written, minus the call wrappers.
+
+    >>> model_scopes("StatefulPartitionedCall/gradient_tape/mycnn_1/conv_a_1/BiasAdd/Grad")
+    ['conv_a', 'BiasAdd']
+    >>> model_scopes("adam/hidden_kernel_momentum/Mul")
+    ['adam', 'hidden_kernel_momentum']
+    """
+    parsed = parse_op(op, known or KnownNames())
+    if parsed.layer is None:
+        return parsed.written
+    return [parsed.layer, *parsed.rest[2:]]
 
 
 def is_optimizer_scope(scope: str, known: KnownNames) -> bool:

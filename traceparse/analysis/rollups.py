@@ -7,11 +7,10 @@ own NA row), so the byte columns of a roll-up sum to those of
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.layer_names import model_scopes, written_scopes
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, live_mask
 from traceparse.analysis.peak import peak_event_of
 from traceparse.errors import UsageError
@@ -20,9 +19,6 @@ from traceparse.tables.contracts import declare
 # The scope of ops that sit in no name scope (TF names cannot contain parentheses).
 NO_SCOPE = "(top level)"
 
-# Function-call wrappers that prefix every op of a tf.function or Keras step
-# ("StatefulPartitionedCall/mlp_1/hidden_1/Relu"); they are not the user's scopes.
-_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
 
 _SUMS = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
 
@@ -67,24 +63,34 @@ def ops_table(allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFra
     return _finish(table, OPS_COLUMNS)
 
 
-def scope_of(op: str, depth: int) -> str:
-    """The first ``depth`` name-scope levels of an op name, call wrappers removed.
+def scope_of(op: str, depth: int, as_written: bool = False) -> str:
+    """The first ``depth`` name-scope levels of an op name, relative to its model.
 
-    >>> scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 2)
+    Under a Keras model layer the path starts at the layer, by the user's name
+    (``layer_names.model_scopes``: call wrappers, ``gradient_tape/``,
+    ``replica_N/`` and the model's scope dropped), so a layer's forward and
+    backward ops share one scope. Other ops keep their scopes as written, minus
+    the call wrappers; ``as_written=True`` does that for every op.
+
+    >>> scope_of("StatefulPartitionedCall/gradient_tape/mlp_1/hidden_1/MatMul", 1)
+    'hidden'
+    >>> scope_of("StatefulPartitionedCall/mlp_1/hidden_1/MatMul", 2, as_written=True)
     'mlp_1/hidden_1'
     >>> scope_of("Fill", 1)
     '(top level)'
     """
-    parts = op.split("/")[:-1]  # the last part is the op itself
-    while parts and _WRAPPER.match(parts[0]):
-        parts = parts[1:]
+    parts = written_scopes(op) if as_written else model_scopes(op)
     return "/".join(parts[:depth]) if parts else NO_SCOPE
 
 
 def scopes_table(
-    allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFrame, depth: int = 1
+    allocations: pd.DataFrame,
+    peak: pd.DataFrame,
+    op_time: pd.DataFrame,
+    depth: int = 1,
+    as_written: bool = False,
 ) -> pd.DataFrame:
-    """The ops roll-up by name-scope prefix, ``depth`` levels deep."""
+    """The ops roll-up by name-scope prefix, ``depth`` levels deep (see ``scope_of``)."""
     if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
         raise UsageError(f"scope depth must be a whole number of levels, 1 or more, not {depth!r}")
     depth = int(depth)
@@ -92,14 +98,16 @@ def scopes_table(
         return _empty(SCOPE_COLUMNS)
     work = _work_frame(allocations, peak)
     ops = allocations["op"].astype("category")
-    scope_names = [scope_of(str(op), depth) for op in ops.cat.categories]
+    scope_names = [scope_of(str(op), depth, as_written) for op in ops.cat.categories]
     codes = ops.cat.codes.to_numpy()
     # Code -1 (no op) picks the trailing None.
     work["scope"] = np.asarray([*scope_names, None], dtype=object)[codes]
     work["op"] = ops.astype(object)
     table = _roll(work, "scope", {"ops": ("op", "nunique")})
     if not op_time.empty:
-        timing = op_time.assign(scope=[scope_of(str(op), depth) for op in op_time["op"]])
+        timing = op_time.assign(
+            scope=[scope_of(str(op), depth, as_written) for op in op_time["op"]]
+        )
         timing = timing.groupby(["host", "scope"], as_index=False).agg(
             compute_count=("count", "sum"), compute_ps=("total_ps", "sum")
         )

@@ -59,7 +59,7 @@ class DiffCommand(Command):
             type=depth_type,
             default=1,
             metavar="N",
-            help="scope levels for --by scope (default 1: model; 2: layer)",
+            help="scope levels for --by scope (default 1: the layer, as in `scopes`)",
         )
         parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
         parser.add_argument(

@@ -15,12 +15,15 @@ if TYPE_CHECKING:
 
 
 class ScopesCommand(TableCommand):
-    """Memory per name scope: model/layer/... prefixes of op names, rolled up.
+    """Memory per name scope: layer/... prefixes of op names, rolled up.
 
     Groups the allocations of the newest run under PATH by the first DEPTH
-    parts of their op name (``model/dense/MatMul`` is in scope ``model`` at
-    depth 1 and ``model/dense`` at depth 2), so a layer or a tf.name_scope
-    shows as one row.
+    scopes of their op name, counted from the model's layers: a Keras op
+    ``gradient_tape/mycnn_1/conv_a_1/Conv2D`` is in scope ``conv_a`` at depth
+    1 (the layer as the user named it, forward and backward together) and
+    ``conv_a/Conv2D``'s scope at depth 2. Ops outside a model (``adam/...``,
+    a tf.name_scope) keep their scopes as written. --as-written groups every
+    op by its scopes as written (``mycnn_1`` at depth 1).
     """
 
     name = "scopes"
@@ -44,9 +47,15 @@ class ScopesCommand(TableCommand):
             metavar="N",
             help="how many leading scope names to group by (default 1)",
         )
+        parser.add_argument(
+            "--as-written",
+            action="store_true",
+            help="scopes as the op names write them (model first), not from the layer",
+        )
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
-        return profile.scopes(depth=max(1, args.depth))
+        return profile.scopes(depth=max(1, args.depth), as_written=args.as_written)
 
     def describe(self, profile: Profile, args: argparse.Namespace) -> str:
-        return f"Scopes (depth {max(1, args.depth)}) in run {profile.run} ({profile.host})"
+        written = ", as written" if args.as_written else ""
+        return f"Scopes (depth {max(1, args.depth)}{written}) in run {profile.run} ({profile.host})"

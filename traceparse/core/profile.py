@@ -303,19 +303,28 @@ class Profile:
             _no_allocations(with_live_deltas(table, self._live_at_peak, self._xla_slabs)), OPS
         )
 
-    def scopes(self, depth: int = 1) -> pd.DataFrame:
-        """The ``ops`` roll-up by name scope, ``depth`` levels deep (1: model, 2: layer)."""
-        if depth not in self._scopes:
-            table = scopes_table(self.allocations, self.peak, self._op_time, depth)
+    def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
+        """The ``ops`` roll-up by name scope, ``depth`` levels deep.
+
+        Scopes start at the model's layer (1: the layer, by the user's name, its
+        forward and backward ops together; 2: layer/the scope inside it);
+        ops outside a model keep their scopes as written. ``as_written=True``
+        groups every op by its scopes as written (1: model, 2: model/layer).
+        """
+        key = (depth, bool(as_written))
+        if key not in self._scopes:
+            table = scopes_table(self.allocations, self.peak, self._op_time, depth, as_written)
             if not self._xla_slabs.empty:
                 table = _no_allocations(
-                    with_live_deltas(table, self._live_at_peak, self._xla_slabs, depth)
+                    with_live_deltas(
+                        table, self._live_at_peak, self._xla_slabs, depth, bool(as_written)
+                    )
                 )
-            self._scopes[depth] = self._conform(table, SCOPES)
-        return self._scopes[depth]
+            self._scopes[key] = self._conform(table, SCOPES)
+        return self._scopes[key]
 
     @cached_property
-    def _scopes(self) -> dict[int, pd.DataFrame]:
+    def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
     @cached_property

@@ -114,10 +114,15 @@ _COUNTS = (
 
 
 def with_live_deltas(
-    table: pd.DataFrame, live: pd.DataFrame, slabs: pd.DataFrame, depth: int | None = None
+    table: pd.DataFrame,
+    live: pd.DataFrame,
+    slabs: pd.DataFrame,
+    depth: int | None = None,
+    as_written: bool = False,
 ) -> pd.DataFrame:
     """A roll-up (``ops``, or ``scopes`` at ``depth``) whose live-at-peak columns
-    count the HLO buffers of linked slabs under their TF ops instead of the slab."""
+    count the HLO buffers of linked slabs under their TF ops instead of the slab
+    (under the scope ``scope_of`` gives their TF op, as for an allocation's op)."""
     deltas = live_deltas(live, slabs)
     if not deltas:
         return table
@@ -125,7 +130,7 @@ def with_live_deltas(
     if depth is not None:
         by_scope: dict[tuple[object, object, object], list[int]] = {}
         for (host, allocator, op), (n, size) in deltas.items():
-            scope = scope_of(op, depth) if isinstance(op, str) else None
+            scope = scope_of(op, depth, as_written) if isinstance(op, str) else None
             acc = by_scope.setdefault((host, allocator, scope), [0, 0])
             acc[0] += n
             acc[1] += size

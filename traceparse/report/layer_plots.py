@@ -12,9 +12,17 @@ import numpy as np
 import pandas as pd
 
 from traceparse.report.escape import one_line
-from traceparse.report.plots import _BINARY, PALETTE, _figure, _shorten, _svg, _unit, label_bars
+from traceparse.report.plots import (
+    _BINARY,
+    PALETTE,
+    _figure,
+    _svg,
+    _unit,
+    _with_titles,
+    label_bars,
+)
 
-__all__ = ["LAYER_PARTS", "layers_of", "layers_svg"]
+__all__ = ["LAYER_PARTS", "layers_of", "layers_svg", "middle_cut"]
 
 # Kind column -> legend label, in stacking order.
 LAYER_PARTS: dict[str, str] = {
@@ -26,6 +34,22 @@ LAYER_PARTS: dict[str, str] = {
 }
 # Layers a chart shows at most (the largest).
 MAX_LAYERS = 12
+# Characters of a layer's name on its axis label; the full name shows on hover.
+LABEL_LIMIT = 40
+
+
+def middle_cut(name: str, limit: int = LABEL_LIMIT) -> str:
+    """A long layer name cut in the middle: both ends stay, where layer names differ
+    (``transformer_block_3_attention`` vs ``..._mlp``; ``encoder_12`` vs ``decoder_12``).
+
+    >>> middle_cut("a_very_long_transformer_encoder_block_name_with_layer_index_11", 24)
+    'a_very_long…yer_index_11'
+    """
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return name[:head] + "…" + name[-tail:]
 
 
 def layers_of(layers: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
@@ -67,12 +91,17 @@ def layers_svg(frame: pd.DataFrame, *, label: str, salt: str = "layers") -> str:
             left += values[column]
         ax.set_yticks(
             positions,
-            labels=[_shorten(one_line(name)) for name in names],
+            labels=[middle_cut(one_line(name)) for name in names],
             parse_math=False,
             fontfamily="DejaVu Sans Mono",
             fontsize=8,
         )
+        # Each axis label carries the layer's full name as its hover title.
+        titles = {}
+        for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), names, strict=True)):
+            tick.set_gid(f"{salt}-label-{i}")
+            titles[f"{salt}-label-{i}"] = one_line(name)
         label_bars(ax, positions, totals, scale, headroom=1.18)
         ax.set_xlabel(f"bytes live at the peak ({unit})")
         ax.legend(loc="lower right", fontsize=8, frameon=False)
-        return _svg(fig, label)
+        return _with_titles(_svg(fig, label), titles)

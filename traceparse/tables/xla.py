@@ -8,7 +8,10 @@ value comes from in two cases, and only those are followed:
 - a fusion: the root of the fused computation, else the one TF op all fused
   instructions with metadata name (several different ones: NA);
 - a copy or bitcast (``copy``, ``copy-start``, ``copy-done``, ``bitcast``):
-  the operand it copies, followed through chains of copies and fusions.
+  the operand it copies, followed through chains of copies and fusions;
+- a fusion with one operand whose fused instructions only move that operand's
+  elements (parameter, ``transpose``, ``copy``, ``bitcast``, ``reshape``; XLA's
+  ``transpose_copy_fusion``, a layout change): like a copy, its operand's.
 
 Everything else without metadata keeps NA.
 """
@@ -57,6 +60,8 @@ _ELEMENT_TYPES: dict[int, tuple[str, int]] = {
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
 _COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
+# Fused instructions that only move elements: a fusion of these is a copy.
+_MOVES = {"parameter", "transpose", "copy", "bitcast", "reshape"}
 # "a_inference_one_step_on_data_1132__XlaMustCompile_...2" -> the TF function
 # "__inference_one_step_on_data_1132" it was compiled from.
 _FUNCTION = re.compile(r"(?:^|_)(inference_.*?_\d+)(?=__|\.\d+$|$)")
@@ -213,12 +218,23 @@ class ModuleIndex:
             found = _Origin(meta.op_name, meta.op_type or None, source)
         elif depth < 64 and inst.opcode == "fusion" and inst.called_computation_ids:
             found = self._fused_origin(inst.called_computation_ids[0])
+            if found.tf_op is None and self._moves_only(inst):
+                operand = self.by_id.get(inst.operand_ids[0])
+                if operand is not None:
+                    found = self.origin(operand, depth + 1)
         elif depth < 64 and inst.opcode in _COPIES and inst.operand_ids:
             operand = self.by_id.get(inst.operand_ids[0])
             if operand is not None:
                 found = self.origin(operand, depth + 1)
         self._origins[inst.id] = found
         return found
+
+    def _moves_only(self, fusion: hlo_pb2.HloInstructionProto) -> bool:
+        """Whether a fusion of one operand only moves its elements (a layout copy)."""
+        comp = self.computations.get(fusion.called_computation_ids[0])
+        if comp is None or len(fusion.operand_ids) != 1:
+            return False
+        return all(i.opcode in _MOVES for i in comp.instructions)
 
     def _fused_origin(self, computation_id: int) -> _Origin:
         comp = self.computations.get(computation_id)
