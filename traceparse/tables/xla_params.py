@@ -1,0 +1,89 @@
+"""The entry parameters of each XLA program: what a compiled step reads.
+
+One row per entry-parameter buffer allocation (``BufferAllocationProto`` with
+``is_entry_computation_parameter``) of each program and host. TF's tf2xla
+names every entry parameter ``argN.1`` with ``metadata.op_name`` "XLA_Args"
+and writes no frontend attributes, so a parameter carries no variable name:
+only its number, shape, dtype and size. ``updated`` is the allocation's
+``maybe_live_out``: the module may alias the parameter to an output
+(``input_output_alias``), which tf2xla does for the resource variables a step
+assigns (weights and optimizer slots in a training step); inputs (a batch)
+and variables only read are not updated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla import buffer_info, function_of
+
+PARAMETER_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "program": "category",
+    "module": "object",
+    "function": "object",
+    "parameter_number": "Int64",
+    "allocation_index": "int64",
+    "instruction": "object",
+    "dtype": "category",
+    "shape": "category",
+    "size_bytes": "Int64",
+    "updated": "bool",
+}
+
+
+def entry_parameters(program: XlaProgram) -> set[str]:
+    """The names of the entry computation's parameter instructions."""
+    found = program.cache.get("entry_parameters")
+    if found is None:
+        module = program.hlo.hlo_module
+        entry = [c for c in module.computations if c.id == module.entry_computation_id]
+        found = {i.name for c in entry for i in c.instructions if i.opcode == "parameter"}
+        program.cache["entry_parameters"] = found
+    return set(found)
+
+
+def parameters_of(host: str, program: XlaProgram) -> list[dict[str, object]]:
+    """The rows of one program (PARAMETER_COLUMNS), in allocation order."""
+    module = program.hlo.hlo_module
+    names = entry_parameters(program)
+    rows: list[dict[str, object]] = []
+    for alloc in program.hlo.buffer_assignment.buffer_allocations:
+        if not alloc.is_entry_computation_parameter:
+            continue
+        instruction = dtype = shape = None
+        for assigned in alloc.assigned:
+            if assigned.offset != 0 or assigned.size != alloc.size:
+                continue
+            name, _, _, found_dtype, found_shape, _ = buffer_info(
+                program, assigned.logical_buffer_id
+            )
+            if name in names:  # the parameter itself, not a value written over it
+                instruction, dtype, shape = name, found_dtype, found_shape
+                break
+        rows.append(
+            {
+                "host": host,
+                "program": program.name,
+                "module": module.name or None,
+                "function": function_of(module.name),
+                "parameter_number": alloc.parameter_number,
+                "allocation_index": alloc.index,
+                "instruction": instruction,
+                "dtype": dtype,
+                "shape": shape,
+                "size_bytes": alloc.size,
+                "updated": bool(alloc.maybe_live_out),
+            }
+        )
+    return rows
+
+
+def parameters_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
+    """Every program's entry parameters, one row each."""
+    rows = [row for host, program in programs for row in parameters_of(host, program)]
+    frame = pd.DataFrame(rows, columns=list(PARAMETER_COLUMNS))
+    return frame.astype(PARAMETER_COLUMNS)
