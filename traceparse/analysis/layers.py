@@ -276,8 +276,11 @@ def _owner_layer(var: pd.Series, known: KnownNames, kind: str) -> str:
 
 
 def _before_capture(peak: pd.Series) -> int:
-    """Bytes held from before the capture (issue 14's ``variable_bytes`` is part of them)."""
-    named = int(peak["variable_bytes"]) if "variable_bytes" in peak.index else 0
+    """Bytes held from before the capture (issue 14's ``variable_bytes`` and
+    ``xla_parameter_bytes`` are parts of them)."""
+    named = sum(
+        int(peak[part]) for part in ("variable_bytes", "xla_parameter_bytes") if part in peak.index
+    )
     return int(peak["before_capture_bytes"]) + named
 
 

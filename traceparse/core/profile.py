@@ -396,6 +396,7 @@ class Profile:
             self.allocations,
             self.leaks(),
             self.variables if self._has_inventory else None,
+            self.xla_parameters if self._xla_parameter_bytes is not None else None,
         )
 
     @property
