@@ -55,7 +55,8 @@ def judged_parameters(
     out["ran"] = np.array([k in ran for k in keys], dtype=bool)
     where = _program_allocators(allocations, allocators, keys)
     out["allocator"] = pd.Series(where, index=out.index, dtype=object)
-    made = _made_inside(allocations)
+    sizes = out["size_bytes"].to_numpy(dtype=np.int64, na_value=-1)
+    made = _made_inside(allocations, sizes)
     reasons: list[str | None] = []
     for row, (host, program) in enumerate(keys):
         allocator = out["allocator"].iat[row]
@@ -124,10 +125,14 @@ def _program_allocators(
 Linked = list[tuple[object, object]]
 
 
-def _made_inside(allocations: pd.DataFrame) -> dict[tuple[str, str, int], Linked]:
+def _made_inside(
+    allocations: pd.DataFrame, sizes: np.ndarray
+) -> dict[tuple[str, str, int], Linked]:
     """(host, allocator, requested bytes) -> the (program, index) each allocation of
-    that size made during the capture is linked to (None, None when it is not)."""
+    one of ``sizes`` made during the capture is linked to (None, None when it is not)."""
     out: dict[tuple[str, str, int], Linked] = {}
+    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=-1)
+    allocations = allocations[np.isin(requested, sizes[sizes >= 0])]
     requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=-1)
     columns = [allocations[c].astype(object).tolist() for c in ("host", "allocator")]
     program = allocations["xla_program"].astype(object).tolist()
