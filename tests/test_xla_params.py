@@ -9,6 +9,7 @@ itemsize) and the allocator's own counter. Edge cases use hand-built programs.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -62,6 +63,15 @@ def test_parameters_name_the_keras_variables() -> None:
     batch = MANIFEST["fixtures"]["xla_tensorboard"]["batch_size"]
     inputs = params[params["shape"].astype(str) == f"[{batch},256]"]
     assert len(inputs) == 1 and not inputs["updated"].any()
+    # The ops that read each one name a kernel's layer; Adam's slots only Adam.
+    kernels = [str(v["path"]) for v in big if not str(v["path"]).startswith("adam/")]
+    for path in kernels:
+        layer = path.split("/")[0]
+        readers = [r for r in counted["read_by"].astype(str) if re.search(rf"/{layer}(_\d+)?/", r)]
+        assert len(readers) == 1, (layer, readers)
+    slots = counted[~counted["read_by"].astype(str).str.contains("MatMul")]
+    assert len(slots) == 4
+    assert all(op.startswith("adam/") for r in slots["read_by"] for op in str(r).split(", "))
     small = params[params["size_bytes"] < CPU_POOL_BYTES]
     assert (small["reason"] == SMALL).all() and not small["counted"].any()
 

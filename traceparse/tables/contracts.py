@@ -118,6 +118,7 @@ DTYPES: dict[str, str] = {
     "ran": "bool",
     "counted": "bool",
     "reason": CATEGORY,
+    "read_by": "object",
 }
 
 # By suffix, for the many columns of one kind.
@@ -491,10 +492,11 @@ XLA_PARAMETERS = declare(
         "shape",
         "size_bytes",
         "updated",
+        "read_by",
         "allocator",
         "ran",
         "counted",
         "reason",
     ],
-    ["module", "function", "instruction", "dtype", "shape", "allocator", "reason"],
+    ["module", "function", "instruction", "dtype", "shape", "read_by", "allocator", "reason"],
 )
