@@ -77,29 +77,42 @@ def judged_parameters(
     return out[list(XLA_PARAMETERS.columns)]
 
 
-def parameter_bytes(judged: pd.DataFrame) -> pd.Series:
-    """Per (host, allocator): the counted parameters' bytes, each (dtype, shape,
-    size) counted as often as one program reads it at most (the module docstring)."""
+def representatives(judged: pd.DataFrame) -> pd.DataFrame:
+    """The counted parameters that stand for distinct buffers: per (host, allocator,
+    dtype, shape, size), the rows of the one program that reads the most of that
+    kind (ties: the first program by name). Other programs' rows of that kind may
+    be the same buffers, so they are left out (the module docstring)."""
     mine = judged[judged["counted"].to_numpy(dtype=bool)]
     if mine.empty:
-        return pd.Series([], dtype="int64")
-    kinds = pd.DataFrame(
+        return mine
+    keys = pd.DataFrame(
         {
             "host": mine["host"].astype(object),
             "allocator": mine["allocator"].astype(object),
-            "program": mine["program"].astype(object),
             "dtype": mine["dtype"].astype(object).fillna(""),
             "shape": mine["shape"].astype(object).fillna(""),
             "size": mine["size_bytes"].astype("int64"),
-        }
+            "program": mine["program"].astype(object),
+        },
+        index=mine.index,
     )
-    per_program = kinds.groupby(
-        ["host", "allocator", "dtype", "shape", "size", "program"], sort=False
-    ).size()
-    most = per_program.groupby(level=["host", "allocator", "dtype", "shape", "size"]).max()
-    sizes = most.index.get_level_values("size").to_numpy(dtype=np.int64)
-    total = pd.Series(most.to_numpy(dtype=np.int64) * sizes, index=most.index)
-    return total.groupby(level=["host", "allocator"]).sum().astype("int64")
+    kind = ["host", "allocator", "dtype", "shape", "size"]
+    counts = keys.groupby([*kind, "program"], sort=True).size().rename("n").reset_index()
+    counts = counts.sort_values(["n", "program"], ascending=[False, True], kind="stable")
+    chosen = counts.drop_duplicates(kind)[[*kind, "program"]]
+    picked = set(chosen.itertuples(index=False, name=None))
+    keep = [row in picked for row in keys[[*kind, "program"]].itertuples(index=False, name=None)]
+    return mine[np.array(keep, dtype=bool)]
+
+
+def parameter_bytes(judged: pd.DataFrame) -> pd.Series:
+    """Per (host, allocator): the bytes of the counted parameters that stand for
+    distinct buffers (``representatives``)."""
+    mine = representatives(judged)
+    if mine.empty:
+        return pd.Series([], dtype="int64")
+    keys = [mine["host"].astype(object), mine["allocator"].astype(object)]
+    return mine["size_bytes"].astype("int64").groupby(keys).sum().astype("int64")
 
 
 def _program_allocators(
