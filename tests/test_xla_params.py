@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from conftest import FIXTURES, MANIFEST, run_traceparse
 from test_analysis_support import GPU, alloc, trace_of
 
@@ -22,6 +23,8 @@ from traceparse import Profile, load
 from traceparse._proto import hlo_pb2
 from traceparse.analysis import PARTS
 from traceparse.analysis.attribution import CPU_POOL_BYTES
+from traceparse.analysis.layer_names import KnownNames
+from traceparse.analysis.layer_params import parameter_pieces
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
 from traceparse.decode.xla import XlaProgram, XlaSource
 from traceparse.report import render_json, render_markdown
@@ -91,6 +94,61 @@ def test_attribution_counts_them_against_the_allocators_counter() -> None:
     # layers still sum to the bytes in use.
     layers = prof.layers
     assert layers["live_at_peak_bytes"].sum() == att["in_use_bytes"]
+
+
+def test_layers_place_the_parameters() -> None:
+    """Each kernel under its layer, its two Adam slots with it (tied by a shape
+    only that layer's weight has); rows still sum to the bytes in use."""
+    prof = load(FIXTURES / "xla_tensorboard")
+    layers = prof.layers.set_index("layer")
+    sizes = {str(v["path"]): _nbytes(v) for v in _keras_variables()}
+    for layer in ("hidden", "bottleneck"):
+        kernel = sizes[f"{layer}/kernel"]
+        slots = sizes[f"adam/{layer}_kernel_momentum"] + sizes[f"adam/{layer}_kernel_velocity"]
+        assert int(layers.loc[layer, "weight_bytes"]) == kernel
+        assert int(layers.loc[layer, "optimizer_bytes"]) == slots
+    assert layers["live_at_peak_bytes"].sum() == prof.attribution["in_use_bytes"].sum()
+
+
+def test_parameters_not_updated_or_read_by_two_layers_stay_unplaced() -> None:
+    ops = ["m/dense/MatMul", "m/other/MatMul", "adam/AssignAddVariableOp"]
+    known = KnownNames(models={"m"}, layers={"dense", "other"})
+    base = {
+        "host": "h",
+        "allocator": CPU,
+        "program": "p",
+        "function": None,
+        "instruction": None,
+        "dtype": "float32",
+        "size_bytes": MiB,
+    }
+    rows = [
+        {**base, "parameter_number": 0, "shape": "[1]", "updated": False, "read_by": ops[0]},
+        {**base, "parameter_number": 1, "shape": "[2]", "updated": True, "read_by": ops[0]},
+        {
+            **base,
+            "parameter_number": 2,
+            "shape": "[3]",
+            "updated": True,
+            "read_by": ", ".join(ops[:2]),
+        },
+        {**base, "parameter_number": 3, "shape": "[2]", "updated": True, "read_by": ops[2]},
+    ]
+    attribution = pd.DataFrame(
+        {"host": ["h"], "allocator": [CPU], "xla_parameter_bytes": [3 * MiB]}
+    )
+    pieces = parameter_pieces(pd.DataFrame(rows), attribution, known)
+    placed = list(zip(pieces["tensor"], pieces["layer"], pieces["kind"], strict=True))
+    # Largest first, then by number; the fourth does not fit in the 3 MiB part.
+    assert placed == [
+        ("parameter 0 of p", "(no layer)", "other"),  # read, never assigned: a batch?
+        ("parameter 1 of p", "dense", "weight"),
+        ("parameter 2 of p", "(no layer)", "other"),  # read by two layers
+    ]
+    attribution["xla_parameter_bytes"] = 4 * MiB
+    pieces = parameter_pieces(pd.DataFrame(rows), attribution, known)
+    # A slot of the shape only dense's weight has goes to dense.
+    assert pieces.iloc[3][["layer", "kind"]].tolist() == ["dense", "optimizer"]
 
 
 def test_reports_show_the_split(tmp_path: Path) -> None:

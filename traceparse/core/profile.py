@@ -27,7 +27,7 @@ from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.xla_live import expand_live, programs_at_peak
-from traceparse.analysis.xla_params import judged_parameters, parameter_bytes
+from traceparse.analysis.xla_params import judged_parameters, parameter_bytes, representatives
 from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables import contracts
@@ -361,8 +361,16 @@ class Profile:
         # A linked XLA slab counts as the HLO buffers live in it, under their TF ops.
         live = self._live_at_peak if self._xla_slabs.empty else self._live_at_peak_xla
         variables = self.variables
+        parameters = (
+            None if self._xla_parameter_bytes is None else representatives(self.xla_parameters)
+        )
         table = layers_table(
-            live, self.allocations, self.attribution, variables, by_replica=by_replica
+            live,
+            self.allocations,
+            self.attribution,
+            variables,
+            by_replica=by_replica,
+            parameters=parameters,
         )
         return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
 
