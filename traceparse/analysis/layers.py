@@ -17,7 +17,8 @@ allocator sum exactly to its in-use bytes at the peak:
 - ``(no layer)``: ops outside any model layer (input batches, losses, plain
   ``tf.name_scope`` code, variables of no layer);
 - ``(before the capture, not named)``: bytes allocated before the capture that
-  no inventoried variable accounts for;
+  no inventoried variable (or, without an inventory, no XLA parameter placed
+  by ``analysis.layer_params``) accounts for;
 - ``(allocator reserved)``: the allocator's reservation counter.
 
 The naming rules are in :mod:`traceparse.analysis.layer_names`.
