@@ -65,6 +65,7 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "variables", prof.variables
     yield "xla_programs", prof.xla_programs
     yield "xla_buffers", prof.xla_buffers
+    yield "xla_parameters", prof.xla_parameters
 
 
 def profiles(name: str) -> list[Profile]:

@@ -174,7 +174,7 @@ def test_a_capture_without_inventory_loads_as_before() -> None:
     assert list(prof.variables.columns) == list(VARIABLE_COLUMNS)
     assert "no variable inventory" in prof.variables.attrs["diagnostic"]
     assert not any("inventory" in d for d in prof.diagnostics)
-    assert prof.attribution.attrs["not_measured"] == ["variable_bytes"]
+    assert prof.attribution.attrs["not_measured"] == ["variable_bytes", "xla_parameter_bytes"]
     assert (prof.attribution["variable_bytes"] == 0).all()
     (summary,) = prof.summary()
     assert "variable_bytes" not in summary.attribution
@@ -247,7 +247,7 @@ def test_only_variables_alive_throughout_and_on_the_allocator_count() -> None:
     assert int(row["variable_bytes"]) == 6 * MiB
     assert int(row["before_capture_bytes"]) == 4 * MiB
     assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"]) == 11 * MiB
-    assert prof.attribution.attrs["not_measured"] == []
+    assert prof.attribution.attrs["not_measured"] == ["xla_parameter_bytes"]  # no XLA program
     split = prof.summary()[0].before_capture
     assert split is not None
     assert (split["weight_variables"], split["optimizer_variables"]) == (1, 1)

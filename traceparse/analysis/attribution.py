@@ -39,7 +39,14 @@ unknown. A variable counts when
 part of it; the sum of the variables can exceed it when some were reallocated
 during the capture). Without an inventory the column is 0 and named in the
 table's ``attrs["not_measured"]``; reports leave out such parts, so a capture
-without an inventory reports exactly as before. ``reserved_bytes`` is the allocator's
+without an inventory reports exactly as before.
+
+Without an inventory, the entry parameters of the XLA programs that ran during
+the capture name part of it instead: ``xla_parameter_bytes`` (the rule is in
+``analysis/xla_params.py``), capped like ``variable_bytes``. Parameters are not
+certainly variables (a batch made before the capture, a tensor held by Python
+and passed in), so they get their own part. With an inventory, or without a
+program that ran, the column is 0 and not measured. ``reserved_bytes`` is the allocator's
 reservation counter. So the parts sum to ``in_use_bytes`` by construction, and
 a negative ``before_capture_bytes`` means the capture lost frees.
 """
@@ -61,11 +68,13 @@ PARTS = [
     "unexplained_request_bytes",
     "padding_bytes",
     "variable_bytes",
+    "xla_parameter_bytes",
     "before_capture_bytes",
     "reserved_bytes",
 ]
-# Parts measured only when their source is there: variable_bytes needs an inventory.
-OPTIONAL_PARTS = ("variable_bytes",)
+# Parts measured only when their source is there: variable_bytes needs an
+# inventory, xla_parameter_bytes an XLA program that ran and no inventory.
+OPTIONAL_PARTS = ("variable_bytes", "xla_parameter_bytes")
 NOT_MEASURED = "not_measured"
 # mklcpu serves requests under this from a pool that emits no memory events.
 CPU_POOL_BYTES = 256 * 1024
@@ -140,16 +149,21 @@ def attribution_table(
     live: pd.DataFrame,
     variables: pd.DataFrame | None = None,
     xla_covered: pd.Series | None = None,
+    parameters: pd.Series | None = None,
 ) -> pd.DataFrame:
     """One row per peak row; ``live`` is ``live_at_peak`` for every allocator.
 
     ``variables`` is ``Profile.variables``; None (no inventory) gives a
     ``variable_bytes`` of 0, listed in ``attrs["not_measured"]``.
+    ``parameters``: per (host, allocator), the bytes XLA programs read as
+    parameters (``analysis.xla_params.parameter_bytes``); None: not measured.
     ``xla_covered``: for linked XLA slabs (by row of ``live``), the bytes their
     HLO buffers cover.
     """
-    table = _attribution_table(peak, live, variables, xla_covered)
-    table.attrs[NOT_MEASURED] = list(OPTIONAL_PARTS) if variables is None else []
+    table = _attribution_table(peak, live, variables, xla_covered, parameters)
+    absent = [] if variables is None else ["variable_bytes"]
+    absent += [] if parameters is None else ["xla_parameter_bytes"]
+    table.attrs[NOT_MEASURED] = [p for p in OPTIONAL_PARTS if p not in absent]
     return table
 
 
@@ -158,6 +172,7 @@ def _attribution_table(
     live: pd.DataFrame,
     variables: pd.DataFrame | None,
     xla_covered: pd.Series | None,
+    parameters: pd.Series | None = None,
 ) -> pd.DataFrame:
     columns = ATTRIBUTION_COLUMNS
     if peak.empty:
@@ -193,6 +208,14 @@ def _attribution_table(
         )
         table["variable_bytes"] = np.clip(named, 0, np.clip(before, 0, None))
         before = before - table["variable_bytes"].to_numpy(dtype=np.int64)
+    table["xla_parameter_bytes"] = 0
+    if parameters is not None:
+        read = np.array(
+            [int(parameters.get((h, a), 0)) for h, a in keys.itertuples(index=False, name=None)],
+            dtype=np.int64,
+        )
+        table["xla_parameter_bytes"] = np.clip(read, 0, np.clip(before, 0, None))
+        before = before - table["xla_parameter_bytes"].to_numpy(dtype=np.int64)
     table["before_capture_bytes"] = before
     table["reserved_bytes"] = reserved
     table["host"] = peak["host"].to_numpy()

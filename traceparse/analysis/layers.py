@@ -17,7 +17,8 @@ allocator sum exactly to its in-use bytes at the peak:
 - ``(no layer)``: ops outside any model layer (input batches, losses, plain
   ``tf.name_scope`` code, variables of no layer);
 - ``(before the capture, not named)``: bytes allocated before the capture that
-  no inventoried variable accounts for;
+  no inventoried variable (or, without an inventory, no XLA parameter placed
+  by ``analysis.layer_params``) accounts for;
 - ``(allocator reserved)``: the allocator's reservation counter.
 
 The naming rules are in :mod:`traceparse.analysis.layer_names`.
@@ -47,6 +48,7 @@ from traceparse.analysis.layer_names import (
     names_in_ops,
     place_op,
 )
+from traceparse.analysis.layer_params import parameter_pieces, reader_ops
 from traceparse.analysis.liveness import held_bytes
 
 KIND_COLUMNS = {
@@ -80,12 +82,15 @@ def layers_table(
     variables: pd.DataFrame | None = None,
     *,
     by_replica: bool = False,
+    parameters: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The per-layer table; ``by_replica`` adds a ``replica`` column and keeps replicas apart.
 
     ``live`` is ``live_at_peak`` of every allocator (one row per allocation, or
     per XLA buffer when expanded), ``allocations`` the whole capture's,
-    ``attribution`` one row per allocator, ``variables`` the inventory or None.
+    ``attribution`` one row per allocator, ``variables`` the inventory or None,
+    ``parameters`` the XLA parameters standing for distinct buffers when
+    ``xla_parameter_bytes`` was measured (``analysis.layer_params``), else None.
     """
     columns = _columns(by_replica)
     if attribution.empty:
@@ -94,6 +99,7 @@ def layers_table(
         variables = None
     # Expanded XLA rows carry TF op names that no allocation has: learn from both.
     ops = sorted({str(o) for frame in (allocations, live) for o in frame["op"].dropna().unique()})
+    ops = sorted({*ops, *reader_ops(parameters)})
     known = _known_names(variables, names_in_ops(ops, KnownNames())[0])
     known = learn_from_ops(ops, known)
     shapes = _unique_weight_shapes(variables, known)
@@ -102,6 +108,9 @@ def layers_table(
         _tensor_pieces(allocations, known, shapes, at_peak=False),
     ]
     named = _variable_pieces(variables, attribution, known)
+    read = parameter_pieces(parameters, attribution, known)
+    if len(read):
+        named = pd.concat([p for p in (named, read) if len(p)], ignore_index=True)
     pieces += [named, _remainder_pieces(attribution, named)]
     table = _aggregate(pd.concat([p for p in pieces if len(p)], ignore_index=True), by_replica)
     return _order(table)[list(columns)].astype(columns).reset_index(drop=True)
@@ -276,8 +285,11 @@ def _owner_layer(var: pd.Series, known: KnownNames, kind: str) -> str:
 
 
 def _before_capture(peak: pd.Series) -> int:
-    """Bytes held from before the capture (issue 14's ``variable_bytes`` is part of them)."""
-    named = int(peak["variable_bytes"]) if "variable_bytes" in peak.index else 0
+    """Bytes held from before the capture (issue 14's ``variable_bytes`` and
+    ``xla_parameter_bytes`` are parts of them)."""
+    named = sum(
+        int(peak[part]) for part in ("variable_bytes", "xla_parameter_bytes") if part in peak.index
+    )
     return int(peak["before_capture_bytes"]) + named
 
 

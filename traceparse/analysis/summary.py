@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -73,7 +74,10 @@ class AllocatorSummary:
     # What was allocated before the capture, split by the variable inventory:
     # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
     # optimizer (its name), other_bytes / other_variables, variable_bytes (the
-    # attribution's part), unnamed_bytes (before_capture_bytes). None without one.
+    # attribution's part), unnamed_bytes (before_capture_bytes). Without one but
+    # with XLA programs that ran: xla_parameter_bytes (the part), xla_parameters,
+    # xla_programs, xla_program (its name when one), xla_parameter_shapes,
+    # unnamed_bytes. None otherwise.
     before_capture: dict[str, Any] | None = None
     top_variables: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -131,9 +135,11 @@ def build_summaries(
     allocations: pd.DataFrame,
     leaks: LeakReport,
     variables: pd.DataFrame | None = None,
+    parameters: pd.DataFrame | None = None,
 ) -> list[AllocatorSummary]:
     """One summary per peak row; ``variables`` is ``Profile.variables`` (None
-    without an inventory)."""
+    without an inventory), ``parameters`` ``Profile.xla_parameters`` (used when
+    ``xla_parameter_bytes`` was measured)."""
     counts = allocations.groupby(["host", "allocator"], observed=True).size()
     unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
@@ -162,6 +168,8 @@ def build_summaries(
             if variables is None
             else _before_capture(variables, host, allocator, attribution_parts)
         )
+        if split is None and parameters is not None and "xla_parameter_bytes" in attribution_parts:
+            split = _read_as_parameters(parameters, host, allocator, attribution_parts)
         out.append(
             AllocatorSummary(
                 host=host,
@@ -215,6 +223,37 @@ def _before_capture(
     split["unnamed_bytes"] = parts.get("before_capture_bytes", 0)
     top = mine.sort_values(["estimated_bytes", "path"], ascending=[False, True], kind="stable")
     return split, top.head(TOP)[TOP_VARIABLE_COLUMNS].reset_index(drop=True)
+
+
+def _read_as_parameters(
+    parameters: pd.DataFrame, host: str, allocator: str, parts: dict[str, int]
+) -> dict[str, Any]:
+    """What XLA programs read as parameters on this allocator (counted ones only)."""
+    mine = owned(parameters, host, allocator)
+    mine = mine[mine["counted"].to_numpy(dtype=bool)]
+    names = [
+        f if isinstance(f, str) else str(p)
+        for p, f in zip(mine["program"].astype(object), mine["function"], strict=True)
+    ]
+    programs = sorted(set(names))
+    kinds = Counter(
+        f"{d}{s}" if isinstance(d, str) and isinstance(s, str) else f"{int(b)} B"
+        for d, s, b in zip(
+            mine["dtype"].astype(object),
+            mine["shape"].astype(object),
+            mine["size_bytes"],
+            strict=True,
+        )
+    )
+    shapes = ", ".join(f"{n} × {kind}" for kind, n in sorted(kinds.items(), key=lambda x: -x[1]))
+    return {
+        "xla_parameter_bytes": parts.get("xla_parameter_bytes", 0),
+        "xla_parameters": len(mine),
+        "xla_programs": len(programs),
+        "xla_program": programs[0] if len(programs) == 1 else None,
+        "xla_parameter_shapes": shapes,
+        "unnamed_bytes": parts.get("before_capture_bytes", 0),
+    }
 
 
 def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:

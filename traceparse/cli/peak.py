@@ -11,6 +11,7 @@ from traceparse.cli._table import TableCommand
 # their own: (attribution column, the row's op, its region).
 UNOWNED_ROWS = (
     ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
+    ("xla_parameter_bytes", "(read as parameters by XLA programs)", "before_capture"),
     ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
     ("reserved_bytes", "(reserved by the allocator)", "reserved"),
 )

@@ -27,6 +27,7 @@ from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.xla_live import expand_live, programs_at_peak
+from traceparse.analysis.xla_params import judged_parameters, parameter_bytes, representatives
 from traceparse.core.xla import XlaParts, with_live_deltas
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables import contracts
@@ -276,6 +277,32 @@ class Profile:
         return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
 
     @cached_property
+    def xla_parameters(self) -> pd.DataFrame:
+        """One row per entry parameter of each XLA program and host: its shape,
+        dtype, size, whether the program updates it, and whether it counts
+        towards ``xla_parameter_bytes`` (``reason`` says why not; docs/xla.md)."""
+        _ = self._tables  # linking counts each program's runs
+        peak = self.peak
+        allocators = set(
+            zip(peak["host"].astype(object), peak["allocator"].astype(object), strict=True)
+        )
+        table = judged_parameters(
+            self._xla.parameters_table(), self._xla.ran(), self.allocations, allocators
+        )
+        return self._conform(table, contracts.XLA_PARAMETERS)
+
+    @cached_property
+    def _xla_parameter_bytes(self) -> pd.Series | None:
+        """Per (host, allocator): bytes read as parameters by programs that ran;
+        None (not measured) with an inventory or without such a program."""
+        if self._has_inventory or not self._xla.present:
+            return None
+        judged = self.xla_parameters
+        if not judged["ran"].any():
+            return None
+        return parameter_bytes(judged)
+
+    @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
         return self._conform(
@@ -284,6 +311,7 @@ class Profile:
                 self._live_at_peak,
                 self.variables if self._has_inventory else None,
                 self._xla.covered(self._xla_slabs),
+                self._xla_parameter_bytes,
             ),
             ATTRIBUTION,
         )
@@ -342,8 +370,16 @@ class Profile:
         # A linked XLA slab counts as the HLO buffers live in it, under their TF ops.
         live = self._live_at_peak if self._xla_slabs.empty else self._live_at_peak_xla
         variables = self.variables
+        parameters = (
+            None if self._xla_parameter_bytes is None else representatives(self.xla_parameters)
+        )
         table = layers_table(
-            live, self.allocations, self.attribution, variables, by_replica=by_replica
+            live,
+            self.allocations,
+            self.attribution,
+            variables,
+            by_replica=by_replica,
+            parameters=parameters,
         )
         return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
 
@@ -377,6 +413,7 @@ class Profile:
             self.allocations,
             self.leaks(),
             self.variables if self._has_inventory else None,
+            self.xla_parameters if self._xla_parameter_bytes is not None else None,
         )
 
     @property

@@ -24,8 +24,9 @@ from traceparse.analysis.xla_live import (
 )
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import buffer_info, buffers_table, programs_table
+from traceparse.tables.xla import buffer_info, buffers_table, function_of, programs_table
 from traceparse.tables.xla_link import Held, Links, link_allocations
+from traceparse.tables.xla_params import parameters_table
 
 LINK_COLUMNS = ["xla_program", "xla_allocation_index"]
 
@@ -72,6 +73,29 @@ class XlaParts:
 
     def buffers_table(self) -> pd.DataFrame:
         return buffers_table(self.programs if self.present else [])
+
+    def parameters_table(self) -> pd.DataFrame:
+        return parameters_table(self.programs if self.present else [])
+
+    def ran(self) -> set[tuple[str, str]]:
+        """(host, program) of the programs that ran during the capture: allocator
+        events linked to them, their TF function on the op line, or their module
+        named by an event (an HLO op's ``hlo_module`` stat). Call after ``link``."""
+        if not self.present:
+            return set()
+        runs = self.links.runs if self.links is not None else {}
+        found: set[tuple[str, str]] = set()
+        by_host = {t.host: t for t in self.traces}
+        for host, program in self.programs:
+            trace = by_host[host]
+            module = program.hlo.hlo_module.name
+            function = function_of(module)
+            launched = function is not None and bool(
+                (trace.function_runs["function"] == function).any()
+            )
+            if runs.get((host, program.name), 0) or launched or module in trace.stat_names:
+                found.add((host, program.name))
+        return found
 
     def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
         """Per linked temp slab live at a peak: its buffers at the program's peak

@@ -133,3 +133,7 @@ class MemoryTrace:
     # The /host:metadata plane's undecoded bytes (XLA programs), when present.
     xla: XlaSource | None = None
     function_runs: pd.DataFrame = field(default_factory=lambda: empty_frame(FUNCTION_RUN_COLUMNS))
+    # Every stat metadata name of the planes with events (stat keys and the
+    # strings events refer to, such as an HLO op's ``hlo_module``): a program
+    # whose module is named here ran, or was compiled, during the capture.
+    stat_names: frozenset[str] = frozenset()

@@ -111,6 +111,7 @@ class _Decoder:
         op_types: dict[str, str] = {}
         runs: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         xla: XlaSource | None = None
+        referenced: set[str] = set()
         for plane_index, parts in enumerate(self.planes):
             plane = parts.meta
             if parts.deferred is not None:
@@ -119,6 +120,7 @@ class _Decoder:
                 continue
             names = _names(plane.event_metadata)
             stat_names = _names(plane.stat_metadata)
+            referenced.update(stat_names.values())
             memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
             is_host = text(plane.name).startswith("/host:")
             op_ids: dict[int, str] = {}
@@ -190,6 +192,7 @@ class _Decoder:
             diagnostics=self.diagnostics,
             xla=xla,
             function_runs=function_runs,
+            stat_names=frozenset(referenced),
         )
 
     def _relative_ns(self, timestamp_ns: int) -> int:

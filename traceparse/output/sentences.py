@@ -156,6 +156,13 @@ def allocator_notes(s: SummaryFigures) -> list[str]:
             "objects, dataset buffers, small variables, allocator rounding); start the "
             "profiler earlier to see which tensors hold it."
         )
+    elif before > 0 and "xla_parameter_bytes" in s.attribution:
+        notes.append(
+            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
+            "started and is not a parameter of an XLA program that ran (the capture has no "
+            "variable inventory; parameters carry shapes, not names); profile with "
+            "traceparse.keras.MemoryCallback or traceparse.profile() to name variables."
+        )
     elif before > 0:
         notes.append(
             f"{name}: {format_bytes(before)} at the peak was allocated before the capture "

@@ -61,7 +61,8 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "diagnostics": [str(d) for d in profile.diagnostics],
         "summary": [jsonable(summary_record(s)) for s in profile.summary()],
         "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES}
-        | _xla_tables(profile),
+        | _xla_tables(profile)
+        | _parameter_table(profile),
     }
 
 
@@ -81,6 +82,17 @@ def _xla_tables(profile: ProfileLike) -> dict[str, list[dict[str, Any]]]:
     if programs.empty:
         return {}
     return {"xla_programs": frame_records(programs), "xla_buffers": frame_records(buffers)}
+
+
+def _parameter_table(profile: ProfileLike) -> dict[str, list[dict[str, Any]]]:
+    """``xla_parameters``, only when ``xla_parameter_bytes`` was measured (no
+    inventory, an XLA program that ran), so reports of other captures keep their keys."""
+    if "xla_parameter_bytes" in profile.attribution.attrs.get(
+        "not_measured", ("xla_parameter_bytes",)
+    ):
+        return {}
+    table = getattr(profile, "xla_parameters", None)
+    return {} if table is None else {"xla_parameters": frame_records(table)}
 
 
 def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:

@@ -128,6 +128,7 @@ ATTRIBUTION_LABELS: dict[str, str] = {
     "unexplained_request_bytes": "requested beyond shape × dtype",
     "padding_bytes": "allocator rounding and slack",
     "variable_bytes": "variables alive before the capture",
+    "xla_parameter_bytes": "read as parameters by XLA programs, from before the capture",
     "before_capture_bytes": "allocated before the capture",
     "reserved_bytes": "reserved by the allocator",
 }
@@ -414,6 +415,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
     before = []
     if split and (
         split.get("unnamed_bytes")
+        or split.get("xla_parameters")
         or any(split.get(f"{role}_variables") for role in ("weight", "optimizer", "other"))
     ):
         before = [Fact("Before the capture", before_capture_text(split))]
@@ -444,6 +446,8 @@ def before_capture_text(split: dict[str, Any]) -> str:
     def count(n: int) -> str:
         return f"{format_count(n)} variable" + ("" if n == 1 else "s")
 
+    if "xla_parameter_bytes" in split:
+        return _parameters_text(split)
     parts = []
     if split.get("weight_variables"):
         parts.append(
@@ -465,6 +469,28 @@ def before_capture_text(split: dict[str, Any]) -> str:
         parts.append("no variable the inventory names")
     parts.append(f"{format_bytes(split.get('unnamed_bytes', 0))} not named")
     return ", ".join(parts)
+
+
+def _parameters_text(split: dict[str, Any]) -> str:
+    """``3 MiB read as parameters by XLA program f (6 parameters: 3 × float32[256,512],
+    ...), 894 KiB not named``: no inventory, so the compiled programs' parameters."""
+    n = int(split.get("xla_parameters") or 0)
+    if not n:
+        head = "no parameter of an XLA program that ran"
+    else:
+        programs = int(split.get("xla_programs") or 0)
+        by = (
+            f"XLA program {split['xla_program']}"
+            if split.get("xla_program")
+            else f"{format_count(programs)} XLA programs"
+        )
+        what = f"{format_count(n)} parameter" + ("" if n == 1 else "s")
+        shapes = split.get("xla_parameter_shapes")
+        head = (
+            f"{format_bytes(split.get('xla_parameter_bytes', 0))} read as parameters by {by} "
+            f"({what}{': ' + shapes if shapes else ''})"
+        )
+    return f"{head}, {format_bytes(split.get('unnamed_bytes', 0))} not named"
 
 
 def _format(column: str, value: Any, kind: TermKind) -> Cell:
@@ -519,7 +545,7 @@ def _table(
 
 def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
     parts = []
-    named = "variable_bytes" in s.attribution
+    named = "variable_bytes" in s.attribution or "xla_parameter_bytes" in s.attribution
     for key, value in s.attribution.items():
         if key == "in_use_bytes" or is_missing(value):
             continue

@@ -113,6 +113,12 @@ DTYPES: dict[str, str] = {
     "opcode": CATEGORY,
     "tf_op": "object",
     "tf_op_type": "object",  # one name per allocator: not worth a categorical
+    # XLA entry parameters (tables/xla_params.py, analysis/xla_params.py).
+    "updated": "bool",
+    "ran": "bool",
+    "counted": "bool",
+    "reason": CATEGORY,
+    "read_by": "object",
 }
 
 # By suffix, for the many columns of one kind.
@@ -470,4 +476,27 @@ XLA_BUFFERS = declare(
         "source",
         "instruction_id",
     ],
+)
+
+XLA_PARAMETERS = declare(
+    "xla_parameters",
+    [
+        "host",
+        "program",
+        "module",
+        "function",
+        "parameter_number",
+        "allocation_index",
+        "instruction",
+        "dtype",
+        "shape",
+        "size_bytes",
+        "updated",
+        "read_by",
+        "allocator",
+        "ran",
+        "counted",
+        "reason",
+    ],
+    ["module", "function", "instruction", "dtype", "shape", "read_by", "allocator", "reason"],
 )
