@@ -36,8 +36,9 @@ class XlaParts:
     def __init__(self, traces: list[MemoryTrace]) -> None:
         self.traces = traces
         self.links: Links | None = None
-        # allocations row label -> the value its candidate allocations all hold
-        self.held: dict[object, Held] = {}
+        # allocations row label -> its position, for rows whose candidate
+        # allocations may all hold one value (Links.shared)
+        self.shared: dict[object, int] = {}
 
     @property
     def present(self) -> bool:
@@ -60,7 +61,7 @@ class XlaParts:
             self.links = link_allocations(allocations, self.programs, runs)
             program, index = self.links.columns(allocations.index)
             labels = allocations.index
-            self.held = {labels[row]: value for row, value in self.links.held.items()}
+            self.shared = {labels[row]: row for row in self.links.shared}
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
@@ -77,7 +78,7 @@ class XlaParts:
         """Per linked temp slab live at a peak: its buffers at the program's peak
         (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
         found = linked_slabs(live) if self.present else []
-        named = held_rows(live, self.held)
+        named = held_rows(live, self.held(live.index))
         if not found:
             return pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True).astype(
                 SLAB_COLUMNS
@@ -92,6 +93,14 @@ class XlaParts:
 
         frame = slab_frame(found, peak_fill(used, wanted), info)
         return pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS)
+
+    def held(self, labels: pd.Index) -> dict[object, Held]:
+        """Label -> agreed value, for the rows of ``labels`` that have one (parses
+        only the programs of those rows)."""
+        if self.links is None or not self.shared:
+            return {}
+        rows = {self.shared[label]: label for label in labels if label in self.shared}
+        return {rows[row]: value for row, value in self.links.held(rows).items()}
 
     @staticmethod
     def covered(slabs: pd.DataFrame) -> pd.Series:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse._proto import hlo_pb2
+from traceparse._proto import hlo_pb2, hlo_skim_pb2
 from traceparse.decode.xla import XlaProgram
 
 # xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
@@ -54,6 +54,9 @@ _ELEMENT_TYPES: dict[int, tuple[str, int]] = {
     27: ("uint2", 1),
     32: ("float4_e2m1fn", 1),
 }
+
+# A buffer allocation as the skim read (linking) or the full parse gives it.
+Allocation = hlo_pb2.BufferAllocationProto | hlo_skim_pb2.SkimBufferAllocation
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
 _COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
@@ -92,7 +95,7 @@ BUFFER_COLUMNS: dict[str, str] = {
 }
 
 
-def allocation_kind(alloc: hlo_pb2.BufferAllocationProto) -> str:
+def allocation_kind(alloc: Allocation) -> str:
     """One kind per allocation; a parameter that is also an output stays a parameter."""
     if alloc.is_entry_computation_parameter:
         return "parameter"
@@ -105,7 +108,7 @@ def allocation_kind(alloc: hlo_pb2.BufferAllocationProto) -> str:
     return "temp"
 
 
-def made_per_run(alloc: hlo_pb2.BufferAllocationProto) -> bool:
+def made_per_run(alloc: Allocation) -> bool:
     """Whether the runtime asks TF's allocator for this allocation on each run:
     the temp slab and outputs (also a parameter's output twin when not donated)."""
     kind = allocation_kind(alloc)
@@ -332,12 +335,13 @@ def buffers_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
 def programs_table(
     programs: Sequence[tuple[str, XlaProgram]], runs: dict[tuple[str, str], int]
 ) -> pd.DataFrame:
-    """``xla_programs``: one row per (host, program); ``runs`` counts linked events."""
+    """``xla_programs``: one row per (host, program); ``runs`` counts linked events.
+    Counting instructions parses each module whole."""
     rows = []
     for host, program in programs:
         module = program.hlo.hlo_module
         sizes = dict.fromkeys(KINDS, 0)
-        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+        for alloc in program.skim.allocations:
             sizes[allocation_kind(alloc)] += alloc.size
         rows.append(
             {
