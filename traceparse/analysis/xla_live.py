@@ -18,6 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The op of an HLO buffer (or agreed value) live in a linked slab whose TF op the
+# module does not say (tables/xla.py: no metadata, and not a fusion or copy of
+# an op that has one): one explicit name in ops, scopes, layers and the expanded
+# live_at_peak, like rollups.NO_SCOPE, so those bytes are never grouped under NA.
+NO_TF_OP = "(XLA buffer, no TF op)"
+
 # Columns expand_live adds to live_at_peak.
 EXPANDED_COLUMNS = ["xla_program", "xla_buffer"]
 _AS_OBJECT = ["op", "op_type", "dtype", "shape", "xla_program"]
@@ -102,6 +108,15 @@ def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> pd.DataFr
             rows.append((*head, True, covered, None, tf_op, tf_op_type, dtype, shape, estimated))
             rows.append((*head, False, int(requested) - covered, *[None] * 6))
     return pd.DataFrame(rows, columns=list(SLAB_COLUMNS)).astype(SLAB_COLUMNS)
+
+
+def name_untraced(slabs: pd.DataFrame) -> pd.DataFrame:
+    """``slabs`` with ``tf_op`` = NO_TF_OP on the value rows that have no TF op."""
+    untraced = slabs["buffer"].to_numpy(dtype=bool) & slabs["tf_op"].isna().to_numpy()
+    if untraced.any():
+        slabs = slabs.copy()
+        slabs.loc[untraced, "tf_op"] = NO_TF_OP
+    return slabs
 
 
 def covered_bytes(slabs: pd.DataFrame) -> pd.Series:

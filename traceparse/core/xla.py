@@ -14,11 +14,13 @@ import pandas as pd
 from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import (
+    NO_TF_OP,
     SLAB_COLUMNS,
     covered_bytes,
     held_rows,
     linked_slabs,
     live_deltas,
+    name_untraced,
     op_types,
     slab_frame,
 )
@@ -76,13 +78,13 @@ class XlaParts:
 
     def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
         """Per linked temp slab live at a peak: its buffers at the program's peak
-        (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
+        (``SLAB_COLUMNS``; a value with no TF op has ``tf_op`` NO_TF_OP). Only
+        the programs of those slabs are indexed."""
         found = linked_slabs(live) if self.present else []
         named = held_rows(live, self.held(live.index))
         if not found:
-            return pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True).astype(
-                SLAB_COLUMNS
-            )
+            frame = pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True)
+            return name_untraced(frame.astype(SLAB_COLUMNS))
         wanted = {(host, program, index) for _, host, program, index in found}
         names = {(host, program) for host, program, _ in wanted}
         used = [(h, p) for h, p in self.programs if (h, p.name) in names]
@@ -92,7 +94,7 @@ class XlaParts:
             return buffer_info(by_name[(host, program)], buffer)
 
         frame = slab_frame(found, peak_fill(used, wanted), info)
-        return pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS)
+        return name_untraced(pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS))
 
     def held(self, labels: pd.Index) -> dict[object, Held]:
         """Label -> agreed value, for the rows of ``labels`` that have one (parses
@@ -134,7 +136,8 @@ def with_live_deltas(
     if depth is not None:
         by_scope: dict[tuple[object, object, object], list[int]] = {}
         for (host, allocator, op), (n, size) in deltas.items():
-            scope = scope_of(op, depth) if isinstance(op, str) else None
+            # NO_TF_OP names no scope: it stays one row of its own.
+            scope = op if op == NO_TF_OP else scope_of(op, depth) if isinstance(op, str) else None
             acc = by_scope.setdefault((host, allocator, scope), [0, 0])
             acc[0] += n
             acc[1] += size
