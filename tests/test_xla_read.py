@@ -3,6 +3,7 @@ parse (and TensorFlow's reading), and linking never parses a module whole."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +29,10 @@ def _allocations(allocations: Any) -> list[tuple[Any, ...]]:
 def _full_skim(program: XlaProgram) -> XlaProgram:
     """The same program, its skim taken from the full parse."""
     hlo = program.hlo
-    skim = Skim(hlo.hlo_module.name, hlo.buffer_assignment.buffer_allocations)
+    allocations = hlo.buffer_assignment.buffer_allocations
+    skim = Skim(
+        hlo.hlo_module.name, allocations, program.skim.module_at, program.skim.assignment_at
+    )
     return XlaProgram(program.name, skim, program.data, program.path, [], {}, hlo)
 
 
@@ -104,32 +108,44 @@ def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
 
 
 @pytest.fixture
-def full_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Sizes of the HloProtos parsed whole while the test runs."""
-    calls: list[int] = []
+def parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Messages of hlo.proto parsed while the test runs, by message name."""
+    counts: Counter[str] = Counter()
 
-    class Counting:
-        @staticmethod
-        def FromString(data: Any) -> hlo_pb2.HloProto:
-            calls.append(len(data))
-            return hlo_pb2.HloProto.FromString(data)
+    def counting(cls: Any) -> Any:
+        class Counting:
+            def __new__(cls_: type, *args: Any, **kwargs: Any) -> Any:
+                counts[cls.__name__] += 1
+                return cls(*args, **kwargs)
 
-    monkeypatch.setattr(decode_xla, "hlo_pb2", SimpleNamespace(HloProto=Counting))
-    return calls
+            @staticmethod
+            def FromString(data: Any) -> Any:
+                counts[cls.__name__] += 1
+                return cls.FromString(data)
+
+        return Counting
+
+    names = ("HloProto", "HloInstructionProto", "HloScheduleProto", "BufferAssignmentProto")
+    fake = SimpleNamespace(**{name: counting(getattr(hlo_pb2, name)) for name in names})
+    monkeypatch.setattr(decode_xla, "hlo_pb2", fake)
+    return counts
 
 
 @pytest.mark.parametrize("name", XLA_FIXTURES)
-def test_linking_parses_no_program(name: str, full_parses: list[int]) -> None:
+def test_linking_parses_no_instruction(name: str, parses: Counter[str]) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations
     _ = prof.timeline
     assert allocations["xla_allocation_index"].notna().sum() >= 3
-    assert full_parses == []
-    assert not any(program.parsed for _, program in prof._xla.programs)
-    _ = prof.xla_buffers  # needs the instructions: each program parsed once
-    assert len(full_parses) == len(prof._xla.programs)
-    _ = prof.summary(), prof.xla_programs
-    assert len(full_parses) == len(prof._xla.programs)
+    assert parses == Counter()
+    programs = [program for _, program in prof._xla.programs]
+    assert all(p._module is None and p._assignment is None and not p.parsed for p in programs)
+    # The summary reads the slab's program: some computations, never the whole proto.
+    _ = prof.summary()
+    total = sum(p.module.instruction_count for p in programs)
+    assert 0 < parses["HloInstructionProto"] < total
+    _ = prof.xla_buffers, prof.xla_programs, prof.diagnostics
+    assert parses["HloProto"] == 0
 
 
 def test_unreadable_instructions_leave_linking_whole(tmp_path: Path) -> None:
@@ -160,8 +176,11 @@ def test_unreadable_instructions_leave_linking_whole(tmp_path: Path) -> None:
     good = traceparse.load(FIXTURES / "xla_keras")
     columns = ["xla_program", "xla_allocation_index"]
     assert prof.allocations[columns].astype(object).equals(good.allocations[columns].astype(object))
-    assert prof.xla_buffers.empty
-    assert sum("unreadable HloProto" in note for note in prof.diagnostics) == broken
+    # The assignment is whole: every buffer is listed, with no instruction.
+    buffers = prof.xla_buffers
+    assert len(buffers) == len(good.xla_buffers)
+    assert buffers["instruction"].isna().all() and buffers["dtype"].isna().all()
+    assert sum("unreadable module" in note for note in prof.diagnostics) == broken
 
 
 def _varint(value: int) -> bytes:

@@ -15,8 +15,14 @@ _classes.build(
         b'ize\x12&\n\x0fis_thread_local\x18\x03 \x01(\x08R\risThreadLocal\x12C\n\x1eis_entry_computation_para'
         b'meter\x18\x05 \x01(\x08R\x1bisEntryComputationParameter\x12)\n\x10parameter_number\x18\x06 \x01(\x03R\x0fpara'
         b'meterNumber\x12$\n\x0emaybe_live_out\x18\x07 \x01(\x08R\x0cmaybeLiveOut\x12\x1a\n\x08assigned\x18\t \x03(\x0cR\x08ass'
-        b'igned\x12\x19\n\x08is_tuple\x18\x0b \x01(\x08R\x07isTuple\x12\x1f\n\x0bis_constant\x18\x0c \x01(\x08R\nisConstantb\x06proto'
-        b'3'
+        b'igned\x12\x19\n\x08is_tuple\x18\x0b \x01(\x08R\x07isTuple\x12\x1f\n\x0bis_constant\x18\x0c \x01(\x08R\nisConstant"\x8f\x02\n\nSk'
+        b'imModule\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12E\n\x0ccomputations\x18\x03 \x03(\x0b2!.traceparse.proto.Sk'
+        b'imComputationR\x0ccomputations\x12,\n\x12host_program_shape\x18\x04 \x01(\x0cR\x10hostProgramShap'
+        b'e\x120\n\x14entry_computation_id\x18\x06 \x01(\x03R\x12entryComputationId\x12\x1a\n\x08schedule\x18\x07 \x01(\x0cR\x08s'
+        b'chedule\x12*\n\x11stack_frame_index\x18\x11 \x01(\x0cR\x0fstackFrameIndex"\xcb\x01\n\x0fSkimComputation\x12'
+        b'\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12"\n\x0cinstructions\x18\x02 \x03(\x0cR\x0cinstructions\x12#\n\rprogram_shape'
+        b'\x18\x04 \x01(\x0cR\x0cprogramShape\x12\x0e\n\x02id\x18\x05 \x01(\x03R\x02id\x12\x17\n\x07root_id\x18\x06 \x01(\x03R\x06rootId\x122\n\x15is_fusi'
+        b'on_computation\x18\x07 \x01(\x08R\x13isFusionComputationb\x06proto3'
     ),
     globals(),
 )

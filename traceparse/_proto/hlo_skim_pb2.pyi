@@ -40,3 +40,35 @@ class SkimBufferAllocation(_message.Message):
     is_tuple: bool
     is_constant: bool
     def __init__(self, index: _Optional[int] = ..., size: _Optional[int] = ..., is_thread_local: _Optional[bool] = ..., is_entry_computation_parameter: _Optional[bool] = ..., parameter_number: _Optional[int] = ..., maybe_live_out: _Optional[bool] = ..., assigned: _Optional[_Iterable[bytes]] = ..., is_tuple: _Optional[bool] = ..., is_constant: _Optional[bool] = ...) -> None: ...
+
+class SkimModule(_message.Message):
+    __slots__ = ("name", "computations", "host_program_shape", "entry_computation_id", "schedule", "stack_frame_index")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    HOST_PROGRAM_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_COMPUTATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    STACK_FRAME_INDEX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    computations: _containers.RepeatedCompositeFieldContainer[SkimComputation]
+    host_program_shape: bytes
+    entry_computation_id: int
+    schedule: bytes
+    stack_frame_index: bytes
+    def __init__(self, name: _Optional[str] = ..., computations: _Optional[_Iterable[_Union[SkimComputation, _Mapping]]] = ..., host_program_shape: _Optional[bytes] = ..., entry_computation_id: _Optional[int] = ..., schedule: _Optional[bytes] = ..., stack_frame_index: _Optional[bytes] = ...) -> None: ...
+
+class SkimComputation(_message.Message):
+    __slots__ = ("name", "instructions", "program_shape", "id", "root_id", "is_fusion_computation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROOT_ID_FIELD_NUMBER: _ClassVar[int]
+    IS_FUSION_COMPUTATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    instructions: _containers.RepeatedScalarFieldContainer[bytes]
+    program_shape: bytes
+    id: int
+    root_id: int
+    is_fusion_computation: bool
+    def __init__(self, name: _Optional[str] = ..., instructions: _Optional[_Iterable[bytes]] = ..., program_shape: _Optional[bytes] = ..., id: _Optional[int] = ..., root_id: _Optional[int] = ..., is_fusion_computation: _Optional[bool] = ...) -> None: ...

@@ -15,8 +15,13 @@ depths:
   ``hlo_skim.proto`` view that leaves logical buffers, assignments and heap
   traces as unread bytes. The computations (most of a module's bytes) are
   never touched. Linking allocator events to programs needs nothing more.
-- ``XlaProgram.hlo``: the whole HloProto, parsed on first access only (for
-  ``xla_buffers``, ``xla_programs``, and the slabs live at a peak).
+- ``XlaProgram.assignment`` and ``XlaProgram.module``, on first access only
+  (``xla_buffers``, ``xla_programs``, the slabs live at a peak): the buffer
+  assignment whole, and the module with each computation's instructions
+  parsed only when that computation is needed (``ModuleView``). A slab needs
+  the entry computation and a few fused ones, not the whole module.
+
+``XlaProgram.hlo`` parses the whole HloProto; no table needs it.
 """
 
 from __future__ import annotations
@@ -46,10 +51,87 @@ _MODULE_NAME = 1  # HloModuleProto
 class Skim:
     """What linking reads of a program: the module's name and its buffer
     allocations (``SkimBufferAllocation``: the same fields as the full
-    ``BufferAllocationProto`` minus ``assigned``)."""
+    ``BufferAllocationProto`` minus ``assigned``), and where the module and the
+    assignment lie in the program's bytes (each field once or more: a parse
+    merges them in order)."""
 
     module: str
     allocations: Sequence[Any]
+    module_at: tuple[tuple[int, int], ...] = ()
+    assignment_at: tuple[tuple[int, int], ...] = ()
+
+
+class Computation:
+    """A computation of a ModuleView: its header read, its instructions parsed
+    on first use (``HloInstructionProto``, one at a time)."""
+
+    def __init__(self, skim: Any, program: XlaProgram) -> None:
+        self._skim = skim
+        self._program = program
+        self.id: int = skim.id
+        self.root_id: int = skim.root_id
+        self.name: str = skim.name
+        self.is_fusion_computation: bool = skim.is_fusion_computation
+        self._instructions: list[hlo_pb2.HloInstructionProto] | None = None
+
+    @property
+    def instructions(self) -> list[hlo_pb2.HloInstructionProto]:
+        if self._instructions is None:
+            parse = hlo_pb2.HloInstructionProto.FromString
+            try:
+                self._instructions = [parse(b) for b in self._skim.instructions]
+            except DecodeError as exc:
+                self._program.unreadable(f"computation {self.name!r}", exc)
+                self._instructions = []
+        return self._instructions
+
+
+class ModuleView:
+    """The parts of an HloModuleProto that the XLA tables read, with each
+    computation's instructions parsed only when that computation is needed:
+    a slab at a peak needs the entry computation and a few fused ones, not the
+    whole module (``SkimModule`` in hlo_skim.proto)."""
+
+    def __init__(self, skim: Any, program: XlaProgram) -> None:
+        self.name: str = skim.name
+        self.entry_computation_id: int = skim.entry_computation_id
+        self._skim = skim
+        self._schedule: hlo_pb2.HloScheduleProto | None = None
+        self._program = program
+        self._positions: dict[int, int] | None = None  # computation id -> position
+        self._wrapped: dict[int, Computation] = {}
+
+    def computation(self, computation_id: int) -> Computation | None:
+        """The computation with this id (the last, should ids repeat), or None."""
+        if self._positions is None:
+            computations = self._skim.computations
+            self._positions = {comp.id: at for at, comp in enumerate(computations)}
+        position = self._positions.get(computation_id)
+        return None if position is None else self._at(position)
+
+    @property
+    def computations(self) -> list[Computation]:
+        return [self._at(position) for position in range(len(self._skim.computations))]
+
+    @property
+    def instruction_count(self) -> int:
+        """Instructions in all computations, counted without parsing them."""
+        return sum(len(comp.instructions) for comp in self._skim.computations)
+
+    def _at(self, position: int) -> Computation:
+        if position not in self._wrapped:
+            self._wrapped[position] = Computation(self._skim.computations[position], self._program)
+        return self._wrapped[position]
+
+    @property
+    def schedule(self) -> hlo_pb2.HloScheduleProto:
+        if self._schedule is None:
+            try:
+                self._schedule = hlo_pb2.HloScheduleProto.FromString(self._skim.schedule)
+            except DecodeError as exc:
+                self._program.unreadable("schedule", exc)
+                self._schedule = hlo_pb2.HloScheduleProto()
+        return self._schedule
 
 
 @dataclass
@@ -67,43 +149,82 @@ class XlaProgram:
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _hlo: hlo_pb2.HloProto | None = field(default=None, repr=False, compare=False)
 
+    _module: ModuleView | None = field(default=None, repr=False, compare=False)
+    _assignment: hlo_pb2.BufferAssignmentProto | None = field(
+        default=None, repr=False, compare=False
+    )
+
     @property
     def parsed(self) -> bool:
-        """Whether the whole HloProto has been parsed."""
+        """Whether the whole HloProto has been parsed (``hlo``)."""
         return self._hlo is not None
 
     @property
-    def hlo(self) -> hlo_pb2.HloProto:
-        """The whole HloProto (instructions, schedule, assignments), parsed once.
+    def module(self) -> ModuleView:
+        """The module, its computations' instructions parsed one computation at a time."""
+        if self._module is None:
+            skim = hlo_skim_pb2.SkimModule()
+            try:
+                for start, end in self.skim.module_at:
+                    skim.MergeFromString(self.data[start:end])  # type: ignore[arg-type]
+            except DecodeError as exc:
+                self.unreadable("module", exc)
+                skim = hlo_skim_pb2.SkimModule()
+            self._module = ModuleView(skim, self)
+        return self._module
 
-        Bytes the skim read accepted can still fail here (they are nested in
-        fields the skim read leaves unread): the program then reads as empty,
-        with a note."""
+    @property
+    def assignment(self) -> hlo_pb2.BufferAssignmentProto:
+        """The buffer assignment, whole (logical buffers, what each allocation holds)."""
+        if self._assignment is None:
+            assignment = hlo_pb2.BufferAssignmentProto()
+            try:
+                for start, end in self.skim.assignment_at:
+                    assignment.MergeFromString(self.data[start:end])  # type: ignore[arg-type]
+            except DecodeError as exc:
+                self.unreadable("buffer assignment", exc)
+                assignment = hlo_pb2.BufferAssignmentProto()
+            self._assignment = assignment
+        return self._assignment
+
+    @property
+    def hlo(self) -> hlo_pb2.HloProto:
+        """The whole HloProto, parsed once. The tables read ``module`` and
+        ``assignment`` instead, which parse only what they need."""
         if self._hlo is None:
             try:
                 # upb reads any buffer; the stubs only admit bytes.
                 self._hlo = hlo_pb2.HloProto.FromString(self.data)  # type: ignore[arg-type]
             except DecodeError as exc:
-                self.notes.append(
-                    f"{self.path}: XLA program {self.name!r} has an unreadable HloProto "
-                    f"({exc}); its buffers are left out."
-                )
+                self.unreadable("HloProto", exc)
                 self._hlo = hlo_pb2.HloProto()
         return self._hlo
+
+    def unreadable(self, what: str, exc: Exception) -> None:
+        """Note bytes the skim read accepted that fail a deeper parse (they are
+        nested in fields it leaves unread): that part reads as empty."""
+        self.notes.append(
+            f"{self.path}: XLA program {self.name!r} has an unreadable {what} "
+            f"({exc}); it is read as empty, so what it defines shows as NA."
+        )
 
 
 def skim_hlo(data: memoryview) -> Skim:
     """The skim read of one serialized HloProto (raises WireError, DecodeError)."""
     module = ""
     assignment = hlo_skim_pb2.SkimBufferAssignment()
+    module_at: list[tuple[int, int]] = []
+    assignment_at: list[tuple[int, int]] = []
     for number, kind, _, end, value in iter_fields(data, 0, len(data)):
         if kind != LEN:
             continue
         if number == _HLO_MODULE:
             module = _first_text(data, value, end, _MODULE_NAME, module)
+            module_at.append((value, end))
         elif number == _HLO_ASSIGNMENT:
             assignment.MergeFromString(data[value:end])  # type: ignore[arg-type]
-    return Skim(module, assignment.buffer_allocations)
+            assignment_at.append((value, end))
+    return Skim(module, assignment.buffer_allocations, tuple(module_at), tuple(assignment_at))
 
 
 @dataclass

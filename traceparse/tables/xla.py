@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse._proto import hlo_pb2, hlo_skim_pb2
-from traceparse.decode.xla import XlaProgram
+from traceparse.decode.xla import Computation, ModuleView, XlaProgram
 
 # xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
 # (sub-byte types are stored one element per byte, as TensorFlow does).
@@ -150,11 +150,10 @@ class ModuleIndex:
     a buffer names an instruction found nowhere else.
     """
 
-    def __init__(self, module: hlo_pb2.HloModuleProto) -> None:
+    def __init__(self, module: ModuleView) -> None:
         self.module = module
         self.by_id: dict[int, hlo_pb2.HloInstructionProto] = {}
         self.by_name: dict[str, hlo_pb2.HloInstructionProto] = {}
-        self.computations = {c.id: c for c in module.computations}
         self.computation_of: dict[int, int] = {}
         # Called computation -> the first instruction that calls it.
         self.caller: dict[int, int] = {}
@@ -162,7 +161,7 @@ class ModuleIndex:
         self._everything = False
         pending = [module.entry_computation_id]
         while pending:
-            comp = self.computations.get(pending.pop())
+            comp = self.module.computation(pending.pop())
             if comp is None or comp.id in self._indexed:
                 continue
             for inst in self._index(comp):
@@ -170,8 +169,8 @@ class ModuleIndex:
                     pending.extend(inst.called_computation_ids)
         self._origins: dict[int, _Origin] = {}
 
-    def _index(self, comp: hlo_pb2.HloComputationProto) -> list[hlo_pb2.HloInstructionProto]:
-        insts = list(comp.instructions)
+    def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
+        insts = comp.instructions
         if comp.id in self._indexed:
             return insts
         self._indexed.add(comp.id)
@@ -224,7 +223,7 @@ class ModuleIndex:
         return found
 
     def _fused_origin(self, computation_id: int) -> _Origin:
-        comp = self.computations.get(computation_id)
+        comp = self.module.computation(computation_id)
         if comp is None:
             return _Origin(None, None, None)
         self._index(comp)
@@ -240,7 +239,7 @@ class ModuleIndex:
 def module_index(program: XlaProgram) -> ModuleIndex:
     """The program's ModuleIndex, built once per program."""
     if "index" not in program.cache:
-        program.cache["index"] = ModuleIndex(program.hlo.hlo_module)
+        program.cache["index"] = ModuleIndex(program.module)
     index: ModuleIndex = program.cache["index"]
     return index
 
@@ -273,7 +272,7 @@ def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
     """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
     logical = program.cache.get("logical")
     if logical is None:
-        logical = {b.id: b for b in program.hlo.buffer_assignment.logical_buffers}
+        logical = {b.id: b for b in program.assignment.logical_buffers}
         program.cache["logical"] = logical
     inst, dtype, shape, estimated, origin = describe(
         module_index(program), logical.get(logical_buffer)
@@ -284,11 +283,11 @@ def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
 
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
     """Columns of ``xla_buffers`` for one program (lists, in BUFFER_COLUMNS order)."""
-    hlo = program.hlo
+    assignment = program.assignment
     index = module_index(program)
-    logical = {b.id: b for b in hlo.buffer_assignment.logical_buffers}
+    logical = {b.id: b for b in assignment.logical_buffers}
     rows: dict[str, list[object]] = {name: [] for name in BUFFER_COLUMNS}
-    for alloc in hlo.buffer_assignment.buffer_allocations:
+    for alloc in assignment.buffer_allocations:
         kind = allocation_kind(alloc)
         for assigned in alloc.assigned:
             inst, dtype, shape, estimated, origin = describe(
@@ -336,10 +335,10 @@ def programs_table(
     programs: Sequence[tuple[str, XlaProgram]], runs: dict[tuple[str, str], int]
 ) -> pd.DataFrame:
     """``xla_programs``: one row per (host, program); ``runs`` counts linked events.
-    Counting instructions parses each module whole."""
+    Instructions are counted without parsing them (``ModuleView``)."""
     rows = []
     for host, program in programs:
-        module = program.hlo.hlo_module
+        module = program.module
         sizes = dict.fromkeys(KINDS, 0)
         for alloc in program.skim.allocations:
             sizes[allocation_kind(alloc)] += alloc.size
@@ -349,7 +348,7 @@ def programs_table(
                 "program": program.name,
                 "module": module.name,
                 "function": function_of(module.name),
-                "instructions": sum(len(c.instructions) for c in module.computations),
+                "instructions": module.instruction_count,
                 **{f"{kind}_bytes": size for kind, size in sizes.items()},
                 "runs": runs.get((host, program.name), 0),
             }

@@ -19,8 +19,9 @@ same TF op or none), the allocation is still named by that value (``Links.held``
 while its index stays NA.
 
 Linking reads each program's skim (``XlaProgram.skim``: module name and buffer
-allocations); only ``Links.held`` and ``Links.notes`` parse a program whole,
-and only the programs with such shared candidates.
+allocations); only ``Links.held`` and ``Links.notes`` read further (the buffer
+assignment and the computations that define the candidates' buffers), and
+only for the programs with such shared candidates.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def held_value(program: XlaProgram, index: int) -> Held | None:
     an entry parameter's output twin holds the parameter (aliasing keeps the
     output's shape and dtype), an output the buffers that fill it whole. None
     when those disagree on shape, dtype or TF op, or when there are none."""
-    allocs = program.hlo.buffer_assignment.buffer_allocations
+    allocs = program.assignment.buffer_allocations
     alloc = next((a for a in allocs if a.index == index), None)
     if alloc is None:
         return None
