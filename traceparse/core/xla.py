@@ -15,14 +15,13 @@ from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import (
     NO_TF_OP,
-    SLAB_COLUMNS,
     covered_bytes,
     held_rows,
     linked_slabs,
     live_deltas,
-    name_untraced,
     op_types,
     slab_frame,
+    slab_rows,
 )
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
@@ -80,21 +79,21 @@ class XlaParts:
         """Per linked temp slab live at a peak: its buffers at the program's peak
         (``SLAB_COLUMNS``; a value with no TF op has ``tf_op`` NO_TF_OP). Only
         the programs of those slabs are indexed."""
-        found = linked_slabs(live) if self.present else []
-        named = held_rows(live, self.held(live.index))
-        if not found:
-            frame = pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True)
-            return name_untraced(frame.astype(SLAB_COLUMNS))
-        wanted = {(host, program, index) for _, host, program, index in found}
-        names = {(host, program) for host, program, _ in wanted}
-        used = [(h, p) for h, p in self.programs if (h, p.name) in names]
-        by_name = {(h, p.name): p for h, p in used}
+        if self.links is None:  # nothing linked (or no programs): no parsing, no rows
+            return slab_frame([])
+        found = linked_slabs(live)
+        rows = held_rows(live, self.held(live.index))
+        if found:
+            wanted = {(host, program, index) for _, host, program, index in found}
+            names = {(host, program) for host, program, _ in wanted}
+            used = [(h, p) for h, p in self.programs if (h, p.name) in names]
+            by_name = {(h, p.name): p for h, p in used}
 
-        def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-            return buffer_info(by_name[(host, program)], buffer)
+            def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+                return buffer_info(by_name[(host, program)], buffer)
 
-        frame = slab_frame(found, peak_fill(used, wanted), info)
-        return name_untraced(pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS))
+            rows = slab_rows(found, peak_fill(used, wanted), info) + rows
+        return slab_frame(rows)
 
     def held(self, labels: pd.Index) -> dict[object, Held]:
         """Label -> agreed value, for the rows of ``labels`` that have one (parses
@@ -107,10 +106,6 @@ class XlaParts:
     @staticmethod
     def covered(slabs: pd.DataFrame) -> pd.Series:
         return covered_bytes(slabs)
-
-
-def _no_info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-    raise AssertionError("no slabs")  # pragma: no cover
 
 
 _COUNTS = (
@@ -156,35 +151,75 @@ def with_live_deltas(
     out["live_at_peak"] = out["live_at_peak"] + add[:, 0]
     out["live_at_peak_bytes"] = out["live_at_peak_bytes"] + add[:, 1]
     if new:
-        types = op_types(slabs)
-        extra = {}
-        for column, dtype in table.dtypes.items():
-            if column in ("host", "allocator", key):
-                at = ("host", "allocator", key).index(column)
-                extra[column] = pd.Series([row[at] for row in new], dtype=object)
-            elif column == "live_at_peak":
-                extra[column] = pd.Series([row[3] for row in new], dtype=dtype)
-            elif column == "live_at_peak_bytes":
-                extra[column] = pd.Series([row[4] for row in new], dtype=dtype)
-            elif column in _COUNTS:
-                extra[column] = pd.Series([0] * len(new), dtype=dtype)
-            elif column == "op_type":
-                extra[column] = pd.Series([types.get(str(row[2])) for row in new], dtype=object)
-            elif isinstance(dtype, pd.CategoricalDtype):
-                extra[column] = pd.Series([None] * len(new), dtype=object)
-            else:
-                extra[column] = pd.Series([None] * len(new), dtype=object).astype(dtype)
-        categories = [c for c, d in table.dtypes.items() if isinstance(d, pd.CategoricalDtype)]
-        out = pd.concat(
-            [out.astype({c: object for c in categories}), pd.DataFrame(extra)],
-            ignore_index=True,
-        ).astype({c: "category" for c in categories})
+        out = _append(out, new, key, op_types(slabs))
     # Ties in bytes go by name, so the order does not depend on which rows moved.
-    out = out.sort_values(
-        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes", key],
-        ascending=[True, True, False, False, True],
-        kind="stable",
-        na_position="last",
-        key=lambda s: s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s,
-    )
+    out = out.iloc[_order(out, key)]
     return out.reset_index(drop=True)
+
+
+def _append(
+    out: pd.DataFrame,
+    new: list[tuple[object, object, object, int, int]],
+    key: str,
+    types: dict[str, object],
+) -> pd.DataFrame:
+    """``out`` with one row per (host, allocator, name, live, bytes) of ``new``,
+    its other counts 0 and other values NA. Categorical columns stay categorical
+    (new names added to the categories, so the concat is a plain one), with the
+    values present as categories, in order."""
+    keys = ("host", "allocator", key)
+    extra: dict[str, object] = {}
+    for column, dtype in out.dtypes.items():
+        if column in keys:
+            values: list[object] = [row[keys.index(str(column))] for row in new]
+        elif column == "live_at_peak":
+            values = [row[3] for row in new]
+        elif column == "live_at_peak_bytes":
+            values = [row[4] for row in new]
+        elif column in _COUNTS:
+            values = [0] * len(new)
+        elif column == "op_type":
+            values = [types.get(str(row[2])) for row in new]
+        else:
+            values = [None] * len(new)
+        if isinstance(dtype, pd.CategoricalDtype):
+            missing = sorted({v for v in values if v is not None} - set(dtype.categories), key=str)
+            if missing:
+                out[column] = out[column].cat.add_categories(missing)
+            extra[column] = pd.Categorical(values, dtype=out[column].dtype)
+        else:
+            extra[column] = pd.array(values, dtype=dtype)
+    index = pd.RangeIndex(len(out), len(out) + len(new))
+    out = pd.concat([out, pd.DataFrame(extra, index=index)])
+    for column, dtype in out.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):  # the values present, in order
+            present = out[column].dropna().unique().tolist()
+            out[column] = out[column].cat.set_categories(sorted(present))
+    return out
+
+
+def _order(table: pd.DataFrame, key: str) -> list[int]:
+    """Positions sorted by host, allocator, live_at_peak_bytes and allocated_bytes
+    (largest first, NA last) and name (NA last), stably: a few hundred rows, so
+    one Python sort beats pandas' multi-column sort of categoricals."""
+    columns = ("host", "allocator", "live_at_peak_bytes", "allocated_bytes", key)
+    host, allocator, live, allocated, name = (table[c].astype(object).tolist() for c in columns)
+
+    def number(value: object) -> tuple[bool, int]:
+        missing = value is None or value is pd.NA or value != value
+        return (missing, 0 if missing else -int(value))  # type: ignore[call-overload]
+
+    def text(value: object) -> tuple[bool, str]:
+        missing = value is None or value is pd.NA or value != value
+        return (missing, "" if missing else str(value))
+
+    return sorted(
+        range(len(table)),
+        key=lambda i: (
+            str(host[i]),
+            str(allocator[i]),
+            number(live[i]),
+            number(allocated[i]),
+            text(name[i]),
+        ),
+    )
