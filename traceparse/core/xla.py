@@ -147,74 +147,56 @@ def with_live_deltas(
             add[position[k]] += (n, size)
         else:
             new.append((*k, n, size))
-    out = table.copy()
-    out["live_at_peak"] = out["live_at_peak"] + add[:, 0]
-    out["live_at_peak_bytes"] = out["live_at_peak_bytes"] + add[:, 1]
-    if new:
-        out = _append(out, new, key, op_types(slabs))
-    # Ties in bytes go by name, so the order does not depend on which rows moved.
-    out = out.iloc[_order(out, key)]
-    return out.reset_index(drop=True)
+    return _rebuild(table, add, new, key, op_types(slabs) if new else {})
 
 
-def _append(
-    out: pd.DataFrame,
+def _rebuild(
+    table: pd.DataFrame,
+    add: np.ndarray,
     new: list[tuple[object, object, object, int, int]],
     key: str,
     types: dict[str, object],
 ) -> pd.DataFrame:
-    """``out`` with one row per (host, allocator, name, live, bytes) of ``new``,
-    its other counts 0 and other values NA. Categorical columns stay categorical
-    (new names added to the categories, so the concat is a plain one), with the
-    values present as categories, in order."""
+    """``table`` with ``add`` (live count, bytes) added per row, one row per
+    (host, allocator, name, live, bytes) of ``new`` (other counts 0, other
+    values NA), ordered by host, allocator, live_at_peak_bytes and
+    allocated_bytes (largest first, NA last) and name (NA last). A roll-up is a
+    few hundred rows, so this is done on lists and the frame built once:
+    pandas' appends and multi-column sorts of categoricals cost more."""
     keys = ("host", "allocator", key)
-    extra: dict[str, object] = {}
-    for column, dtype in out.dtypes.items():
+    columns: dict[str, list[object]] = {}
+    for column in table.columns:
+        values = table[column].tolist()
+        if column in ("live_at_peak", "live_at_peak_bytes"):
+            delta = add[:, 0 if column == "live_at_peak" else 1].tolist()
+            values = [v + d for v, d in zip(values, delta, strict=True)]
         if column in keys:
-            values: list[object] = [row[keys.index(str(column))] for row in new]
+            values += [row[keys.index(column)] for row in new]
         elif column == "live_at_peak":
-            values = [row[3] for row in new]
+            values += [row[3] for row in new]
         elif column == "live_at_peak_bytes":
-            values = [row[4] for row in new]
+            values += [row[4] for row in new]
         elif column in _COUNTS:
-            values = [0] * len(new)
+            values += [0] * len(new)
         elif column == "op_type":
-            values = [types.get(str(row[2])) for row in new]
+            values += [types.get(str(row[2])) for row in new]
         else:
-            values = [None] * len(new)
-        if isinstance(dtype, pd.CategoricalDtype):
-            missing = sorted({v for v in values if v is not None} - set(dtype.categories), key=str)
-            if missing:
-                out[column] = out[column].cat.add_categories(missing)
-            extra[column] = pd.Categorical(values, dtype=out[column].dtype)
-        else:
-            extra[column] = pd.array(values, dtype=dtype)
-    index = pd.RangeIndex(len(out), len(out) + len(new))
-    out = pd.concat([out, pd.DataFrame(extra, index=index)])
-    for column, dtype in out.dtypes.items():
-        if isinstance(dtype, pd.CategoricalDtype):  # the values present, in order
-            present = out[column].dropna().unique().tolist()
-            out[column] = out[column].cat.set_categories(sorted(present))
-    return out
+            values += [None] * len(new)
+        columns[column] = values
 
-
-def _order(table: pd.DataFrame, key: str) -> list[int]:
-    """Positions sorted by host, allocator, live_at_peak_bytes and allocated_bytes
-    (largest first, NA last) and name (NA last), stably: a few hundred rows, so
-    one Python sort beats pandas' multi-column sort of categoricals."""
-    columns = ("host", "allocator", "live_at_peak_bytes", "allocated_bytes", key)
-    host, allocator, live, allocated, name = (table[c].astype(object).tolist() for c in columns)
+    def missing(value: object) -> bool:
+        return value is None or value is pd.NA or value != value
 
     def number(value: object) -> tuple[bool, int]:
-        missing = value is None or value is pd.NA or value != value
-        return (missing, 0 if missing else -int(value))  # type: ignore[call-overload]
+        return (True, 0) if missing(value) else (False, -int(value))  # type: ignore[call-overload]
 
     def text(value: object) -> tuple[bool, str]:
-        missing = value is None or value is pd.NA or value != value
-        return (missing, "" if missing else str(value))
+        return (True, "") if missing(value) else (False, str(value))
 
-    return sorted(
-        range(len(table)),
+    host, allocator, name = (columns[c] for c in keys)
+    live, allocated = columns["live_at_peak_bytes"], columns["allocated_bytes"]
+    order = sorted(
+        range(len(host)),
         key=lambda i: (
             str(host[i]),
             str(allocator[i]),
@@ -223,3 +205,11 @@ def _order(table: pd.DataFrame, key: str) -> list[int]:
             text(name[i]),
         ),
     )
+    data: dict[str, object] = {}
+    for column, dtype in table.dtypes.items():
+        values = [columns[str(column)][i] for i in order]
+        if isinstance(dtype, pd.CategoricalDtype):  # the values present, in order
+            data[str(column)] = pd.Categorical([None if missing(v) else v for v in values])
+        else:
+            data[str(column)] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(data)
