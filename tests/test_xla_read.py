@@ -36,12 +36,22 @@ def _full_skim(program: XlaProgram) -> XlaProgram:
     return XlaProgram(program.name, skim, program.data, program.path, [], {}, hlo)
 
 
+def _repeated(field: Any) -> bool:
+    """Whether a field is repeated, on protobuf 7 (is_repeated) and before it (label)."""
+    if hasattr(field, "is_repeated"):
+        return bool(field.is_repeated)
+    return bool(field.label == field.LABEL_REPEATED)
+
+
 def test_skim_descriptors_match_tensorflow() -> None:
     tf_hlo = pytest.importorskip("tensorflow.compiler.xla.service.hlo_pb2")
     pairs = {
         "SkimBufferAssignment": "BufferAssignmentProto",
         "SkimBufferAllocation": "BufferAllocationProto",
+        "SkimModule": "HloModuleProto",
+        "SkimComputation": "HloComputationProto",
     }
+    assert set(hlo_skim_pb2.DESCRIPTOR.message_types_by_name) == set(pairs)
     for ours, theirs in pairs.items():
         upstream = tf_hlo.DESCRIPTOR.message_types_by_name[theirs]
         for f in hlo_skim_pb2.DESCRIPTOR.message_types_by_name[ours].fields:
@@ -50,8 +60,9 @@ def test_skim_descriptors_match_tensorflow() -> None:
             # A field left unread is bytes: the same wire type as its message.
             if f.type == f.TYPE_BYTES:
                 assert up.type in (up.TYPE_MESSAGE, up.TYPE_BYTES), f"{ours}.{f.name}"
-            elif f.type != f.TYPE_MESSAGE:
+            else:
                 assert f.type == up.type, f"{ours}.{f.name}"
+            assert _repeated(f) == _repeated(up), f"{ours}.{f.name}"
 
 
 @pytest.mark.parametrize("name", XLA_FIXTURES)
