@@ -18,6 +18,7 @@ from google.protobuf.descriptor import Descriptor
 import traceparse
 from traceparse._proto import hlo_pb2
 from traceparse.analysis.attribution import PARTS
+from traceparse.analysis.xla_live import NO_TF_OP
 from traceparse.tables.xla import allocation_kind, made_per_run
 
 XLA_FIXTURES = ["xla_function", "xla_keras"]
@@ -230,13 +231,13 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     values = expanded[expanded["xla_buffer"].notna() | (agreed & expanded["dtype"].notna())]
     assert values["allocated_bytes"].sum() == att["xla_buffer_bytes"].sum()
     buffers = expanded[expanded["xla_buffer"].notna()]
-    # A buffer row names its TF op where the module gives one.
+    # A buffer row names its TF op where the module gives one, else NO_TF_OP.
     joined = buffers.merge(
         prof.xla_buffers[["instruction", "tf_op"]].drop_duplicates("instruction"),
         left_on="xla_buffer",
         right_on="instruction",
     )
-    assert (joined["op"].astype(object).fillna("NA") == joined["tf_op"].fillna("NA")).all()
+    assert (joined["op"].astype(object) == joined["tf_op"].fillna(NO_TF_OP)).all()
     # Bytes at the peak per op still add up to what is live.
     ops = prof.ops
     assert ops["live_at_peak_bytes"].sum() == int(np.sum(live["allocated_bytes"].fillna(0)))

@@ -27,11 +27,10 @@ _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
 def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, int]]:
     """Logical buffer id (of ``wanted``) -> (first, last) schedule position of the
     entry computation."""
-    hlo = program.hlo
-    module = hlo.hlo_module
+    module = program.module
     index = module_index(program)
     entry_id = module.entry_computation_id
-    entry = index.computations.get(entry_id)
+    entry = module.computation(entry_id)
     if entry is None:
         return {}
     sequence = module.schedule.sequences.get(entry_id)
@@ -61,7 +60,7 @@ def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, in
         return last
 
     spans: dict[int, tuple[int, int]] = {}
-    for buffer in hlo.buffer_assignment.logical_buffers:
+    for buffer in program.assignment.logical_buffers:
         if buffer.id not in wanted:
             continue
         defining = index.instruction(buffer.defined_at)
@@ -80,7 +79,7 @@ def _simulated(
     program: XlaProgram, allocation_index: int, members: dict[int, int]
 ) -> list[int] | None:
     """Buffers live at the heap simulator's peak for the allocation, if it has a trace."""
-    for trace in program.hlo.buffer_assignment.heap_simulator_traces:
+    for trace in program.assignment.heap_simulator_traces:
         if trace.buffer_allocation_index != allocation_index or not trace.events:
             continue
         live: set[int] = set()
@@ -122,7 +121,7 @@ def _in_place(
 def slab_peak(program: XlaProgram, allocation_index: int) -> tuple[list[tuple[int, int]], int]:
     """For one allocation: [(logical buffer, bytes it alone covers)] live at the
     program's peak, and the slack (bytes no live buffer covers)."""
-    allocs = {a.index: a for a in program.hlo.buffer_assignment.buffer_allocations}
+    allocs = {a.index: a for a in program.assignment.buffer_allocations}
     alloc = allocs[allocation_index]
     placed = {a.logical_buffer_id: (a.offset, a.size) for a in alloc.assigned}
     members = {b: size for b, (_, size) in placed.items()}
@@ -158,7 +157,7 @@ def peak_fill(
     the program's peak with the bytes each covers, and the slack."""
     found: dict[tuple[str, str, int], tuple[list[tuple[int, int]], int]] = {}
     for host, program in programs:
-        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+        for alloc in program.assignment.buffer_allocations:
             key = (host, program.name, alloc.index)
             if key in slabs and allocation_kind(alloc) == "temp":
                 found[key] = slab_peak(program, alloc.index)

@@ -18,6 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The op of an HLO buffer (or agreed value) live in a linked slab whose TF op the
+# module does not say (tables/xla.py: no metadata, and not a fusion or copy of
+# an op that has one): one explicit name in ops, scopes, layers and the expanded
+# live_at_peak, like rollups.NO_SCOPE, so those bytes are never grouped under NA.
+NO_TF_OP = "(XLA buffer, no TF op)"
+
 # Columns expand_live adds to live_at_peak.
 EXPANDED_COLUMNS = ["xla_program", "xla_buffer"]
 _AS_OBJECT = ["op", "op_type", "dtype", "shape", "xla_program"]
@@ -63,10 +69,10 @@ def linked_slabs(live: pd.DataFrame) -> list[tuple[int, str, str, int]]:
     )
 
 
-def slab_frame(
+def slab_rows(
     slabs: Iterable[tuple[int, str, str, int]], fill: PeakFill, info: BufferInfo
-) -> pd.DataFrame:
-    """``SLAB_COLUMNS`` for the slabs whose allocation ``fill`` describes (temp ones)."""
+) -> list[tuple[Any, ...]]:
+    """``SLAB_COLUMNS`` rows for the slabs whose allocation ``fill`` describes (temp ones)."""
     rows: list[tuple[Any, ...]] = []
     for row, host, program, index in slabs:
         found = fill.get((host, program, index))
@@ -78,12 +84,11 @@ def slab_frame(
                 (row, host, program, index, buffer, True, held, *info(host, program, buffer))
             )
         rows.append((row, host, program, index, None, False, slack, *[None] * 6))
-    frame = pd.DataFrame(rows, columns=list(SLAB_COLUMNS))
-    return frame.astype(SLAB_COLUMNS)
+    return rows
 
 
-def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> pd.DataFrame:
-    """``SLAB_COLUMNS`` for the allocations in ``live`` named by an agreed value
+def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``SLAB_COLUMNS`` rows for the allocations in ``live`` named by an agreed value
     ((dtype, shape, estimated_bytes, tf_op, tf_op_type), see tables/xla_link.py):
     the value covers up to its shape x dtype bytes, the rest is slack."""
     rows: list[tuple[Any, ...]] = []
@@ -101,7 +106,19 @@ def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> pd.DataFr
             head = (row, host, program, None, None)
             rows.append((*head, True, covered, None, tf_op, tf_op_type, dtype, shape, estimated))
             rows.append((*head, False, int(requested) - covered, *[None] * 6))
-    return pd.DataFrame(rows, columns=list(SLAB_COLUMNS)).astype(SLAB_COLUMNS)
+    return rows
+
+
+def slab_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """The ``SLAB_COLUMNS`` frame of ``slab_rows`` and ``held_rows``; a value
+    row (buffer) with no TF op gets NO_TF_OP."""
+    columns = list(SLAB_COLUMNS)
+    tf_op, buffer = columns.index("tf_op"), columns.index("buffer")
+    named = [
+        (*r[:tf_op], NO_TF_OP, *r[tf_op + 1 :]) if r[buffer] and r[tf_op] is None else r
+        for r in rows
+    ]
+    return pd.DataFrame(named, columns=columns).astype(SLAB_COLUMNS)
 
 
 def covered_bytes(slabs: pd.DataFrame) -> pd.Series:

@@ -14,13 +14,14 @@ import pandas as pd
 from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import (
-    SLAB_COLUMNS,
+    NO_TF_OP,
     covered_bytes,
     held_rows,
     linked_slabs,
     live_deltas,
     op_types,
     slab_frame,
+    slab_rows,
 )
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
@@ -37,8 +38,9 @@ class XlaParts:
     def __init__(self, traces: list[MemoryTrace]) -> None:
         self.traces = traces
         self.links: Links | None = None
-        # allocations row label -> the value its candidate allocations all hold
-        self.held: dict[object, Held] = {}
+        # allocations row label -> its position, for rows whose candidate
+        # allocations may all hold one value (Links.shared)
+        self.shared: dict[object, int] = {}
 
     @property
     def present(self) -> bool:
@@ -61,7 +63,7 @@ class XlaParts:
             self.links = link_allocations(allocations, self.programs, runs)
             program, index = self.links.columns(allocations.index)
             labels = allocations.index
-            self.held = {labels[row]: value for row, value in self.links.held.items()}
+            self.shared = {labels[row]: row for row in self.links.shared}
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
@@ -99,31 +101,35 @@ class XlaParts:
 
     def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
         """Per linked temp slab live at a peak: its buffers at the program's peak
-        (``SLAB_COLUMNS``). Only the programs of those slabs are indexed."""
-        found = linked_slabs(live) if self.present else []
-        named = held_rows(live, self.held)
-        if not found:
-            return pd.concat([slab_frame([], {}, _no_info), named], ignore_index=True).astype(
-                SLAB_COLUMNS
-            )
-        wanted = {(host, program, index) for _, host, program, index in found}
-        names = {(host, program) for host, program, _ in wanted}
-        used = [(h, p) for h, p in self.programs if (h, p.name) in names]
-        by_name = {(h, p.name): p for h, p in used}
+        (``SLAB_COLUMNS``; a value with no TF op has ``tf_op`` NO_TF_OP). Only
+        the programs of those slabs are indexed."""
+        if self.links is None:  # nothing linked (or no programs): no parsing, no rows
+            return slab_frame([])
+        found = linked_slabs(live)
+        rows = held_rows(live, self.held(live.index))
+        if found:
+            wanted = {(host, program, index) for _, host, program, index in found}
+            names = {(host, program) for host, program, _ in wanted}
+            used = [(h, p) for h, p in self.programs if (h, p.name) in names]
+            by_name = {(h, p.name): p for h, p in used}
 
-        def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-            return buffer_info(by_name[(host, program)], buffer)
+            def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+                return buffer_info(by_name[(host, program)], buffer)
 
-        frame = slab_frame(found, peak_fill(used, wanted), info)
-        return pd.concat([frame, named], ignore_index=True).astype(SLAB_COLUMNS)
+            rows = slab_rows(found, peak_fill(used, wanted), info) + rows
+        return slab_frame(rows)
+
+    def held(self, labels: pd.Index) -> dict[object, Held]:
+        """Label -> agreed value, for the rows of ``labels`` that have one (parses
+        only the programs of those rows)."""
+        if self.links is None or not self.shared:
+            return {}
+        rows = {self.shared[label]: label for label in labels if label in self.shared}
+        return {rows[row]: value for row, value in self.links.held(rows).items()}
 
     @staticmethod
     def covered(slabs: pd.DataFrame) -> pd.Series:
         return covered_bytes(slabs)
-
-
-def _no_info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-    raise AssertionError("no slabs")  # pragma: no cover
 
 
 _COUNTS = (
@@ -154,7 +160,8 @@ def with_live_deltas(
     if depth is not None:
         by_scope: dict[tuple[object, object, object], list[int]] = {}
         for (host, allocator, op), (n, size) in deltas.items():
-            scope = scope_of(op, depth, as_written) if isinstance(op, str) else None
+            # NO_TF_OP names no scope: it stays one row of its own.
+            scope = op if op == NO_TF_OP else scope_of(op, depth, as_written) if isinstance(op, str) else None
             acc = by_scope.setdefault((host, allocator, scope), [0, 0])
             acc[0] += n
             acc[1] += size
@@ -169,39 +176,69 @@ def with_live_deltas(
             add[position[k]] += (n, size)
         else:
             new.append((*k, n, size))
-    out = table.copy()
-    out["live_at_peak"] = out["live_at_peak"] + add[:, 0]
-    out["live_at_peak_bytes"] = out["live_at_peak_bytes"] + add[:, 1]
-    if new:
-        types = op_types(slabs)
-        extra = {}
-        for column, dtype in table.dtypes.items():
-            if column in ("host", "allocator", key):
-                at = ("host", "allocator", key).index(column)
-                extra[column] = pd.Series([row[at] for row in new], dtype=object)
-            elif column == "live_at_peak":
-                extra[column] = pd.Series([row[3] for row in new], dtype=dtype)
-            elif column == "live_at_peak_bytes":
-                extra[column] = pd.Series([row[4] for row in new], dtype=dtype)
-            elif column in _COUNTS:
-                extra[column] = pd.Series([0] * len(new), dtype=dtype)
-            elif column == "op_type":
-                extra[column] = pd.Series([types.get(str(row[2])) for row in new], dtype=object)
-            elif isinstance(dtype, pd.CategoricalDtype):
-                extra[column] = pd.Series([None] * len(new), dtype=object)
-            else:
-                extra[column] = pd.Series([None] * len(new), dtype=object).astype(dtype)
-        categories = [c for c, d in table.dtypes.items() if isinstance(d, pd.CategoricalDtype)]
-        out = pd.concat(
-            [out.astype({c: object for c in categories}), pd.DataFrame(extra)],
-            ignore_index=True,
-        ).astype({c: "category" for c in categories})
-    # Ties in bytes go by name, so the order does not depend on which rows moved.
-    out = out.sort_values(
-        ["host", "allocator", "live_at_peak_bytes", "allocated_bytes", key],
-        ascending=[True, True, False, False, True],
-        kind="stable",
-        na_position="last",
-        key=lambda s: s.astype(object) if isinstance(s.dtype, pd.CategoricalDtype) else s,
+    return _rebuild(table, add, new, key, op_types(slabs) if new else {})
+
+
+def _rebuild(
+    table: pd.DataFrame,
+    add: np.ndarray,
+    new: list[tuple[object, object, object, int, int]],
+    key: str,
+    types: dict[str, object],
+) -> pd.DataFrame:
+    """``table`` with ``add`` (live count, bytes) added per row, one row per
+    (host, allocator, name, live, bytes) of ``new`` (other counts 0, other
+    values NA), ordered by host, allocator, live_at_peak_bytes and
+    allocated_bytes (largest first, NA last) and name (NA last). A roll-up is a
+    few hundred rows, so this is done on lists and the frame built once:
+    pandas' appends and multi-column sorts of categoricals cost more."""
+    keys = ("host", "allocator", key)
+    columns: dict[str, list[object]] = {}
+    for column in table.columns:
+        values = table[column].tolist()
+        if column in ("live_at_peak", "live_at_peak_bytes"):
+            delta = add[:, 0 if column == "live_at_peak" else 1].tolist()
+            values = [v + d for v, d in zip(values, delta, strict=True)]
+        if column in keys:
+            values += [row[keys.index(column)] for row in new]
+        elif column == "live_at_peak":
+            values += [row[3] for row in new]
+        elif column == "live_at_peak_bytes":
+            values += [row[4] for row in new]
+        elif column in _COUNTS:
+            values += [0] * len(new)
+        elif column == "op_type":
+            values += [types.get(str(row[2])) for row in new]
+        else:
+            values += [None] * len(new)
+        columns[column] = values
+
+    def missing(value: object) -> bool:
+        return value is None or value is pd.NA or value != value
+
+    def number(value: object) -> tuple[bool, int]:
+        return (True, 0) if missing(value) else (False, -int(value))  # type: ignore[call-overload]
+
+    def text(value: object) -> tuple[bool, str]:
+        return (True, "") if missing(value) else (False, str(value))
+
+    host, allocator, name = (columns[c] for c in keys)
+    live, allocated = columns["live_at_peak_bytes"], columns["allocated_bytes"]
+    order = sorted(
+        range(len(host)),
+        key=lambda i: (
+            str(host[i]),
+            str(allocator[i]),
+            number(live[i]),
+            number(allocated[i]),
+            text(name[i]),
+        ),
     )
-    return out.reset_index(drop=True)
+    data: dict[str, object] = {}
+    for column, dtype in table.dtypes.items():
+        values = [columns[str(column)][i] for i in order]
+        if isinstance(dtype, pd.CategoricalDtype):  # the values present, in order
+            data[str(column)] = pd.Categorical([None if missing(v) else v for v in values])
+        else:
+            data[str(column)] = pd.array(values, dtype=dtype)
+    return pd.DataFrame(data)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse._proto import hlo_pb2
-from traceparse.decode.xla import XlaProgram
+from traceparse._proto import hlo_pb2, hlo_skim_pb2
+from traceparse.decode.xla import Computation, ModuleView, XlaProgram
 
 # xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
 # (sub-byte types are stored one element per byte, as TensorFlow does).
@@ -57,6 +57,9 @@ _ELEMENT_TYPES: dict[int, tuple[str, int]] = {
     27: ("uint2", 1),
     32: ("float4_e2m1fn", 1),
 }
+
+# A buffer allocation as the skim read (linking) or the full parse gives it.
+Allocation = hlo_pb2.BufferAllocationProto | hlo_skim_pb2.SkimBufferAllocation
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
 _COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
@@ -97,7 +100,7 @@ BUFFER_COLUMNS: dict[str, str] = {
 }
 
 
-def allocation_kind(alloc: hlo_pb2.BufferAllocationProto) -> str:
+def allocation_kind(alloc: Allocation) -> str:
     """One kind per allocation; a parameter that is also an output stays a parameter."""
     if alloc.is_entry_computation_parameter:
         return "parameter"
@@ -110,7 +113,7 @@ def allocation_kind(alloc: hlo_pb2.BufferAllocationProto) -> str:
     return "temp"
 
 
-def made_per_run(alloc: hlo_pb2.BufferAllocationProto) -> bool:
+def made_per_run(alloc: Allocation) -> bool:
     """Whether the runtime asks TF's allocator for this allocation on each run:
     the temp slab and outputs (also a parameter's output twin when not donated)."""
     kind = allocation_kind(alloc)
@@ -152,11 +155,10 @@ class ModuleIndex:
     a buffer names an instruction found nowhere else.
     """
 
-    def __init__(self, module: hlo_pb2.HloModuleProto) -> None:
+    def __init__(self, module: ModuleView) -> None:
         self.module = module
         self.by_id: dict[int, hlo_pb2.HloInstructionProto] = {}
         self.by_name: dict[str, hlo_pb2.HloInstructionProto] = {}
-        self.computations = {c.id: c for c in module.computations}
         self.computation_of: dict[int, int] = {}
         # Called computation -> the first instruction that calls it.
         self.caller: dict[int, int] = {}
@@ -164,7 +166,7 @@ class ModuleIndex:
         self._everything = False
         pending = [module.entry_computation_id]
         while pending:
-            comp = self.computations.get(pending.pop())
+            comp = self.module.computation(pending.pop())
             if comp is None or comp.id in self._indexed:
                 continue
             for inst in self._index(comp):
@@ -172,8 +174,8 @@ class ModuleIndex:
                     pending.extend(inst.called_computation_ids)
         self._origins: dict[int, _Origin] = {}
 
-    def _index(self, comp: hlo_pb2.HloComputationProto) -> list[hlo_pb2.HloInstructionProto]:
-        insts = list(comp.instructions)
+    def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
+        insts = comp.instructions
         if comp.id in self._indexed:
             return insts
         self._indexed.add(comp.id)
@@ -237,7 +239,7 @@ class ModuleIndex:
         return all(i.opcode in _MOVES for i in comp.instructions)
 
     def _fused_origin(self, computation_id: int) -> _Origin:
-        comp = self.computations.get(computation_id)
+        comp = self.module.computation(computation_id)
         if comp is None:
             return _Origin(None, None, None)
         self._index(comp)
@@ -253,7 +255,7 @@ class ModuleIndex:
 def module_index(program: XlaProgram) -> ModuleIndex:
     """The program's ModuleIndex, built once per program."""
     if "index" not in program.cache:
-        program.cache["index"] = ModuleIndex(program.hlo.hlo_module)
+        program.cache["index"] = ModuleIndex(program.module)
     index: ModuleIndex = program.cache["index"]
     return index
 
@@ -286,7 +288,7 @@ def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
     """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
     logical = program.cache.get("logical")
     if logical is None:
-        logical = {b.id: b for b in program.hlo.buffer_assignment.logical_buffers}
+        logical = {b.id: b for b in program.assignment.logical_buffers}
         program.cache["logical"] = logical
     inst, dtype, shape, estimated, origin = describe(
         module_index(program), logical.get(logical_buffer)
@@ -297,11 +299,11 @@ def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
 
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
     """Columns of ``xla_buffers`` for one program (lists, in BUFFER_COLUMNS order)."""
-    hlo = program.hlo
+    assignment = program.assignment
     index = module_index(program)
-    logical = {b.id: b for b in hlo.buffer_assignment.logical_buffers}
+    logical = {b.id: b for b in assignment.logical_buffers}
     rows: dict[str, list[object]] = {name: [] for name in BUFFER_COLUMNS}
-    for alloc in hlo.buffer_assignment.buffer_allocations:
+    for alloc in assignment.buffer_allocations:
         kind = allocation_kind(alloc)
         for assigned in alloc.assigned:
             inst, dtype, shape, estimated, origin = describe(
@@ -348,12 +350,13 @@ def buffers_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
 def programs_table(
     programs: Sequence[tuple[str, XlaProgram]], runs: dict[tuple[str, str], int]
 ) -> pd.DataFrame:
-    """``xla_programs``: one row per (host, program); ``runs`` counts linked events."""
+    """``xla_programs``: one row per (host, program); ``runs`` counts linked events.
+    Instructions are counted without parsing them (``ModuleView``)."""
     rows = []
     for host, program in programs:
-        module = program.hlo.hlo_module
+        module = program.module
         sizes = dict.fromkeys(KINDS, 0)
-        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+        for alloc in program.skim.allocations:
             sizes[allocation_kind(alloc)] += alloc.size
         rows.append(
             {
@@ -361,7 +364,7 @@ def programs_table(
                 "program": program.name,
                 "module": module.name,
                 "function": function_of(module.name),
-                "instructions": sum(len(c.instructions) for c in module.computations),
+                "instructions": module.instruction_count,
                 **{f"{kind}_bytes": size for kind, size in sizes.items()},
                 "runs": runs.get((host, program.name), 0),
             }

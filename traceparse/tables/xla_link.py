@@ -17,19 +17,24 @@ Both cases are counted in ``diagnostics``. Within one program, when every
 candidate holds the same value (``held_value``: same shape and dtype, and the
 same TF op or none), the allocation is still named by that value (``Links.held``)
 while its index stays NA.
+
+Linking reads each program's skim (``XlaProgram.skim``: module name and buffer
+allocations); only ``Links.held`` and ``Links.notes`` read further (the buffer
+assignment and the computations that define the candidates' buffers), and
+only for the programs with such shared candidates.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import buffer_info, function_of, made_per_run
+from traceparse.tables.xla import buffer_info, function_of, made_per_run, module_index
 
 # (dtype, shape, estimated_bytes, tf_op, tf_op_type) of what an allocation holds.
 Held = tuple[str, str, int, str | None, str | None]
@@ -42,15 +47,61 @@ class Links:
     program: list[str | None]
     index: list[int | None]
     runs: Counter[tuple[str, str]] = field(default_factory=Counter)
-    # Row -> the value every candidate allocation of its one program holds.
-    held: dict[int, Held] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    # Row -> (host, program, candidate indices) of a row linked to one program
+    # whose index is ambiguous. Whether the candidates hold one value needs
+    # the instructions (a full parse), so it is decided only when asked (``held``).
+    shared: dict[int, tuple[str, str, tuple[int, ...]]] = field(default_factory=dict)
+    programs: dict[tuple[str, str], XlaProgram] = field(default_factory=dict)
+    # Rows whose size fits allocations of several programs, per "programs a, b".
+    across: Counter[str] = field(default_factory=Counter)
+    _agreed: dict[tuple[str, str, tuple[int, ...]], Held | None] = field(default_factory=dict)
 
     def columns(self, like: pd.Index) -> tuple[pd.Series, pd.Series]:
         return (
             pd.Series(self.program, index=like, dtype=object).astype("category"),
             pd.Series(self.index, index=like, dtype="Int64"),
         )
+
+    def held(self, rows: Iterable[int] | None = None) -> dict[int, Held]:
+        """Row -> the value every candidate allocation of its one program holds,
+        for ``rows`` (default: every such row); parses only their programs."""
+        found: dict[int, Held] = {}
+        for row in self.shared if rows is None else rows:
+            value = self._value(row)
+            if value is not None:
+                found[row] = value
+        return found
+
+    def _value(self, row: int) -> Held | None:
+        key = self.shared.get(row)
+        if key is None:
+            return None
+        if key not in self._agreed:
+            host, name, indices = key
+            self._agreed[key] = _agreed(self.programs[(host, name)], indices)
+        return self._agreed[key]
+
+    @property
+    def notes(self) -> list[str]:
+        """What could not be linked to one allocation (decides every shared row)."""
+        ambiguous: Counter[str] = Counter(
+            {f"programs {names}": count for names, count in self.across.items()}
+        )
+        held_by: Counter[str] = Counter()
+        for row, (_, name, indices) in self.shared.items():
+            what = f"allocations {list(indices)} of {name}"
+            (ambiguous if self._value(row) is None else held_by)[what] += 1
+        notes = [
+            f"{count} allocator events have the size of {what} "
+            "(XLA); they were not linked to one allocation."
+            for what, count in sorted(ambiguous.items())
+        ]
+        notes += [
+            f"{count} allocator events have the size of {what} (XLA), which all hold "
+            "the same shape x dtype: they are named by it, with no allocation index."
+            for what, count in sorted(held_by.items())
+        ]
+        return notes
 
 
 def link_allocations(
@@ -63,10 +114,11 @@ def link_allocations(
     links = Links([None] * n, [None] * n)
     # (host, size) -> [(program, index, function)]
     candidates: dict[tuple[str, int], list[tuple[str, int, str | None]]] = {}
-    by_name = {(host, program.name): program for host, program in programs}
+    links.programs = {(host, program.name): program for host, program in programs}
     for host, program in programs:
-        function = function_of(program.hlo.hlo_module.name)
-        for alloc in program.hlo.buffer_assignment.buffer_allocations:
+        # The skim read: linking never parses the instructions (decode/xla.py).
+        function = function_of(program.skim.module)
+        for alloc in program.skim.allocations:
             if made_per_run(alloc) and alloc.size > 0:
                 candidates.setdefault((host, alloc.size), []).append(
                     (program.name, alloc.index, function)
@@ -79,8 +131,6 @@ def link_allocations(
     hosts = allocations["host"].astype(object).to_numpy()
     ops = allocations["op"].astype(object).to_numpy()
     times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
-    ambiguous: Counter[str] = Counter()
-    held_by: Counter[str] = Counter()
     for row in rows.tolist():
         host = hosts[row]
         fits = candidates.get((host, int(requested[row])), [])
@@ -96,25 +146,9 @@ def link_allocations(
         elif len(names) == 1:
             links.program[row] = fits[0][0]
             links.runs[(host, fits[0][0])] += 1
-            indices = sorted(c[1] for c in fits)
-            value = _agreed(by_name[(host, fits[0][0])], indices)
-            if value is None:
-                ambiguous[f"allocations {indices} of {fits[0][0]}"] += 1
-            else:
-                links.held[row] = value
-                held_by[f"allocations {indices} of {fits[0][0]}"] += 1
+            links.shared[row] = (host, fits[0][0], tuple(sorted(c[1] for c in fits)))
         else:
-            ambiguous[f"programs {', '.join(sorted(names))}"] += 1
-    for what, count in sorted(ambiguous.items()):
-        links.notes.append(
-            f"{count} allocator events have the size of {what} "
-            "(XLA); they were not linked to one allocation."
-        )
-    for what, count in sorted(held_by.items()):
-        links.notes.append(
-            f"{count} allocator events have the size of {what} (XLA), which all hold "
-            "the same shape x dtype: they are named by it, with no allocation index."
-        )
+            links.across[", ".join(sorted(names))] += 1
     return links
 
 
@@ -123,7 +157,7 @@ def held_value(program: XlaProgram, index: int) -> Held | None:
     an entry parameter's output twin holds the parameter (aliasing keeps the
     output's shape and dtype), an output the buffers that fill it whole. None
     when those disagree on shape, dtype or TF op, or when there are none."""
-    allocs = program.hlo.buffer_assignment.buffer_allocations
+    allocs = program.assignment.buffer_allocations
     alloc = next((a for a in allocs if a.index == index), None)
     if alloc is None:
         return None
@@ -150,16 +184,9 @@ def _agreed(program: XlaProgram, indices: Sequence[int]) -> Held | None:
 
 
 def _is_parameter(program: XlaProgram, instruction: object) -> bool:
-    names = program.cache.get("parameters")
-    if names is None:
-        names = {
-            i.name
-            for c in program.hlo.hlo_module.computations
-            for i in c.instructions
-            if i.opcode == "parameter"
-        }
-        program.cache["parameters"] = names
-    return instruction in names
+    # buffer_info found the instruction through the module index, so it is there.
+    found = module_index(program).by_name.get(instruction) if isinstance(instruction, str) else None
+    return found is not None and found.opcode == "parameter"
 
 
 def _text(value: object) -> str | None:
