@@ -26,7 +26,7 @@ from traceparse.analysis.attribution import CPU_POOL_BYTES
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_params import parameter_pieces
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
-from traceparse.decode.xla import XlaProgram, XlaSource
+from traceparse.decode.xla import XlaProgram, XlaSource, skim_hlo
 from traceparse.report import render_json, render_markdown
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -246,7 +246,8 @@ def _program(module: str, params: list[tuple[list[int], bool]], temp: int = 0) -
         alloc.assigned.add(logical_buffer_id=number, offset=0, size=size)
     if temp:
         assignment.buffer_allocations.add(index=len(params), size=temp)
-    return XlaProgram(f"{module}(0)", hlo)
+    data = memoryview(hlo.SerializeToString())
+    return XlaProgram(f"{module}(0)", skim_hlo(data), data)
 
 
 def _profile(
@@ -266,18 +267,18 @@ def _profile(
 def test_a_parameter_two_programs_read_counts_once() -> None:
     a = _program("a_inference_step_1__.1", [([512, 512], True)])
     b = _program("a_inference_eval_2__.2", [([512, 512], False)])
-    prof = _profile([a, b], [a.hlo.hlo_module.name, b.hlo.hlo_module.name], {CPU: 8 * MiB})
+    prof = _profile([a, b], [a.skim.module, b.skim.module], {CPU: 8 * MiB})
     assert int(prof.attribution.iloc[0]["xla_parameter_bytes"]) == 1 * MiB
     assert prof.xla_parameters["counted"].sum() == 2  # each program lists its own
     # Two of that kind in one program are two buffers.
     c = _program("a_inference_big_3__.3", [([512, 512], True), ([512, 512], True)])
-    prof = _profile([a, c], [a.hlo.hlo_module.name, c.hlo.hlo_module.name], {CPU: 8 * MiB})
+    prof = _profile([a, c], [a.skim.module, c.skim.module], {CPU: 8 * MiB})
     assert int(prof.attribution.iloc[0]["xla_parameter_bytes"]) == 2 * MiB
 
 
 def test_parameters_are_capped_at_what_was_allocated_before() -> None:
     a = _program("a_inference_step_1__.1", [([1024, 1024], True)])
-    prof = _profile([a], [a.hlo.hlo_module.name], {CPU: 1 * MiB})
+    prof = _profile([a], [a.skim.module], {CPU: 1 * MiB})
     att = prof.attribution.iloc[0]
     assert int(att["xla_parameter_bytes"]) == 1 * MiB
     assert int(att["before_capture_bytes"]) == 0
@@ -295,7 +296,7 @@ def test_programs_that_did_not_run_name_nothing() -> None:
 def test_a_parameter_made_inside_the_capture_is_not_counted() -> None:
     a = _program("a_inference_step_1__.1", [([512, 512], False), ([256, 1024], True)])
     events = [alloc(10, 1, 1 * MiB, allocator=CPU, op="IteratorGetNext", shape=None)]
-    prof = _profile([a], [a.hlo.hlo_module.name], {CPU: 4 * MiB}, events)
+    prof = _profile([a], [a.skim.module], {CPU: 4 * MiB}, events)
     reasons = prof.xla_parameters["reason"].astype(object).tolist()
     # Both are 1 MiB: the batch allocated in the capture may be either of them.
     assert reasons == [MADE_INSIDE, MADE_INSIDE]
@@ -304,14 +305,14 @@ def test_a_parameter_made_inside_the_capture_is_not_counted() -> None:
 
 def test_small_parameters_count_on_gpus_only_and_allocators_must_be_known() -> None:
     a = _program("a_inference_step_1__.1", [([16, 1024], True)])  # 64 KiB
-    prof = _profile([a], [a.hlo.hlo_module.name], {CPU: 1 * MiB})
+    prof = _profile([a], [a.skim.module], {CPU: 1 * MiB})
     assert prof.xla_parameters["reason"].tolist() == [SMALL]
     prof = _profile(
-        [a], [a.hlo.hlo_module.name], {GPU: 1 * MiB}, [alloc(10, 1, 256 * KiB, allocator=GPU)]
+        [a], [a.skim.module], {GPU: 1 * MiB}, [alloc(10, 1, 256 * KiB, allocator=GPU)]
     )
     assert int(prof.attribution.iloc[0]["xla_parameter_bytes"]) == 64 * KiB
     # Two allocators and no allocation linked to the program: which one is unknown.
     events = [alloc(10, 1, 256 * KiB, allocator=GPU), alloc(11, 2, 256 * KiB, allocator=CPU)]
-    prof = _profile([a], [a.hlo.hlo_module.name], {GPU: 1 * MiB, CPU: 1 * MiB}, events)
+    prof = _profile([a], [a.skim.module], {GPU: 1 * MiB, CPU: 1 * MiB}, events)
     assert prof.xla_parameters["reason"].tolist() == [NO_ALLOCATOR]
     assert (prof.attribution["xla_parameter_bytes"] == 0).all()

@@ -27,12 +27,14 @@ def _by_allocator(frame: pd.DataFrame, column: str) -> dict[tuple[str, str], int
 def test_rollup_rows_add_up_to_bytes_in_use(prof: traceparse.Profile) -> None:
     """The slab's row keeps only what its buffers do not cover: with the buffers
     under their TF ops, the rows add up to the allocator's own counter at the
-    peak, less reserved bytes and bytes allocated before the capture (which
-    allocations do not hold)."""
+    peak, less reserved bytes and bytes allocated before the capture, named or
+    not (which allocations do not hold)."""
     peak = prof.peak.astype({k: object for k in KEYS}).set_index(KEYS)
     before = prof.attribution.astype({k: object for k in KEYS}).set_index(KEYS)
+    # Parts of the bytes from before the capture: named (variables, XLA parameters) or not.
+    earlier = ["before_capture_bytes", "variable_bytes", "xla_parameter_bytes"]
     expected = {
-        key: int(row.in_use_bytes - row.reserved_bytes - before.loc[key, "before_capture_bytes"])
+        key: int(row.in_use_bytes - row.reserved_bytes - before.loc[key, earlier].sum())
         for key, row in peak.iterrows()
     }
     assert not prof._xla_slabs.empty  # a linked slab is live at the peak

@@ -90,7 +90,7 @@ class XlaParts:
         by_host = {t.host: t for t in self.traces}
         for host, program in self.programs:
             trace = by_host[host]
-            module = program.hlo.hlo_module.name
+            module = program.skim.module
             function = function_of(module)
             launched = function is not None and bool(
                 (trace.function_runs["function"] == function).any()
@@ -161,7 +161,13 @@ def with_live_deltas(
         by_scope: dict[tuple[object, object, object], list[int]] = {}
         for (host, allocator, op), (n, size) in deltas.items():
             # NO_TF_OP names no scope: it stays one row of its own.
-            scope = op if op == NO_TF_OP else scope_of(op, depth, as_written) if isinstance(op, str) else None
+            scope = (
+                op
+                if op == NO_TF_OP
+                else scope_of(op, depth, as_written)
+                if isinstance(op, str)
+                else None
+            )
             acc = by_scope.setdefault((host, allocator, scope), [0, 0])
             acc[0] += n
             acc[1] += size

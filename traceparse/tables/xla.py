@@ -233,7 +233,7 @@ class ModuleIndex:
 
     def _moves_only(self, fusion: hlo_pb2.HloInstructionProto) -> bool:
         """Whether a fusion of one operand only moves its elements (a layout copy)."""
-        comp = self.computations.get(fusion.called_computation_ids[0])
+        comp = self.module.computation(fusion.called_computation_ids[0])
         if comp is None or len(fusion.operand_ids) != 1:
             return False
         return all(i.opcode in _MOVES for i in comp.instructions)

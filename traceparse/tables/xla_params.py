@@ -44,14 +44,19 @@ _ARGS = "XLA_Args"
 _PASS_THROUGH = {"copy", "copy-start", "copy-done", "bitcast"}
 
 
+def _entry_instructions(program: XlaProgram) -> list[hlo_pb2.HloInstructionProto]:
+    """The entry computation's instructions (only that computation is parsed)."""
+    module = program.module
+    entry = module.computation(module.entry_computation_id)
+    return entry.instructions if entry is not None else []
+
+
 def _readers(program: XlaProgram) -> dict[str, str | None]:
     """Entry parameter name -> the TF ops that read it (sorted, ", "-joined), or None."""
     found = program.cache.get("parameter_readers")
     if found is not None:
         return dict(found)
-    module = program.hlo.hlo_module
-    entry = [c for c in module.computations if c.id == module.entry_computation_id]
-    instructions = [i for c in entry for i in c.instructions]
+    instructions = _entry_instructions(program)
     users: dict[int, list[hlo_pb2.HloInstructionProto]] = {}
     for inst in instructions:
         for operand in inst.operand_ids:
@@ -77,20 +82,18 @@ def entry_parameters(program: XlaProgram) -> set[str]:
     """The names of the entry computation's parameter instructions."""
     found = program.cache.get("entry_parameters")
     if found is None:
-        module = program.hlo.hlo_module
-        entry = [c for c in module.computations if c.id == module.entry_computation_id]
-        found = {i.name for c in entry for i in c.instructions if i.opcode == "parameter"}
+        found = {i.name for i in _entry_instructions(program) if i.opcode == "parameter"}
         program.cache["entry_parameters"] = found
     return set(found)
 
 
 def parameters_of(host: str, program: XlaProgram) -> list[dict[str, object]]:
     """The rows of one program (PARAMETER_COLUMNS), in allocation order."""
-    module = program.hlo.hlo_module
+    module = program.module
     names = entry_parameters(program)
     readers = _readers(program)
     rows: list[dict[str, object]] = []
-    for alloc in program.hlo.buffer_assignment.buffer_allocations:
+    for alloc in program.assignment.buffer_allocations:
         if not alloc.is_entry_computation_parameter:
             continue
         instruction = dtype = shape = None
