@@ -112,7 +112,10 @@ def goals(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
     for r in results:
         c, d = r["load"], r["summary"]
         bound = 2 * r["file_mb"] + c["allocations_mb"] + c["timeline_mb"]
-        for name, probe_result, peak in (("load", c, c["load_peak_mb"]), ("summary", d, d["peak_mb"])):
+        for name, probe_result, peak in (
+            ("load", c, c["load_peak_mb"]),
+            ("summary", d, d["peak_mb"]),
+        ):
             added = peak - probe_result["warm_mb"]
             mark = "met" if added <= bound else "NOT met"
             out.append(
