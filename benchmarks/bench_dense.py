@@ -95,9 +95,10 @@ def rows(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
     for r in results:
         c, d = r["load"], r["summary"]
         tables = c["allocations_mb"] + c["timeline_mb"]
+        added = c["load_peak_mb"] - c["warm_mb"]
         lines.append(
             f"| {r['events']:,} | {r['file_mb']:.1f} | {r['file_mb'] * 1e6 / r['events']:.0f} "
-            f"| {c['load_s']:.2f} | {c['load_peak_mb']:.0f} | {c['load_peak_mb'] - c['warm_mb']:.0f} "
+            f"| {c['load_s']:.2f} | {c['load_peak_mb']:.0f} | {added:.0f} "
             f"| {c['allocations_mb']:.1f} | {c['timeline_mb']:.1f} "
             f"| {c['allocations_mb'] * 1e6 / c['allocations']:.0f} "
             f"| {c['timeline_mb'] * 1e6 / c['timeline']:.0f} "

@@ -88,9 +88,7 @@ def plan(events: int, seed: int = 0) -> Plan:
     del alloc_key, free_key, life
     order = np.argsort(keys, kind="stable")[:events]
     del keys
-    step_of_alloc = rng.integers(-(2**62), 2**62, _STEPS)[
-        np.arange(allocs) * _STEPS // allocs
-    ]
+    step_of_alloc = rng.integers(-(2**62), 2**62, _STEPS)[np.arange(allocs) * _STEPS // allocs]
     return Plan(
         alloc_of=np.where(order >= allocs, order - allocs, order),
         is_free=order >= allocs,
@@ -328,9 +326,7 @@ def _assemble(space: object, host: object, parts: list[Path], out: Path) -> None
     for line, part in zip(host.lines, parts, strict=True):  # type: ignore[attr-defined]
         line_bytes = line.SerializeToString()
         line_heads.append((line_bytes, part.stat().st_size))
-    lines_size = sum(
-        len(_tag_length(3, len(b) + n)) + len(b) + n for b, n in line_heads
-    )
+    lines_size = sum(len(_tag_length(3, len(b) + n)) + len(b) + n for b, n in line_heads)
     head_bytes, tail_bytes = head.SerializeToString(), tail.SerializeToString()
     plane_size = len(head_bytes) + lines_size + len(tail_bytes)
     rest = xplane_pb2.XSpace()

@@ -151,7 +151,9 @@ def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFr
     first = growth[~growth["judged"]]
     first_ends = {
         (_key(host), _key(allocator)): end
-        for host, allocator, end in zip(first["host"], first["allocator"], first["end_ps"])
+        for host, allocator, end in zip(
+            first["host"], first["allocator"], first["end_ps"], strict=True
+        )
     }
     # Per (host, allocator) group, not per row: allocations can be millions.
     first_end = np.full(len(allocations), np.inf)
