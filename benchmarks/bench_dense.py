@@ -70,6 +70,7 @@ def probe(path: Path, what: str, warm_up: Path) -> dict[str, float]:
         check=True,
         capture_output=True,
         text=True,
+        cwd=HERE.parent,  # `python -c` imports from its directory first: this checkout
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
