@@ -24,6 +24,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -76,7 +77,7 @@ def probe(path: Path, what: str, warm_up: Path) -> dict[str, float]:
     return result
 
 
-def measure(events: int, warm_up: Path) -> dict[str, object]:
+def measure(events: int, warm_up: Path) -> dict[str, Any]:
     path, expected = make_dense(events)
     size_mb = path.stat().st_size / 1e6
     load = probe(path, "load", warm_up)
@@ -86,7 +87,7 @@ def measure(events: int, warm_up: Path) -> dict[str, object]:
     return {"events": events, "file_mb": size_mb, "load": load, "summary": summary}
 
 
-def rows(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
+def rows(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| events | file MB | bytes/event | (c) load s | (c) peak RSS MB | (c) added MB "
         "| allocations MB | timeline MB | bytes/allocation row | bytes/timeline row "
@@ -109,7 +110,7 @@ def rows(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
     return lines
 
 
-def goals(results: list[dict]) -> list[str]:  # type: ignore[type-arg]
+def goals(results: list[dict[str, Any]]) -> list[str]:
     out = ["Goal: peak RSS added <= 2 x file + tables.", ""]
     for r in results:
         c, d = r["load"], r["summary"]

@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -202,7 +203,7 @@ def encode_events(columns: dict[str, np.ndarray], ids: dict[str, int]) -> np.nda
     return head.joined()
 
 
-def build_template(p: Plan) -> tuple[object, dict[str, int], dict[str, int]]:
+def build_template(p: Plan) -> tuple[Any, dict[str, int], dict[str, int]]:
     """The template XSpace with its host plane's events removed and the ops and
     shapes added to its metadata; the memory event ids; the first ref ids."""
     from traceparse._proto import xplane_pb2
@@ -302,9 +303,9 @@ def write_capture(events: int, out: Path, seed: int = 0) -> dict[str, int]:
     }
 
 
-def _finish_window(space: object, last_ps: int) -> None:
+def _finish_window(space: Any, last_ps: int) -> None:
     """Move profile_stop_time past the last event."""
-    env = next(plane for plane in space.planes if plane.name == "Task Environment")  # type: ignore[attr-defined]
+    env = next(plane for plane in space.planes if plane.name == "Task Environment")
     names = {k: m.name for k, m in env.stat_metadata.items()}
     start = next(s for s in env.stats if names[s.metadata_id] == "profile_start_time")
     for stat in env.stats:
@@ -317,31 +318,31 @@ def _tag_length(field: int, length: int) -> bytes:
     return bytes([(field << 3) | 2]) + column[0, : size[0]].tobytes()
 
 
-def _assemble(space: object, host: object, parts: list[Path], out: Path) -> None:
+def _assemble(space: Any, host: Any, parts: list[Path], out: Path) -> None:
     """The file: the host plane as id, name, its lines (header then events), then
     its metadata; the other planes and fields as protobuf writes them."""
     from traceparse._proto import xplane_pb2
 
-    head = xplane_pb2.XPlane(id=host.id, name=host.name)  # type: ignore[attr-defined]
+    head = xplane_pb2.XPlane(id=host.id, name=host.name)
     tail = xplane_pb2.XPlane()
-    tail.CopyFrom(host)  # type: ignore[arg-type]
+    tail.CopyFrom(host)
     tail.ClearField("lines")
     tail.ClearField("id")
     tail.ClearField("name")
     line_heads = []
-    for line, part in zip(host.lines, parts, strict=True):  # type: ignore[attr-defined]
+    for line, part in zip(host.lines, parts, strict=True):
         line_bytes = line.SerializeToString()
         line_heads.append((line_bytes, part.stat().st_size))
     lines_size = sum(len(_tag_length(3, len(b) + n)) + len(b) + n for b, n in line_heads)
     head_bytes, tail_bytes = head.SerializeToString(), tail.SerializeToString()
     plane_size = len(head_bytes) + lines_size + len(tail_bytes)
     rest = xplane_pb2.XSpace()
-    rest.CopyFrom(space)  # type: ignore[arg-type]
+    rest.CopyFrom(space)
     del rest.planes[:]
     tmp = out.with_suffix(".partial")
     with open(tmp, "wb") as f:
-        for plane in space.planes:  # type: ignore[attr-defined]
-            if plane is not host and plane.name != host.name:  # type: ignore[attr-defined]
+        for plane in space.planes:
+            if plane is not host and plane.name != host.name:
                 data = plane.SerializeToString()
                 f.write(_tag_length(1, len(data)) + data)
                 continue

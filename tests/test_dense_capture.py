@@ -12,7 +12,7 @@ import pytest
 import traceparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from make_dense import write_capture  # noqa: E402
+from make_dense import write_capture
 
 EVENTS = 10_000
 

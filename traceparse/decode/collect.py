@@ -77,7 +77,9 @@ class _Store:
 
     def __init__(self, capacity: int, dtypes: dict[str, type]) -> None:
         # np.empty: pages never written are never resident.
-        self.columns = {name: np.empty(capacity, dtype) for name, dtype in dtypes.items()}
+        self.columns: dict[str, np.ndarray] = {
+            name: np.empty(capacity, dtype) for name, dtype in dtypes.items()
+        }
         self.rows = 0
 
     def add(self, columns: dict[str, np.ndarray | int]) -> int:
