@@ -8,7 +8,8 @@ TensorFlow writes them (the same stats in the same order, refs for strings).
 
 The events are encoded with numpy, a chunk at a time: every field of every
 event becomes a varint column, and the columns are interleaved by a mask, so
-writing 10M events takes seconds and a few hundred MB.
+writing 10M events (1.2 GB)
+takes about a minute and under 400 MB.
 
 The simulated allocator: allocation i uses op ``op_of[i]`` (a few thousand
 distinct op names, each with its own shape and size) and is freed L_i
