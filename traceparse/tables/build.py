@@ -119,6 +119,9 @@ def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
 def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(allocations, frees_without_allocation, timeline) for one host."""
     events = trace.events
+    if not events.index.equals(pd.RangeIndex(len(events))):
+        # Rows are positions; the timeline takes event columns as Series, which align.
+        events = events.reset_index(drop=True)
     allocs, frees, orphans = pair_events(events)
     steps = event_steps(trace)
     if trace.format == "xplane" and trace.step_markers.empty and len(frees):
