@@ -181,7 +181,7 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     end_bytes = np.zeros(len(table), dtype=np.int64)
     peak_bytes = np.zeros(len(table), dtype=np.int64)
     peak_time = np.zeros(len(table), dtype=np.int64)
-    table_owner = pd.Series(_owner_keys(table)).groupby(_owner_keys(table)).indices
+    table_owner = _owner_rows(table)
     event_owner = _owner_rows(timeline)
     # One pass per allocator (a handful), each vectorised over its steps.
     for owner, rows in table_owner.items():
@@ -221,26 +221,18 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _owner_rows(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The rows of each (host, allocator), keyed as ``_owner_keys`` spells them;
-    grouped on the categories' codes, not a string per row."""
+def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
+    """The rows of each (host, allocator), NA spelled as an empty name; grouped
+    on the columns (categorical codes in the timeline), not a string per row."""
     keys = frame[["host", "allocator"]]
     groups = keys.groupby(["host", "allocator"], observed=True, dropna=False, sort=False).indices
     return {
-        _spelled(host) + "\x00" + _spelled(allocator): rows
-        for (host, allocator), rows in groups.items()
+        (_spelled(host), _spelled(allocator)): rows for (host, allocator), rows in groups.items()
     }
 
 
 def _spelled(name: object) -> str:
     return "" if pd.isna(name) else str(name)
-
-
-def _owner_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One string per (host, allocator), NA spelled as an empty name."""
-    host = frame["host"].astype(object).fillna("").astype(str)
-    allocator = frame["allocator"].astype(object).fillna("").astype(str)
-    return (host + "\x00" + allocator).to_numpy(dtype=object)
 
 
 def _empty() -> pd.DataFrame:
