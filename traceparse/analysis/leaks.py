@@ -148,12 +148,21 @@ def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFr
     """Allocations made after their allocator's first step and live at the end, per op."""
     if allocations.empty or growth.empty:
         return BY_OP.empty()
-    first = growth[~growth["judged"]][["host", "allocator", "end_ps"]].astype(
-        {"host": object, "allocator": object}
+    first = growth[~growth["judged"]]
+    first_ends = {
+        (_key(host), _key(allocator)): end
+        for host, allocator, end in zip(
+            first["host"], first["allocator"], first["end_ps"], strict=True
+        )
+    }
+    # Per (host, allocator) group, not per row: allocations can be millions.
+    first_end = np.full(len(allocations), np.inf)
+    owners = allocations[["host", "allocator"]].groupby(
+        ["host", "allocator"], observed=True, dropna=False, sort=False
     )
-    keys = allocations[["host", "allocator"]].astype(object)
-    first_end = keys.merge(first, on=["host", "allocator"], how="left")["end_ps"]
-    after = (allocations["alloc_ps"].to_numpy() > first_end.fillna(np.inf).to_numpy()).astype(bool)
+    for (host, allocator), rows in owners.indices.items():
+        first_end[rows] = first_ends.get((_key(host), _key(allocator)), np.inf)
+    after = allocations["alloc_ps"].to_numpy() > first_end
     live = end_events(allocations) == STILL_LIVE
     rows = allocations[after & live]
     if rows.empty:
@@ -187,6 +196,11 @@ def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFr
         ["host", "allocator", "bytes"], ascending=[True, True, False], kind="stable"
     )
     return table[list(BY_OP_COLUMNS)].astype(BY_OP_COLUMNS).reset_index(drop=True)
+
+
+def _key(name: object) -> str | None:
+    """A host or allocator name as a key, NA as None (NA matches NA)."""
+    return None if pd.isna(name) else str(name)
 
 
 def _verdicts(growth: pd.DataFrame, by_op: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

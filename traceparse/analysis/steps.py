@@ -68,12 +68,17 @@ def step_windows(
         )
         frames.append(windows.assign(source=MARKER))
         marked_hosts = set(windows["host"])
-    rest = timeline[~timeline["host"].astype(object).isin(marked_hosts) & timeline["step"].notna()]
+    # Only the columns used are picked, and host stays categorical (codes) until
+    # the few windows are made: the timeline can have millions of rows.
+    host = timeline["host"]
+    unmarked = ~host.isin(marked_hosts).to_numpy(dtype=bool) & timeline["step"].notna().to_numpy()
+    rest = timeline.loc[unmarked, ["host", "step", "time_ps"]]
     if not rest.empty:
-        by_id = rest.assign(host=rest["host"].astype(object), step=rest["step"].astype("int64"))
-        windows = by_id.groupby(["host", "step"], as_index=False, sort=True).agg(
+        by_id = rest.assign(step=rest["step"].astype("int64"))
+        windows = by_id.groupby(["host", "step"], as_index=False, sort=True, observed=True).agg(
             start_ps=("time_ps", "min"), end_ps=("time_ps", "max")
         )
+        windows["host"] = windows["host"].astype(object)
         numbered = windows["host"].isin(set(numbered_hosts)).to_numpy()
         frames.append(windows.assign(name=pd.NA, source=np.where(numbered, XPROF_STEP, STEP_ID)))
     if not frames:
@@ -121,37 +126,44 @@ def _add_counts(
 ) -> pd.DataFrame:
     keys = ["host", "allocator", "step"]
     stepped = allocations["step"].notna().to_numpy()
-    allocs = allocations[stepped]
+    picked = ["host", "allocator", "step", "allocated_bytes", "requested_bytes"]
+    allocs = allocations.loc[stepped, picked]  # not a copy of every column
     ends = end_events(allocations)[stepped]
     held = held_bytes(allocs)
+    # Grouped on the categorical host and allocator (codes, observed only), then
+    # made text for the merge: the tables can have millions of rows.
     made = pd.DataFrame(
         {
-            "host": allocs["host"].astype(object).to_numpy(),
-            "allocator": allocs["allocator"].astype(object).to_numpy(),
+            "host": allocs["host"].array,
+            "allocator": allocs["allocator"].array,
             "step": allocs["step"].to_numpy(dtype=np.int64),
             "allocated_bytes": held,
             "requested_bytes": allocs["requested_bytes"].fillna(0).to_numpy(dtype=np.int64),
             "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
         }
     )
-    made_sums = made.groupby(keys, as_index=False).agg(
+    made_sums = made.groupby(keys, as_index=False, observed=True).agg(
         allocations=("allocated_bytes", "size"),
         allocated_bytes=("allocated_bytes", "sum"),
         requested_bytes=("requested_bytes", "sum"),
         retained_bytes=("retained_bytes", "sum"),
     )
-    frees = timeline[(timeline["kind"] == "deallocation").to_numpy() & timeline["step"].notna()]
+    is_free = (timeline["kind"] == "deallocation").to_numpy() & timeline["step"].notna().to_numpy()
+    frees = timeline.loc[is_free, ["host", "allocator", "step", "allocation_bytes"]]
     freed = pd.DataFrame(
         {
-            "host": frees["host"].astype(object).to_numpy(),
-            "allocator": frees["allocator"].astype(object).to_numpy(),
+            "host": frees["host"].array,
+            "allocator": frees["allocator"].array,
             "step": frees["step"].to_numpy(dtype=np.int64),
             "freed_bytes": frees["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64),
         }
     )
-    freed_sums = freed.groupby(keys, as_index=False).agg(
+    freed_sums = freed.groupby(keys, as_index=False, observed=True).agg(
         frees=("freed_bytes", "size"), freed_bytes=("freed_bytes", "sum")
     )
+    for sums in (made_sums, freed_sums):
+        sums["host"] = sums["host"].astype(object)
+        sums["allocator"] = sums["allocator"].astype(object)
     table = table.merge(made_sums, on=keys, how="left").merge(freed_sums, on=keys, how="left")
     counts = ["allocations", "allocated_bytes", "requested_bytes", "retained_bytes"]
     for column in [*counts, "frees", "freed_bytes"]:
@@ -165,13 +177,12 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     times = timeline["time_ps"].to_numpy(dtype=np.int64)
     delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
     steps = timeline["step"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
-    owners = _owner_keys(timeline)
     start_bytes = np.zeros(len(table), dtype=np.int64)
     end_bytes = np.zeros(len(table), dtype=np.int64)
     peak_bytes = np.zeros(len(table), dtype=np.int64)
     peak_time = np.zeros(len(table), dtype=np.int64)
-    table_owner = pd.Series(_owner_keys(table)).groupby(_owner_keys(table)).indices
-    event_owner = pd.Series(owners).groupby(owners).indices
+    table_owner = _owner_rows(table)
+    event_owner = _owner_rows(timeline)
     # One pass per allocator (a handful), each vectorised over its steps.
     for owner, rows in table_owner.items():
         events = event_owner[owner]
@@ -185,18 +196,24 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
         end_bytes[rows] = counter[np.searchsorted(t, end, side="right")]
         peak_bytes[rows] = start_bytes[rows]
         peak_time[rows] = start
-        # The highest event of each step among its own events.
-        own = pd.DataFrame({"step": steps[events], "value": v, "time": t})
-        own = own[own["step"] != np.iinfo(np.int64).min]
-        if own.empty:
+        # The highest event of each step among its own events: the latest event at
+        # its highest value, as for the allocator's peak (arrays, not a frame: an
+        # allocator can have millions of events).
+        own_step = steps[events]
+        own = np.flatnonzero(own_step != np.iinfo(np.int64).min)
+        if not own.size:
             continue
-        # The latest event at each step's highest value, as for the allocator's peak.
-        best = own.sort_values(["value", "time"], kind="stable").groupby("step").tail(1)
-        found = best.set_index("step").reindex(table["step"].to_numpy(dtype=np.int64)[rows])
-        value = found["value"].fillna(-1).to_numpy(dtype=np.int64)
+        own_step, own_value, own_time = own_step[own], v[own], t[own]
+        order = np.lexsort((own_time, own_value, own_step))
+        last = order[np.append(own_step[order][1:] != own_step[order][:-1], True)]
+        best_step = own_step[last]  # sorted, one per step
+        wanted = table["step"].to_numpy(dtype=np.int64)[rows]
+        slot = np.minimum(np.searchsorted(best_step, wanted), best_step.size - 1)
+        found = best_step[slot] == wanted
+        value = np.where(found, own_value[last][slot], -1)
         higher = value > peak_bytes[rows]
         peak_bytes[rows[higher]] = value[higher]
-        peak_time[rows[higher]] = found["time"].fillna(0).to_numpy(dtype=np.int64)[higher]
+        peak_time[rows[higher]] = own_time[last][slot][higher]
     table["in_use_start_bytes"] = start_bytes
     table["in_use_end_bytes"] = end_bytes
     table["peak_in_use_bytes"] = peak_bytes
@@ -204,11 +221,18 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _owner_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One string per (host, allocator), NA spelled as an empty name."""
-    host = frame["host"].astype(object).fillna("").astype(str)
-    allocator = frame["allocator"].astype(object).fillna("").astype(str)
-    return (host + "\x00" + allocator).to_numpy(dtype=object)
+def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
+    """The rows of each (host, allocator), NA spelled as an empty name; grouped
+    on the columns (categorical codes in the timeline), not a string per row."""
+    keys = frame[["host", "allocator"]]
+    groups = keys.groupby(["host", "allocator"], observed=True, dropna=False, sort=False).indices
+    return {
+        (_spelled(host), _spelled(allocator)): rows for (host, allocator), rows in groups.items()
+    }
+
+
+def _spelled(name: object) -> str:
+    return "" if pd.isna(name) else str(name)
 
 
 def _empty() -> pd.DataFrame:

@@ -69,22 +69,57 @@ class _Columns:
     def joined(self) -> dict[str, np.ndarray]:
         return {name: np.concatenate(parts) for name, parts in self.parts.items()}
 
+
+class _Store:
+    """Named numpy columns of a known capacity, filled batch by batch in place:
+    no part per batch to keep, join or free (freed parts leave the C heap
+    fragmented, so the process keeps their memory)."""
+
+    def __init__(self, capacity: int, dtypes: dict[str, type]) -> None:
+        # np.empty: pages never written are never resident.
+        self.columns: dict[str, np.ndarray] = {
+            name: np.empty(capacity, dtype) for name, dtype in dtypes.items()
+        }
+        self.rows = 0
+
+    def add(self, columns: dict[str, np.ndarray | int]) -> int:
+        """Write a batch's rows (arrays of one length, or scalars for all of them)."""
+        size = next(len(v) for v in columns.values() if isinstance(v, np.ndarray))
+        lo, self.rows = self.rows, self.rows + size
+        for name, values in columns.items():
+            self.columns[name][lo : self.rows] = values
+        return size
+
     def take(self, name: str, order: np.ndarray | None = None) -> np.ndarray:
-        """Column ``name`` whole (in ``order`` if given), its parts let go: the
-        columns are made one at a time so that peak memory stays near one copy."""
-        values = np.concatenate(self.parts.pop(name))
-        return values if order is None else values[order]
+        """Column ``name``'s rows (in ``order`` if given), the column let go: the
+        table's columns are made one at a time so that peak memory stays near
+        one copy."""
+        values = self.columns.pop(name)[: self.rows]
+        return values.copy() if order is None else values[order]
+
+
+def _event_dtypes() -> dict[str, type]:
+    dtypes: dict[str, type] = {}
+    for column in INT_STATS.values():
+        dtypes[column], dtypes[f"{column}.valid"] = np.int64, np.bool_
+    dtypes["fragmentation"], dtypes["fragmentation.valid"] = np.float64, np.bool_
+    # Codes into Labels: a capture has far fewer than 2**31 distinct strings.
+    dtypes.update(dict.fromkeys(STR_STATS.values(), np.int32))
+    dtypes.update(is_allocation=np.bool_, time_ps=np.int64, _plane=np.int32, _order=np.int64)
+    return dtypes
 
 
 class MemoryEvents:
-    """The memory events of a capture, gathered batch by batch; ``frame()`` is
+    """The memory events of a capture, gathered batch by batch into columns of
+    ``capacity`` rows (at least the events that will be added); ``frame()`` is
     the events table (``trace.EVENT_COLUMNS``) in time order."""
 
-    def __init__(self, problems: Counter[tuple[str, str]]) -> None:
+    def __init__(self, problems: Counter[tuple[str, str]], capacity: int) -> None:
         # (stat, problem) -> memory events with it; said once per kind at the end.
         self.problems = problems
-        self._columns = _Columns()
+        self._columns = _Store(capacity, _event_dtypes())
         self._labels = {"plane": Labels(), **{column: Labels() for column in STR_STATS.values()}}
+        self._plane_codes: dict[int, int] = {}  # plane index -> code in "plane" labels
 
     def add(
         self,
@@ -96,27 +131,30 @@ class MemoryEvents:
     ) -> None:
         """The events of ``decoded`` where ``is_memory``. A stat of the wrong type is
         NA, and an event out of time range is left out; ``problems`` counts both."""
-        columns: dict[str, np.ndarray] = {}
+        self._count_out_of_range(is_memory & ~decoded.in_range)
+        rows = np.flatnonzero(is_memory & decoded.in_range)
+        # Each value is picked as soon as it is read: a batch's temporaries stay small.
+        picked: dict[str, np.ndarray | int] = {}
         for stat, column in INT_STATS.items():
             values, valid = decoded.int_stat(stat)
             self._count(stat, is_memory & decoded.present(stat) & ~valid)
-            columns[column], columns[f"{column}.valid"] = values, valid
+            picked[column], picked[f"{column}.valid"] = values[rows], valid[rows]
         values, valid = decoded.float_stat("fragmentation")
         wrong = decoded.present("fragmentation") & ~decoded.is_number("fragmentation")
         self._count("fragmentation", is_memory & wrong)
-        columns["fragmentation"], columns["fragmentation.valid"] = values, valid
+        picked["fragmentation"], picked["fragmentation.valid"] = values[rows], valid[rows]
+        codes: dict[str, np.ndarray] = {}
         for stat, column in STR_STATS.items():
-            codes, labels = decoded.str_codes(stat)
-            columns[column] = self._labels[column].encode(codes, labels)
-            self._count(stat, is_memory & decoded.present(stat) & (columns[column] < 0))
-        self._name_devices(decoded, columns["allocator"], is_memory)
-        self._count_out_of_range(is_memory & ~decoded.in_range)
-        rows = np.flatnonzero(is_memory & decoded.in_range)
-        picked = {name: values[rows] for name, values in columns.items()}
-        picked["plane"] = np.full(rows.size, self._labels["plane"].code(plane))
+            batch_codes, labels = decoded.str_codes(stat)
+            codes[column] = self._labels[column].encode(batch_codes, labels)
+            self._count(stat, is_memory & decoded.present(stat) & (codes[column] < 0))
+        self._name_devices(decoded, codes["allocator"], is_memory)
+        for column, values in codes.items():
+            picked[column] = values[rows]
+        self._plane_codes.setdefault(plane_index, self._labels["plane"].code(plane))
+        picked["_plane"] = plane_index
         picked["is_allocation"] = is_allocation[rows]
         picked["time_ps"] = decoded.time_ps[rows]
-        picked["_plane"] = np.full(rows.size, plane_index)
         picked["_order"] = decoded.order[rows]
         self._columns.add(picked)
 
@@ -151,17 +189,25 @@ class MemoryEvents:
         columns = self._columns
         # Time order; ties keep the file's order (plane, line, position in line).
         time_ps = columns.take("time_ps")
-        order = np.lexsort([columns.take("_order"), columns.take("_plane"), time_ps])
+        planes = columns.take("_plane")
+        order = np.lexsort([columns.take("_order"), planes, time_ps])
         table: dict[str, object] = {"time_ps": time_ps[order]}
         del time_ps
+        plane_codes = np.full(max(self._plane_codes) + 1, -1, dtype=np.int64)
+        plane_codes[list(self._plane_codes)] = list(self._plane_codes.values())
+        table["plane"] = self._labels["plane"].categorical(plane_codes[planes[order]])
+        del planes
         for name, dtype in EVENT_COLUMNS.items():
+            if name in table:
+                continue
             if dtype == "category":
                 table[name] = self._labels[name].categorical(columns.take(name, order))
             elif dtype in ("Int64", "Float64"):
                 values, valid = columns.take(name, order), columns.take(f"{name}.valid", order)
+                np.logical_not(valid, out=valid)  # the mask, in place
                 masked = pd.arrays.IntegerArray if dtype == "Int64" else pd.arrays.FloatingArray
-                table[name] = masked(values, ~valid)
-            elif name != "time_ps":
+                table[name] = masked(values, valid)
+            else:
                 table[name] = columns.take(name, order)
         return pd.DataFrame({name: table[name] for name in EVENT_COLUMNS}, copy=False)
 

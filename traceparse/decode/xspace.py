@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -28,7 +29,7 @@ from traceparse.decode.limits import (
     checked_bytes,
     problem_notes,
 )
-from traceparse.decode.planes import Plane, select, split_planes
+from traceparse.decode.planes import OpTimes, Plane, Selected, select, split_planes
 from traceparse.decode.trace import FUNCTION_RUN_COLUMNS, MemoryTrace, empty_frame
 from traceparse.decode.xla import XlaSource
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
@@ -105,69 +106,49 @@ class _Decoder:
         self.problems: Counter[tuple[str, str]] = Counter()
 
     def run(self) -> MemoryTrace:
-        memory_events = MemoryEvents(self.problems)
         step_markers = StepMarkers()
         op_time: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         op_types: dict[str, str] = {}
         runs: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         xla: XlaSource | None = None
         referenced: set[str] = set()
+        # First every plane's events are found, so the memory events' columns can be
+        # made once at their final size (at most the events picked for decoding).
+        picked: list[_PlaneEvents] = []
         for plane_index, parts in enumerate(self.planes):
-            plane = parts.meta
             if parts.deferred is not None:
                 start, end = parts.deferred
                 xla = XlaSource(self.path, self.data[start:end])
                 continue
-            names = _names(plane.event_metadata)
-            stat_names = _names(plane.stat_metadata)
-            referenced.update(stat_names.values())
-            memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
-            is_host = text(plane.name).startswith("/host:")
-            op_ids: dict[int, str] = {}
-            if is_host:
-                for key, name in names.items():
-                    match = _OP_EVENT.match(name)
-                    if match:
-                        op_name, op_type = match.groups()
-                        op_ids[key] = op_name
-                        op_types.setdefault(op_name, op_type)
-                    elif name.startswith(_EAGER_PREFIX):
-                        # An eager op is named after its type ("Fill").
-                        op_type = name[len(_EAGER_PREFIX) :]
-                        op_types.setdefault(op_type, op_type)
-            step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
-            memory = wire.metadata_ids(memory_ids)
-            markers = wire.metadata_ids(step_stat_ids)
-            functions = wire.metadata_ids(
-                k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX)
-            )
-            detailed, timing = select(
-                self.data,
-                parts.lines,
-                np.concatenate([memory, functions]) if functions.size else memory,
-                wire.metadata_ids(op_ids),
-                markers,
-                self._relative_ns,
-            )
-            alloc_ids = wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION)
+            found = self._select(plane_index, parts, op_types)
+            referenced.update(found.stat_names.values())
+            picked.append(found)
+            if found.timing.metadata_ids.size:
+                op_ids = found.op_ids
+                ids = found.timing.metadata_ids.view(np.int64).tolist()
+                op_time.append(
+                    ([op_ids[i] for i in ids], found.timing.counts, found.timing.total_ps)
+                )
+        memory_events = MemoryEvents(self.problems, sum(len(p.detailed) for p in picked))
+        while picked:
+            found = picked.pop(0)  # each plane's selection is let go once decoded
+            plane = found.plane
             # In batches: the column-wise decode makes temporaries per field.
-            layout = StatLayout(stat_names)
-            for batch in detailed.batches(_EVENTS_PER_BATCH):
+            layout = StatLayout(found.stat_names)
+            for batch in found.detailed.batches(_EVENTS_PER_BATCH):
                 decoded = DecodedEvents(batch, layout)
                 mids = batch.metadata_ids
-                is_memory = np.isin(mids, memory)
+                is_memory = np.isin(mids, found.memory)
                 if is_memory.any():
-                    is_allocation = np.isin(mids, alloc_ids)
+                    is_allocation = np.isin(mids, found.alloc_ids)
                     memory_events.add(
-                        decoded, is_memory, is_allocation, text(plane.name), plane_index
+                        decoded, is_memory, is_allocation, text(plane.name), found.index
                     )
-                if markers.size:
-                    step_markers.add(decoded, names, mids)
-                if functions.size:
-                    runs.append(_function_runs(decoded, mids, functions, op_ids))
-            if timing.metadata_ids.size:
-                op_names = [op_ids[i] for i in timing.metadata_ids.view(np.int64).tolist()]
-                op_time.append((op_names, timing.counts, timing.total_ps))
+                if found.markers.size:
+                    step_markers.add(decoded, found.names, mids)
+                if found.functions.size:
+                    runs.append(_function_runs(decoded, mids, found.functions, found.op_ids))
+            del found
         function_runs = _runs_table(runs)
         if runs:  # picked for their times, so select() did not time them: add them back
             op_time.extend(
@@ -195,12 +176,78 @@ class _Decoder:
             stat_names=frozenset(referenced),
         )
 
+    def _select(self, plane_index: int, parts: Plane, op_types: dict[str, str]) -> _PlaneEvents:
+        """One plane's events worth decoding, with the ids that say what each is;
+        its TF ops' types go into ``op_types``."""
+        plane = parts.meta
+        names = _names(plane.event_metadata)
+        stat_names = _names(plane.stat_metadata)
+        memory_ids = {k for k, n in names.items() if n in (_ALLOCATION, _DEALLOCATION)}
+        is_host = text(plane.name).startswith("/host:")
+        op_ids: dict[int, str] = {}
+        if is_host:
+            for key, name in names.items():
+                match = _OP_EVENT.match(name)
+                if match:
+                    op_name, op_type = match.groups()
+                    op_ids[key] = op_name
+                    op_types.setdefault(op_name, op_type)
+                elif name.startswith(_EAGER_PREFIX):
+                    # An eager op is named after its type ("Fill").
+                    op_type = name[len(_EAGER_PREFIX) :]
+                    op_types.setdefault(op_type, op_type)
+        step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
+        memory = wire.metadata_ids(memory_ids)
+        markers = wire.metadata_ids(step_stat_ids)
+        functions = wire.metadata_ids(
+            k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX)
+        )
+        detailed, timing = select(
+            self.data,
+            parts.lines,
+            np.concatenate([memory, functions]) if functions.size else memory,
+            wire.metadata_ids(op_ids),
+            markers,
+            self._relative_ns,
+        )
+        return _PlaneEvents(
+            index=plane_index,
+            plane=plane,
+            names=names,
+            stat_names=stat_names,
+            op_ids=op_ids,
+            memory=memory,
+            alloc_ids=wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION),
+            markers=markers,
+            functions=functions,
+            detailed=detailed,
+            timing=timing,
+        )
+
     def _relative_ns(self, timestamp_ns: int) -> int:
         # Host lines count from the capture start; device lines may carry
         # nanoseconds since the epoch. Put both on the capture's clock.
         if self.start_ns and timestamp_ns >= self.start_ns // 2:
             timestamp_ns -= self.start_ns
         return max(-_MAX_LINE_NS, min(timestamp_ns, _MAX_LINE_NS))
+
+
+@dataclass
+class _PlaneEvents:
+    """A plane's events picked for decoding (``detailed``), its op times, and the
+    metadata ids that say which events are what."""
+
+    index: int
+    plane: xplane_skim_pb2.SkimPlane
+    names: dict[int, str]
+    stat_names: dict[int, str]
+    op_ids: dict[int, str]  # event metadata id -> TF op name
+    memory: np.ndarray
+    alloc_ids: np.ndarray
+    markers: np.ndarray
+    functions: np.ndarray
+    detailed: Selected
+    timing: OpTimes
 
 
 def _function_runs(

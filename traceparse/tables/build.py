@@ -119,6 +119,9 @@ def event_steps(trace: MemoryTrace) -> pd.arrays.IntegerArray:
 def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(allocations, frees_without_allocation, timeline) for one host."""
     events = trace.events
+    if not events.index.equals(pd.RangeIndex(len(events))):
+        # Rows are positions; the timeline takes event columns as Series, which align.
+        events = events.reset_index(drop=True)
     allocs, frees, orphans = pair_events(events)
     steps = event_steps(trace)
     if trace.format == "xplane" and trace.step_markers.empty and len(frees):
@@ -192,31 +195,31 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
     op_names = np.asarray(op.cat.categories, dtype=object)
-    alloc_bytes = events["allocation_bytes"].array
     sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
-    reserved = events["bytes_reserved"].array
-    heap = events["bytes_allocated"].array
+    # The event columns the timeline repeats are shared, not copied (copy=False):
+    # passed as Series, so pandas' copy-on-write knows that two frames hold them.
     timeline = pd.DataFrame(
         {
             "host": host,
-            "allocator": events["allocator"].array,
-            "time_ps": times,
+            "allocator": events["allocator"],
+            "time_ps": events["time_ps"],
             "kind": pd.Categorical.from_codes(
                 (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
             ),
-            "in_use_bytes": reserved + heap,
-            "heap_bytes": heap,
-            "reserved_bytes": reserved,
-            "available_bytes": events["bytes_available"].array,
-            "fragmentation": events["fragmentation"].array,
-            "delta_bytes": alloc_bytes * sign,
-            "address": events["address"].array,
-            "requested_bytes": events["requested_bytes"].array,
-            "allocation_bytes": alloc_bytes,
-            "peak_bytes_in_use": events["peak_bytes_in_use"].array,
+            "in_use_bytes": events["bytes_reserved"].array + events["bytes_allocated"].array,
+            "heap_bytes": events["bytes_allocated"],
+            "reserved_bytes": events["bytes_reserved"],
+            "available_bytes": events["bytes_available"],
+            "fragmentation": events["fragmentation"],
+            "delta_bytes": events["allocation_bytes"].array * sign,
+            "address": events["address"],
+            "requested_bytes": events["requested_bytes"],
+            "allocation_bytes": events["allocation_bytes"],
+            "peak_bytes_in_use": events["peak_bytes_in_use"],
             "op": categorical_take(op_names, op_by_event),
             "step": steps,
-        }
+        },
+        copy=False,
     )
     # Columns in the order of contracts.ALLOCATIONS, FREES_WITHOUT_ALLOCATION and
     # TIMELINE; Profile applies those contracts, with the categories all hosts share.
