@@ -307,9 +307,7 @@ def test_small_parameters_count_on_gpus_only_and_allocators_must_be_known() -> N
     a = _program("a_inference_step_1__.1", [([16, 1024], True)])  # 64 KiB
     prof = _profile([a], [a.skim.module], {CPU: 1 * MiB})
     assert prof.xla_parameters["reason"].tolist() == [SMALL]
-    prof = _profile(
-        [a], [a.skim.module], {GPU: 1 * MiB}, [alloc(10, 1, 256 * KiB, allocator=GPU)]
-    )
+    prof = _profile([a], [a.skim.module], {GPU: 1 * MiB}, [alloc(10, 1, 256 * KiB, allocator=GPU)])
     assert int(prof.attribution.iloc[0]["xla_parameter_bytes"]) == 64 * KiB
     # Two allocators and no allocation linked to the program: which one is unknown.
     events = [alloc(10, 1, 256 * KiB, allocator=GPU), alloc(11, 2, 256 * KiB, allocator=CPU)]
