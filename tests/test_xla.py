@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, MANIFEST, REPO, xplane_files
 from google.protobuf.descriptor import Descriptor
+from test_analysis_support import alloc as alloc_event
+from test_xla_params import _profile, _program
 
 import traceparse
 from traceparse._proto import hlo_pb2
@@ -182,7 +184,7 @@ def test_load_leaves_programs_unparsed() -> None:
     assert len(source.data) > 100_000  # the plane's bytes, kept for later
 
 
-@pytest.mark.parametrize("name", XLA_FIXTURES)
+@pytest.mark.parametrize("name", [*XLA_FIXTURES, "xla_tensorboard"])
 def test_unique_sizes_are_linked(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations
@@ -197,7 +199,9 @@ def test_unique_sizes_are_linked(name: str) -> None:
     for row in allocations.itertuples():
         fits = sizes.get(int(row.requested_bytes), [])
         running = runs[(runs.start_ps <= row.alloc_ps) & (row.alloc_ps <= runs.end_ps)]
-        fits = [f for f in fits if f[2] == row.op or f[2] in set(running.function)]
+        seen = [f for f in fits if f[2] == row.op or f[2] in set(running.function)]
+        # With no TF op recorded, the size alone links (docs/xla.md).
+        fits = seen or (fits if pd.isna(row.op) else [])
         if len(fits) == 1:
             assert (row.xla_program, row.xla_allocation_index) == fits[0][:2]
             checked += 1
@@ -209,7 +213,7 @@ def test_unique_sizes_are_linked(name: str) -> None:
                 a.index: a.size for a in program.hlo.buffer_assignment.buffer_allocations
             }
             assert sizes_by_index[int(row.xla_allocation_index)] == row.requested_bytes
-    assert checked >= 3  # every run's temp slab
+    assert checked >= 2  # every run's temp slab (two profiled batches in xla_tensorboard)
     assert prof.xla_programs["runs"].sum() == allocations["xla_program"].notna().sum()
 
 
@@ -433,3 +437,21 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     assert eager.xla_at_peak[0].empty
     assert "XLA programs" not in render_markdown([eager])
     assert "xla_programs" not in json.loads(render_json([eager]))["profiles"][0]["tables"]
+
+
+def test_size_alone_links_only_allocations_with_no_op() -> None:
+    """``fit`` under XLA launches its step with no event on the op line: an
+    allocation with no TF op and a program allocation's exact size is linked;
+    one that a TF op made (an eager tensor of the same size) is not."""
+    slab = 3 * 1024 * 1024
+    program = _program("a_inference_one_step_on_data_9__.1", [([512, 512], True)], temp=slab)
+    events = [
+        alloc_event(10, 1, slab, op=None, shape=None, dtype=None, allocator="mklcpu"),
+        alloc_event(20, 2, slab, op="Fill", allocator="mklcpu"),
+        alloc_event(30, 3, slab + 4, op=None, shape=None, dtype=None, allocator="mklcpu"),
+    ]
+    prof = _profile([program], [], {"mklcpu": 0}, events)
+    linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
+    assert linked.loc[10] == 1  # the temp allocation, after the one parameter
+    assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
+    assert prof.xla_programs["runs"].tolist() == [1]

@@ -9,7 +9,11 @@ allocation when
   runtime makes per run (``xla.made_per_run``: temp, output, a parameter's
   output twin), and
 - the program's TF function is running on the host's op line at that moment
-  (a ``__inference_f_27`` event covers it) or the allocation's op names it.
+  (a ``__inference_f_27`` event covers it) or the allocation's op names it, or
+  the allocation has no op at all: every TF op names its allocations, so an
+  event with none and a program allocation's exact size is the XLA runtime's
+  (``model.fit`` under XLA launches its step with no event on the op line).
+  An allocation whose op names something else is never linked on size alone.
 
 When several program allocations fit, nothing is guessed: within one program
 the program is named and the index left NA; across programs neither is set.
@@ -136,7 +140,11 @@ def link_allocations(
         fits = candidates.get((host, int(requested[row])), [])
         running = _running(function_runs.get(host), int(times[row]))
         op = ops[row] if isinstance(ops[row], str) else None
-        fits = [c for c in fits if c[2] is not None and (c[2] == op or c[2] in running)]
+        seen = [c for c in fits if c[2] is not None and (c[2] == op or c[2] in running)]
+        # No TF op recorded: TF ops always name their allocations, so one with no op
+        # and a program allocation's exact size is the runtime's, made for it even
+        # when the launch left no event on the op line (Keras fit under XLA).
+        fits = seen or (fits if op is None else [])
         if not fits:
             continue
         names = {c[0] for c in fits}
