@@ -24,6 +24,8 @@ from traceparse.analysis.xla_live import NO_TF_OP
 from traceparse.tables.xla import allocation_kind, made_per_run
 
 XLA_FIXTURES = ["xla_function", "xla_keras"]
+# Every fixture that holds XLA programs (the checks against TensorFlow's reading).
+ALL_XLA = [*XLA_FIXTURES, "xla_tensorboard", "layers_cnn_xla"]
 # Our message -> TensorFlow's (nested messages are compared through their fields).
 UPSTREAM = {
     "HloProto": "HloProto",
@@ -135,7 +137,7 @@ def _tf_buffer_rows(hlo: Any, tf_hlo: ModuleType) -> list[tuple[Any, ...]]:
     return rows
 
 
-@pytest.mark.parametrize("name", [*XLA_FIXTURES, "keras_train", "eager_ops"])
+@pytest.mark.parametrize("name", [*ALL_XLA, "keras_train", "eager_ops"])
 def test_buffers_match_tensorflow_reading(
     name: str, tf_xplane: ModuleType, tf_hlo: ModuleType
 ) -> None:
@@ -143,7 +145,7 @@ def test_buffers_match_tensorflow_reading(
     expected = _tf_programs(path, tf_xplane, tf_hlo)
     prof = traceparse.load(path)
     assert sorted(prof.xla_programs["program"]) == sorted(expected)
-    if name in XLA_FIXTURES:
+    if name in ALL_XLA:
         assert expected, "the XLA fixtures hold programs"
     for program, hlo in expected.items():
         ours = prof.xla_buffers[prof.xla_buffers["program"] == program]
@@ -184,7 +186,7 @@ def test_load_leaves_programs_unparsed() -> None:
     assert len(source.data) > 100_000  # the plane's bytes, kept for later
 
 
-@pytest.mark.parametrize("name", [*XLA_FIXTURES, "xla_tensorboard"])
+@pytest.mark.parametrize("name", ALL_XLA)
 def test_unique_sizes_are_linked(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations

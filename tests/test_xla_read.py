@@ -18,6 +18,7 @@ from traceparse.decode.xla import Skim, XlaProgram
 from traceparse.tables.xla_link import link_allocations
 
 XLA_FIXTURES = ["xla_function", "xla_keras"]
+ALL_XLA = [*XLA_FIXTURES, "xla_tensorboard", "layers_cnn_xla"]
 _ALLOCATION_FIELDS = [f.name for f in hlo_skim_pb2.SkimBufferAllocation.DESCRIPTOR.fields]
 _READ = [name for name in _ALLOCATION_FIELDS if name != "assigned"]
 
@@ -65,7 +66,7 @@ def test_skim_descriptors_match_tensorflow() -> None:
             assert _repeated(f) == _repeated(up), f"{ours}.{f.name}"
 
 
-@pytest.mark.parametrize("name", XLA_FIXTURES)
+@pytest.mark.parametrize("name", ALL_XLA)
 def test_skim_read_equals_full_parse(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     programs = prof._xla.programs
@@ -78,7 +79,7 @@ def test_skim_read_equals_full_parse(name: str) -> None:
         )
 
 
-@pytest.mark.parametrize("name", XLA_FIXTURES)
+@pytest.mark.parametrize("name", ALL_XLA)
 def test_skim_read_equals_tensorflow_reading(name: str) -> None:
     tf_hlo = pytest.importorskip("tensorflow.compiler.xla.service.hlo_pb2")
     tf_xplane = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
@@ -101,7 +102,7 @@ def test_skim_read_equals_tensorflow_reading(name: str) -> None:
         )
 
 
-@pytest.mark.parametrize("name", XLA_FIXTURES)
+@pytest.mark.parametrize("name", ALL_XLA)
 def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations
@@ -115,7 +116,8 @@ def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
     assert skimmed.shared == parsed.shared
     assert skimmed.held() == parsed.held()
     assert skimmed.notes == parsed.notes
-    assert sum(p is not None for p in skimmed.index) >= 3  # each run's temp slab
+    # Each run's temp slab: three runs, two in xla_tensorboard (two profiled batches).
+    assert sum(p is not None for p in skimmed.index) >= (2 if name == "xla_tensorboard" else 3)
 
 
 @pytest.fixture
