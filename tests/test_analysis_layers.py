@@ -313,8 +313,13 @@ def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None
     prof = load("xla_keras")
     table = prof.layers
     layers = [str(name) for name in table["layer"] if not str(name).startswith("(")]
-    assert layers[:3] == ["conv2", "conv1", "pool"]
-    assert (table.set_index("layer").loc[layers[:3], "activation_bytes"] > 0).all()
+    assert layers[0] == "conv2"
+    activations = table.set_index("layer").loc[layers, "activation_bytes"]
+    assert activations[activations > 0].sort_values(ascending=False).index.tolist() == [
+        "conv2",
+        "conv1",
+        "pool",
+    ]
     assert_rows_sum_to_in_use(prof, table)
 
 

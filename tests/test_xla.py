@@ -288,10 +288,13 @@ def test_depth_one_scopes_of_a_jit_compiled_model_are_its_layers(name: str, mode
     assert len(held) >= 2 and set(held.index) <= layers
     live = prof.live_at_peak(expand_xla=True)
     ops = live["op"].astype(object).fillna("")
+    # Copies of the step's arguments made for a layer's ops are in its scope, and
+    # in its other bytes in ``layers``.
+    copies = live["op_type"].astype(object) == "XLA_Args"
     for layer, size in held.items():
-        assert by_scope.get(layer) == size, (layer, by_scope)
         under = ops.str.contains(rf"(?:^|/){model}_\d+/{layer}_\d+/", regex=True)
-        assert int(live.loc[under, "allocated_bytes"].sum()) == size, layer
+        assert by_scope.get(layer) == int(live.loc[under, "allocated_bytes"].sum()), layer
+        assert int(live.loc[under & ~copies, "allocated_bytes"].sum()) == size, layer
     # No scope at depth 1 is the model's own (the model root is dropped).
     assert not any(str(s).startswith(f"{model}_") for s in by_scope)
 
@@ -457,3 +460,35 @@ def test_size_alone_links_only_allocations_with_no_op() -> None:
     assert linked.loc[10] == 1  # the temp allocation, after the one parameter
     assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
     assert prof.xla_programs["runs"].tolist() == [1]
+
+
+@pytest.mark.parametrize("name", ["layers_cnn_xla", "xla_keras"])
+def test_an_arguments_copy_takes_the_op_that_reads_it(name: str, tf_hlo: ModuleType) -> None:
+    """A copy of an entry argument is named after its first reader with a TF op,
+    typed XLA_Args; checked on TensorFlow's own reading of the module: the op is
+    one a reader of the buffer's instruction (or its fused root) carries."""
+    tf_xplane = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+    (path,) = xplane_files(name)
+    theirs = _tf_programs(path, tf_xplane, tf_hlo)
+    prof = traceparse.load(path)
+    buffers = prof.xla_buffers
+    copies = buffers[buffers["tf_op_type"] == "XLA_Args"]
+    assert len(copies) and not (copies["tf_op"] == "XLA_Args").any()
+    for row in copies.itertuples():
+        module = theirs[row.program].hlo_module
+        comps = {c.id: c for c in module.computations}
+        insts = {i.name: (c, i) for c in module.computations for i in c.instructions}
+        comp, inst = insts[row.instruction]
+        assert inst.opcode != "parameter" and not inst.metadata.op_name.replace("XLA_Args", "")
+        readers = [i for i in comp.instructions if inst.id in i.operand_ids]
+        names = {i.metadata.op_name for i in readers}
+        for reader in readers:
+            for called in reader.called_computation_ids:
+                names |= {i.metadata.op_name for i in comps[called].instructions}
+        assert row.tf_op in names
+    # The Dense kernel's layout copy is the layer's, as other bytes, not an activation.
+    if name == "layers_cnn_xla":
+        kernel = copies[copies["shape"] == "[16384,512]"]
+        assert set(kernel["tf_op"]) == {"mycnn_1/dense_1_1/MatMul"}
+        dense = prof.layers.set_index("layer").loc["dense_1"]
+        assert dense["other_bytes"] >= 16384 * 512 * 4 and dense["activation_bytes"] == 0

@@ -50,6 +50,7 @@ from traceparse.analysis.layer_names import (
 )
 from traceparse.analysis.layer_params import parameter_pieces, reader_ops
 from traceparse.analysis.liveness import held_bytes
+from traceparse.tables.xla import XLA_ARGS
 
 KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",
@@ -198,6 +199,11 @@ def _tensor_pieces(
     shapes_in = frame["shape"].astype("category")
     keys = [_shape_key(s) for s in shapes_in.cat.categories] + [None]
     shape = np.asarray(keys, dtype=object)[shapes_in.cat.codes.to_numpy()]
+    if "op_type" in frame:
+        # An XLA argument's copy (typed XLA_Args, named after the op reading it) is
+        # the layer's but not that op's output: a weight's or an input's copy.
+        copies = frame["op_type"].astype(object).to_numpy() == XLA_ARGS
+        kind[copies] = OTHER
     if shapes:
         # An update temporary the shape of one layer's weight: the layer's, but not
         # its optimizer state (that is the slots), so it counts as other.

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceparse.tables.xla import XLA_ARGS
+
 # The op of an HLO buffer (or agreed value) live in a linked slab whose TF op the
 # module does not say (tables/xla.py: no metadata, and not a fusion or copy of
 # an op that has one): one explicit name in ops, scopes, layers and the expanded
@@ -199,12 +201,13 @@ def live_deltas(live: pd.DataFrame, slabs: pd.DataFrame) -> dict[Key, list[int]]
 
 
 def op_types(slabs: pd.DataFrame) -> dict[str, Any]:
-    """TF op -> its op type, from the largest live buffer of that op."""
+    """TF op -> its op type, from the largest live buffer of that op (an
+    argument's copy, typed ``XLA_Args``, says nothing of the op's own type)."""
     found: dict[str, Any] = {}
     ordered = slabs.sort_values("held_bytes", ascending=False, kind="stable")
     for op, kind in zip(ordered["tf_op"].tolist(), ordered["tf_op_type"].tolist(), strict=True):
-        if isinstance(op, str) and op not in found:
-            found[op] = kind if isinstance(kind, str) else None
+        if isinstance(op, str) and found.get(op) is None:
+            found[op] = kind if isinstance(kind, str) and kind != XLA_ARGS else None
     return found
 
 

@@ -13,6 +13,14 @@ value comes from in two cases, and only those are followed:
   elements (parameter, ``transpose``, ``copy``, ``bitcast``, ``reshape``; XLA's
   ``transpose_copy_fusion``, a layout change): like a copy, its operand's.
 
+Followed that way, a copy of an entry argument would be named after the
+argument, ``XLA_Args``: tf2xla writes it on every parameter, and it names no TF
+op. Such a copy takes instead the TF op of its first reader in the computation
+that has one (the layout copy of a Dense kernel is its MatMul's), with
+``tf_op_type`` ``XLA_Args`` to say it holds an argument, not that op's output.
+Parameters themselves keep ``XLA_Args``; ``xla_parameters.read_by`` lists
+their readers.
+
 Everything else without metadata keeps NA.
 """
 
@@ -63,6 +71,8 @@ Allocation = hlo_pb2.BufferAllocationProto | hlo_skim_pb2.SkimBufferAllocation
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
 _COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
+# tf2xla's op_name for every entry parameter; as a buffer's tf_op_type, an argument's copy.
+XLA_ARGS = "XLA_Args"
 # Fused instructions that only move elements: a fusion of these is a copy.
 _MOVES = {"parameter", "transpose", "copy", "bitcast", "reshape"}
 # "a_inference_one_step_on_data_1132__XlaMustCompile_...2" -> the TF function
@@ -173,6 +183,8 @@ class ModuleIndex:
                 if inst.opcode != "fusion":
                     pending.extend(inst.called_computation_ids)
         self._origins: dict[int, _Origin] = {}
+        # Computation id -> instruction id -> the instructions reading it.
+        self._users_in: dict[int, dict[int, list[hlo_pb2.HloInstructionProto]]] = {}
 
     def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
         insts = comp.instructions
@@ -228,8 +240,35 @@ class ModuleIndex:
             operand = self.by_id.get(inst.operand_ids[0])
             if operand is not None:
                 found = self.origin(operand, depth + 1)
+        if found.tf_op == XLA_ARGS and inst.opcode != "parameter" and depth < 64:
+            reader = self._first_reader(inst, depth)
+            if reader is not None:
+                found = _Origin(reader.tf_op, XLA_ARGS, reader.source)
         self._origins[inst.id] = found
         return found
+
+    def _first_reader(self, inst: hlo_pb2.HloInstructionProto, depth: int) -> _Origin | None:
+        """The origin of the first instruction reading ``inst`` whose TF op is not
+        ``XLA_Args`` (a reader that copies it again passes on its own reader's)."""
+        for user in self._users(inst):
+            found = self.origin(user, depth + 1)
+            if found.tf_op is not None and found.tf_op != XLA_ARGS:
+                return found
+        return None
+
+    def _users(self, inst: hlo_pb2.HloInstructionProto) -> list[hlo_pb2.HloInstructionProto]:
+        """The instructions of ``inst``'s computation that read it, in order."""
+        comp_id = self.computation_of.get(inst.id)
+        comp = self.module.computation(comp_id) if comp_id is not None else None
+        if comp_id is None or comp is None:
+            return []
+        if comp_id not in self._users_in:
+            users: dict[int, list[hlo_pb2.HloInstructionProto]] = {}
+            for other in comp.instructions:
+                for operand in dict.fromkeys(other.operand_ids):
+                    users.setdefault(operand, []).append(other)
+            self._users_in[comp_id] = users
+        return self._users_in[comp_id].get(inst.id, [])
 
     def _moves_only(self, fusion: hlo_pb2.HloInstructionProto) -> bool:
         """Whether a fusion of one operand only moves its elements (a layout copy)."""

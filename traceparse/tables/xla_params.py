@@ -23,7 +23,7 @@ import pandas as pd
 
 from traceparse._proto import hlo_pb2
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import buffer_info, function_of
+from traceparse.tables.xla import XLA_ARGS, buffer_info, function_of
 
 PARAMETER_COLUMNS: dict[str, str] = {
     "host": "category",
@@ -39,8 +39,6 @@ PARAMETER_COLUMNS: dict[str, str] = {
     "updated": "bool",
     "read_by": "object",
 }
-# tf2xla's op_name for every entry parameter: says nothing about what reads it.
-_ARGS = "XLA_Args"
 _PASS_THROUGH = {"copy", "copy-start", "copy-done", "bitcast"}
 
 
@@ -68,7 +66,7 @@ def _readers(program: XlaProgram) -> dict[str, str | None]:
         while todo:
             for user in users.get(todo.pop(), []):
                 name = user.metadata.op_name
-                if name and name != _ARGS:
+                if name and name != XLA_ARGS:
                     names.add(name)
                 elif user.opcode in _PASS_THROUGH and user.id not in seen:
                     seen.add(user.id)
