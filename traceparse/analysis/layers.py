@@ -48,7 +48,7 @@ from traceparse.analysis.layer_names import (
     names_in_ops,
     place_op,
 )
-from traceparse.analysis.layer_params import parameter_pieces, reader_ops
+from traceparse.analysis.layer_params import PIECE_COLUMNS, parameter_pieces, reader_ops
 from traceparse.analysis.liveness import held_bytes
 from traceparse.tables.xla import XLA_ARGS
 
@@ -324,20 +324,7 @@ def _remainder_pieces(attribution: pd.DataFrame, named: pd.DataFrame) -> pd.Data
 
 
 def _empty_pieces() -> pd.DataFrame:
-    return pd.DataFrame(
-        columns=[
-            "host",
-            "allocator",
-            "layer",
-            "kind",
-            "replica",
-            "bytes",
-            "allocated_bytes",
-            "tensor",
-            "shape",
-            "live",
-        ]
-    )
+    return pd.DataFrame(columns=PIECE_COLUMNS)
 
 
 def _aggregate(pieces: pd.DataFrame, by_replica: bool) -> pd.DataFrame:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.report.escape import one_line
 from traceparse.report.plots import (
     _BINARY,
     PALETTE,
@@ -20,6 +19,7 @@ from traceparse.report.plots import (
     _unit,
     _with_titles,
     label_bars,
+    name_ticks,
 )
 
 __all__ = ["LAYER_PARTS", "layers_of", "layers_svg", "middle_cut"]
@@ -89,18 +89,8 @@ def layers_svg(frame: pd.DataFrame, *, label: str, salt: str = "layers") -> str:
                 label=legend,
             )
             left += values[column]
-        ax.set_yticks(
-            positions,
-            labels=[middle_cut(one_line(name)) for name in names],
-            parse_math=False,
-            fontfamily="DejaVu Sans Mono",
-            fontsize=8,
-        )
-        # Each axis label carries the layer's full name as its hover title.
-        titles = {}
-        for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), names, strict=True)):
-            tick.set_gid(f"{salt}-label-{i}")
-            titles[f"{salt}-label-{i}"] = one_line(name)
+        # Cut in the middle: layer names differ at both ends (block_3/dense_2).
+        titles = name_ticks(ax, positions, names, salt, shorten=middle_cut)
         label_bars(ax, positions, totals, scale, headroom=1.18)
         ax.set_xlabel(f"bytes live at the peak ({unit})")
         ax.legend(loc="lower right", fontsize=8, frameon=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -277,6 +277,29 @@ def label_bars(
     ax.set_axisbelow(True)
 
 
+def name_ticks(
+    ax: Axes,
+    positions: np.ndarray,
+    names: Sequence[str],
+    salt: str,
+    shorten: Callable[[str], str] = _shorten,
+) -> dict[str, str]:
+    """Y-axis labels cut by ``shorten`` to fit; returns each label's group id ->
+    the full name, for ``_with_titles`` to make it the label's hover title."""
+    ax.set_yticks(
+        positions,
+        labels=[shorten(one_line(name)) for name in names],
+        parse_math=False,
+        fontfamily="DejaVu Sans Mono",
+        fontsize=8,
+    )
+    titles = {}
+    for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), names, strict=True)):
+        tick.set_gid(f"{salt}-label-{i}")
+        titles[f"{salt}-label-{i}"] = one_line(name)
+    return titles
+
+
 def bars_svg(
     labels: Sequence[str],
     values: Sequence[int],
@@ -292,17 +315,7 @@ def bars_svg(
         unit, scale = _unit(float(vals.max()) if len(vals) else 0.0, _BINARY)
         positions = np.arange(len(labels))[::-1]
         ax.barh(positions, vals / scale, color=LINE, height=0.68)
-        ax.set_yticks(
-            positions,
-            labels=[_shorten(one_line(name)) for name in labels],
-            parse_math=False,
-            fontfamily="DejaVu Sans Mono",
-            fontsize=8,
-        )
-        titles = {}
-        for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), labels, strict=True)):
-            tick.set_gid(f"{salt}-label-{i}")
-            titles[f"{salt}-label-{i}"] = one_line(name)
+        titles = name_ticks(ax, positions, labels, salt)
         label_bars(ax, positions, vals, scale, headroom=1.15)
         ax.set_xlabel(f"{xlabel} ({unit})")
         return _with_titles(_svg(fig, label), titles)
