@@ -70,7 +70,7 @@ _ELEMENT_TYPES: dict[int, tuple[str, int]] = {
 Allocation = hlo_pb2.BufferAllocationProto | hlo_skim_pb2.SkimBufferAllocation
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
-_COPIES = {"copy", "copy-start", "copy-done", "bitcast"}
+COPY_OPCODES = {"copy", "copy-start", "copy-done", "bitcast"}
 # tf2xla's op_name for every entry parameter; as a buffer's tf_op_type, an argument's copy.
 XLA_ARGS = "XLA_Args"
 # Fused instructions that only move elements: a fusion of these is a copy.
@@ -236,7 +236,7 @@ class ModuleIndex:
                 operand = self.by_id.get(inst.operand_ids[0])
                 if operand is not None:
                     found = self.origin(operand, depth + 1)
-        elif depth < 64 and inst.opcode in _COPIES and inst.operand_ids:
+        elif depth < 64 and inst.opcode in COPY_OPCODES and inst.operand_ids:
             operand = self.by_id.get(inst.operand_ids[0])
             if operand is not None:
                 found = self.origin(operand, depth + 1)
@@ -250,13 +250,13 @@ class ModuleIndex:
     def _first_reader(self, inst: hlo_pb2.HloInstructionProto, depth: int) -> _Origin | None:
         """The origin of the first instruction reading ``inst`` whose TF op is not
         ``XLA_Args`` (a reader that copies it again passes on its own reader's)."""
-        for user in self._users(inst):
+        for user in self.users(inst):
             found = self.origin(user, depth + 1)
             if found.tf_op is not None and found.tf_op != XLA_ARGS:
                 return found
         return None
 
-    def _users(self, inst: hlo_pb2.HloInstructionProto) -> list[hlo_pb2.HloInstructionProto]:
+    def users(self, inst: hlo_pb2.HloInstructionProto) -> list[hlo_pb2.HloInstructionProto]:
         """The instructions of ``inst``'s computation that read it, in order."""
         comp_id = self.computation_of.get(inst.id)
         comp = self.module.computation(comp_id) if comp_id is not None else None

@@ -23,7 +23,13 @@ import pandas as pd
 
 from traceparse._proto import hlo_pb2
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import XLA_ARGS, buffer_info, function_of
+from traceparse.tables.xla import (
+    COPY_OPCODES,
+    XLA_ARGS,
+    buffer_info,
+    function_of,
+    module_index,
+)
 
 PARAMETER_COLUMNS: dict[str, str] = {
     "host": "category",
@@ -39,7 +45,6 @@ PARAMETER_COLUMNS: dict[str, str] = {
     "updated": "bool",
     "read_by": "object",
 }
-_PASS_THROUGH = {"copy", "copy-start", "copy-done", "bitcast"}
 
 
 def _entry_instructions(program: XlaProgram) -> list[hlo_pb2.HloInstructionProto]:
@@ -54,23 +59,19 @@ def _readers(program: XlaProgram) -> dict[str, str | None]:
     found = program.cache.get("parameter_readers")
     if found is not None:
         return dict(found)
-    instructions = _entry_instructions(program)
-    users: dict[int, list[hlo_pb2.HloInstructionProto]] = {}
-    for inst in instructions:
-        for operand in inst.operand_ids:
-            users.setdefault(operand, []).append(inst)
+    index = module_index(program)
     found = {}
-    for param in (i for i in instructions if i.opcode == "parameter"):
+    for param in (i for i in _entry_instructions(program) if i.opcode == "parameter"):
         names: set[str] = set()
-        todo, seen = [param.id], {param.id}
+        todo, seen = [param], {param.id}
         while todo:
-            for user in users.get(todo.pop(), []):
+            for user in index.users(todo.pop()):
                 name = user.metadata.op_name
                 if name and name != XLA_ARGS:
                     names.add(name)
-                elif user.opcode in _PASS_THROUGH and user.id not in seen:
+                elif user.opcode in COPY_OPCODES and user.id not in seen:
                     seen.add(user.id)
-                    todo.append(user.id)
+                    todo.append(user)
         found[param.name] = ", ".join(sorted(names)) or None
     program.cache["parameter_readers"] = found
     return dict(found)
