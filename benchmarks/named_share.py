@@ -15,6 +15,10 @@ allocator at its peak, from ``Profile.attribution``:
   capture, the figure issue 14 sets at 80% or more with an inventory.
 
     python benchmarks/named_share.py [PATH ...]
+
+To compare with an older version, run this file with that version's checkout
+first on PYTHONPATH (e.g. a ``git worktree`` of it), giving the paths of the
+fixtures to read.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ def shares(path: Path) -> list[dict[str, object]]:
     table = traceparse.load(path).attribution
     rows = []
     for row in table.itertuples(index=False):
-        parts = {k: int(v) for k, v in row._asdict().items() if k.endswith("_bytes")}
+        # Parts an older traceparse lacks count as 0, so versions can be compared.
+        parts = dict.fromkeys([*BEFORE, "xla_buffer_bytes", "xla_slack_bytes"], 0)
+        parts |= {k: int(v) for k, v in row._asdict().items() if k.endswith("_bytes")}
         inside = parts["shape_explained_bytes"] + parts["xla_buffer_bytes"]
         before = sum(parts[k] for k in BEFORE)
         named = inside + parts["variable_bytes"] + parts["xla_parameter_bytes"]
