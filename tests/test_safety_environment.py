@@ -179,38 +179,38 @@ def test_a_run_folder_without_permission_says_so(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root, to take the permission away from another user")
-    if True:
-        # root reads any folder; drop to nobody in a child process to check it.
-        # Everything the command imports first: the interpreter's own files are
-        # not readable to nobody under /root.
-        code = (
-            "import os, sys\n"
-            "from traceparse.cli import app, summary, _loading, _summary_view\n"
-            "from traceparse.output import terminal\n"
-            "from traceparse.core import profile, loading\n"
-            "import traceparse.errors, traceparse.files.discover\n"
-            "os.setgid(65534); os.setuid(65534)\n"
-            "sys.exit(app.main(['summary', sys.argv[1]]))\n"
-        )
-        base = Path(tempfile.mkdtemp(prefix="traceparse-perm-"))  # pytest's tmp is 0700
-        os.chmod(base, 0o755)
-        logs = base / "logs"
-        run = logs / "plugins" / "profile" / "r1"
-        run.mkdir(parents=True)
-        (run / "h.xplane.pb").write_bytes(fixture_file("leak").read_bytes())
-        for part in (logs, run.parent.parent, run.parent):
-            os.chmod(part, 0o755)
-        os.chmod(run, 0o700)
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(logs)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))},
-            timeout=120,
-        )
-        assert done.returncode == 3, done.stderr
-        _one_error_line(done.stderr)
-        assert "ermission denied" in done.stderr and "no profiler capture" not in done.stderr
-        assert str(run) in done.stderr
-        shutil.rmtree(base)
+    # root reads any folder; drop to nobody in a child process to check it. The
+    # command runs once as root first (on a readable capture, output dropped) so
+    # every module it imports, lazily included, is loaded: nobody may not read the
+    # interpreter under /root, nor a checkout in a 0700 folder (mktemp -d).
+    code = (
+        "import contextlib, io, os, sys\n"
+        "from traceparse.cli import app\n"
+        "with contextlib.redirect_stdout(io.StringIO()), "
+        "contextlib.redirect_stderr(io.StringIO()):\n"
+        "    app.main(['summary', sys.argv[2]])\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "sys.exit(app.main(['summary', sys.argv[1]]))\n"
+    )
+    base = Path(tempfile.mkdtemp(prefix="traceparse-perm-"))  # pytest's tmp is 0700
+    os.chmod(base, 0o755)
+    logs = base / "logs"
+    run = logs / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    (run / "h.xplane.pb").write_bytes(fixture_file("leak").read_bytes())
+    for part in (logs, run.parent.parent, run.parent):
+        os.chmod(part, 0o755)
+    os.chmod(run, 0o700)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(logs), str(fixture_file("leak"))],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))},
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    _one_error_line(done.stderr)
+    assert "ermission denied" in done.stderr and "no profiler capture" not in done.stderr
+    assert str(run) in done.stderr
+    shutil.rmtree(base)
