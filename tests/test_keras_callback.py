@@ -1,4 +1,4 @@
-"""traceparse.keras.MemoryCallback and `traceparse run`'s step markers, with real TensorFlow.
+"""MemoryCallback (traceparse.integrations.keras) and `traceparse run`'s step markers, with TF.
 
 Each test trains a small Keras model on CPU; the Dense kernel is 1 MiB (only
 allocations of 256 KiB or more reach the allocator that records events).
@@ -63,7 +63,7 @@ def _model(tf: ModuleType) -> tuple[Any, Any, Any]:
 def test_memory_callback_profiles_the_range_reports_and_checks(
     tmp_path: Path, tf: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from traceparse.keras import MemoryCallback
+    from traceparse.integrations.keras import MemoryCallback
 
     model, xs, ys = _model(tf)
     report = tmp_path / "memory.md"
@@ -96,14 +96,14 @@ def test_memory_callback_profiles_the_range_reports_and_checks(
 
 @pytest.mark.parametrize("bad", [(3, 2), (-1, 2), "a,b", (1, 2, 3), 1.5])
 def test_bad_profile_batch_is_a_usage_error(tmp_path: Path, bad: Any, tf: ModuleType) -> None:
-    from traceparse.keras import MemoryCallback
+    from traceparse.integrations.keras import MemoryCallback
 
     with pytest.raises(UsageError, match="profile_batch"):
         MemoryCallback(tmp_path, profile_batch=bad)
 
 
 def test_bad_report_suffix_is_a_usage_error(tmp_path: Path, tf: ModuleType) -> None:
-    from traceparse.keras import MemoryCallback
+    from traceparse.integrations.keras import MemoryCallback
 
     with pytest.raises(UsageError, match=r"\.html, \.md or \.json"):
         MemoryCallback(tmp_path, report=tmp_path / "report.txt")
@@ -125,7 +125,7 @@ model.fit(xs, ys, batch_size=32, epochs=1, verbose=0, callbacks=[])  # 3 more
 def test_run_marks_fit_batches_as_steps(tmp_path: Path, tf: ModuleType) -> None:
     import keras
 
-    from traceparse.capture import run_script
+    from traceparse.capture.script import run_script
 
     script = tmp_path / "train.py"
     script.write_text(FIT_SCRIPT)

@@ -98,7 +98,7 @@ def test_import_is_lean_and_the_public_names_stay_functions() -> None:
     # must not pull in pandas; the public names load on first use and stay the
     # functions even after the modules behind them are imported.
     code = (
-        "import sys, traceparse, traceparse.pytest_plugin;"
+        "import sys, traceparse, traceparse.integrations.pytest_plugin;"
         "assert 'pandas' not in sys.modules, 'pandas imported';"
         "import traceparse.batching.runners, traceparse.core.loading;"
         "assert callable(traceparse.batch) and callable(traceparse.load);"

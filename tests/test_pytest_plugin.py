@@ -33,7 +33,7 @@ def tf() -> object:
 
 def test_the_plugin_is_registered_as_a_pytest11_entry_point() -> None:
     found = [e for e in entry_points(group="pytest11") if e.name == "traceparse"]
-    assert [e.value for e in found] == ["traceparse.pytest_plugin"]
+    assert [e.value for e in found] == ["traceparse.integrations.pytest_plugin"]
 
 
 def test_loading_the_plugin_imports_no_tensorflow(pytester: pytest.Pytester) -> None:

@@ -32,7 +32,7 @@ from traceparse.errors import (
 
 if TYPE_CHECKING:
     from traceparse.batching import batch
-    from traceparse.capture import Capture, profile
+    from traceparse.capture.session import Capture, profile
     from traceparse.core.loading import load, load_all
     from traceparse.core.profile import Profile
     from traceparse.tables.dtypes import Estimate, estimate_bytes
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it.
 _LAZY = {
     "batch": "traceparse.batching",
-    "Capture": "traceparse.capture",
-    "profile": "traceparse.capture",
+    "Capture": "traceparse.capture.session",
+    "profile": "traceparse.capture.session",
     "Estimate": "traceparse.tables.dtypes",
     "estimate_bytes": "traceparse.tables.dtypes",
     "load": "traceparse.core.loading",

@@ -146,7 +146,7 @@ def _stderr_to_file(path: Path) -> Iterator[TextIO]:
 
 
 def _tensorflow() -> Any:
-    from traceparse.capture import _import_tensorflow
+    from traceparse.capture.session import _import_tensorflow
 
     return _import_tensorflow()
 

@@ -82,7 +82,7 @@ class RunCommand(Command):
         import importlib.util
 
         from traceparse.capture import TENSORFLOW_MISSING, enable_onednn
-        from traceparse.script_child import check_logdir, run_in_child
+        from traceparse.capture.child import check_logdir, run_in_child
 
         if not os.path.isfile(os.path.expanduser(args.script)):
             raise UsageError(f"no such script: {args.script}", args.script)

@@ -161,7 +161,8 @@ def allocator_notes(s: SummaryFigures) -> list[str]:
             f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
             "started and is not a parameter of an XLA program that ran (the capture has no "
             "variable inventory; parameters carry shapes, not names); profile with "
-            "traceparse.keras.MemoryCallback or traceparse.profile() to name variables."
+            "traceparse.integrations.keras.MemoryCallback or traceparse.profile() to name "
+            "variables."
         )
     elif before > 0:
         notes.append(

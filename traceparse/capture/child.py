@@ -3,7 +3,7 @@
 The script may crash the interpreter (a segfault in native code), end it with
 ``os._exit``, change the working directory or catch Ctrl-C: none of that may
 cost the user the capture or its report. So the script runs in a child
-process that calls :func:`traceparse.capture.run_script` (every hook
+process that calls :func:`traceparse.capture.script.run_script` (every hook
 ``run_script`` installs runs in the child, with the script), and this process
 waits for it, then finds the capture by what appeared under the logdir,
 whatever way the child ended.
@@ -26,7 +26,7 @@ from traceparse.errors import UsageError
 
 __all__ = ["ChildResult", "child_main", "run_in_child"]
 
-_CHILD = "import sys; from traceparse.script_child import child_main; sys.exit(child_main())"
+_CHILD = "import sys; from traceparse.capture.child import child_main; sys.exit(child_main())"
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def run_in_child(
         }
     )
     env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     env["TRACEPARSE_RUN_CONFIG"] = config
     child = subprocess.Popen([sys.executable, "-c", _CHILD], env=env)
@@ -134,7 +134,7 @@ def child_main() -> int:
     # As `python script.py` would: the script's directory first, not ours or the cwd.
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _stop_profiler_on_os_exit()
-    from traceparse.capture import run_script
+    from traceparse.capture.script import run_script
     from traceparse.errors import TraceparseError
 
     try:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from traceparse.capture import Capture
+    from traceparse.capture.session import Capture
     from traceparse.core.profile import Profile
     from traceparse.gate.budgets import Budgets, Result
 
@@ -90,7 +90,7 @@ class TFMemory:
         """Start the profiler (done for you before the test body)."""
         if self._capture is not None:
             return
-        from traceparse.capture import profile
+        from traceparse.capture.session import profile
         from traceparse.errors import TraceparseError
 
         self._capture = profile(self.logdir)

@@ -2,7 +2,7 @@
 
 ::
 
-    from traceparse.keras import MemoryCallback
+    from traceparse.integrations.keras import MemoryCallback
 
     model.fit(x, y, callbacks=[MemoryCallback("logs/", profile_batch=(3, 5),
                                               report="memory.html", max_peak="2GiB")])
@@ -12,7 +12,7 @@ batches are counted from 1 within each ``fit``, and ``(3, 5)`` profiles the
 third to the fifth. Each batch is marked as a step
 (``tf.profiler.experimental.Trace("train", step_num=batch, _r=1)``), so the
 capture has one step per batch (numbered 3, 4, 5), and the variable inventory
-(``traceparse.inventory``) names the model's weights and optimizer state. When
+(``traceparse.capture.inventory``) names the model's weights and optimizer state. When
 the range ends the callback can write a report (``.html``, ``.md`` or ``.json``
 by the file's suffix) and check budgets, as ``traceparse check`` does.
 
@@ -22,26 +22,20 @@ traceparse`` does not.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import keras
-
+from traceparse.capture.steps import STEP_NAME, StepMarker, step_markers_in_fit
 from traceparse.errors import BudgetExceededError, UsageError
 
 if TYPE_CHECKING:
-    from traceparse.capture import Capture
+    from traceparse.capture.session import Capture
     from traceparse.core.profile import Profile
     from traceparse.gate.budgets import Budgets, Result
 
 __all__ = ["MemoryCallback", "StepMarker", "step_markers_in_fit"]
-
-STEP_NAME = "train"
 
 
 def _batch_range(profile_batch: Any) -> tuple[int, int] | None:
@@ -69,44 +63,6 @@ def _batch_range(profile_batch: Any) -> tuple[int, int] | None:
         "profile_batch must be a batch number, a pair (first, last) of batch numbers "
         f"counted from 1 with first <= last, or 0 to profile nothing; got {profile_batch!r}"
     )
-
-
-class StepMarker(keras.callbacks.Callback):
-    """Marks every training batch as a profiler step; starts no profiler.
-
-    While some profiler runs (``traceparse run``, ``traceparse.profile()``),
-    each batch is an event ``"train"`` with ``step_num`` = the batch's number,
-    counted from 1 and on across ``fit`` calls, so that steps never repeat.
-    Outside a capture the marker costs next to nothing.
-    """
-
-    def __init__(self, name: str = STEP_NAME) -> None:
-        super().__init__()
-        self.step_name = name
-        self.step = 0
-        self._trace: AbstractContextManager[Any] | None = None
-
-    def _begin_step(self, step: int) -> None:
-        import tensorflow as tf
-
-        self._end_step()
-        self._trace = tf.profiler.experimental.Trace(self.step_name, step_num=step, _r=1)
-        self._trace.__enter__()
-
-    def _end_step(self) -> None:
-        trace, self._trace = self._trace, None
-        if trace is not None:
-            trace.__exit__(None, None, None)
-
-    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self.step += 1
-        self._begin_step(self.step)
-
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._end_step()
-
-    def on_train_end(self, logs: Any = None) -> None:
-        self._end_step()
 
 
 class MemoryCallback(StepMarker):
@@ -139,7 +95,7 @@ class MemoryCallback(StepMarker):
         step_name: str = STEP_NAME,
     ) -> None:
         super().__init__(step_name)
-        from traceparse.capture import _check_logdir
+        from traceparse.capture.session import _check_logdir
         from traceparse.gate.budgets import Budgets
 
         self.log_dir = _check_logdir(log_dir)
@@ -172,7 +128,7 @@ class MemoryCallback(StepMarker):
         self._batch += 1
         first = None if self.profile_batch is None else self.profile_batch[0]
         if self.capture is None and self._batch == first:
-            from traceparse.capture import Capture
+            from traceparse.capture.session import Capture
 
             self.capture = Capture(self.log_dir, models=[self.model]).start()
         if self.capture is not None and self.capture.running:
@@ -223,40 +179,3 @@ class MemoryCallback(StepMarker):
             raise BudgetExceededError(
                 f"{verdict_line(self.results)} in {self.capture.run_dir}", self.capture.run_dir
             )
-
-
-@contextmanager
-def step_markers_in_fit() -> Iterator[bool]:
-    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
-
-    ``keras.Model.fit`` is wrapped so that it adds a
-    :class:`traceparse.keras.StepMarker` to the callbacks (one marker for the
-    whole block, so step numbers go on across ``fit`` calls), unless the call
-    already has a traceparse callback. The script is not changed; the original
-    ``fit`` is put back on exit. Works in whichever process the script runs in:
-    call it there, around the script (``traceparse run`` does). Yields True.
-    """
-    from keras.callbacks import Callback
-
-    original = keras.Model.fit
-    marker = StepMarker()
-
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
-        callbacks = bound.arguments.get("callbacks")
-        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
-        if callbacks is None or (
-            isinstance(callbacks, (list, tuple))
-            and all(isinstance(c, Callback) for c in given)
-            and not any(isinstance(c, StepMarker) for c in given)
-        ):
-            bound.arguments["callbacks"] = [*given, marker]
-        return original(*bound.args, **bound.kwargs)
-
-    fit.__doc__ = original.__doc__
-    fit.__wrapped__ = original  # type: ignore[attr-defined]
-    keras.Model.fit = fit
-    try:
-        yield True
-    finally:
-        keras.Model.fit = original

@@ -1,0 +1,93 @@
+"""Step markers for Keras ``fit``: each training batch is a profiler step.
+
+Importing this module imports Keras (it defines a Keras callback); nothing
+else in ``traceparse.capture`` does at import time.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import keras
+
+__all__ = ["STEP_NAME", "StepMarker", "step_markers_in_fit"]
+
+STEP_NAME = "train"
+
+
+class StepMarker(keras.callbacks.Callback):
+    """Marks every training batch as a profiler step; starts no profiler.
+
+    While some profiler runs (``traceparse run``, ``traceparse.profile()``),
+    each batch is an event ``"train"`` with ``step_num`` = the batch's number,
+    counted from 1 and on across ``fit`` calls, so that steps never repeat.
+    Outside a capture the marker costs next to nothing.
+    """
+
+    def __init__(self, name: str = STEP_NAME) -> None:
+        super().__init__()
+        self.step_name = name
+        self.step = 0
+        self._trace: AbstractContextManager[Any] | None = None
+
+    def _begin_step(self, step: int) -> None:
+        import tensorflow as tf
+
+        self._end_step()
+        self._trace = tf.profiler.experimental.Trace(self.step_name, step_num=step, _r=1)
+        self._trace.__enter__()
+
+    def _end_step(self) -> None:
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.__exit__(None, None, None)
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.step += 1
+        self._begin_step(self.step)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._end_step()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self._end_step()
+
+
+@contextmanager
+def step_markers_in_fit() -> Iterator[bool]:
+    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
+
+    ``keras.Model.fit`` is wrapped so that it adds a
+    :class:`StepMarker` to the callbacks (one marker for the
+    whole block, so step numbers go on across ``fit`` calls), unless the call
+    already has a traceparse callback. The script is not changed; the original
+    ``fit`` is put back on exit. Works in whichever process the script runs in:
+    call it there, around the script (``traceparse run`` does). Yields True.
+    """
+    from keras.callbacks import Callback
+
+    original = keras.Model.fit
+    marker = StepMarker()
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        callbacks = bound.arguments.get("callbacks")
+        given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
+        if callbacks is None or (
+            isinstance(callbacks, (list, tuple))
+            and all(isinstance(c, Callback) for c in given)
+            and not any(isinstance(c, StepMarker) for c in given)
+        ):
+            bound.arguments["callbacks"] = [*given, marker]
+        return original(*bound.args, **bound.kwargs)
+
+    fit.__doc__ = original.__doc__
+    fit.__wrapped__ = original  # type: ignore[attr-defined]
+    keras.Model.fit = fit
+    try:
+        yield True
+    finally:
+        keras.Model.fit = original
