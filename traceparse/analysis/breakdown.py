@@ -155,7 +155,7 @@ def breakdown_table(
         if variables is not None:
             named = _variable_rows(variables, host, allocator, budget, known)
         elif parameters is not None:
-            named = _parameter_rows(parameters, host, allocator, budget, known)
+            named = parameter_rows(parameters, host, allocator, budget, known)
         rest = budget - sum(int(r["bytes"]) for r in named)
         reserved = 0 if pd.isna(p.reserved_bytes) else int(p.reserved_bytes)
         base = {"host": host, "allocator": allocator, "role": OTHER, "replica": None}
@@ -372,7 +372,7 @@ def _variable_rows(
     return rows
 
 
-def _parameter_rows(
+def parameter_rows(
     parameters: pd.DataFrame, host: object, allocator: object, budget: int, known: KnownNames
 ) -> list[dict[str, Any]]:
     """The parameters standing for distinct buffers, largest first, while they fit."""
