@@ -16,8 +16,6 @@ from test_analysis_support import GPU, alloc, free, profile_of
 import traceparse
 from traceparse.analysis import layers_table
 from traceparse.analysis.breakdown import breakdown_table
-from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
-from traceparse.analysis.xla_live import slab_frame
 from traceparse.analysis.layer_names import (
     ACTIVATION,
     BEFORE_CAPTURE,
@@ -29,6 +27,8 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     place_op,
 )
+from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
+from traceparse.analysis.xla_live import slab_frame
 from traceparse.core.profile import Profile
 
 LAYER_FIXTURES = ["layers_cnn", "layers_functional", "layers_sequential"]

@@ -20,9 +20,7 @@ from traceparse.core.profile import Profile
 
 # Every fixture directory that holds a readable capture (bad ones are tested elsewhere).
 CAPTURES = sorted(
-    d.name
-    for d in FIXTURES.iterdir()
-    if d.is_dir() and d.name not in {"corrupt", "not_a_capture"}
+    d.name for d in FIXTURES.iterdir() if d.is_dir() and d.name not in {"corrupt", "not_a_capture"}
 )
 KEYS = ["host", "allocator"]
 
@@ -59,13 +57,13 @@ def test_rows_sum_to_each_peak_and_every_view_is_a_group_by(name: str) -> None:
     # ops and scopes: their live-at-peak bytes group the rows made in the capture.
     inside = rows[rows["holder"].isin(INSIDE)]
     ops = prof.ops
-    assert _by(ops, [*KEYS, "op"], "live_at_peak_bytes").equals(
-        _by(inside, [*KEYS, "op"], "bytes")
-    )
+    assert _by(ops, [*KEYS, "op"], "live_at_peak_bytes").equals(_by(inside, [*KEYS, "op"], "bytes"))
     for depth in (1, 2):
         scoped = inside.assign(
             scope=[
-                None if not isinstance(op, str) else scope_of(op, depth)
+                None
+                if not isinstance(op, str)
+                else scope_of(op, depth)
                 if op != "(XLA buffer, no TF op)"
                 else op
                 for op in inside["op"].astype(object)

@@ -37,9 +37,10 @@ unknown. A variable counts when
 
 Variables count whole, largest first, while they fit in what was allocated
 before the capture (``analysis/breakdown.py``): the sum of the variables can
-exceed it when some were reallocated during the capture. Without an inventory the column is 0 and named in the
-table's ``attrs["not_measured"]``; reports leave out such parts, so a capture
-without an inventory reports exactly as before.
+exceed it when some were reallocated during the capture. Without an
+inventory the column is 0 and named in the table's ``attrs["not_measured"]``;
+reports leave out such parts, so a capture without an inventory reports
+exactly as before.
 
 Without an inventory, the entry parameters of the XLA programs that ran during
 the capture name part of it instead: ``xla_parameter_bytes`` (the rule is in

@@ -243,17 +243,24 @@ def _inside_rows(live: pd.DataFrame, slabs: pd.DataFrame) -> pd.DataFrame:
         mask = keep[index]
         frame = {k: v[mask] for k, v in common.items()}
         frame |= {"holder": "allocation", "part": part, "bytes": sizes[index][mask]}
-        frame["named_by"] = np.where(has_op[mask], BY_EVENT, None)
+        frame["named_by"] = _named(has_op[mask])
         frames.append(pd.DataFrame(frame))
     padding = parts["padding_bytes"].to_numpy(dtype=np.int64)
     mask = padding != 0
     frame = {k: v[mask] for k, v in common.items()}
     frame |= {"holder": "padding", "part": "padding_bytes", "bytes": padding[mask]}
-    frame["named_by"] = np.where(has_op[mask], BY_EVENT, None)
+    frame["named_by"] = _named(has_op[mask])
     frames.append(pd.DataFrame(frame))
     if slab_rows is not None:
         frames.append(_slab_rows(live, slabs, parts, common, n))
     return pd.concat(frames, ignore_index=True)
+
+
+def _named(has_op: np.ndarray) -> np.ndarray:
+    """``named_by`` of allocation rows: the allocator event's op, where it has one."""
+    named = np.full(len(has_op), None, dtype=object)
+    named[has_op] = BY_EVENT
+    return named
 
 
 def _slab_rows(

@@ -112,16 +112,17 @@ def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
         shape=("shape", "first"),
     ).reset_index()
     holder = pieces["holder"].astype(object).to_numpy()
-    tensor = np.where(
-        holder == "variable",
-        pieces["variable"].astype(object),
-        np.where(
-            holder == "xla_parameter",
-            [f"parameter {b} of {p}" for b, p in zip(pieces["xla_buffer"], pieces["xla_program"])],
-            pieces["op"].astype(object),
-        ),
-    )
+    parameters = [
+        f"parameter {b} of {p}"
+        for b, p in zip(pieces["xla_buffer"], pieces["xla_program"], strict=True)
+    ]
+    names = pieces["op"].astype(object).to_numpy()
+    names = np.where(holder == "variable", pieces["variable"].astype(object), names)
+    tensor = np.where(holder == "xla_parameter", np.asarray(parameters, dtype=object), names)
     live = ~np.isin(holder, _NOT_TENSORS)
+    tensor[~live] = None
+    shape = pieces["shape"].astype(object).to_numpy().copy()
+    shape[~live] = None
     return pd.DataFrame(
         {
             "host": pieces["host"],
@@ -131,8 +132,8 @@ def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
             "replica": pieces["replica"],
             "bytes": pieces["bytes"].astype("int64"),
             "allocated_bytes": 0,
-            "tensor": np.where(live, tensor, None),
-            "shape": np.where(live, pieces["shape"].astype(object), None),
+            "tensor": tensor,
+            "shape": shape,
             "live": live,
         }
     )
@@ -208,4 +209,3 @@ def _order(table: pd.DataFrame) -> pd.DataFrame:
         ascending=[True, True, True, False, False, True],
         kind="stable",
     )
-

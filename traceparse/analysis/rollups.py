@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import model_scopes, written_scopes
 from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
+from traceparse.analysis.layer_names import model_scopes, written_scopes
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
-from traceparse.tables.xla import XLA_ARGS
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
+from traceparse.tables.xla import XLA_ARGS
 
 _SUMS = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
 

@@ -169,9 +169,7 @@ def build_summaries(
         split, top_variables = (
             (None, None)
             if variables is None
-            else _before_capture(
-                variables, owned(breakdown, host, allocator), attribution_parts
-            )
+            else _before_capture(variables, owned(breakdown, host, allocator), attribution_parts)
         )
         if split is None and parameters is not None and "xla_parameter_bytes" in attribution_parts:
             split = _read_as_parameters(parameters, host, allocator, attribution_parts)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from traceparse.analysis.breakdown import NO_TF_OP

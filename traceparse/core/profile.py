@@ -343,7 +343,7 @@ class Profile:
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
-        measured = ("variable_bytes",) if self._has_inventory else ()
+        measured: tuple[str, ...] = ("variable_bytes",) if self._has_inventory else ()
         measured += ("xla_parameter_bytes",) if self._parameters is not None else ()
         return self._conform(attribution_table(self.peak, self.breakdown, measured), ATTRIBUTION)
 
@@ -367,9 +367,7 @@ class Profile:
         """
         key = (depth, bool(as_written))
         if key not in self._scopes:
-            table = scopes_table(
-                self.allocations, self.breakdown, self._op_time, depth, as_written
-            )
+            table = scopes_table(self.allocations, self.breakdown, self._op_time, depth, as_written)
             self._scopes[key] = self._conform(table, SCOPES)
         return self._scopes[key]
 
@@ -436,4 +434,3 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
-
