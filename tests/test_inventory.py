@@ -267,10 +267,16 @@ def test_small_cpu_variables_are_not_counted() -> None:
 
 
 def test_variable_bytes_never_exceed_what_was_allocated_before() -> None:
+    # A variable counts whole or not at all: 8 MiB cannot be among 3 MiB held from
+    # before, so it was reallocated during the capture and names nothing here.
     trace = trace_of([alloc(10, 1, 1 * MiB)], before={GPU: 3 * MiB})
-    row = _with_inventory(trace, [_variable("huge", 8 * MiB)]).attribution.iloc[0]
-    assert int(row["variable_bytes"]) == 3 * MiB
-    assert int(row["before_capture_bytes"]) == 0
+    variables = [_variable("huge", 8 * MiB), _variable("fits", 2 * MiB)]
+    prof = _with_inventory(trace, variables)
+    row = prof.attribution.iloc[0]
+    assert int(row["variable_bytes"]) == 2 * MiB
+    assert int(row["before_capture_bytes"]) == 1 * MiB
+    named = prof.breakdown[prof.breakdown["holder"] == "variable"]
+    assert named["variable"].tolist() == ["fits"]
     assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"])
 
 

@@ -229,7 +229,7 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     expanded = prof.live_at_peak(expand_xla=True)
     # Per allocation the expanded rows hold exactly what the allocation holds.
     before = live["allocated_bytes"].groupby(level=0).sum()
-    after = expanded["allocated_bytes"].groupby(level=0).sum()
+    after = expanded.groupby("allocation")["allocated_bytes"].sum()
     pd.testing.assert_series_equal(before.sort_index(), after.sort_index(), check_names=False)
     # Value rows: an HLO buffer of a slab, or an allocation named by the value
     # all its candidate allocations hold (index NA, shape from the module).
@@ -391,7 +391,7 @@ def test_agreeing_candidates_name_their_value() -> None:
     assert any("same shape x dtype" in d for d in prof.diagnostics)
     buffers = prof.xla_buffers
     expanded = prof.live_at_peak(expand_xla=True)
-    rows = expanded.loc[expanded.index.isin(agreed.index) & expanded["dtype"].notna()]
+    rows = expanded.loc[expanded["allocation"].isin(agreed.index) & expanded["dtype"].notna()]
     assert len(rows) >= 2 and rows["xla_allocation_index"].isna().all()
     for row in rows.itertuples():
         # Each same-sized per-run allocation of that program has an entry
@@ -422,7 +422,7 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     linked = expanded[expanded["xla_program"].notna()]
     # Bytes per program agree with the expanded rows (and so with the slabs).
     assert programs["allocated_bytes"].sum() == linked["allocated_bytes"].sum()
-    assert programs["allocations"].sum() == linked.index.nunique()
+    assert programs["allocations"].sum() == linked["allocation"].nunique()
     top = buffers.iloc[0]
     assert top["allocated_bytes"] == buffers["allocated_bytes"].max()
     markdown = render_markdown([prof])

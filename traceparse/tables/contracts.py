@@ -119,6 +119,14 @@ DTYPES: dict[str, str] = {
     "counted": "bool",
     "reason": CATEGORY,
     "read_by": "object",
+    # The breakdown of each peak (analysis/breakdown.py).
+    "holder": CATEGORY,
+    "part": CATEGORY,
+    "item": "int64",
+    "allocation": "Int64",
+    "xla_buffer": "object",
+    "variable": "object",
+    "named_by": CATEGORY,
 }
 
 # By suffix, for the many columns of one kind.
