@@ -235,7 +235,10 @@ def test_an_assign_replaces_a_buffer_that_is_freed_not_one_kept() -> None:
         12: "adam/dense_kernel_momentum",
     }
     assert named.loc[11, "holds_until_ps"] == 50  # the zeros are not its after the assign
-    assert named_at(named, 60)["variable"].tolist() == ["dense/kernel", "adam/dense_kernel_momentum"]
+    assert named_at(named, 60)["variable"].tolist() == [
+        "dense/kernel",
+        "adam/dense_kernel_momentum",
+    ]
     assert named_at(named, 60).index.tolist() == [10, 12]
     assert named_at(named, 5).empty
 

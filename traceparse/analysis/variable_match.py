@@ -138,7 +138,12 @@ def _matchable(variables: pd.DataFrame) -> np.ndarray:
 
 
 def _candidates(
-    allocations: pd.DataFrame, host: object, allocator: object, dtype: object, shape: object, size: int
+    allocations: pd.DataFrame,
+    host: object,
+    allocator: object,
+    dtype: object,
+    shape: object,
+    size: int,
 ) -> pd.DataFrame:
     """The group's allocations: its exact request, and its shape and dtype (or none
     recorded: an initializer's buffer often has neither)."""
@@ -158,7 +163,9 @@ def _candidates(
     )
 
 
-def _spare_frees(frees: pd.DataFrame | None, host: object, allocator: object, size: int) -> list[int] | None:
+def _spare_frees(
+    frees: pd.DataFrame | None, host: object, allocator: object, size: int
+) -> list[int] | None:
     """Free times of buffers from before the capture that may have held a variable of
     ``size`` bytes on this allocator; None when unknown."""
     if frees is None:
@@ -219,7 +226,7 @@ def _slot(label: object, row: pd.Series) -> _Slot:
     # after the variable with "/" as "_".
     names = {re.escape(path), re.escape(path.replace("/", "_"))}
     pattern = re.compile(r"(^|/)(" + "|".join(sorted(names)) + r")(/|$)")
-    facts = {
+    facts: dict[str, object] = {
         "variable": path,
         "role": _text(row["role"]),
         "layer": _text(row["layer"]),
