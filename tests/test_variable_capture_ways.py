@@ -94,3 +94,16 @@ def test_big_has_its_weights_and_optimizer_state(way: str, tmp_path: Path) -> No
     made_before = way in ("profile() after a warm-up", "MemoryCallback(profile_batch=(3, 5))")
     assert variables["at_start"].all() == made_before
     assert_big(roles_at_peak(prof))
+
+
+def test_the_demo_names_its_hidden_kernel_as_a_weight(tmp_path: Path) -> None:
+    """``traceparse demo`` builds its model inside the capture: the 8 MiB kernel of
+    ``hidden`` ([16384, 128] float32) and its two Adam slots are named."""
+    output = tmp_path / "demo"
+    cmd = [sys.executable, "-m", "traceparse", "demo", "--steps", "2", "--output", str(output)]
+    proc = subprocess.run(cmd, env=_environment(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    roles = roles_at_peak(load(output / "logs"))
+    kernel = 16384 * 128 * 4
+    assert roles[("hidden", "weight")] == kernel, roles
+    assert roles[("hidden", "optimizer")] == 2 * kernel, roles

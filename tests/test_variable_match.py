@@ -243,6 +243,25 @@ def test_an_assign_replaces_a_buffer_that_is_freed_not_one_kept() -> None:
     assert named_at(named, 5).empty
 
 
+def test_a_weight_made_eagerly_then_copied_by_an_assign() -> None:
+    variables = _variables([("dense/kernel", "weight", False)])
+    allocations = _allocations(
+        [
+            ("StatelessRandomUniformV2", "StatelessRandomUniformV2", 1, 3),  # freed first
+            ("AddV2", "AddV2", 2, 80),  # the kernel, until the assign copies it
+            ("adam/Mul", "Mul", 40, 70),  # a scoped temporary alive across the assign
+            ("adam/AssignSubVariableOp", "AssignSubVariableOp", 50, None),
+        ]
+    )
+    named = match_variables(allocations, variables).named
+    assert named["variable"].to_dict() == {11: "dense/kernel", 13: "dense/kernel"}
+    assert named["named_by"].tolist() == [CREATED, ASSIGNED]
+    assert named.loc[11, "holds_until_ps"] == 50
+    # An optimizer slot is never made by an eager op that is freed later.
+    slot = _variables([("adam/dense_kernel_momentum", "optimizer", False)])
+    assert match_variables(allocations, slot).named.index.tolist() == [13]
+
+
 def test_untraced_variables_match_nothing() -> None:
     variables = _variables([("dense/kernel", "weight", False)], size=SIZE)
     variables["traced"] = False

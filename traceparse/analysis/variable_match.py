@@ -21,9 +21,11 @@ buffer* (the one before the capture, none yet, or an allocation):
   after it (or which has none yet, or whose buffer from before the capture is
   among the capture's frees without allocation of that size): the one whose
   buffer is freed soonest;
-- any other op's allocation of the exact shape and dtype that is still alive at
-  the end of the capture creates a variable made during the capture that has
-  none yet, weights first.
+- any other op's allocation of the exact shape and dtype creates a variable made
+  during the capture that has none yet, weights first, when it is still alive
+  at the end of the capture, or, for a weight, when it is an eager op's (no
+  name scope: a Keras initializer runs eagerly) and an assign op's allocation
+  of the group comes while it is alive (the assign that replaced it).
 
 So each matched allocation holds its variable from its allocation
 (``holds_from_ps``) until the variable's next buffer (``holds_until_ps``, NA
@@ -201,6 +203,17 @@ def _walk(
         _order=group["role"].astype(object).map(_ROLE_ORDER).fillna(9)
     ).sort_values(["_order", "path"], kind="stable")
     slots = [_slot(label, row) for label, row in ordered.iterrows()]
+    kinds = (
+        candidates["op_type"]
+        .astype(object)
+        .fillna(candidates["op"].astype(object).fillna("").str.rsplit("/", n=1).str[-1])
+    )
+    assigns = np.sort(
+        candidates.loc[
+            (kinds.str.match(_ASSIGN) & candidates["shape"].notna()).to_numpy(dtype=bool),
+            "alloc_ps",
+        ].to_numpy(dtype=np.int64, na_value=0)
+    )
     for label, alloc in candidates.iterrows():
         op = "" if pd.isna(alloc["op"]) else str(alloc["op"])
         op_type = "" if pd.isna(alloc["op_type"]) else str(alloc["op_type"])
@@ -214,10 +227,22 @@ def _walk(
             slot = _replaced(slots, when, spare)
             if slot is not None:
                 _claim(slot, label, when, free, ASSIGNED, named, covered)
-        elif free is None and pd.notna(alloc["shape"]):
+        elif pd.notna(alloc["shape"]) and (
+            free is None or _replaced_later(op, when, free, assigns)
+        ):
             fresh = [s for s in slots if s.buffer is None and not s.at_start]
+            if free is not None:  # only a weight's initializer runs eagerly
+                fresh = [s for s in fresh if s.facts["role"] == "weight"]
             if fresh:
                 _claim(fresh[0], label, when, free, CREATED, named, covered)
+
+
+def _replaced_later(op: str, when: int, free: int, assigns: np.ndarray) -> bool:
+    """An eager op's buffer (no name scope) alive when an assign of its group came."""
+    if "/" in op:
+        return False
+    first = int(np.searchsorted(assigns, when, side="right"))
+    return first < len(assigns) and int(assigns[first]) <= free
 
 
 def _slot(label: object, row: pd.Series) -> _Slot:
