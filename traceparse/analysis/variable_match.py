@@ -65,6 +65,7 @@ COVERED_COLUMNS: dict[str, str] = {"variable": "object", "covered_from_ps": "Int
 # Ops that write a new buffer into an existing resource variable.
 _ASSIGN = re.compile(r"^(Assign\w*VariableOp|ResourceApply\w+|ResourceScatter\w+)$")
 _ROLE_ORDER = {"weight": 0, "optimizer": 1, "other": 2}
+_TEXT = ["host", "allocator", "op", "op_type", "dtype", "shape"]
 _BEFORE = object()  # a current buffer allocated before the capture
 
 
@@ -98,8 +99,12 @@ def match_variables(
         groups = usable.assign(**{k: usable[k].astype(object) for k in keys}).groupby(
             keys, sort=False
         )
+        # Only requests of a variable's size can hold one: cut the table once.
+        sizes = usable["estimated_bytes"].astype("int64").unique()
+        sized = allocations[allocations["requested_bytes"].isin(sizes).to_numpy(dtype=bool)]
+        sized = sized.assign(**{k: sized[k].astype(object) for k in _TEXT})
         for (host, allocator, dtype, shape, size), group in groups:
-            candidates = _candidates(allocations, host, allocator, dtype, shape, int(size))
+            candidates = _candidates(sized, host, allocator, dtype, shape, int(size))
             if candidates.empty:
                 continue
             spare = _spare_frees(frees, host, allocator, int(size))
