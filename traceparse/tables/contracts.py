@@ -97,6 +97,7 @@ DTYPES: dict[str, str] = {
     "model": CATEGORY,
     "at_start": "bool",
     "at_stop": "bool",
+    "traced": "bool",
     # XLA programs and their buffers (tables/xla.py).
     "program": CATEGORY,
     "module": "object",
@@ -429,6 +430,7 @@ VARIABLES = declare(
         "shape",
         "estimated_bytes",
         "allocator",
+        "traced",
         "at_start",
         "at_stop",
     ],
