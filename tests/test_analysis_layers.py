@@ -290,7 +290,7 @@ def test_an_optimizer_counter_recorded_by_the_allocator_is_not_a_layer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # On a GPU every variable is recorded, the 8-byte adam/iteration too.
-    monkeypatch.setattr("traceparse.analysis.attribution.CPU_POOL_BYTES", 0)
+    monkeypatch.setattr("traceparse.tables.variables.CPU_POOL_BYTES", 0)
     prof = load("layers_cnn")
     frame = inventory("layers_cnn", prof.hosts[0])
     frame.loc[frame["role"] == "other", "allocator"] = "mklcpu"

@@ -22,12 +22,11 @@ from test_analysis_support import GPU, alloc, trace_of
 
 from traceparse import Profile, load
 from traceparse.analysis import PARTS
-from traceparse.analysis.attribution import CPU_POOL_BYTES
 from traceparse.core.loading import read_inventory
 from traceparse.decode.variables import InventoryProblem, decode_inventory, short_device
 from traceparse.files.discover import find_captures
 from traceparse.report import render_html, render_json, render_markdown
-from traceparse.tables.variables import VARIABLE_COLUMNS, device_allocator
+from traceparse.tables.variables import CPU_POOL_BYTES, VARIABLE_COLUMNS, device_allocator
 
 INVENTORIED = ["keras_inventory", "keras_memory_callback"]
 KiB, MiB = 1 << 10, 1 << 20

@@ -22,12 +22,12 @@ from test_analysis_support import GPU, alloc, trace_of
 from traceparse import Profile, load
 from traceparse._proto import hlo_pb2
 from traceparse.analysis import PARTS
-from traceparse.analysis.attribution import CPU_POOL_BYTES
 from traceparse.analysis.breakdown import parameter_rows
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
 from traceparse.decode.xla import XlaProgram, XlaSource, skim_hlo
 from traceparse.report import render_json, render_markdown
+from traceparse.tables.variables import CPU_POOL_BYTES
 
 KiB, MiB = 1 << 10, 1 << 20
 CPU = "mklcpu"

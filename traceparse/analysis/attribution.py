@@ -33,7 +33,10 @@ unknown. A variable counts when
 - its allocator is the allocator's (``traceparse.tables.variables``);
 - its shape x dtype is known; and, on a CPU allocator (``mklcpu``, ``cpu``),
   it is at least 256 KiB: smaller requests come from a pool that the allocator
-  never records, so they are not in its counter.
+  never records, so they are not in its counter (``variables.traced``);
+- no allocation made during the capture holds its bytes at the peak (a buffer
+  that replaced it, ``analysis/variable_match.py``): then that allocation is
+  the variable, and it is not counted twice.
 
 Variables count whole, largest first, while they fit in what was allocated
 before the capture (``analysis/breakdown.py``): the sum of the variables can
@@ -60,6 +63,7 @@ import pandas as pd
 
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.tables.contracts import declare
+from traceparse.tables.variables import traced
 
 # The parts, in the order a report lists them.
 PARTS = [
@@ -78,9 +82,6 @@ PARTS = [
 # inventory, xla_parameter_bytes an XLA program that ran and no inventory.
 OPTIONAL_PARTS = ("variable_bytes", "xla_parameter_bytes")
 NOT_MEASURED = "not_measured"
-# mklcpu serves requests under this from a pool that emits no memory events.
-CPU_POOL_BYTES = 256 * 1024
-CPU_ALLOCATORS = ("mklcpu", "cpu")
 
 ATTRIBUTION = declare(
     "attribution", ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"], ["allocator"]
@@ -127,15 +128,15 @@ def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None)
 def counted_variables(variables: pd.DataFrame) -> np.ndarray:
     """Which variables count against what was allocated before the capture (the
     rule in the module docstring), as a boolean mask."""
-    size = variables["estimated_bytes"]
-    cpu = variables["allocator"].astype(object).isin(CPU_ALLOCATORS)
-    small = (cpu & (size.fillna(0) < CPU_POOL_BYTES)).to_numpy(dtype=bool)
+    recorded = (
+        variables["traced"]
+        if "traced" in variables
+        else traced(variables["allocator"], variables["estimated_bytes"])
+    )
     return (
         variables["at_start"].to_numpy(dtype=bool)
         & variables["at_stop"].to_numpy(dtype=bool)
-        & variables["allocator"].notna().to_numpy(dtype=bool)
-        & size.notna().to_numpy(dtype=bool)
-        & ~small
+        & recorded.to_numpy(dtype=bool)
     )
 
 

@@ -55,6 +55,7 @@ from traceparse.analysis.layer_owners import (
     shape_key,
     variable_owner,
 )
+from traceparse.analysis.variable_match import VariableMatch, covered_at, named_at
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS
 
@@ -132,6 +133,7 @@ def breakdown_table(
     shapes: dict[str, str],
     variables: pd.DataFrame | None = None,
     parameters: pd.DataFrame | None = None,
+    matched: VariableMatch | None = None,
 ) -> pd.DataFrame:
     """One row per holder of bytes at each peak row's instant.
 
@@ -139,12 +141,17 @@ def breakdown_table(
     linked slabs' buffer, value and slack rows (``analysis/xla_live.py``),
     ``known`` and ``shapes`` the names ``analysis/layer_owners.py`` learnt,
     ``variables`` the inventory (None without one), ``parameters`` the XLA
-    parameters standing for distinct buffers (None when not measured).
+    parameters standing for distinct buffers (None when not measured),
+    ``matched`` the allocations of the capture that hold inventoried variables
+    (``analysis/variable_match.py``).
     """
     if peak.empty:
         return BREAKDOWN.empty()
     inside = _inside_rows(live, slabs)
     place(inside, known, shapes)
+    for column in ("variable", "xla_buffer"):
+        if column not in inside:
+            inside[column] = pd.Series(None, index=inside.index, dtype=object)
     held = _held_by_allocator(inside)
     rows: list[dict[str, Any]] = []
     for p in peak.itertuples(index=False):
@@ -153,7 +160,11 @@ def breakdown_table(
         budget = heap - held.get((_key(host), _key(allocator)), 0)
         named: list[dict[str, Any]] = []
         if variables is not None:
-            named = _variable_rows(variables, host, allocator, budget, known)
+            counted = counted_variables(variables)
+            if matched is not None and len(inside):
+                _name_variables(inside, variables, matched, p, known)
+                counted &= ~covered_at(variables, matched.covered, int(p.time_ps))
+            named = _variable_rows(variables[counted], host, allocator, budget, known)
         elif parameters is not None:
             named = parameter_rows(parameters, host, allocator, budget, known)
         rest = budget - sum(int(r["bytes"]) for r in named)
@@ -344,6 +355,39 @@ def _scope(op: str) -> str:
     return "/".join(parts) if parts else NO_SCOPE
 
 
+def _name_variables(
+    rows: pd.DataFrame,
+    variables: pd.DataFrame,
+    matched: VariableMatch,
+    peak: Any,
+    known: KnownNames,
+) -> None:
+    """Rows of one allocator whose allocation holds a variable at its peak become
+    that variable (its role, layer and path; the allocator's padding stays its own)."""
+    holding = named_at(matched.named, int(peak.time_ps))
+    if holding.empty:
+        return
+    mine = (
+        (rows["host"].to_numpy(dtype=object) == peak.host)
+        & (rows["allocator"].to_numpy(dtype=object) == peak.allocator)
+        & rows["allocation"].isin(holding.index).to_numpy(dtype=bool)
+        & (rows["holder"].to_numpy(dtype=object) == "allocation")
+    )
+    by_path = variables.drop_duplicates("path").set_index(variables["path"].astype(object))
+    for index in np.flatnonzero(mine):
+        found = holding.loc[rows.at[index, "allocation"]]
+        path = str(found["variable"])
+        var = (
+            by_path.loc[path]
+            if path in by_path.index
+            else pd.Series(found).rename({"variable": "path"})
+        )
+        layer, kind = variable_owner(var, known)
+        rows.at[index, "layer"], rows.at[index, "role"] = layer, kind
+        rows.at[index, "variable"] = path
+        rows.at[index, "named_by"] = str(found["named_by"])
+
+
 def _mine(frame: pd.DataFrame, host: object, allocator: object) -> pd.DataFrame:
     same_host = frame["host"].isna() | (frame["host"].astype(object) == host)
     return frame[same_host & (frame["allocator"].astype(object) == allocator)]
@@ -352,8 +396,8 @@ def _mine(frame: pd.DataFrame, host: object, allocator: object) -> pd.DataFrame:
 def _variable_rows(
     variables: pd.DataFrame, host: object, allocator: object, budget: int, known: KnownNames
 ) -> list[dict[str, Any]]:
-    """The counted variables of one allocator, largest first, while they fit."""
-    mine = _mine(variables[counted_variables(variables)], host, allocator)
+    """The counted ``variables`` of one allocator, largest first, while they fit."""
+    mine = _mine(variables, host, allocator)
     mine = mine.sort_values("estimated_bytes", ascending=False, kind="stable")
     rows = []
     for _, var in mine.iterrows():

@@ -29,6 +29,7 @@ from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
+from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.xla import XlaParts
@@ -337,8 +338,17 @@ class Profile:
             shapes,
             self.variables if self._has_inventory else None,
             self._parameters,
+            self._variable_match,
         )
         return self._conform(table, BREAKDOWN)
+
+    @cached_property
+    def _variable_match(self) -> VariableMatch | None:
+        """The allocations of the capture holding inventoried variables (created or
+        replaced during it); None without an inventory."""
+        if not self._has_inventory or self.variables.empty:
+            return None
+        return match_variables(self.allocations, self.variables, self.frees_without_allocation)
 
     @cached_property
     def attribution(self) -> pd.DataFrame:
@@ -400,7 +410,9 @@ class Profile:
 
     @cached_property
     def _leaks(self) -> LeakReport:
-        report = leak_report(self.steps, self.allocations)
+        match = self._variable_match
+        current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
+        report = leak_report(self.steps, self.allocations, current)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
         report.allocators = self._conform(report.allocators, VERDICTS)
