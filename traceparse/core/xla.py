@@ -60,10 +60,11 @@ class XlaParts:
         """``allocations`` with ``xla_program`` and ``xla_allocation_index``."""
         if self.present and self.programs:
             runs = {t.host: t.function_runs for t in self.traces}
-            self.links = link_allocations(allocations, self.programs, runs)
+            records = {t.host: t.runs for t in self.traces}
+            self.links = link_allocations(allocations, self.programs, runs, records)
             program, index = self.links.columns(allocations.index)
             labels = allocations.index
-            self.shared = {labels[row]: row for row in self.links.shared}
+            self.shared = {labels[row]: row for row in self.links.named}
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
