@@ -27,6 +27,7 @@ from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import buffer_info, buffers_table, function_of, programs_table
 from traceparse.tables.xla_link import Held, Links, link_allocations
+from traceparse.tables.sources import allocation_sources
 from traceparse.tables.xla_params import parameters_table
 
 LINK_COLUMNS = ["xla_program", "xla_allocation_index"]
@@ -68,7 +69,8 @@ class XlaParts:
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
-        return allocations.assign(xla_program=program, xla_allocation_index=index)
+        source = allocation_sources(allocations, {t.host: t.runs for t in self.traces})
+        return allocations.assign(xla_program=program, xla_allocation_index=index, source=source)
 
     def programs_table(self) -> pd.DataFrame:
         runs = dict(self.links.runs) if self.links is not None else {}

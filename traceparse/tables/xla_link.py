@@ -88,6 +88,18 @@ class Links:
                 found[row] = value
         return found
 
+    def sources(self, rows: Iterable[int] | None = None) -> dict[int, str]:
+        """Row -> the HLO source line (``file:line``) of the value a row linked to
+        one output holds, where the module records it (JAX does)."""
+        found: dict[int, str] = {}
+        for row in self.single if rows is None else rows:
+            one = self.single.get(row)
+            if one is not None:
+                source = output_source(self.programs[(one[0], one[1])], one[2])
+                if source is not None:
+                    found[row] = source
+        return found
+
     @property
     def named(self) -> list[int]:
         """Rows that may hold a known value: shared ones and those linked to one
@@ -327,6 +339,23 @@ def output_value(program: XlaProgram, index: int) -> Held | None:
         if len(values) == 1:
             return values.pop()
     return held_value(program, index)
+
+
+def output_source(program: XlaProgram, index: int) -> str | None:
+    """The source line of what the program leaves in output allocation ``index``."""
+    alloc = next((a for a in program.assignment.buffer_allocations if a.index == index), None)
+    if alloc is None or alloc.is_entry_computation_parameter:
+        return None
+    left = _left_by_root(program)
+    logical = {b.id: b for b in program.assignment.logical_buffers}
+    index_of = module_index(program)
+    sources = set()
+    for assigned in alloc.assigned:
+        buffer = logical.get(assigned.logical_buffer_id)
+        inst = index_of.instruction(buffer.defined_at) if buffer is not None else None
+        if assigned.offset == 0 and inst is not None and inst.name in left:
+            sources.add(index_of.origin(inst).source)
+    return sources.pop() if len(sources) == 1 else None
 
 
 def _left_by_root(program: XlaProgram) -> set[str]:
