@@ -1,0 +1,82 @@
+"""JAX captures (public MI300X traces, JAX 0.8, fixtures/jax08_*): read like
+TensorFlow's, peaks agree with xprof, and the bytes at each peak are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import FIXTURES
+from test_analysis_xprof import test_peak_and_breakdown_agree_with_xprof as agree_with_xprof
+
+import traceparse
+
+JAX_FIXTURES = ["jax08_attention", "jax08_conv", "jax08_elementwise", "jax08_gemm"]
+JAX_FILES = sorted(f for n in JAX_FIXTURES for f in (FIXTURES / n).rglob("*.xplane.pb"))
+
+
+# xprof lists a 4-byte GPU_0_bfc allocation (256 B chunk) at jax08_attention's
+# peak that is not live at traceparse's peak event, the only event with the
+# peak's bytes in our timeline (issue 24: the instants are chosen differently).
+# Left to the peak's owner; strict, so that the day they agree this says so.
+_TIE = pytest.mark.xfail(
+    strict=True, reason="xprof's peak instant lists a 4-byte allocation ours does not"
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=_TIE) if "attention" in str(p) else p for p in JAX_FILES],
+    ids=lambda p: p.parts[-5],
+)
+def test_jax_peaks_agree_with_xprof(path: Path) -> None:
+    """As on every TensorFlow capture: peak bytes, capacity and the rows live there."""
+    agree_with_xprof(path)
+
+
+@pytest.mark.parametrize("name", JAX_FIXTURES)
+def test_bytes_at_each_gpu_peak_are_named(name: str) -> None:
+    """At least 90% of the bytes requested, live at each GPU allocator's peak and
+    allocated inside the capture are named by a shape x dtype."""
+    table = traceparse.load(FIXTURES / name).attribution
+    gpu = table[table["allocator"].astype(str).str.startswith("GPU_")]
+    assert not gpu.empty
+    for row in gpu.itertuples(index=False):
+        named = row.shape_explained_bytes + row.xla_buffer_bytes
+        before = row.variable_bytes + row.xla_parameter_bytes + row.before_capture_bytes
+        live = (
+            row.in_use_bytes - row.padding_bytes - row.xla_slack_bytes - row.reserved_bytes - before
+        )
+        assert named >= 0.9 * live, (row.allocator, named, live)
+
+
+def test_programs_are_named_by_their_function_and_ops_by_jax_paths() -> None:
+    prof = traceparse.load(FIXTURES / "jax08_elementwise")
+    programs = prof.xla_programs
+    assert set(programs["module"]) >= {"jit_add", "jit_sin", "jit_cos", "jit_multiply"}
+    ran = programs[programs["runs"] > 0]
+    assert set(ran["module"]) >= {"jit_add", "jit_sin", "jit_cos", "jit_multiply"}
+    buffers = prof.xla_buffers
+    ops = set(buffers["tf_op"].dropna())
+    assert {"jit(add)/add", "jit(sin)/sin"} <= ops
+    # Each linked output is the program's own: the module the run names.
+    linked = prof.allocations.dropna(subset=["xla_program"])
+    assert len(linked) >= 4
+    assert linked["source"].notna().all()
+    assert (linked["source"].astype(str).str.startswith("generate_elementwise_trace.py:")).all()
+
+
+def test_conv_outputs_are_named_by_their_values() -> None:
+    """The 3-D convolution's two 545 MiB outputs hold the values its root returns."""
+    prof = traceparse.load(FIXTURES / "jax08_conv")
+    rows = prof.allocations.reset_index(drop=True)
+    links = prof._xla.links
+    assert links is not None
+    held = links.held()
+    conv = [
+        value
+        for row, value in held.items()
+        if str(rows.loc[row, "xla_program"]).startswith("jit_forward_3d_conv")
+    ]
+    assert conv and all(pd.notna(v[0]) and v[1].startswith("[") for v in conv)
