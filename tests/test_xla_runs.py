@@ -209,3 +209,22 @@ def test_the_users_frame_is_picked() -> None:
     assert user_frame(["builtins len", "<unknown> get"]) is None
     # Base names only (JAX): the outermost located frame, the user's call.
     assert user_frame(["run.py:20 f", "array_methods.py:599 op", "builtins isinstance"]) == "run.py:20 f"
+
+
+def test_jax_arguments_sent_in_a_call_take_the_parameters_value() -> None:
+    """In jax08_elementwise ``x + 1.0``-style calls send a Python scalar: a 4-byte
+    ``DevicePut`` inside ``PjitFunction(add)`` before its run, on the GPU and on
+    the pinned host allocator. It is named by the parameter of the program that
+    call runs (float32 []) and is not counted as a run's allocation."""
+    from conftest import FIXTURES
+
+    prof = traceparse.load(FIXTURES / "jax08_elementwise")
+    rows = prof.allocations.reset_index(drop=True)
+    links = prof._xla.links
+    assert links is not None and links.arguments
+    held = links.held(list(links.arguments))
+    for row in links.arguments:
+        assert pd.isna(rows.loc[row, "xla_program"])
+        assert held[row][:3] == ("float32", "[]", 4)
+    allocators = {str(rows.loc[row, "allocator"]) for row in links.arguments}
+    assert allocators == {"GPU_0_bfc", "xla_gpu_host_bfc"}

@@ -15,7 +15,9 @@ host planes' lines, each parsed on its own by upb (``xplane.proto``):
   program id is its markers' one, else that of the markers of the same module
   on other lines of the plane during it (JAX's kernel launches), when one;
 - a ``MemoryAllocation`` covered by a window with a module, on its own line,
-  is tied to that run (``RunRecords.allocation_runs``).
+  is tied to that run (``RunRecords.allocation_runs``); one made inside JAX's
+  ``PjitFunction(<fn>)`` before its program runs (``DevicePut`` of a Python
+  scalar or a host array) is an argument of the run that call makes.
 
 The Python tracer's frames (``$file.py:LINE function`` events) enclosing an
 allocation on its line are kept with it (``tables/sources.py`` picks the user's).
@@ -23,6 +25,7 @@ allocation on its line are kept with it (``tables/sources.py`` picks the user's)
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +44,8 @@ _EXECUTE = re.compile(
 )
 _MODULE_STATS = ("hlo_module", "module_name")
 _ALLOCATION = "MemoryAllocation"
+# JAX's call of a jitted function: around the transfer of its arguments and its run.
+_CALL = "PjitFunction("
 _U64 = (1 << 64) - 1
 
 # One row per execute window with a module: on which line, when, what ran.
@@ -57,6 +62,7 @@ ALLOCATION_RUN_COLUMNS: dict[str, str] = {
     "time_ps": "int64",
     "address": "int64",
     "run": "int64",
+    "argument_of": "int64",  # the run whose argument it is (-1: none)
     "frames": "object",  # the enclosing Python frames, outermost first, one a line
 }
 
@@ -120,6 +126,7 @@ def read_runs(
                     or name == _ALLOCATION
                     or name.startswith("$")
                     or _EXECUTE.search(name)
+                    or name.startswith(_CALL)
                 )
                 if keep:
                     t = base + event.offset_ps
@@ -211,17 +218,35 @@ def _resolve(events: list[_Event]) -> RunRecords:
                 "program_id": pd.array([r[4] for r in rows], dtype="Int64"),
             }
         )
-    found_rows: list[tuple[int, int, int, str | None]] = []
+    # A call's run: the first run window that starts inside it on its line.
+    starts: dict[int, list[tuple[int, int]]] = {}
+    for i, (line, start, *_) in enumerate(rows):
+        starts.setdefault(line, []).append((start, i))
+    for line_starts in starts.values():
+        line_starts.sort()
+
+    def call_run(call: _Event) -> int:
+        line_starts = starts.get(call.line, [])
+        at = bisect.bisect_left(line_starts, (call.start, -1))
+        if at < len(line_starts) and line_starts[at][0] <= call.end:
+            return line_starts[at][1]
+        return -1
+
+    found_rows: list[tuple[int, int, int, int, str | None]] = []
     for e in events:
         address = e.stats.get("addr")
         if e.name != _ALLOCATION or not isinstance(address, int):
             continue
         stack = enclosing.get(id(e), [])
         runs = [run_of[id(w)] for w in stack if id(w) in run_of]
+        calls = [w for w in stack if w.name.startswith(_CALL)]
+        # Made in a call but before its program runs: one of its arguments.
+        argument = call_run(calls[-1]) if calls and not runs else -1
         frames = [w.name[1:] for w in stack if w.name.startswith("$")]
-        if runs or frames:
+        if runs or frames or argument >= 0:
             text = "\n".join(frames) if frames else None
-            found_rows.append((e.start, address & _U64, runs[-1] if runs else -1, text))
+            run = runs[-1] if runs else -1
+            found_rows.append((e.start, address & _U64, run, argument, text))
     if found_rows:
         records.allocation_runs = pd.DataFrame(
             {
@@ -229,7 +254,8 @@ def _resolve(events: list[_Event]) -> RunRecords:
                 # Addresses past 2**63 wrap, as the events table reads them.
                 "address": np.array([f[1] for f in found_rows], dtype=np.uint64).view(np.int64),
                 "run": np.array([f[2] for f in found_rows], dtype=np.int64),
-                "frames": pd.Series([f[3] for f in found_rows], dtype=object),
+                "argument_of": np.array([f[3] for f in found_rows], dtype=np.int64),
+                "frames": pd.Series([f[4] for f in found_rows], dtype=object),
             }
         )
     return records

@@ -63,6 +63,9 @@ class Links:
     across: Counter[str] = field(default_factory=Counter)
     # Row -> (host, program, index) of a row linked to one allocation.
     single: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+    # Row -> (host, program, parameter indices) of a transfer of a run's argument;
+    # named by the parameters' agreed value, not linked (no run made it).
+    arguments: dict[int, tuple[str, str, tuple[int, ...]]] = field(default_factory=dict)
     # Row -> end (ps) of the run it was made in, where the run records say.
     ends: dict[int, int] = field(default_factory=dict)
     size_only: int = 0  # rows linked by size alone, inside a run window on another thread
@@ -104,7 +107,7 @@ class Links:
     def named(self) -> list[int]:
         """Rows that may hold a known value: shared ones and those linked to one
         allocation the runtime makes per run (temp slabs are split, not named)."""
-        return sorted([*self.shared, *self.single])
+        return sorted([*self.shared, *self.single, *self.arguments])
 
     def _value(self, row: int) -> Held | None:
         one = self.single.get(row)
@@ -114,7 +117,7 @@ class Links:
             if key not in self._agreed:
                 self._agreed[key] = output_value(self.programs[(host, name)], index)
             return self._agreed[key]
-        key = self.shared.get(row)
+        key = self.shared.get(row) or self.arguments.get(row)
         if key is None:
             return None
         if key not in self._agreed:
@@ -169,6 +172,7 @@ def link_allocations(
     records = records or {}
     # (host, size) -> [(program, index, function, module, program id)]
     candidates: dict[tuple[str, int], list[_Candidate]] = {}
+    parameters: dict[tuple[str, int], list[_Candidate]] = {}
     links.programs = {(host, program.name): program for host, program in programs}
     for host, program in programs:
         # The skim read: linking never parses the instructions (decode/xla.py).
@@ -176,10 +180,13 @@ def link_allocations(
         function = function_of(module)
         pid = _program_id(program.name, module)
         for alloc in program.skim.allocations:
+            found = _Candidate(program.name, alloc.index, function, module, pid)
             if made_per_run(alloc) and alloc.size > 0:
-                candidates.setdefault((host, alloc.size), []).append(
-                    _Candidate(program.name, alloc.index, function, module, pid)
-                )
+                candidates.setdefault((host, alloc.size), []).append(found)
+            if alloc.is_entry_computation_parameter and alloc.size > 0:
+                parameters.setdefault((host, alloc.size), []).append(found)
+    covering, arguments = _covering_runs(allocations, records) if n else ({}, {})
+    _link_arguments(links, allocations, arguments, parameters)
     if not candidates or not n:
         return links
     sizes = np.array(sorted({size for _, size in candidates}), dtype=np.int64)
@@ -188,7 +195,6 @@ def link_allocations(
     hosts = allocations["host"].astype(object).to_numpy()
     ops = allocations["op"].astype(object).to_numpy()
     times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
-    covering = _covering_runs(allocations, records)
     windows = {host: _windows(r) for host, r in records.items() if r is not None}
     for row in rows.tolist():
         host = hosts[row]
@@ -245,29 +251,65 @@ def _program_id(name: str, module: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+Run = tuple[str, int | None, int]  # (module, program id, end ps) of a run
+
+
 def _covering_runs(
     allocations: pd.DataFrame, records: Mapping[str, RunRecords | None]
-) -> dict[int, tuple[str, int | None, int]]:
-    """Row -> (module, program id, run end) of the run covering it on its thread."""
-    found: dict[int, tuple[str, int | None, int]] = {}
+) -> tuple[dict[int, Run], dict[int, Run]]:
+    """Row -> the run covering it on its thread; row -> the run it is an argument of."""
+    found: dict[int, Run] = {}
+    arguments: dict[int, Run] = {}
     hosts = allocations["host"].astype(object).to_numpy()
+    all_times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
+    all_addresses = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
     for host, record in records.items():
         if record is None or record.allocation_runs.empty or record.runs.empty:
             continue
         runs = record.runs
-        tied = record.allocation_runs[record.allocation_runs["run"] >= 0]
-        key = dict(zip(zip(tied["time_ps"].tolist(), tied["address"].tolist()), tied["run"].tolist()))
+        tied = record.allocation_runs
+        key = dict(
+            zip(
+                zip(tied["time_ps"].tolist(), tied["address"].tolist(), strict=True),
+                zip(tied["run"].tolist(), tied["argument_of"].tolist(), strict=True),
+                strict=True,
+            )
+        )
+        modules, ends = runs["module"].tolist(), runs["end_ps"].tolist()
+        pids = [None if pd.isna(p) else int(p) for p in runs["program_id"].tolist()]
         mine = np.flatnonzero(hosts == host)
-        times = allocations["alloc_ps"].to_numpy(dtype=np.int64)[mine]
-        addresses = allocations["address"].to_numpy(dtype=np.int64, na_value=0)[mine]
-        modules, pids = runs["module"].tolist(), runs["program_id"].tolist()
-        ends = runs["end_ps"].tolist()
-        for row, t, a in zip(mine.tolist(), times.tolist(), addresses.tolist(), strict=True):
-            run = key.get((t, a))
-            if run is not None:
-                pid = pids[run]
-                found[row] = (modules[run], None if pid is pd.NA else int(pid), ends[run])
-    return found
+        for row, t, a in zip(
+            mine.tolist(), all_times[mine].tolist(), all_addresses[mine].tolist(), strict=True
+        ):
+            run, argument = key.get((t, a), (-1, -1))
+            if run >= 0:
+                found[row] = (modules[run], pids[run], ends[run])
+            elif argument >= 0:
+                arguments[row] = (modules[argument], pids[argument], ends[argument])
+    return found, arguments
+
+
+def _link_arguments(
+    links: Links,
+    allocations: pd.DataFrame,
+    arguments: dict[int, Run],
+    parameters: dict[tuple[str, int], list[_Candidate]],
+) -> None:
+    """Rows made for a run's arguments (JAX's ``DevicePut`` in a call): the
+    parameters of that run's program with their size, when they are all of one
+    program (``Links.arguments``, named by their agreed value)."""
+    if not arguments:
+        return
+    hosts = allocations["host"].astype(object).to_numpy()
+    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=-1)
+    for row, (module, pid, _) in arguments.items():
+        fits = [
+            c
+            for c in parameters.get((hosts[row], int(requested[row])), [])
+            if c.module == module and (pid is None or c.pid in (pid, None))
+        ]
+        if len({c.program for c in fits}) == 1:
+            links.arguments[row] = (hosts[row], fits[0].program, tuple(c.index for c in fits))
 
 
 def _windows(record: RunRecords) -> dict[str, list[tuple[int, int, int | None]]]:
