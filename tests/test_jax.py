@@ -3,12 +3,17 @@ TensorFlow's, peaks agree with xprof, and the bytes at each peak are named."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from test_analysis_xprof import test_peak_and_breakdown_agree_with_xprof as agree_with_xprof
+from test_xla import tf_hlo, tf_xplane  # noqa: F401 (fixtures)
+from test_xla import test_buffers_match_tensorflow_reading as buffers_match
 
 import traceparse
 
@@ -80,3 +85,41 @@ def test_conv_outputs_are_named_by_their_values() -> None:
         if str(rows.loc[row, "xla_program"]).startswith("jit_forward_3d_conv")
     ]
     assert conv and all(pd.notna(v[0]) and v[1].startswith("[") for v in conv)
+
+
+@pytest.mark.parametrize("name", [*JAX_FIXTURES, "xla_eager"])
+def test_jax_buffers_match_tensorflow_reading(
+    name: str,
+    tf_xplane: ModuleType,  # noqa: F811
+    tf_hlo: ModuleType,  # noqa: F811
+) -> None:
+    buffers_match(name, tf_xplane, tf_hlo)
+
+
+def test_reading_a_jax_capture_keeps_tensorflow_out() -> None:
+    code = (
+        "import sys, traceparse\n"
+        f"p = traceparse.load({str(FIXTURES / 'jax08_elementwise')!r})\n"
+        "p.xla_buffers, p.attribution, p.live_at_peak(expand_xla=True), p.allocations\n"
+        "assert not any(m == 'tensorflow' or m.startswith('tensorflow.') for m in sys.modules)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_compiled_output_read_by_eager_ops_is_named() -> None:
+    """xla_eager: the jit_compile function's 4 MiB output, live at the peak while
+    eager ops read it, is linked by its run and named float32 [1024,1024]."""
+    prof = traceparse.load(FIXTURES / "xla_eager")
+    live = prof.live_at_peak()
+    output = live[live["xla_program"].notna()]
+    assert len(output) == 1
+    links = prof._xla.links
+    assert links is not None
+    held = links.held()
+    (row,) = [r for r in held if prof.allocations.index[r] == output.index[0]]
+    assert held[row][:3] == ("float32", "[1024,1024]", 4 * 1024 * 1024)
+    part = prof.attribution.iloc[0]
+    assert part["xla_buffer_bytes"] == 4 * 1024 * 1024

@@ -50,6 +50,9 @@ _TF_NAMES = {
     "F64": "float64",
     "S8": "int8",
     "U32": "uint32",
+    "U64": "uint64",
+    "U16": "uint16",
+    "S16": "int16",
 }
 
 

@@ -206,7 +206,8 @@ def link_allocations(
         if run is not None:  # launched on this thread: only that program's allocations
             module, pid, end = run
             fits = [c for c in fits if c.module == module and (pid is None or c.pid in (pid, None))]
-            links.ends[row] = end
+            if fits:
+                links.ends[row] = end
         else:
             running = _running(function_runs.get(host), time)
             seen = [c for c in fits if c.function is not None and (c.function == op or c.function in running)]
@@ -219,7 +220,8 @@ def link_allocations(
                 active = windows.get(host, {})
                 fits = [c for c in fits if op is None and _within(active.get(c.module), time, c.pid)]
         if not fits:
-            links.unlinked += 1
+            # A candidate left unlinked: no op, a program allocation's size, no run.
+            links.unlinked += run is None and op is None
             continue
         names = {c.program for c in fits}
         if len(names) == 1:
