@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO
 from test_analysis_xprof import test_peak_and_breakdown_agree_with_xprof as agree_with_xprof
-from test_xla import tf_hlo, tf_xplane  # noqa: F401 (fixtures)
 from test_xla import test_buffers_match_tensorflow_reading as buffers_match
+from test_xla import tf_hlo, tf_xplane  # noqa: F401 (fixtures)
 
 import traceparse
 

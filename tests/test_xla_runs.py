@@ -127,13 +127,19 @@ def _capture(tmp_path: Path, programs: dict[str, bytes], runs: list[tuple[str, i
         in_use += size
         memory("MemoryAllocation", t + 2000, 0x1000 * (i + 1))
         host.event(python, "GpuExecutable::ExecuteThunks", t + 3000, 50_000, module_name=module)
-        host.event(launches, "hipModuleLaunchKernel", t + 4000, 1000, hlo_module=module, program_id=pid)
+        host.event(
+            launches, "hipModuleLaunchKernel", t + 4000, 1000, hlo_module=module, program_id=pid
+        )
         t += 100_000
     in_use += size
     memory("MemoryAllocation", t, 0xF000)  # no run covers it
     for i in range(len(runs) + 1):
         in_use -= size
-        memory("MemoryDeallocation", t + 10_000 * (i + 1), 0x1000 * (i + 1) if i < len(runs) else 0xF000)
+        memory(
+            "MemoryDeallocation",
+            t + 10_000 * (i + 1),
+            0x1000 * (i + 1) if i < len(runs) else 0xF000,
+        )
     env = space.planes.add(id=2, name="Task Environment")
     _Plane(env).stat_id("profile_start_time")
     run = tmp_path / "plugins" / "profile" / "run1"
@@ -156,7 +162,9 @@ def test_a_program_that_never_ran_gets_no_allocation(tmp_path: Path) -> None:
     """Two programs whose outputs have the same size; only jit_sin runs. Its
     allocation goes to it (the run covers it on its thread); jit_cos, which
     never ran, gets nothing, and neither does the allocation outside any run."""
-    prof = traceparse.load(_capture(tmp_path, {"jit_sin(3)": SIN, "jit_cos(5)": COS}, [("jit_sin", 3)]))
+    prof = traceparse.load(
+        _capture(tmp_path, {"jit_sin(3)": SIN, "jit_cos(5)": COS}, [("jit_sin", 3)])
+    )
     assert _linked(prof) == ["jit_sin(3)", None]
     assert prof.allocations.sort_values("alloc_ps")["xla_allocation_index"].tolist()[0] == 1
     runs = dict(zip(prof.xla_programs["program"], prof.xla_programs["runs"], strict=True))
@@ -168,13 +176,17 @@ def test_same_module_twice_is_told_apart_by_program_id(tmp_path: Path) -> None:
     """Two compilations of one function (``jit_sin(3)`` and ``jit_sin(9)``): the
     kernel launches' ``program_id`` during the window says which one ran."""
     other = _program("jit_sin", [1024, 1024], "jit(sin)/sin", "/work/model.py:9")
-    path = _capture(tmp_path, {"jit_sin(3)": SIN, "jit_sin(9)": other}, [("jit_sin", 9), ("jit_sin", 3)])
+    path = _capture(
+        tmp_path, {"jit_sin(3)": SIN, "jit_sin(9)": other}, [("jit_sin", 9), ("jit_sin", 3)]
+    )
     prof = traceparse.load(path)
     assert _linked(prof) == ["jit_sin(9)", "jit_sin(3)", None]
 
 
 def test_an_output_is_named_by_the_value_left_in_it(tmp_path: Path) -> None:
-    prof = traceparse.load(_capture(tmp_path, {"jit_sin(3)": SIN, "jit_cos(5)": COS}, [("jit_sin", 3), ("jit_cos", 5)]))
+    prof = traceparse.load(
+        _capture(tmp_path, {"jit_sin(3)": SIN, "jit_cos(5)": COS}, [("jit_sin", 3), ("jit_cos", 5)])
+    )
     _ = prof.allocations
     links = prof._xla.links
     assert links is not None
@@ -208,7 +220,10 @@ def test_the_users_frame_is_picked() -> None:
     assert user_frame([lib, stdlib]) is None
     assert user_frame(["builtins len", "<unknown> get"]) is None
     # Base names only (JAX): the outermost located frame, the user's call.
-    assert user_frame(["run.py:20 f", "array_methods.py:599 op", "builtins isinstance"]) == "run.py:20 f"
+    assert (
+        user_frame(["run.py:20 f", "array_methods.py:599 op", "builtins isinstance"])
+        == "run.py:20 f"
+    )
 
 
 def test_jax_arguments_sent_in_a_call_take_the_parameters_value() -> None:

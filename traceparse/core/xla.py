@@ -25,9 +25,9 @@ from traceparse.analysis.xla_live import (
 )
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
+from traceparse.tables.sources import allocation_sources
 from traceparse.tables.xla import buffer_info, buffers_table, function_of, programs_table
 from traceparse.tables.xla_link import Held, Links, link_allocations
-from traceparse.tables.sources import allocation_sources
 from traceparse.tables.xla_params import parameters_table
 
 LINK_COLUMNS = ["xla_program", "xla_allocation_index"]

@@ -55,7 +55,10 @@ def allocation_sources(
         table = record.allocation_runs.dropna(subset=["frames"])
         by_key: dict[tuple[int, int], str | None] = {}
         for t, a, frames in zip(
-            table["time_ps"].tolist(), table["address"].tolist(), table["frames"].tolist(), strict=True
+            table["time_ps"].tolist(),
+            table["address"].tolist(),
+            table["frames"].tolist(),
+            strict=True,
         ):
             by_key[(t, a)] = user_frame(str(frames).split("\n"))
         if not by_key:

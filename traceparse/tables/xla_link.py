@@ -1,19 +1,20 @@
-"""Which allocator events a compiled program made.
+"""Which allocator events a compiled program made, and what they hold.
 
-An XLA program asks TF's allocator for its temp slab and its outputs on each
+An XLA program asks the allocator for its temp slab and its outputs on each
 run; the event carries no shape or dtype, only ``requested_bytes`` equal to
 the program allocation's size. An allocation is linked to a program
-allocation when
+allocation when its requested bytes equal that allocation's size, the
+allocation is one the runtime makes per run (``xla.made_per_run``: temp,
+output, a parameter's output twin), and
 
-- its requested bytes equal that allocation's size, the allocation is one the
-  runtime makes per run (``xla.made_per_run``: temp, output, a parameter's
-  output twin), and
+- a run of the program covers it on its thread (the run records,
+  ``decode/runs.py``: an execute window naming the module and program id),
+  and then only that program is a candidate; or
 - the program's TF function is running on the host's op line at that moment
-  (a ``__inference_f_27`` event covers it) or the allocation's op names it, or
-  the allocation has no op at all: every TF op names its allocations, so an
-  event with none and a program allocation's exact size is the XLA runtime's
-  (``model.fit`` under XLA launches its step with no event on the op line).
-  An allocation whose op names something else is never linked on size alone.
+  (a ``__inference_f_27`` event covers it) or the allocation's op names it; or
+- by size alone: the allocation has no op (every TF op names its allocations)
+  and a run window of the program, on any thread, covers it. A program with no
+  run in the capture never gets an allocation this way.
 
 When several program allocations fit, nothing is guessed: within one program
 the program is named and the index left NA; across programs neither is set.
@@ -22,16 +23,20 @@ candidate holds the same value (``held_value``: same shape and dtype, and the
 same TF op or none), the allocation is still named by that value (``Links.held``)
 while its index stays NA.
 
+A row linked to one output holds what the program left there (``output_value``:
+the root's element at that allocation); a transfer of a run's argument (JAX's
+``DevicePut`` in a call) the value its program's parameters of that size agree
+on. ``Links.held`` names all of these.
+
 Linking reads each program's skim (``XlaProgram.skim``: module name and buffer
-allocations); only ``Links.held`` and ``Links.notes`` read further (the buffer
-assignment and the computations that define the candidates' buffers), and
-only for the programs with such shared candidates.
+allocations); only ``Links.held``, ``Links.sources`` and ``Links.notes`` read
+further (the buffer assignment and the computations that define the
+candidates' buffers), and only for the programs of the rows asked about.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,8 +46,15 @@ import pandas as pd
 from traceparse.decode.runs import RunRecords
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import buffer_info, function_of, made_per_run, module_index
+from traceparse.tables.xla_runs import (
+    Candidate,
+    argument_links,
+    covering_runs,
+    program_id,
+    within,
+)
+from traceparse.tables.xla_runs import windows as runs_of
 
-_PROGRAM_ID = re.compile(r"\((\d+)\)")
 # (dtype, shape, estimated_bytes, tf_op, tf_op_type) of what an allocation holds.
 Held = tuple[str, str, int, str | None, str | None]
 
@@ -113,10 +125,10 @@ class Links:
         one = self.single.get(row)
         if one is not None:
             host, name, index = one
-            key = (host, name, (index,))
-            if key not in self._agreed:
-                self._agreed[key] = output_value(self.programs[(host, name)], index)
-            return self._agreed[key]
+            one_key = (host, name, (index,))
+            if one_key not in self._agreed:
+                self._agreed[one_key] = output_value(self.programs[(host, name)], index)
+            return self._agreed[one_key]
         key = self.shared.get(row) or self.arguments.get(row)
         if key is None:
             return None
@@ -171,22 +183,22 @@ def link_allocations(
     links = Links([None] * n, [None] * n)
     records = records or {}
     # (host, size) -> [(program, index, function, module, program id)]
-    candidates: dict[tuple[str, int], list[_Candidate]] = {}
-    parameters: dict[tuple[str, int], list[_Candidate]] = {}
+    candidates: dict[tuple[str, int], list[Candidate]] = {}
+    parameters: dict[tuple[str, int], list[Candidate]] = {}
     links.programs = {(host, program.name): program for host, program in programs}
     for host, program in programs:
         # The skim read: linking never parses the instructions (decode/xla.py).
         module = program.skim.module
         function = function_of(module)
-        pid = _program_id(program.name, module)
+        pid = program_id(program.name, module)
         for alloc in program.skim.allocations:
-            found = _Candidate(program.name, alloc.index, function, module, pid)
+            found = Candidate(program.name, alloc.index, function, module, pid)
             if made_per_run(alloc) and alloc.size > 0:
                 candidates.setdefault((host, alloc.size), []).append(found)
             if alloc.is_entry_computation_parameter and alloc.size > 0:
                 parameters.setdefault((host, alloc.size), []).append(found)
-    covering, arguments = _covering_runs(allocations, records) if n else ({}, {})
-    _link_arguments(links, allocations, arguments, parameters)
+    covering, arguments = covering_runs(allocations, records) if n else ({}, {})
+    links.arguments = argument_links(allocations, arguments, parameters)
     if not candidates or not n:
         return links
     sizes = np.array(sorted({size for _, size in candidates}), dtype=np.int64)
@@ -195,7 +207,7 @@ def link_allocations(
     hosts = allocations["host"].astype(object).to_numpy()
     ops = allocations["op"].astype(object).to_numpy()
     times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
-    windows = {host: _windows(r) for host, r in records.items() if r is not None}
+    windows = {host: runs_of(r) for host, r in records.items() if r is not None}
     for row in rows.tolist():
         host = hosts[row]
         time = int(times[row])
@@ -210,7 +222,11 @@ def link_allocations(
                 links.ends[row] = end
         else:
             running = _running(function_runs.get(host), time)
-            seen = [c for c in fits if c.function is not None and (c.function == op or c.function in running)]
+            seen = [
+                c
+                for c in fits
+                if c.function is not None and (c.function == op or c.function in running)
+            ]
             if seen:
                 fits = seen
             else:
@@ -218,7 +234,7 @@ def link_allocations(
                 # only while a run of that program is known to be under way.
                 how = "size"
                 active = windows.get(host, {})
-                fits = [c for c in fits if op is None and _within(active.get(c.module), time, c.pid)]
+                fits = [c for c in fits if op is None and within(active.get(c.module), time, c.pid)]
         if not fits:
             # A candidate left unlinked: no op, a program allocation's size, no run.
             links.unlinked += run is None and op is None
@@ -236,101 +252,6 @@ def link_allocations(
         else:
             links.across[", ".join(sorted(names))] += 1
     return links
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    program: str
-    index: int
-    function: str | None
-    module: str
-    pid: int | None
-
-
-def _program_id(name: str, module: str) -> int | None:
-    """The id in a program's metadata name, ``<module>(<id>)``."""
-    match = _PROGRAM_ID.fullmatch(name[len(module) :]) if name.startswith(module) else None
-    return int(match.group(1)) if match else None
-
-
-Run = tuple[str, int | None, int]  # (module, program id, end ps) of a run
-
-
-def _covering_runs(
-    allocations: pd.DataFrame, records: Mapping[str, RunRecords | None]
-) -> tuple[dict[int, Run], dict[int, Run]]:
-    """Row -> the run covering it on its thread; row -> the run it is an argument of."""
-    found: dict[int, Run] = {}
-    arguments: dict[int, Run] = {}
-    hosts = allocations["host"].astype(object).to_numpy()
-    all_times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
-    all_addresses = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
-    for host, record in records.items():
-        if record is None or record.allocation_runs.empty or record.runs.empty:
-            continue
-        runs = record.runs
-        tied = record.allocation_runs
-        key = dict(
-            zip(
-                zip(tied["time_ps"].tolist(), tied["address"].tolist(), strict=True),
-                zip(tied["run"].tolist(), tied["argument_of"].tolist(), strict=True),
-                strict=True,
-            )
-        )
-        modules, ends = runs["module"].tolist(), runs["end_ps"].tolist()
-        pids = [None if pd.isna(p) else int(p) for p in runs["program_id"].tolist()]
-        mine = np.flatnonzero(hosts == host)
-        for row, t, a in zip(
-            mine.tolist(), all_times[mine].tolist(), all_addresses[mine].tolist(), strict=True
-        ):
-            run, argument = key.get((t, a), (-1, -1))
-            if run >= 0:
-                found[row] = (modules[run], pids[run], ends[run])
-            elif argument >= 0:
-                arguments[row] = (modules[argument], pids[argument], ends[argument])
-    return found, arguments
-
-
-def _link_arguments(
-    links: Links,
-    allocations: pd.DataFrame,
-    arguments: dict[int, Run],
-    parameters: dict[tuple[str, int], list[_Candidate]],
-) -> None:
-    """Rows made for a run's arguments (JAX's ``DevicePut`` in a call): the
-    parameters of that run's program with their size, when they are all of one
-    program (``Links.arguments``, named by their agreed value)."""
-    if not arguments:
-        return
-    hosts = allocations["host"].astype(object).to_numpy()
-    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=-1)
-    for row, (module, pid, _) in arguments.items():
-        fits = [
-            c
-            for c in parameters.get((hosts[row], int(requested[row])), [])
-            if c.module == module and (pid is None or c.pid in (pid, None))
-        ]
-        if len({c.program for c in fits}) == 1:
-            links.arguments[row] = (hosts[row], fits[0].program, tuple(c.index for c in fits))
-
-
-def _windows(record: RunRecords) -> dict[str, list[tuple[int, int, int | None]]]:
-    """Module -> its run windows (start, end, program id) on any thread."""
-    found: dict[str, list[tuple[int, int, int | None]]] = {}
-    runs = record.runs
-    for module, start, end, pid in zip(
-        runs["module"].tolist(), runs["start_ps"].tolist(), runs["end_ps"].tolist(),
-        runs["program_id"].tolist(), strict=True,
-    ):
-        found.setdefault(module, []).append((start, end, None if pid is pd.NA else int(pid)))
-    return found
-
-
-def _within(windows: list[tuple[int, int, int | None]] | None, time: int, pid: int | None) -> bool:
-    return any(
-        start <= time <= end and (p is None or pid is None or p == pid)
-        for start, end, p in windows or []
-    )
 
 
 def held_value(program: XlaProgram, index: int) -> Held | None:
