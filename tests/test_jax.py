@@ -5,39 +5,85 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO
+from test_analysis_xprof import our_key, xprof_profile, xprof_rows
 from test_analysis_xprof import test_peak_and_breakdown_agree_with_xprof as agree_with_xprof
 from test_xla import test_buffers_match_tensorflow_reading as buffers_match
 from test_xla import tf_hlo, tf_xplane  # noqa: F401 (fixtures)
 
 import traceparse
+from traceparse._proto import xplane_pb2
 
 JAX_FIXTURES = ["jax08_attention", "jax08_conv", "jax08_elementwise", "jax08_gemm"]
 JAX_FILES = sorted(f for n in JAX_FIXTURES for f in (FIXTURES / n).rglob("*.xplane.pb"))
 
 
-# xprof lists a 4-byte GPU_0_bfc allocation (256 B chunk) at jax08_attention's
-# peak that is not live at traceparse's peak event, the only event with the
-# peak's bytes in our timeline (issue 24: the instants are chosen differently).
-# Left to the peak's owner; strict, so that the day they agree this says so.
-_TIE = pytest.mark.xfail(
-    strict=True, reason="xprof's peak instant lists a 4-byte allocation ours does not"
-)
-
-
 @pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, marks=_TIE) if "attention" in str(p) else p for p in JAX_FILES],
-    ids=lambda p: p.parts[-5],
+    "path", [p for p in JAX_FILES if "attention" not in str(p)], ids=lambda p: p.parts[-5]
 )
 def test_jax_peaks_agree_with_xprof(path: Path) -> None:
     """As on every TensorFlow capture: peak bytes, capacity and the rows live there."""
     agree_with_xprof(path)
+
+
+def test_xprof_orders_events_by_their_offset_in_their_line() -> None:
+    """jax08_attention: xprof agrees on the peak (bytes, instant) but lists one
+    more allocation live there, a 4-byte argument buffer. Its free is on the
+    ``py_xla_callback`` line, which starts 821 us after the ``python`` line that
+    allocated it: xprof orders a plane's memory events by ``offset_ps`` alone,
+    not counting each line's ``timestamp_ns``, so it applies that free before
+    the allocation, cannot pair it, and keeps the buffer live. On the capture's
+    clock it was freed 249 us before the peak: traceparse's peak is right."""
+    (path,) = [p for p in JAX_FILES if "attention" in str(p)]
+    prof = traceparse.load(path)
+    per = xprof_profile(path)["memoryProfilePerAllocator"]["GPU_0_bfc"]
+    peak = prof.peak.set_index("allocator").loc["GPU_0_bfc"]
+    assert peak["in_use_bytes"] == int(per["profileSummary"]["peakStats"]["peakBytesInUse"])
+    listed, _ = xprof_rows(per)
+    ours = Counter(our_key(row) for _, row in prof.live_at_peak("GPU_0_bfc").iterrows())
+    assert listed - ours == Counter({("", "", 0, "", 4, 256): 1})
+    # The event times as xprof sees them: each line's offsets, without its start.
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (plane,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in plane.event_metadata.items()}
+    addr = next(k for k, m in plane.stat_metadata.items() if m.name == "addr")
+    seen: dict[int, list[tuple[str, int, int]]] = {}
+    for line in plane.lines:
+        for event in line.events:
+            name = names[event.metadata_id]
+            address = [
+                s.uint64_value or s.int64_value for s in event.stats if s.metadata_id == addr
+            ]
+            if name.startswith("Memory") and address:
+                absolute = line.timestamp_ns * 1000 + event.offset_ps
+                seen.setdefault(address[0], []).append((name, absolute, event.offset_ps))
+    allocations = prof.allocations
+    at_peak = int(peak["time_ps"])
+    swapped = []
+    for row in allocations[(allocations["allocator"] == "GPU_0_bfc")].itertuples():
+        if pd.isna(row.free_ps) or not row.free_ps < at_peak:
+            continue
+        events = {
+            kind: offset
+            for kind, t, offset in seen[int(row.address) % 2**64]
+            if t in (row.alloc_ps, row.free_ps)
+        }
+        later = allocations[
+            (allocations["address"] == row.address)
+            & (allocations["alloc_ps"] > row.alloc_ps)
+            & (allocations["alloc_ps"] < at_peak)
+        ]
+        # Freed later on the clock but earlier by offset, and the address not
+        # taken again before the peak (xprof keys live allocations by address).
+        if events["MemoryDeallocation"] < events["MemoryAllocation"] and later.empty:
+            swapped.append(int(row.requested_bytes))
+    assert swapped == [4]
 
 
 @pytest.mark.parametrize("name", JAX_FIXTURES)
