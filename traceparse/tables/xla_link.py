@@ -237,7 +237,7 @@ def link_allocations(
                 fits = [c for c in fits if op is None and within(active.get(c.module), time, c.pid)]
         if not fits:
             # A candidate left unlinked: no op, a program allocation's size, no run.
-            links.unlinked += run is None and op is None
+            links.unlinked += run is None and op is None and row not in links.arguments
             continue
         names = {c.program for c in fits}
         if len(names) == 1:
