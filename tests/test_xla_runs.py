@@ -85,11 +85,19 @@ class _Plane:
                 stat.int64_value = int(value)  # type: ignore[call-overload]
 
 
-def _capture(tmp_path: Path, programs: dict[str, bytes], runs: list[tuple[str, int]]) -> Path:
+def _capture(
+    tmp_path: Path,
+    programs: dict[str, bytes],
+    runs: list[tuple[str, int]],
+    tensorflow: bool = False,
+) -> Path:
     """A capture where each (module, program id) of ``runs`` is executed once on
     the python line (PJRT's windows, ``GpuExecutable::ExecuteThunks`` naming
     the module) and allocates one 4 MiB output in it, freed at the end; plus a
-    4 MiB allocation with no run around it at the end."""
+    4 MiB allocation with no run around it at the end. With ``tensorflow`` the
+    run is TF autoclustering's instead: a ``cluster_0/xla_run:_XlaRun`` op event
+    around the allocation and an HLO op event with ``hlo_module`` and
+    ``program_id`` in it."""
     space = xplane_pb2.XSpace()
     meta = _Plane(space.planes.add(id=0, name="/host:metadata"))
     for name, data in programs.items():
@@ -122,14 +130,22 @@ def _capture(tmp_path: Path, programs: dict[str, bytes], runs: list[tuple[str, i
     host.event(python, "$train.py:12 step", 0, 10**9)
     for i, (module, pid) in enumerate(runs):
         fn = module.removeprefix("jit_")
-        host.event(python, f"PjitFunction({fn})", t, 90_000)
-        host.event(python, "PjRtStreamExecutorLoadedExecutable::ExecuteHelper", t + 1000, 80_000)
-        in_use += size
-        memory("MemoryAllocation", t + 2000, 0x1000 * (i + 1))
-        host.event(python, "GpuExecutable::ExecuteThunks", t + 3000, 50_000, module_name=module)
-        host.event(
-            launches, "hipModuleLaunchKernel", t + 4000, 1000, hlo_module=module, program_id=pid
-        )
+        if tensorflow:
+            host.event(python, "cluster_0/xla_run:_XlaRun", t + 1000, 80_000)
+            in_use += size
+            memory("MemoryAllocation", t + 2000, 0x1000 * (i + 1))
+            host.event(python, "fusion.3", t + 3000, 5000, hlo_module=module, program_id=pid)
+        else:
+            host.event(python, f"PjitFunction({fn})", t, 90_000)
+            host.event(
+                python, "PjRtStreamExecutorLoadedExecutable::ExecuteHelper", t + 1000, 80_000
+            )
+            in_use += size
+            memory("MemoryAllocation", t + 2000, 0x1000 * (i + 1))
+            host.event(python, "GpuExecutable::ExecuteThunks", t + 3000, 50_000, module_name=module)
+            host.event(
+                launches, "hipModuleLaunchKernel", t + 4000, 1000, hlo_module=module, program_id=pid
+            )
         t += 100_000
     in_use += size
     memory("MemoryAllocation", t, 0xF000)  # no run covers it
@@ -243,3 +259,16 @@ def test_jax_arguments_sent_in_a_call_take_the_parameters_value() -> None:
         assert held[row][1:3] == ("[]", 4) and held[row][0] in ("float32", "int32")
     allocators = {str(rows.loc[row, "allocator"]) for row in links.arguments}
     assert allocators == {"GPU_0_bfc", "xla_gpu_host_bfc"}
+
+
+def test_tensorflow_autoclustering_runs_link_their_allocations(tmp_path: Path) -> None:
+    """A TF ``_XlaRun`` op runs a cluster's program: its HLO op events name the
+    module and program id, so the allocation inside is that program's."""
+    module = "cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConstantArgs_0"
+    other = "cluster_1__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConstantArgs_0"
+    programs = {
+        f"{module}.7(4)": _program(module + ".7", [1024, 1024], "mul", "ops.py:1"),
+        f"{other}.9(6)": _program(other + ".9", [1024, 1024], "add", "ops.py:2"),
+    }
+    prof = traceparse.load(_capture(tmp_path, programs, [(module + ".7", 4)], tensorflow=True))
+    assert _linked(prof) == [f"{module}.7(4)", None]
