@@ -21,6 +21,7 @@ import traceparse
 from traceparse._proto import hlo_pb2
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.xla_live import NO_TF_OP
+from traceparse.decode.runs import RunRecords
 from traceparse.tables.xla import allocation_kind, made_per_run
 
 XLA_FIXTURES = ["xla_function", "xla_keras"]
@@ -49,6 +50,9 @@ _TF_NAMES = {
     "F64": "float64",
     "S8": "int8",
     "U32": "uint32",
+    "U64": "uint64",
+    "U16": "uint16",
+    "S16": "int16",
 }
 
 
@@ -444,22 +448,40 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     assert "xla_programs" not in json.loads(render_json([eager]))["profiles"][0]["tables"]
 
 
-def test_size_alone_links_only_allocations_with_no_op() -> None:
+def test_size_alone_links_only_allocations_with_no_op_inside_a_run() -> None:
     """``fit`` under XLA launches its step with no event on the op line: an
-    allocation with no TF op and a program allocation's exact size is linked;
-    one that a TF op made (an eager tensor of the same size) is not."""
+    allocation with no TF op and a program allocation's exact size is linked
+    while a run of that program is under way (on another thread here); one
+    that a TF op made (an eager tensor of the same size) is not, and with no
+    run of the program in the capture nothing is."""
     slab = 3 * 1024 * 1024
-    program = _program("a_inference_one_step_on_data_9__.1", [([512, 512], True)], temp=slab)
+    module = "a_inference_one_step_on_data_9__.1"
     events = [
         alloc_event(10, 1, slab, op=None, shape=None, dtype=None, allocator="mklcpu"),
         alloc_event(20, 2, slab, op="Fill", allocator="mklcpu"),
         alloc_event(30, 3, slab + 4, op=None, shape=None, dtype=None, allocator="mklcpu"),
     ]
-    prof = _profile([program], [], {"mklcpu": 0}, events)
-    linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
-    assert linked.loc[10] == 1  # the temp allocation, after the one parameter
-    assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
-    assert prof.xla_programs["runs"].tolist() == [1]
+    window = pd.DataFrame(
+        {
+            "line": [1],
+            "start_ps": [5],
+            "end_ps": [40],
+            "module": pd.Series([module], dtype=object),
+            "program_id": pd.array([None], dtype="Int64"),
+        }
+    )
+    for runs, expected in ((window, [1]), (window.iloc[:0], [0])):
+        program = _program(module, [([512, 512], True)], temp=slab)
+        prof = _profile([program], [], {"mklcpu": 0}, events)
+        prof.traces[0].runs = RunRecords(runs=runs)
+        linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
+        if expected == [1]:
+            assert linked.loc[10] == 1  # the temp allocation, after the one parameter
+            assert any("by their size alone" in note for note in prof.diagnostics)
+        else:
+            assert pd.isna(linked.loc[10])
+        assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
+        assert prof.xla_programs["runs"].tolist() == expected
 
 
 @pytest.mark.parametrize("name", ["layers_cnn_xla", "xla_keras"])

@@ -107,9 +107,10 @@ def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations
     runs = {t.host: t.function_runs for t in prof.traces}
-    skimmed = link_allocations(allocations, prof._xla.programs, runs)
+    records = {t.host: t.runs for t in prof.traces}
+    skimmed = link_allocations(allocations, prof._xla.programs, runs, records)
     full = [(host, _full_skim(program)) for host, program in prof._xla.programs]
-    parsed = link_allocations(allocations, full, runs)
+    parsed = link_allocations(allocations, full, runs, records)
     assert skimmed.program == parsed.program
     assert skimmed.index == parsed.index
     assert skimmed.runs == parsed.runs

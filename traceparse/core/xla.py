@@ -15,6 +15,7 @@ from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import held_rows, linked_slabs, slab_frame, slab_rows
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
+from traceparse.tables.sources import allocation_sources
 from traceparse.tables.xla import buffer_info, buffers_table, function_of, programs_table
 from traceparse.tables.xla_link import Held, Links, link_allocations
 from traceparse.tables.xla_params import parameters_table
@@ -50,14 +51,16 @@ class XlaParts:
         """``allocations`` with ``xla_program`` and ``xla_allocation_index``."""
         if self.present and self.programs:
             runs = {t.host: t.function_runs for t in self.traces}
-            self.links = link_allocations(allocations, self.programs, runs)
+            records = {t.host: t.runs for t in self.traces}
+            self.links = link_allocations(allocations, self.programs, runs, records)
             program, index = self.links.columns(allocations.index)
             labels = allocations.index
-            self.shared = {labels[row]: row for row in self.links.shared}
+            self.shared = {labels[row]: row for row in self.links.named}
         else:
             program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
-        return allocations.assign(xla_program=program, xla_allocation_index=index)
+        source = allocation_sources(allocations, {t.host: t.runs for t in self.traces})
+        return allocations.assign(xla_program=program, xla_allocation_index=index, source=source)
 
     def programs_table(self) -> pd.DataFrame:
         runs = dict(self.links.runs) if self.links is not None else {}

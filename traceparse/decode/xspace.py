@@ -30,6 +30,7 @@ from traceparse.decode.limits import (
     problem_notes,
 )
 from traceparse.decode.planes import OpTimes, Plane, Selected, select, split_planes
+from traceparse.decode.runs import RunRecords, read_runs
 from traceparse.decode.trace import FUNCTION_RUN_COLUMNS, MemoryTrace, empty_frame
 from traceparse.decode.xla import XlaSource
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
@@ -155,6 +156,14 @@ class _Decoder:
                 (names, np.ones(len(names), np.int64), spent) for names, _, spent in runs
             )
         events = memory_events.frame()
+        runs_read = RunRecords()
+        if xla is not None:  # what ran when, for linking allocations to programs
+            host_planes = [
+                (_names(p.meta.event_metadata), _names(p.meta.stat_metadata), p.lines)
+                for p in self.planes
+                if p.deferred is None and text(p.meta.name).startswith("/host:")
+            ]
+            runs_read = read_runs(self.data, host_planes, self._relative_ns)
         check_allocators(events, self.path)
         self.diagnostics.extend(checked_bytes(events, self.path))
         self.diagnostics.extend(problem_notes(self.problems, self.path, EXPECTED))
@@ -174,6 +183,7 @@ class _Decoder:
             xla=xla,
             function_runs=function_runs,
             stat_names=frozenset(referenced),
+            runs=runs_read,
         )
 
     def _select(self, plane_index: int, parts: Plane, op_types: dict[str, str]) -> _PlaneEvents:

@@ -324,10 +324,13 @@ ALLOCATIONS = declare(
         # The XLA program allocation a slab is linked to (docs/xla.md).
         "xla_program",
         "xla_allocation_index",
+        # The user's Python frame that made it, where the capture has frames.
+        "source",
     ],
     nullable=[
         "xla_program",
         "xla_allocation_index",
+        "source",
         "allocator",
         "address",
         "op",
