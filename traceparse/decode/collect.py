@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from traceparse.decode.fields import INT_STATS, STR_STATS, DecodedEvents
+from traceparse.decode.fields import INT_STATS, STR_STATS, BatchLabels, DecodedEvents, StatLayout
 from traceparse.decode.limits import within_time
 from traceparse.decode.trace import (
     EVENT_COLUMNS,
@@ -32,13 +32,28 @@ class Labels:
     def __init__(self) -> None:
         self.values: list[str] = []
         self._codes: dict[str, int] = {}
+        # Per plane's stat layout: the code of each shared label looked up so far
+        # (-2 where not yet), so a plane's stat names are looked up once each.
+        self._shared: dict[StatLayout, np.ndarray] = {}
 
     def encode(self, codes: np.ndarray, labels: Sequence[str | None]) -> np.ndarray:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
         a None label is none too. Only the labels used are looked up."""
         used, inverse = codes_used(codes, len(labels))
-        mapping = np.array([-1 if i < 0 else self.code(labels[i]) for i in used.tolist()])
-        return mapping.astype(np.int64)[inverse]
+        mapping = np.full(used.size, -1, dtype=np.int64)
+        rest = np.flatnonzero(used >= 0)
+        if isinstance(labels, BatchLabels) and labels.shared:
+            known = self._shared.get(labels.layout)
+            if known is None:
+                known = self._shared[labels.layout] = np.full(labels.shared, -2, np.int64)
+            shared = rest[used[rest] < labels.shared]
+            positions = used[shared]
+            for i in positions[known[positions] == -2].tolist():
+                known[i] = self.code(labels[i])
+            mapping[shared] = known[positions]
+            rest = rest[used[rest] >= labels.shared]
+        mapping[rest] = [self.code(labels[i]) for i in used[rest].tolist()]
+        return mapping[inverse]
 
     def code(self, label: str | None) -> int:
         """``label``'s code, given on first sight; -1 for None."""
