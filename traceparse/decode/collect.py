@@ -36,7 +36,7 @@ class Labels:
         # (-2 where not yet), so a plane's stat names are looked up once each.
         self._shared: dict[StatLayout, np.ndarray] = {}
 
-    def encode(self, codes: np.ndarray, labels: Sequence[str | None]) -> np.ndarray:
+    def encode(self, codes: np.ndarray, labels: Sequence[str | None] | BatchLabels) -> np.ndarray:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
         a None label is none too. Only the labels used are looked up."""
         used, inverse = codes_used(codes, len(labels))

@@ -8,8 +8,7 @@ and a column per event. A stat of the wrong type is NA, never a guess.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, overload
+from typing import ClassVar
 
 import numpy as np
 
@@ -97,7 +96,7 @@ class StatLayout:
         return table[np.minimum(values, len(table) - 1).astype(np.int64)]
 
 
-class BatchLabels(Sequence[str | None]):
+class BatchLabels:
     """The labels of a batch's text codes: the first ``shared`` are the plane's
     stat names (``StatLayout.ref_names``, the same in every batch), the rest the
     batch's inline strings."""
@@ -110,15 +109,7 @@ class BatchLabels(Sequence[str | None]):
     def __len__(self) -> int:
         return self.shared + len(self.inline)
 
-    @overload
-    def __getitem__(self, i: int) -> str | None: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[str | None]: ...
-    def __getitem__(self, i: int | slice) -> str | None | Sequence[str | None]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
+    def __getitem__(self, i: int) -> str:
         return self.layout.ref_names[i] if i < self.shared else self.inline[i - self.shared]
 
 
