@@ -410,3 +410,26 @@ def test_shared_labels_are_kept_apart_per_plane() -> None:
         -1,
         -1,
     ]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 1), st.integers(0, 5)), min_size=0, max_size=30
+    ),
+    st.booleans(),
+)
+def test_time_order_is_lexsort_or_none_when_already_sorted(
+    rows: list[tuple[int, int, int]], presort: bool
+) -> None:
+    from traceparse.decode.collect import _time_order
+
+    if presort:
+        rows = sorted(rows)
+    time_ps, planes, order = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+    expected = np.lexsort([order, planes, time_ps])
+    got = _time_order(time_ps, planes.astype(np.int32), order)
+    if got is None:  # only when the rows are in order already
+        assert rows == sorted(rows)
+        assert expected.tolist() == list(range(len(rows)))
+    else:
+        assert got.tolist() == expected.tolist()

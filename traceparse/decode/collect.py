@@ -109,8 +109,12 @@ class _Store:
         """Column ``name``'s rows (in ``order`` if given), the column let go: the
         table's columns are made one at a time so that peak memory stays near
         one copy."""
-        values = self.columns.pop(name)[: self.rows]
-        return values.copy() if order is None else values[order]
+        values = self.columns.pop(name)
+        if order is not None:
+            return values[order]
+        # Full columns are handed over as they are; others are cut to their rows
+        # (a copy, so the unused capacity goes).
+        return values if len(values) == self.rows else values[: self.rows].copy()
 
 
 def _event_dtypes() -> dict[str, type]:
@@ -205,12 +209,13 @@ class MemoryEvents:
         # Time order; ties keep the file's order (plane, line, position in line).
         time_ps = columns.take("time_ps")
         planes = columns.take("_plane")
-        order = np.lexsort([columns.take("_order"), planes, time_ps])
-        table: dict[str, object] = {"time_ps": time_ps[order]}
+        order = _time_order(time_ps, planes, columns.take("_order"))
+        table: dict[str, object] = {"time_ps": time_ps if order is None else time_ps[order]}
         del time_ps
         plane_codes = np.full(max(self._plane_codes) + 1, -1, dtype=np.int64)
         plane_codes[list(self._plane_codes)] = list(self._plane_codes.values())
-        table["plane"] = self._labels["plane"].categorical(plane_codes[planes[order]])
+        planes = planes if order is None else planes[order]
+        table["plane"] = self._labels["plane"].categorical(plane_codes[planes])
         del planes
         for name, dtype in EVENT_COLUMNS.items():
             if name in table:
@@ -225,6 +230,22 @@ class MemoryEvents:
             else:
                 table[name] = columns.take(name, order)
         return pd.DataFrame({name: table[name] for name in EVENT_COLUMNS}, copy=False)
+
+
+def _time_order(time_ps: np.ndarray, planes: np.ndarray, order: np.ndarray) -> np.ndarray | None:
+    """The rows sorted by time, then plane, then file order; None when they are
+    in that order already (one line of events in time order, as a long capture's
+    allocator line often is): a check in linear time instead of a sort."""
+    if time_ps.size < 2:
+        return None
+    # Times lie within +-2**62 (limits.within_time), so their differences fit.
+    later = np.diff(time_ps)
+    if not (later >= 0).all():
+        return np.lexsort([order, planes, time_ps])
+    tied = np.flatnonzero(later == 0)
+    plane_step = planes[tied + 1].astype(np.int64) - planes[tied]
+    in_order = (plane_step > 0) | ((plane_step == 0) & (order[tied + 1] >= order[tied]))
+    return None if in_order.all() else np.lexsort([order, planes, time_ps])
 
 
 class StepMarkers:
