@@ -246,8 +246,7 @@ def report(
         out.append(
             f"| {r['events']:,} | {r['file_mb']:.1f} | {c['wall']:.2f} | {c['cpu']:.2f} "
             f"| {c['cpu'] / r['file_mb'] * 1000:.1f} | {c['added_mb']:.0f} "
-            f"| {a['cpu'] if a else float('nan'):.2f} "
-            f"| {c['cpu'] / a['cpu'] if a else float('nan'):.2f}x |"
+            + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
     out += ["", "![time per MB](speed_per_mb.png)", ""]
     if summary:
