@@ -159,12 +159,13 @@ def _pivot(peak: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
     keys = ["host", "allocator"]
     rows = breakdown.astype({"host": object, "allocator": object, "part": object})
     sums = rows.groupby([*keys, "part"], dropna=False, sort=False)["bytes"].sum()
-    table = sums.astype("int64").unstack("part", fill_value=0).reset_index()
+    # A key of only NA comes out of a groupby as float: merge on objects.
+    as_object = {"host": object, "allocator": object}
+    table = sums.astype("int64").unstack("part", fill_value=0).reset_index().astype(as_object)
     inside = rows[rows["allocation"].notna().to_numpy(dtype=bool)]
     count = inside.groupby(keys, dropna=False, sort=False)["allocation"].nunique()
-    table = table.merge(count.rename("live_allocations").reset_index(), on=keys, how="left")
-    # A key of only NA comes out of the groupby as float: merge on objects.
-    table = table.astype({"host": object, "allocator": object})
+    count = count.rename("live_allocations").reset_index().astype(as_object)
+    table = table.merge(count, on=keys, how="left")
     table = peak[keys].astype(object).merge(table, on=keys, how="left")
     for part in [*PARTS, "live_allocations"]:
         table[part] = table[part].fillna(0).astype("int64") if part in table else 0

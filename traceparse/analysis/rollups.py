@@ -161,10 +161,16 @@ def _with_live(table: pd.DataFrame, live: pd.DataFrame, key: str) -> pd.DataFram
     grouped = frame.groupby(["host", "allocator", "key"], dropna=False, sort=False)
     sums = grouped.agg(live_at_peak=("item", "nunique"), live_at_peak_bytes=("bytes", "sum"))
     sums = sums.reset_index().rename(columns={"key": key}).astype({c: object for c in keys})
-    table = table.astype({c: object for c in keys}).merge(sums, on=keys, how="outer")
+    # A left merge keeps the roll-up's own order (an outer one sorts the keys);
+    # keys only the breakdown has come after, in its order.
+    table = table.astype({c: object for c in keys})
+    merged = table.merge(sums, on=keys, how="left")
+    only = sums.merge(table[keys], on=keys, how="left", indicator=True)
+    only = only[only["_merge"] == "left_only"].drop(columns="_merge")
+    table = pd.concat([merged, only]) if len(only) else merged
     counts = ["count", "unestimated", "live_at_end", "live_at_end_bytes", "ops", *_SUMS]
     fill = {c: 0 for c in [*counts, "live_at_peak", "live_at_peak_bytes"] if c in table}
-    return table.fillna(fill)
+    return table.fillna(fill).reset_index(drop=True)
 
 
 def _op_types(live: pd.DataFrame) -> dict[str, object]:
