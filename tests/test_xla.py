@@ -309,8 +309,11 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
         inst = insts[row.instruction]
         if inst.metadata.op_name:
             assert inst.metadata.op_name == row.tf_op
-        else:
+            assert row.named_by == "hlo metadata"
+        elif row.named_by != "consumer":  # tests/test_xla_consumers.py
             assert inst.opcode in ("fusion", "copy", "copy-start", "copy-done", "bitcast")
+            assert row.named_by == "fused/copied instruction"
+    assert buffers["named_by"].isna().eq(buffers["tf_op"].isna()).all()
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
 
 

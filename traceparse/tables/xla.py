@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 
 from traceparse._proto import hlo_pb2, hlo_skim_pb2
@@ -79,6 +78,14 @@ _MOVES = {"parameter", "transpose", "copy", "bitcast", "reshape"}
 # "__inference_one_step_on_data_1132" it was compiled from.
 _FUNCTION = re.compile(r"(?:^|_)(inference_.*?_\d+)(?=__|\.\d+$|$)")
 
+# How a buffer's TF op was found (``xla_buffers.named_by``; NA: not found).
+BY_METADATA = "hlo metadata"  # its defining instruction's metadata
+BY_FOLLOWED = "fused/copied instruction"  # a fusion's root, what a copy copies
+BY_CONSUMER = "consumer"  # the first instruction reading it that has a TF op
+NAMED_BY = (BY_METADATA, BY_FOLLOWED, BY_CONSUMER)
+# Past this, a shape x dtype size is not a size (a crafted shape): NA.
+_MAX_BYTES = 2**63 - 1
+
 PROGRAM_COLUMNS: dict[str, str] = {
     "host": "category",
     "program": "object",
@@ -107,6 +114,7 @@ BUFFER_COLUMNS: dict[str, str] = {
     "source": "object",
     "logical_buffer": "int64",
     "instruction_id": "Int64",
+    "named_by": "category",
 }
 
 
@@ -143,17 +151,27 @@ def dtype_of(element_type: int) -> str | None:
 
 def _shape_at(shape: hlo_pb2.ShapeProto, index: Sequence[int]) -> hlo_pb2.ShapeProto | None:
     for i in index:
-        if i >= len(shape.tuple_shapes):
+        if not 0 <= i < len(shape.tuple_shapes):
             return None
         shape = shape.tuple_shapes[i]
     return shape
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Origin:
     tf_op: str | None
     tf_op_type: str | None
     source: str | None
+    # How the TF op was found (NAMED_BY), None when it was not.
+    named_by: str | None = None
+
+
+_NONE = _Origin(None, None, None)
+
+
+def _followed(found: _Origin) -> _Origin:
+    """``found``, reached through a fusion or a copy."""
+    return replace(found, named_by=BY_FOLLOWED) if found.named_by == BY_METADATA else found
 
 
 class ModuleIndex:
@@ -185,6 +203,8 @@ class ModuleIndex:
         self._origins: dict[int, _Origin] = {}
         # Computation id -> instruction id -> the instructions reading it.
         self._users_in: dict[int, dict[int, list[hlo_pb2.HloInstructionProto]]] = {}
+        self._consumers: dict[tuple[int, tuple[int, ...]], tuple[int, _Origin] | None] = {}
+        self._orders: dict[int, dict[int, int]] = {}
 
     def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
         insts = comp.instructions
@@ -226,24 +246,25 @@ class ModuleIndex:
         if inst.id in self._origins:
             return self._origins[inst.id]
         meta = inst.metadata
-        found = _Origin(None, None, None)
+        found = _NONE
         if meta.op_name:
             source = f"{meta.source_file}:{meta.source_line}" if meta.source_file else None
-            found = _Origin(meta.op_name, meta.op_type or None, source)
+            found = _Origin(meta.op_name, meta.op_type or None, source, BY_METADATA)
         elif depth < 64 and inst.opcode == "fusion" and inst.called_computation_ids:
             found = self._fused_origin(inst.called_computation_ids[0])
             if found.tf_op is None and self._moves_only(inst):
                 operand = self.by_id.get(inst.operand_ids[0])
                 if operand is not None:
                     found = self.origin(operand, depth + 1)
+            found = _followed(found)
         elif depth < 64 and inst.opcode in COPY_OPCODES and inst.operand_ids:
             operand = self.by_id.get(inst.operand_ids[0])
             if operand is not None:
-                found = self.origin(operand, depth + 1)
+                found = _followed(self.origin(operand, depth + 1))
         if found.tf_op == XLA_ARGS and inst.opcode != "parameter" and depth < 64:
             reader = self._first_reader(inst, depth)
             if reader is not None:
-                found = _Origin(reader.tf_op, XLA_ARGS, reader.source)
+                found = _Origin(reader.tf_op, XLA_ARGS, reader.source, BY_CONSUMER)
         self._origins[inst.id] = found
         return found
 
@@ -280,7 +301,7 @@ class ModuleIndex:
     def _fused_origin(self, computation_id: int) -> _Origin:
         comp = self.module.computation(computation_id)
         if comp is None:
-            return _Origin(None, None, None)
+            return _NONE
         self._index(comp)
         root = self.by_id.get(comp.root_id)
         if root is not None and root.metadata.op_name:
@@ -288,7 +309,66 @@ class ModuleIndex:
         named = {i.metadata.op_name: i for i in comp.instructions if i.metadata.op_name}
         if len(named) == 1:
             return self.origin(next(iter(named.values())))
-        return _Origin(None, None, None)
+        return _NONE
+
+    def named(self, inst: hlo_pb2.HloInstructionProto, shape_index: Sequence[int]) -> _Origin:
+        """The TF origin of the buffer ``inst`` defines at ``shape_index``: the
+        instruction's own (``origin``), else its first consumer's."""
+        found = self.origin(inst)
+        if found.tf_op is not None or inst.opcode == "parameter":
+            return found
+        reader = self._consumer(inst, tuple(shape_index), 0)
+        if reader is None:
+            return found
+        return _Origin(reader[1].tf_op, reader[1].tf_op_type, reader[1].source, BY_CONSUMER)
+
+    def _consumer(
+        self, inst: hlo_pb2.HloInstructionProto, at: tuple[int, ...], depth: int
+    ) -> tuple[int, _Origin] | None:
+        """(schedule position, origin) of the first instruction in schedule order
+        that reads the value of ``inst`` at shape index ``at`` and has a TF op
+        (not XLA_Args), looking through get-tuple-element (of that element) and
+        bitcast. Memoized per (instruction, index): each is resolved once."""
+        key = (inst.id, at)
+        if key in self._consumers:
+            return self._consumers[key]
+        self._consumers[key] = None  # a cycle (crafted) finds nothing through itself
+        best: tuple[int, _Origin] | None = None
+        order = self._order(inst)
+        for user in self.users(inst):
+            found: tuple[int, _Origin] | None = None
+            if user.opcode == "get-tuple-element":
+                if at and at[0] == user.tuple_index and depth < 64:
+                    found = self._consumer(user, at[1:], depth + 1)
+            elif user.opcode == "bitcast":
+                if depth < 64:
+                    found = self._consumer(user, at, depth + 1)
+            elif user.opcode != "tuple":
+                origin = self.origin(user)
+                if origin.tf_op is not None and origin.tf_op != XLA_ARGS:
+                    found = (order.get(user.id, len(order)), origin)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        self._consumers[key] = best
+        return best
+
+    def _order(self, inst: hlo_pb2.HloInstructionProto) -> dict[int, int]:
+        """Instruction id -> position in the schedule of ``inst``'s computation
+        (instruction order where the module has no schedule for it)."""
+        comp_id = self.computation_of.get(inst.id)
+        if comp_id is None:
+            return {}
+        if comp_id not in self._orders:
+            sequence = self.module.schedule.sequences.get(comp_id)
+            comp = self.module.computation(comp_id)
+            ids = list(sequence.instruction_ids) if sequence else []
+            if not ids and comp is not None:
+                ids = [i.id for i in comp.instructions]
+            order: dict[int, int] = {}
+            for p, inst_id in enumerate(ids):
+                order.setdefault(inst_id, p)
+            self._orders[comp_id] = order
+        return self._orders[comp_id]
 
 
 def module_index(program: XlaProgram) -> ModuleIndex:
@@ -318,22 +398,49 @@ def describe(
         dtype, itemsize = _ELEMENT_TYPES[shape.element_type]
         dims = list(shape.dimensions)
         text = shape_text(dims)
-        estimated = int(np.prod(dims, dtype=np.int64)) * itemsize
-    origin = index.origin(inst) if inst is not None else _Origin(None, None, None)
+        estimated = _nbytes(dims, itemsize)
+    origin = _NONE
+    if inst is not None and buffer is not None:
+        origin = index.named(inst, buffer.defined_at.shape_index)
     return inst, dtype, text, estimated, origin
 
 
-def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
-    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+def _nbytes(dims: Sequence[int], itemsize: int) -> int | None:
+    """Shape x dtype bytes in Python integers; None for a negative dimension or
+    a size past int64 (only a crafted module has them)."""
+    if any(d < 0 for d in dims):
+        return None
+    if 0 in dims:
+        return 0
+    total = itemsize
+    for d in dims:
+        total *= d
+        if total > _MAX_BYTES:
+            return None
+    return total
+
+
+def _described(
+    program: XlaProgram, logical_buffer: int
+) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, _Origin]:
+    """``describe`` of one buffer of ``program``, found by id (index built once)."""
     logical = program.cache.get("logical")
     if logical is None:
         logical = {b.id: b for b in program.assignment.logical_buffers}
         program.cache["logical"] = logical
-    inst, dtype, shape, estimated, origin = describe(
-        module_index(program), logical.get(logical_buffer)
-    )
+    return describe(module_index(program), logical.get(logical_buffer))
+
+
+def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
+    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+    inst, dtype, shape, estimated, origin = _described(program, logical_buffer)
     name = inst.name if inst is not None else None
     return name, origin.tf_op, origin.tf_op_type, dtype, shape, estimated
+
+
+def buffer_naming(program: XlaProgram, logical_buffer: int) -> str | None:
+    """How ``buffer_info``'s tf_op was found (one of NAMED_BY), None when it was not."""
+    return _described(program, logical_buffer)[4].named_by
 
 
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
@@ -366,6 +473,7 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
                 "source": origin.source,
                 "logical_buffer": assigned.logical_buffer_id,
                 "instruction_id": inst.id if inst is not None else None,
+                "named_by": origin.named_by,
             }
             for name, value in values.items():
                 rows[name].append(value)
@@ -383,6 +491,7 @@ def buffers_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
     )
     frame = frame.astype(BUFFER_COLUMNS)
     frame["allocation_kind"] = frame["allocation_kind"].cat.set_categories(list(KINDS))
+    frame["named_by"] = frame["named_by"].cat.set_categories(list(NAMED_BY))
     return frame
 
 
