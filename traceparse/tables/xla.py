@@ -323,30 +323,40 @@ class ModuleIndex:
         return _Origin(reader[1].tf_op, reader[1].tf_op_type, reader[1].source, BY_CONSUMER)
 
     def _consumer(
-        self, inst: hlo_pb2.HloInstructionProto, at: tuple[int, ...], depth: int
+        self, inst: hlo_pb2.HloInstructionProto, at: tuple[int, ...] | None, depth: int
     ) -> tuple[int, _Origin] | None:
         """(schedule position, origin) of the first instruction in schedule order
-        that reads the value of ``inst`` at shape index ``at`` and has a TF op
-        (not XLA_Args), looking through get-tuple-element (of that element) and
-        bitcast. Memoized per (instruction, index): each is resolved once."""
+        that reads the value of ``inst`` at shape index ``at`` (None: any element)
+        and has a TF op (not XLA_Args), looking through get-tuple-element (of that
+        element) and bitcast. A reader with no TF op of its own passes on its
+        first reader's (XLA's helper instructions, like the reduce-window of a
+        max pooling, read each other before an op with metadata reads them).
+        Memoized per (instruction, index): each is resolved once."""
         key = (inst.id, at)
         if key in self._consumers:
             return self._consumers[key]
         self._consumers[key] = None  # a cycle (crafted) finds nothing through itself
         best: tuple[int, _Origin] | None = None
         order = self._order(inst)
+        deeper = depth < 64
         for user in self.users(inst):
             found: tuple[int, _Origin] | None = None
             if user.opcode == "get-tuple-element":
-                if at and at[0] == user.tuple_index and depth < 64:
+                if deeper and at is None:
+                    found = self._consumer(user, None, depth + 1)
+                elif deeper and at and at[0] == user.tuple_index:
                     found = self._consumer(user, at[1:], depth + 1)
             elif user.opcode == "bitcast":
-                if depth < 64:
+                if deeper:
                     found = self._consumer(user, at, depth + 1)
             elif user.opcode != "tuple":
+                position = order.get(user.id, len(order))
                 origin = self.origin(user)
                 if origin.tf_op is not None and origin.tf_op != XLA_ARGS:
-                    found = (order.get(user.id, len(order)), origin)
+                    found = (position, origin)
+                elif origin.tf_op is None and deeper:
+                    passed = self._consumer(user, None, depth + 1)
+                    found = (position, passed[1]) if passed is not None else None
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
         self._consumers[key] = best
