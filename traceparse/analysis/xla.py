@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import ModuleIndex, allocation_kind, module_index
+from traceparse.tables.xla import ModuleIndex, allocation_kind, module_index, scheduled
 
 _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
 # HeapSimulatorTrace.Event.Kind
@@ -39,7 +39,8 @@ def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, in
     if entry is None:
         return {}
     sequence = module.schedule.sequences.get(entry_id)
-    order = list(sequence.instruction_ids) if sequence else [i.id for i in entry.instructions]
+    known = [i.id for i in entry.instructions]
+    order = scheduled(sequence.instruction_ids, known) if sequence else known
     position = {inst_id: p for p, inst_id in enumerate(order)}
     # Instructions of called computations take the position of their entry caller.
     caller = index.caller

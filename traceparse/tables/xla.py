@@ -30,10 +30,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from traceparse._proto import hlo_pb2, hlo_skim_pb2
-from traceparse.decode.xla import Computation, ModuleView, XlaProgram
+from traceparse.decode.xla import NAME_LIMIT, Computation, ModuleView, XlaProgram, short_name
 
 # xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
 # (sub-byte types are stored one element per byte, as TensorFlow does).
@@ -205,6 +206,7 @@ class ModuleIndex:
         self._users_in: dict[int, dict[int, list[hlo_pb2.HloInstructionProto]]] = {}
         self._consumers: dict[tuple[int, tuple[int, ...]], tuple[int, _Origin] | None] = {}
         self._orders: dict[int, dict[int, int]] = {}
+        self._names: dict[int, str] = {}
 
     def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
         insts = comp.instructions
@@ -214,6 +216,8 @@ class ModuleIndex:
         for inst in insts:
             self.by_id[inst.id] = inst
             self.by_name[inst.name] = inst
+            if len(inst.name) > NAME_LIMIT:  # as ``describe`` gives it
+                self.by_name.setdefault(short_name(inst.name), inst)
             self.computation_of[inst.id] = comp.id
             for called in inst.called_computation_ids:
                 self.caller.setdefault(called, inst.id)
@@ -224,6 +228,13 @@ class ModuleIndex:
             self._everything = True
             for comp in self.module.computations:
                 self._index(comp)
+
+    def name_of(self, inst: hlo_pb2.HloInstructionProto) -> str:
+        """The instruction's name as tables show it (``short_name``), once per id."""
+        found = self._names.get(inst.id)
+        if found is None:
+            found = self._names[inst.id] = short_name(inst.name)
+        return found
 
     def instruction(
         self, at: hlo_pb2.LogicalBufferProto.Location
@@ -249,7 +260,12 @@ class ModuleIndex:
         found = _NONE
         if meta.op_name:
             source = f"{meta.source_file}:{meta.source_line}" if meta.source_file else None
-            found = _Origin(meta.op_name, meta.op_type or None, source, BY_METADATA)
+            found = _Origin(
+                short_name(meta.op_name),
+                short_name(meta.op_type) or None,
+                short_name(source) if source else None,
+                BY_METADATA,
+            )
         elif depth < 64 and inst.opcode == "fusion" and inst.called_computation_ids:
             found = self._fused_origin(inst.called_computation_ids[0])
             if found.tf_op is None and self._moves_only(inst):
@@ -371,14 +387,25 @@ class ModuleIndex:
         if comp_id not in self._orders:
             sequence = self.module.schedule.sequences.get(comp_id)
             comp = self.module.computation(comp_id)
-            ids = list(sequence.instruction_ids) if sequence else []
-            if not ids and comp is not None:
-                ids = [i.id for i in comp.instructions]
+            known = [i.id for i in comp.instructions] if comp is not None else []
+            ids = scheduled(sequence.instruction_ids if sequence else [], known) or known
             order: dict[int, int] = {}
             for p, inst_id in enumerate(ids):
                 order.setdefault(inst_id, p)
             self._orders[comp_id] = order
         return self._orders[comp_id]
+
+
+def scheduled(sequence: Sequence[int], known: Sequence[int]) -> list[int]:
+    """The ids of ``sequence`` that are in ``known`` (a computation's instructions),
+    in order: a schedule listing millions of ids no instruction has costs one
+    vectorized pass, not a dict of them."""
+    if not len(sequence):
+        return []
+    ids = np.asarray(sequence, dtype=np.int64)
+    keep = np.isin(ids, np.asarray(known, dtype=np.int64))
+    found: list[int] = ids[keep].tolist()
+    return found
 
 
 def module_index(program: XlaProgram) -> ModuleIndex:
@@ -444,7 +471,7 @@ def _described(
 def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
     """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
     inst, dtype, shape, estimated, origin = _described(program, logical_buffer)
-    name = inst.name if inst is not None else None
+    name = module_index(program).name_of(inst) if inst is not None else None
     return name, origin.tf_op, origin.tf_op_type, dtype, shape, estimated
 
 
@@ -473,7 +500,7 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
                 "parameter_number": alloc.parameter_number if kind == "parameter" else None,
                 "offset": assigned.offset,
                 "size_bytes": assigned.size,
-                "instruction": inst.name if inst is not None else None,
+                "instruction": index.name_of(inst) if inst is not None else None,
                 "opcode": inst.opcode if inst is not None else None,
                 "dtype": dtype,
                 "shape": shape,
