@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import ModuleIndex, allocation_kind, module_index, scheduled
+from traceparse.tables.xla import allocation_kind
+from traceparse.tables.xla_index import ModuleIndex, module_index, scheduled
 
 _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
 # HeapSimulatorTrace.Event.Kind
