@@ -97,5 +97,7 @@ def check_commands(capture: Path, max_stderr_lines: int = 4) -> list[str]:
         lines = done.stderr.splitlines()
         assert len(lines) <= max_stderr_lines, (command, lines[:10])
         assert all(len(line) < 2000 for line in lines), (command, [x[:200] for x in lines])
+        # No raw warnings (numpy's overflow warning is two lines) or tracebacks.
+        assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr
         outputs.append(done.stdout)
     return outputs
