@@ -241,12 +241,16 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     values = expanded[expanded["xla_buffer"].notna() | (agreed & expanded["dtype"].notna())]
     assert values["allocated_bytes"].sum() == att["xla_buffer_bytes"].sum()
     buffers = expanded[expanded["xla_buffer"].notna()]
-    # A buffer row names its TF op where the module gives one, else NO_TF_OP.
-    joined = buffers.merge(
-        prof.xla_buffers[["instruction", "tf_op"]].drop_duplicates("instruction"),
-        left_on="xla_buffer",
-        right_on="instruction",
+    # A buffer row names its TF op where the module gives one, else NO_TF_OP (the
+    # elements of a tuple can differ: the key is the instruction, dtype and shape).
+    key = ["instruction", "dtype", "shape"]
+    table = prof.xla_buffers[[*key, "tf_op"]].astype({"dtype": object, "shape": object})
+    joined = buffers.astype({"dtype": object, "shape": object}).merge(
+        table.drop_duplicates(key),
+        left_on=["xla_buffer", "dtype", "shape"],
+        right_on=key,
     )
+    assert len(joined) == len(buffers)
     assert (joined["op"].astype(object) == joined["tf_op"].fillna(NO_TF_OP)).all()
     # Bytes at the peak per op still add up to what is live.
     ops = prof.ops
@@ -313,8 +317,11 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
         inst = insts[row.instruction]
         if inst.metadata.op_name:
             assert inst.metadata.op_name == row.tf_op
-        else:
+            assert row.named_by == "hlo metadata"
+        elif row.named_by != "consumer":  # tests/test_xla_consumers.py
             assert inst.opcode in ("fusion", "copy", "copy-start", "copy-done", "bitcast")
+            assert row.named_by == "fused/copied instruction"
+    assert buffers["named_by"].isna().eq(buffers["tf_op"].isna()).all()
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
 
 

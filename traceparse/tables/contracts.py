@@ -114,6 +114,7 @@ DTYPES: dict[str, str] = {
     "opcode": CATEGORY,
     "tf_op": "object",
     "tf_op_type": "object",  # one name per allocator: not worth a categorical
+    "named_by": CATEGORY,  # how a buffer's tf_op was found (tables/xla.py NAMED_BY)
     # XLA entry parameters (tables/xla_params.py, analysis/xla_params.py).
     "updated": "bool",
     "ran": "bool",
@@ -478,6 +479,7 @@ XLA_BUFFERS = declare(
         "source",
         "logical_buffer",
         "instruction_id",
+        "named_by",
     ],
     [
         "parameter_number",
@@ -488,6 +490,7 @@ XLA_BUFFERS = declare(
         "tf_op_type",
         "source",
         "instruction_id",
+        "named_by",
     ],
 )
 

@@ -259,8 +259,13 @@ def held_value(program: XlaProgram, index: int) -> Held | None:
     an entry parameter's output twin holds the parameter (aliasing keeps the
     output's shape and dtype), an output the buffers that fill it whole. None
     when those disagree on shape, dtype or TF op, or when there are none."""
-    allocs = program.assignment.buffer_allocations
-    alloc = next((a for a in allocs if a.index == index), None)
+    by_index = program.cache.get("allocations")
+    if by_index is None:  # built once: a program may have thousands of candidates
+        by_index = {}
+        for a in program.assignment.buffer_allocations:
+            by_index.setdefault(a.index, a)
+        program.cache["allocations"] = by_index
+    alloc = by_index.get(index)
     if alloc is None:
         return None
     values: set[Held] = set()
