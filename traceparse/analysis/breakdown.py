@@ -46,6 +46,7 @@ from traceparse.analysis.layer_names import (
     OPTIMIZER_UNASSIGNED,
     OTHER,
     RESERVED,
+    XLA_SLAB,
     KnownNames,
     model_scopes,
     place_op,
@@ -152,6 +153,14 @@ def breakdown_table(
     for column in ("variable", "xla_buffer"):
         if column not in inside:
             inside[column] = pd.Series(None, index=inside.index, dtype=object)
+    if len(inside):
+        # A slab's slack and its padding are the program's bytes, no layer's or op's.
+        holder = inside["holder"].to_numpy(dtype=object)
+        slabs_live = inside.loc[holder == "xla_slack", "allocation"]
+        slab = (holder == "xla_slack") | (
+            (holder == "padding") & inside["allocation"].isin(slabs_live).to_numpy(dtype=bool)
+        )
+        inside.loc[slab, "layer"], inside.loc[slab, "role"] = XLA_SLAB, OTHER
     held = _held_by_allocator(inside)
     rows: list[dict[str, Any]] = []
     for p in peak.itertuples(index=False):
@@ -309,7 +318,7 @@ def _slab_rows(
                 "requested_bytes": size,
                 "allocated_bytes": size,
                 "xla_buffer": slab.instruction,
-                "named_by": BY_VALUE if value else (BY_HLO if slab.tf_op != NO_TF_OP else None),
+                "named_by": BY_VALUE if value else _hlo_naming(slab.named_by, slab.tf_op),
             }
             item += 1
         else:
@@ -317,6 +326,13 @@ def _slab_rows(
             row["named_by"] = BY_EVENT if isinstance(row["op"], str) else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _hlo_naming(named_by: object, tf_op: object) -> str | None:
+    """``named_by`` of an HLO buffer: how tables/xla.py found its TF op."""
+    if tf_op == NO_TF_OP:
+        return None
+    return f"hlo {named_by}" if isinstance(named_by, str) and named_by != BY_HLO else BY_HLO
 
 
 def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None:

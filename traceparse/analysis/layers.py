@@ -16,6 +16,8 @@ allocator sum exactly to its in-use bytes at the peak:
 - ``(optimizer, unassigned)``: optimizer ops and slots not tied to a layer;
 - ``(no layer)``: ops outside any model layer (input batches, losses, plain
   ``tf.name_scope`` code, variables of no layer);
+- ``(XLA slab slack and padding)``: the part of a compiled program's slab that
+  no HLO buffer live at its peak covers, and the allocator's padding on it;
 - ``(before the capture, not named)``: bytes allocated before the capture that
   no inventoried variable (or, without an inventory, no XLA parameter placed
   by ``analysis.layer_owners``) accounts for;

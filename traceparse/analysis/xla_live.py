@@ -37,6 +37,7 @@ SLAB_COLUMNS: dict[str, str] = {
     "dtype": "object",
     "shape": "object",
     "estimated_bytes": "Int64",
+    "named_by": "object",  # how the buffer's tf_op was found (tables/xla.py NAMED_BY)
 }
 
 # (host, program, allocation index) -> ([(logical buffer, bytes it covers)], slack)
@@ -103,9 +104,10 @@ def held_rows(live: pd.DataFrame, held: dict[Any, tuple[Any, ...]]) -> list[tupl
 
 def slab_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     """The ``SLAB_COLUMNS`` frame of ``slab_rows`` and ``held_rows``; a value
-    row (buffer) with no TF op gets NO_TF_OP."""
+    row (buffer) with no TF op gets NO_TF_OP. Trailing columns a row lacks are NA."""
     columns = list(SLAB_COLUMNS)
     tf_op, buffer = columns.index("tf_op"), columns.index("buffer")
+    rows = [(*r, *[None] * (len(columns) - len(r))) for r in rows]
     named = [
         (*r[:tf_op], NO_TF_OP, *r[tf_op + 1 :]) if r[buffer] and r[tf_op] is None else r
         for r in rows

@@ -16,7 +16,13 @@ from traceparse.analysis.xla_live import held_rows, linked_slabs, slab_frame, sl
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.sources import allocation_sources
-from traceparse.tables.xla import buffer_info, buffers_table, function_of, programs_table
+from traceparse.tables.xla import (
+    buffer_info,
+    buffer_naming,
+    buffers_table,
+    function_of,
+    programs_table,
+)
 from traceparse.tables.xla_link import Held, Links, link_allocations
 from traceparse.tables.xla_params import parameters_table
 
@@ -107,7 +113,8 @@ class XlaParts:
             by_name = {(h, p.name): p for h, p in used}
 
             def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-                return buffer_info(by_name[(host, program)], buffer)
+                found = by_name[(host, program)]
+                return (*buffer_info(found, buffer), buffer_naming(found, buffer))
 
             rows = slab_rows(found, peak_fill(used, wanted), info) + rows
         return slab_frame(rows)

@@ -128,7 +128,6 @@ DTYPES: dict[str, str] = {
     "allocation": "Int64",
     "xla_buffer": "object",
     "variable": "object",
-    "named_by": CATEGORY,
 }
 
 # By suffix, for the many columns of one kind.
