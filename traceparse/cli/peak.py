@@ -71,11 +71,11 @@ class PeakCommand(TableCommand):
             return f"Peaks in run {profile.run} ({profile.host})"
         return f"Allocations live at the peak in run {profile.run} ({profile.host})"
 
-    def _display(self, table: pd.DataFrame) -> list[str]:
+    def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         if "in_use_bytes" in table.columns:  # --per-allocator
             single_host = "host" in table.columns and table["host"].nunique() <= 1
             return [c for c in table.columns if c != "event" and not (single_host and c == "host")]
-        return super()._display(table)
+        return super()._display(table, args)
 
     def before_table(self, profile: Profile, args: argparse.Namespace, term: Terminal) -> None:
         if args.per_allocator:
