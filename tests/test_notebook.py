@@ -75,10 +75,12 @@ def test_repr_html_shows_the_summary_and_runs_nothing(cnn: traceparse.Profile) -
     assert str(ops["op"].iloc[0]) in text
 
 
-def test_report_renders_inline_and_as_text(cnn: traceparse.Profile) -> None:
-    shown = cnn.report(top=2)
+def test_more_or_fewer_rows_inline_and_as_text(cnn: traceparse.Profile) -> None:
+    from traceparse.report.notebook import NotebookReport
+
+    shown = NotebookReport(cnn, top=2)
     html = shown._repr_html_()
-    assert html == cnn.report(top=2)._repr_html_()
+    assert html == NotebookReport(cnn, top=2)._repr_html_()
     ops_rows = html.split("Ops holding memory at the peak", 1)[1].split("</table>", 1)[0]
     assert ops_rows.count("<tr>") == 3  # the header and two ops
     assert str(shown).startswith("Peak ")

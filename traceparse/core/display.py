@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["HTML_RENDERER", "notebook_report", "profile_html"]
+__all__ = ["HTML_RENDERER", "profile_html"]
 
-# The module with ``profile_html(profile, top)`` and ``NotebookReport(profile, top)``.
+# The module with ``profile_html(profile, top)``.
 HTML_RENDERER = "traceparse.report.notebook"
 
 
@@ -24,8 +24,3 @@ def _renderer() -> Any:
 def profile_html(profile: Any, top: int) -> str:
     """``profile``'s summary as an HTML fragment (no scripts)."""
     return str(_renderer().profile_html(profile, top))
-
-
-def notebook_report(profile: Any, top: int) -> Any:
-    """An object Jupyter shows as ``profile``'s summary (``str()`` gives its headlines)."""
-    return _renderer().NotebookReport(profile, top)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
 
 import pandas as pd
 
@@ -422,16 +421,13 @@ class Profile:
         return any(trace.inventory is not None for trace in self.traces)
 
     def _repr_html_(self) -> str:
-        """The summary as HTML in Jupyter (peaks, attribution, top holders; no scripts)."""
+        """The summary as HTML in Jupyter (peaks, attribution, top holders; no scripts).
+
+        More rows: ``traceparse.report.notebook.NotebookReport(prof, top=10)``.
+        """
         from traceparse.core.display import profile_html
 
         return profile_html(self, 5)
-
-    def report(self, top: int = 5) -> Any:
-        """The summary inline in a notebook: peaks, attribution and the ``top`` holders."""
-        from traceparse.core.display import notebook_report
-
-        return notebook_report(self, top)
 
     def __repr__(self) -> str:
         return (

@@ -1,4 +1,4 @@
-"""A Profile as a small HTML summary for Jupyter: ``Profile._repr_html_`` and ``report()``.
+"""A Profile as a small HTML summary for Jupyter: ``Profile._repr_html_``.
 
 What a notebook cell shows: one line per allocator of the run (its peak,
 capacity and use, the fullest flagged), then per allocator where the bytes at
@@ -37,7 +37,8 @@ _STYLE = (
 
 
 class NotebookReport:
-    """What ``Profile.report()`` returns: Jupyter shows it as HTML, ``str()`` as text."""
+    """A profile's summary with ``top`` rows per holder table: Jupyter shows it as HTML,
+    ``str()`` as its headlines. ``NotebookReport(prof, top=10)`` in a cell."""
 
     def __init__(self, profile: ProfileLike, top: int = DEFAULT_TOP) -> None:
         self._profile = profile
