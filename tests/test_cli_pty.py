@@ -143,9 +143,9 @@ def test_tables_fit_a_terminal(columns: int) -> None:
 
 def test_numbers_stay_whole_and_columns_drop_from_the_right() -> None:
     headers = ["op", "allocated_bytes", "dtype", "live_at_peak_bytes", "shape"]
+    long_name = "gradient_tape/model/very_long_scope_name/conv2d/Conv2DBackpropInput"
     rows = [
-        ["gradient_tape/model/very_long_scope_name/conv2d/Conv2DBackpropInput", "1.1 GiB"]
-        + ["float32", "384 MiB", "[128,256,256,64]"],
+        [long_name, "1.1 GiB", "float32", "384 MiB", "[128,256,256,64]"],
         ["adam/Mul_19", "96 MiB", "float32", "0 B", "[]"],
     ]
     right = [False, True, False, True, False]

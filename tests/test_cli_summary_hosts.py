@@ -35,8 +35,10 @@ def test_a_two_host_run_opens_with_one_overview(
     assert lines[0] == "Run 2026_12_01_10_00_00: 2 hosts"
     assert out.count("Allocators (") == 1
     overview = out.index("Allocators (2;")
-    assert overview < out.index("Allocator mklcpu on worker-a") < out.index(
-        "Allocator mklcpu on worker-b"
+    assert (
+        overview
+        < out.index("Allocator mklcpu on worker-a")
+        < out.index("Allocator mklcpu on worker-b")
     )
     rows = [line for line in lines if line.startswith("worker-")]
     assert [r.split()[:3] for r in rows] == [

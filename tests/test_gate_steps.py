@@ -24,7 +24,9 @@ NO_SHAPE_CHANGED = "shapes changed (the rest is buffer reuse"
 
 @pytest.fixture(scope="module")
 def epochs() -> tuple[traceparse.Profile, traceparse.Profile]:
-    return traceparse.load(REPO / "fixtures/epoch_128"), traceparse.load(REPO / "fixtures/epoch_256")
+    return traceparse.load(REPO / "fixtures/epoch_128"), traceparse.load(
+        REPO / "fixtures/epoch_256"
+    )
 
 
 def test_figures_count_steps(epochs: tuple[traceparse.Profile, traceparse.Profile]) -> None:

@@ -89,10 +89,7 @@ def test_the_browser_target_without_chromium_writes_nothing(tmp_path: Path) -> N
 
 
 def _readable_by_all(path: Path) -> bool:
-    for part in [path, *path.parents]:
-        if os.stat(part).st_mode & 0o005 != 0o005:
-            return False
-    return True
+    return all(os.stat(part).st_mode & 0o005 == 0o005 for part in [path, *path.parents])
 
 
 def _status() -> str:

@@ -67,9 +67,7 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
 def _print_profile(pv: Any, term: Terminal, top: int, *, overview: bool) -> None:
     """One capture: its heading, the overview of its allocators, each allocator's blocks."""
     term.heading(_capture_label(pv.paths), level=1)
-    term.fields(
-        [("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))]
-    )
+    term.fields([("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))])
     if not pv.allocators:
         term.line()
         term.line("No memory events: nothing to attribute (see the diagnostics below).")

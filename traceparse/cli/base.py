@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
-    """``--quiet``, ``--no-color``, ``--wide`` and ``--debug``, accepted before or after the command.
+    """``--quiet``, ``--no-color``, ``--wide`` and ``--debug``, before or after the command.
 
     On subcommands the defaults are suppressed, so an option given before the
     command is not reset by the subcommand's parser.

@@ -114,9 +114,7 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
     asked = _requests(profile)
     steps = profile.steps
     step_counts = (
-        steps.groupby(["host", "allocator"], observed=True).size().to_dict()
-        if len(steps)
-        else {}
+        steps.groupby(["host", "allocator"], observed=True).size().to_dict() if len(steps) else {}
     )
     out: list[AllocatorFigures] = []
     for summary in profile.summary():

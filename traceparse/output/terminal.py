@@ -227,12 +227,12 @@ class Terminal:
             lines = render_plain_table(headers, rows, right)
             head, body, hidden = lines[:1], lines[1:], []
         else:
-            key_index = list(headers).index(key) if key in headers else None
+            key_index = list(headers).index(key) if key is not None and key in headers else None
             layout = fit_columns(headers, rows, right, width, key_index)
             head, body = render_fitted(headers, rows, right, layout)
             hidden = [visible(headers[i], cell=True) for i in layout.hidden]
         notes = [] if footer is None else [footer]
-        if hidden:
+        if hidden and width is not None:
             which = ", ".join(hidden)
             notes += textwrap.wrap(
                 f"Not shown at {width} columns: {which} ({hidden_hint}).",
