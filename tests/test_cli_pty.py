@@ -111,7 +111,7 @@ def _shown(name: str, text: str) -> bool:
 _CUT_NUMBER = re.compile(r"(^|\s)[-+]?[\d.,]+ ?[KMGTP]?i?B?…(\s|$)")
 
 
-@pytest.mark.parametrize("columns", [80, 100, 120])
+@pytest.mark.parametrize("columns", [60, 80, 100, 120])
 def test_tables_fit_a_terminal(columns: int) -> None:
     parts = _sections(_run_in_pty(columns))
     for index, (argv, name_column) in enumerate(COMMANDS):

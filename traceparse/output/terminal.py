@@ -231,7 +231,7 @@ class Terminal:
             layout = fit_columns(headers, rows, right, width, key_index)
             head, body = render_fitted(headers, rows, right, layout)
             hidden = [visible(headers[i], cell=True) for i in layout.hidden]
-        notes = [] if footer is None else [footer]
+        notes = _wrapped(footer, width)
         if hidden and width is not None:
             which = ", ".join(hidden)
             notes += textwrap.wrap(
