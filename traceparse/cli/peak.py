@@ -6,15 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
-
-# Bytes in use at the peak that no allocation in the capture holds, as rows of
-# their own: (attribution column, the row's op, its region).
-UNOWNED_ROWS = (
-    ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
-    ("xla_parameter_bytes", "(read as parameters by XLA programs)", "before_capture"),
-    ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
-    ("reserved_bytes", "(reserved by the allocator)", "reserved"),
-)
+from traceparse.output.cells import UNOWNED_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd

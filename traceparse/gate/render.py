@@ -87,16 +87,6 @@ def check_markdown(results: Sequence[Result], source: str, *, error: str | None 
     return "\n".join(out) + "\n"
 
 
-# Bytes in use at the peak that no allocation of the capture holds, as rows of
-# their own so that the table adds up to the bytes in use: (attribution part, op, region).
-_UNOWNED = (
-    ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
-    ("xla_parameter_bytes", "(read as parameters by XLA programs)", "before_capture"),
-    ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
-    ("reserved_bytes", "(reserved by the allocator)", "reserved"),
-)
-
-
 def top_tensors_lines(
     profile: Profile, host: str, allocator: str, top: int = TOP_TENSORS
 ) -> list[str]:
@@ -106,7 +96,12 @@ def top_tensors_lines(
     get a row each, and the allocations left out are summed, so the table adds
     up to the bytes in use at the peak.
     """
-    from traceparse.output.cells import cell_text, column_kind, render_plain_table
+    from traceparse.output.cells import (
+        UNOWNED_ROWS,
+        cell_text,
+        column_kind,
+        render_plain_table,
+    )
     from traceparse.output.units import is_missing
 
     live = profile.live_at_peak(allocator=allocator, host=host)
@@ -125,7 +120,7 @@ def top_tensors_lines(
         (s.attribution for s in profile.summary() if (s.host, s.allocator) == (host, allocator)),
         {},
     )
-    for part, label, region in _UNOWNED:
+    for part, label, region in UNOWNED_ROWS:
         value = parts.get(part)
         if value is None or is_missing(value) or not int(value):
             continue
