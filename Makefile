@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Nothing outside the checkout: the caches pip, matplotlib, Keras and the rest
+# would keep in $HOME go under .cache/ here (tests/test_make.py checks it).
+export PIP_CACHE_DIR  := $(CURDIR)/.cache/pip
+export XDG_CACHE_HOME := $(CURDIR)/.cache
+export MPLCONFIGDIR   := $(CURDIR)/.cache/matplotlib
+export KERAS_HOME     := $(CURDIR)/.cache/keras
 # TensorFlow enables oneDNN (whose CPU allocator records memory events) only on
 # some x86 CPUs; the demo and the tests capture on the CPU, so ask for it.
 export TF_ENABLE_ONEDNN_OPTS ?= 1
@@ -80,4 +86,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_decode.py
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache demo-output
+	rm -rf $(VENV) $(COMPAT_VENV) .cache .pytest_cache .mypy_cache .ruff_cache demo-output

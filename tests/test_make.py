@@ -1,8 +1,9 @@
 """``make test`` changes nothing outside the checkout.
 
-Two checks: every command ``make -n test`` would run installs only into the
+Three checks: every command ``make -n test`` would run installs only into the
 project's own virtualenvs (no system package manager, no ``sudo``, no
-``pip --user``, no absolute paths written); and the ``browser`` target, run
+``pip --user``, no absolute paths written); the caches tools keep in $HOME
+go under the checkout's .cache/; and the ``browser`` target, run
 for real on a machine without Chromium (an empty PATH), as a user who cannot
 write outside (nobody, when the tests run as root), succeeds, writes nothing
 and says how to run the browser tests.
@@ -52,6 +53,25 @@ def test_make_test_installs_only_into_the_checkout() -> None:
         if command.startswith(("rm ", "touch ", "mkdir ")):
             paths = [w for w in command.split()[1:] if not w.startswith("-")]
             assert all(not os.path.isabs(p) and ".." not in p for p in paths), command
+
+
+def test_caches_stay_in_the_checkout() -> None:
+    """pip's, matplotlib's, Keras' and XDG caches go under .cache/ in the checkout."""
+    names = ["PIP_CACHE_DIR", "XDG_CACHE_HOME", "MPLCONFIGDIR", "KERAS_HOME"]
+    show = "show:\n\t@echo " + " ".join(f"$${n}" for n in names) + "\n"
+    done = subprocess.run(
+        [str(MAKE), "-s", "-f", "Makefile", "-f", "-", "show"],
+        cwd=REPO,
+        input=show,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in names},
+    )
+    assert done.returncode == 0, done.stderr
+    paths = done.stdout.split()
+    assert len(paths) == len(names)
+    assert all(Path(p).is_relative_to(REPO) for p in paths), paths
 
 
 def _as_nobody() -> None:
