@@ -130,7 +130,8 @@ class Terminal:
         if self.use_rich:
             from rich.text import Text
 
-            self._rich().print(Text(visible(text), style=style or ""), soft_wrap=True)
+            # Words wrap at the terminal's width (a diff's headline is one long sentence).
+            self._rich().print(Text(visible(text), style=style or ""), soft_wrap=self.wide)
         else:
             self._write(text)
 
