@@ -118,3 +118,14 @@ def test_a_notebook_shows_the_profile(tmp_path: Path) -> None:
     html = output["data"]["text/html"]
     assert "Where the bytes in use at the peak come from" in html and "<script" not in html
     assert "conv_a" in html
+
+
+def test_every_host_and_allocator_in_one_overview_the_fullest_flagged() -> None:
+    from test_many_devices import many
+
+    page = _parse(many()._repr_html_())
+    rows = [r for r in page.rows if r and r[0] in ("GPU_0_bfc", "gpu_host_bfc")]
+    assert len(rows) == 4
+    flagged = [r for r in rows if r[-1] == "◀ fullest"]
+    # worker-b's GPU holds 300 MiB of the same capacity: the fullest.
+    assert len(flagged) == 1 and flagged[0][:2] == ["GPU_0_bfc", "worker-b"]

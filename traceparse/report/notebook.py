@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import AllocatorView, TableView, build_view
@@ -75,12 +76,12 @@ def profile_html(profile: ProfileLike, top: int = DEFAULT_TOP) -> str:
 
 def _overview(allocators: Sequence[AllocatorView]) -> str:
     """One row per host and allocator: peak, capacity, use; the fullest flagged."""
-    fullest = max(allocators, key=lambda a: int(a.summary.peak_bytes or 0))
+    fullest = max(allocators, key=_fullness)
     rows = []
     for a in allocators:
         s = a.summary
         flag = " ◀ fullest" if a is fullest and len(allocators) > 1 else ""
-        capacity = "-" if s.capacity_bytes is None else _bytes(s.capacity_bytes)
+        capacity = _bytes(s.capacity_bytes)
         rows.append(
             f"<tr><td><code>{html_text(a.allocator)}</code></td>"
             f"<td><code>{html_text(a.host)}</code></td>"
@@ -92,6 +93,13 @@ def _overview(allocators: Sequence[AllocatorView]) -> str:
         '<th class="n">capacity</th><th class="n">use</th><th></th></tr>'
     )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _fullness(a: AllocatorView) -> tuple[float, int]:
+    """By use of capacity, then by peak (as ``traceparse summary`` flags the fullest)."""
+    s = a.summary
+    used = -1.0 if s.utilisation is None else float(s.utilisation)
+    return used, int(s.peak_bytes or 0)
 
 
 def _allocator(a: AllocatorView, top: int) -> str:
@@ -131,9 +139,7 @@ def _table(table: TableView, top: int) -> str:
 
 
 def _bytes(value: object) -> str:
-    from traceparse.output.units import format_bytes, is_missing
-
-    return "-" if is_missing(value) else html_text(format_bytes(int(value)))  # type: ignore[call-overload]
+    return html_text(format_bytes(value))  # "-" when unknown
 
 
 def _version() -> str:
