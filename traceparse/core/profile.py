@@ -441,6 +441,15 @@ class Profile:
     def _has_inventory(self) -> bool:
         return any(trace.inventory is not None for trace in self.traces)
 
+    def _repr_html_(self) -> str:
+        """The summary as HTML in Jupyter (peaks, attribution, top holders; no scripts).
+
+        More rows: ``traceparse.report.notebook.NotebookReport(prof, top=10)``.
+        """
+        from traceparse.core.display import profile_html
+
+        return profile_html(self, 5)
+
     def __repr__(self) -> str:
         return (
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "

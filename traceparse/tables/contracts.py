@@ -91,9 +91,10 @@ DTYPES: dict[str, str] = {
     "largest_shape": CATEGORY,
     # Variables (the inventory, tables/variables.py).
     "device": CATEGORY,
-    "path": "object",
+    # Names as every other name column: categoricals, NA where unknown (never None).
+    "path": CATEGORY,
     "role": CATEGORY,
-    "belongs_to": "object",
+    "belongs_to": CATEGORY,
     "model": CATEGORY,
     "at_start": "bool",
     "at_stop": "bool",
