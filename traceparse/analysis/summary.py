@@ -189,7 +189,7 @@ def build_summaries(
                 else float(row["fragmentation"]),
                 allocations=int(counts.get((host, allocator), 0)),
                 live_at_peak=int(parts["live_allocations"]),
-                top_tensors=mine.head(TOP)[TOP_TENSOR_COLUMNS].reset_index(drop=True),
+                top_tensors=_top_tensors(mine),
                 top_ops=_top(ops, host, allocator, TOP_OP_COLUMNS),
                 top_scopes=_top(scopes, host, allocator, TOP_SCOPE_COLUMNS),
                 attribution=attribution_parts,
@@ -274,6 +274,16 @@ def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> 
         ["live_at_peak_bytes", "allocated_bytes"], ascending=False, kind="stable"
     )
     return mine.head(TOP)[columns].reset_index(drop=True)
+
+
+def _top_tensors(live: pd.DataFrame) -> pd.DataFrame:
+    """The largest tensors and HLO buffers; with their Python source line where the
+    capture has one (JAX's Python tracer, allocations.source)."""
+    top = live.head(TOP)
+    columns = list(TOP_TENSOR_COLUMNS)
+    if "source" in top and top["source"].notna().any():
+        columns.append("source")
+    return top[columns].reset_index(drop=True)
 
 
 def _int(value: Any) -> int | None:

@@ -180,6 +180,7 @@ _HEADERS: dict[str, str] = {
     "allocator": "Allocator",
     "path": "Variable",
     "role": "Role",
+    "source": "Source",
     "belongs_to": "Belongs to",
     "model": "Model",
 }
@@ -203,6 +204,7 @@ _TOP_TENSOR_COLUMNS = [
     "estimated_bytes",
     "step",
     "alloc_ps",
+    "source",  # only where the capture names Python source lines (JAX)
 ]
 _TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
 _TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
