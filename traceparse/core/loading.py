@@ -12,6 +12,7 @@ from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
 from traceparse.errors import CaptureTooLargeError, InputError
 from traceparse.files.discover import (
+    INVENTORY_SUFFIX,
     MAX_DECOMPRESSED_BYTES,
     MAX_INVENTORY_BYTES,
     MAX_PROTOBUF_BYTES,
@@ -20,8 +21,6 @@ from traceparse.files.discover import (
     read_bytes,
     sidecar,
 )
-
-INVENTORY_SUFFIX = ".variables.json"
 
 PathLike = str | os.PathLike[str]
 # Reads a list of captures into traces, in order (the CLI's shows progress).

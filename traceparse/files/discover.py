@@ -49,6 +49,8 @@ MAX_PROTOBUF_BYTES = 2**31 - 1
 # at most. Parsing JSON takes up to ~25 times the file in memory, so this bound
 # keeps a crafted inventory under half a GiB.
 MAX_INVENTORY_BYTES = 16 * 2**20
+# The variable inventory beside a capture: <host>.variables.json.
+INVENTORY_SUFFIX = ".variables.json"
 # gzip is expanded this much at a time, so the limit holds before memory fills.
 _GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
