@@ -137,5 +137,6 @@ def test_html_text_escapes_markup_and_quotes() -> None:
     assert html.unescape(escaped) == hostile
 
 
-def test_one_line_drops_line_breaks_and_controls() -> None:
-    assert one_line("a\r\nb\u2028c\x1bd") == "a b cd"
+def test_one_line_joins_lines_and_shows_controls_as_escapes() -> None:
+    # A control character is shown (as in the terminal), never dropped or obeyed.
+    assert one_line("a\r\nb\u2028c\x1bd\u202ee") == "a b c\\x1bd\\u202ee"
