@@ -137,5 +137,20 @@ def test_html_text_escapes_markup_and_quotes() -> None:
     assert html.unescape(escaped) == hostile
 
 
-def test_one_line_drops_line_breaks_and_controls() -> None:
-    assert one_line("a\r\nb\u2028c\x1bd") == "a b cd"
+def test_one_line_joins_lines_and_shows_controls_as_escapes() -> None:
+    # A control character is shown (as in the terminal), never dropped or obeyed.
+    assert one_line("a\r\nb\u2028c\x1bd\u202ee") == "a b c\\x1bd\\u202ee"
+
+
+# -- invisible characters and length caps (docs/robustness.md) -----------------------
+
+INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u200b", "\u200d", "\u2060", "\ufeff", "\x1b", "\x07"]
+
+
+@pytest.mark.parametrize("char", INVISIBLE)
+def test_invisible_and_control_characters_are_escapes_in_every_form(char: str) -> None:
+    name = f"cod{char}exe.doc"
+    shown = f"cod\\{'x' if ord(char) < 256 else 'u'}{ord(char):0{2 if ord(char) < 256 else 4}x}"
+    for escaped in (html_text(name), md_code(name), md_text(name), one_line(name)):
+        assert char not in escaped
+        assert shown in escaped.replace("\\\\", "\\")

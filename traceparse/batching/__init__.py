@@ -37,6 +37,7 @@ from traceparse.batching.tasks import (
     task_for,
 )
 from traceparse.errors import EXIT_INPUT, EXIT_OK, TraceparseError, UsageError
+from traceparse.files.confined import real_directory
 from traceparse.files.discover import CaptureFile, find_captures, is_url
 
 if TYPE_CHECKING:
@@ -181,7 +182,9 @@ def _output_directory(output: PathLike) -> str:
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise UsageError(f"{text}: is a file; give a directory for -o", text)
     try:
-        os.makedirs(os.path.join(outdir, CAPTURES_DIR), exist_ok=True)
+        os.makedirs(outdir, exist_ok=True)
+        # A link planted at OUTDIR/captures is replaced by a real directory.
+        real_directory(outdir, CAPTURES_DIR)
     except OSError as exc:
         raise UsageError(
             f"{text}: cannot create the output directory ({exc.strerror or exc})", text

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from traceparse.errors import UsageError
 from traceparse.files.atomic import is_own_temporary
+from traceparse.files.confined import own_file
 
 __all__ = ["LOCK_NAME", "output_lock", "sweep_temporaries"]
 
@@ -30,8 +31,16 @@ def output_lock(outdir: str) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows: atomic renames still keep files whole
         yield
         return
-    path = os.path.join(outdir, LOCK_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    path = own_file(os.path.join(outdir, LOCK_NAME))  # never a planted link or FIFO
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise UsageError(
+            f"{outdir}: cannot take the batch lock {LOCK_NAME} ({exc.strerror or exc}); "
+            "remove it or choose another -o",
+            outdir,
+        ) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -70,8 +79,12 @@ def sweep_temporaries(outdir: str) -> int:
     removed = 0
     captures = os.path.join(outdir, "captures")
     directories = [outdir]
+    # Real directories only: a link planted under OUTDIR leads elsewhere.
     with contextlib.suppress(OSError):
-        directories += [entry.path for entry in os.scandir(captures) if entry.is_dir()]
+        if not os.path.islink(captures):
+            directories += [
+                entry.path for entry in os.scandir(captures) if entry.is_dir(follow_symlinks=False)
+            ]
     for directory in directories:
         try:
             names = os.listdir(directory)

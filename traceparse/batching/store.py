@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
 from typing import TYPE_CHECKING, Any, Literal
 
 from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
-from traceparse.files.discover import is_url
+from traceparse.files.confined import own_file
+from traceparse.files.discover import (
+    INVENTORY_SUFFIX,
+    MAX_INVENTORY_BYTES,
+    CaptureFile,
+    is_url,
+    not_regular,
+    sidecar,
+)
 
 if TYPE_CHECKING:
     from traceparse.batching.tasks import Outcome, Task
@@ -23,6 +33,7 @@ __all__ = [
     "RESULT_NAME",
     "Fingerprint",
     "fingerprint",
+    "input_fingerprint",
     "reuse",
     "store",
     "stored",
@@ -51,24 +62,67 @@ _VERSION_KEYS = (
     "created",
 )
 _CHUNK = 1 << 20
+# A result.json holds a row per allocator (at most decode.MAX_ALLOCATORS): a
+# few KiB. A larger one is damaged or made up and is redone, never read.
+MAX_RESULT_BYTES = 4 * 2**20
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 # -- fingerprints ----------------------------------------------------------------
 
 
+def input_fingerprint(capture: CaptureFile, how: Fingerprint) -> dict[str, Any]:
+    """The fingerprint of every file the analysis of ``capture`` reads: the capture
+    and, when one is beside it, its variable inventory (adding, changing or removing
+    it changes what the analysis says). Raises ``InputError`` as ``fingerprint``."""
+    found = fingerprint(capture.path, how)
+    inventory = sidecar(capture, INVENTORY_SUFFIX)
+    if inventory is not None:
+        found["inventory"] = _inventory_fingerprint(inventory.path, how)
+    return found
+
+
+def _inventory_fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
+    """Like ``fingerprint``, but an inventory that cannot be read is described, not
+    an error (the analysis ignores it with a diagnostic). Only a regular file within
+    the inventory limit is ever opened, so a FIFO cannot block the check."""
+    if is_url(path):
+        try:
+            return fingerprint(path, how)
+        except InputError as exc:
+            return {"unreadable": str(exc)}
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return {"unreadable": exc.strerror or str(exc)}
+    kind = not_regular(info.st_mode)
+    if kind is not None:
+        return {"kind": kind}
+    if how == "hash" and info.st_size <= MAX_INVENTORY_BYTES:
+        try:
+            return fingerprint(path, how)
+        except InputError as exc:
+            return {"unreadable": str(exc)}
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
 def fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
     """What identifies this version of the input: size and mtime, or a content hash.
 
-    Opens nothing for writing. Raises ``InputError`` when the file cannot be read.
+    Opens nothing for writing, and nothing but a regular file. Raises ``InputError``
+    when the file cannot be read.
     """
     try:
         if is_url(path):
             return _remote_fingerprint(path, how)
+        info = os.stat(path)
+        kind = not_regular(info.st_mode)
+        if kind is not None:  # a FIFO would block the hash, a device never end it
+            raise InputError(f"{path}: not a regular file ({kind})", path)
         if how == "hash":
             with open(path, "rb") as handle:
                 return _hash(handle)
-        stat = os.stat(path)
-        return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
     except FileNotFoundError as exc:
         raise CaptureNotFoundError(
             f"{path}: the file disappeared before it was read", path
@@ -110,7 +164,7 @@ def reuse(task: Task) -> Outcome | None:
     if task.force:
         return None
     try:
-        current = fingerprint(task.capture.path, task.fingerprint)
+        current = input_fingerprint(task.capture, task.fingerprint)
         return stored(task, current)
     except Exception:
         return None
@@ -119,11 +173,7 @@ def reuse(task: Task) -> Outcome | None:
 def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
     from traceparse import __version__
 
-    try:
-        with open(os.path.join(task.directory, RESULT_NAME), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
+    data = _read_result(task)
     if not isinstance(data, dict):
         return None
     if (
@@ -151,6 +201,31 @@ def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
     return outcome
 
 
+def _read_result(task: Task) -> Any:
+    """The stored record, or None when there is none to trust: the task's directory
+    or ``result.json`` is a link, a FIFO, a device (refused without opening it), or
+    the file is too large or not JSON (then the capture is analysed again)."""
+    path = os.path.join(task.directory, RESULT_NAME)
+    try:
+        for level in (os.path.dirname(task.directory), task.directory):
+            if not stat.S_ISDIR(os.lstat(level).st_mode):  # a planted link
+                return None
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
+            return None
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags)
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the lstat
+                return None
+            text = handle.read(MAX_RESULT_BYTES + 1)
+        if len(text) > MAX_RESULT_BYTES:
+            return None
+        return json.loads(text)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _well_formed(data: dict[str, Any]) -> bool:
     """Whether a stored record has the shape and types the summary needs."""
     from traceparse.batching.summary import COLUMNS, STATUSES
@@ -172,7 +247,15 @@ def _well_formed(data: dict[str, Any]) -> bool:
             if name not in COLUMNS:
                 return False
             expected = kinds.get(COLUMNS[name], object)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, expected)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, expected):
+                return False
+            # The summary's columns are int64 and finite floats: anything else
+            # would fail every rerun instead of being analysed again.
+            if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+                return False
+            if isinstance(value, float) and not math.isfinite(value):
                 return False
     return True
 
@@ -194,7 +277,7 @@ def store(task: Task, outcome: Outcome, current: dict[str, Any]) -> None:
         "rows": outcome["rows"],
     }
     text = json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    atomic_write(os.path.join(task.directory, RESULT_NAME), text + "\n")
+    atomic_write(own_file(os.path.join(task.directory, RESULT_NAME)), text + "\n")
 
 
 def stored_quietly(task: Task, current: dict[str, Any]) -> Outcome | None:

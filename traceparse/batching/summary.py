@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from traceparse.analysis import PARTS
 from traceparse.files.atomic import atomic_write
+from traceparse.files.confined import own_file
 from traceparse.files.names import printable
 from traceparse.output.units import format_bytes, format_count, format_percent, plural
 from traceparse.report.escape import md_code, md_text
@@ -75,10 +76,10 @@ def write_summaries(frame: pd.DataFrame, outdir: str) -> tuple[list[str], list[s
 
     written: list[str] = []
     notes: list[str] = []
-    path = os.path.join(outdir, "summary.csv")
+    path = own_file(os.path.join(outdir, "summary.csv"))
     atomic_write(path, to_csv(frame))
     written.append(path)
-    path = os.path.join(outdir, "summary.parquet")
+    path = own_file(os.path.join(outdir, "summary.parquet"))
     if importlib.util.find_spec("pyarrow") is None:
         notes.append(
             "summary.parquet was not written: it needs pyarrow (pip install 'traceparse[report]')"
@@ -86,7 +87,7 @@ def write_summaries(frame: pd.DataFrame, outdir: str) -> tuple[list[str], list[s
     else:
         atomic_write(path, to_parquet(frame))
         written.append(path)
-    path = os.path.join(outdir, "summary.md")
+    path = own_file(os.path.join(outdir, "summary.md"))
     atomic_write(path, render_markdown(frame))
     written.append(path)
     return written, notes

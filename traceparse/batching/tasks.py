@@ -24,11 +24,13 @@ from traceparse.batching.store import (
     RESULT_NAME,
     Fingerprint,
     fingerprint,
+    input_fingerprint,
     reuse,
     store,
     stored_quietly,
 )
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError, TraceparseError
+from traceparse.files.confined import real_directory
 from traceparse.files.discover import CaptureFile
 
 if TYPE_CHECKING:
@@ -135,16 +137,23 @@ def run_task(task: Task) -> Outcome:
 
 def _run(task: Task) -> Outcome:
     try:
-        current = fingerprint(task.capture.path, task.fingerprint)
+        current = input_fingerprint(task.capture, task.fingerprint)
     except TraceparseError as exc:
         return _failed(task, _one_line(str(exc)))
     if not task.force:
         previous = stored_quietly(task, current)
         if previous is not None:
             return previous
-    # From here on the directory holds no result that could vouch for a half-made
-    # set of reports, and no report of an older version of the input.
     stop_if_orphaned()  # a worker whose batch was killed writes nothing more
+    # Only through real directories: a link planted at OUTDIR/captures or at the
+    # capture's directory is replaced, so nothing outside OUTDIR is written or deleted.
+    try:
+        real_directory(os.path.dirname(os.path.dirname(task.directory)), CAPTURES_DIR, task.name)
+    except OSError as exc:
+        return _failed(task, f"cannot write the reports to {task.directory} ({_reason(exc)})")
+    # From here on the directory holds no result that could vouch for a half-made
+    # set of reports, and no report of an older version of the input (a link at
+    # one of these names goes, not the file it names).
     for name in (RESULT_NAME, *(f"report.{fmt}" for fmt in REPORT_FORMATS)):
         _remove(os.path.join(task.directory, name))
     outcome, keep = _analyse(task)

@@ -10,17 +10,17 @@ from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
-from traceparse.errors import InputError
+from traceparse.errors import CaptureTooLargeError, InputError
 from traceparse.files.discover import (
+    INVENTORY_SUFFIX,
     MAX_DECOMPRESSED_BYTES,
+    MAX_INVENTORY_BYTES,
     MAX_PROTOBUF_BYTES,
     CaptureFile,
     find_captures,
     read_bytes,
     sidecar,
 )
-
-INVENTORY_SUFFIX = ".variables.json"
 
 PathLike = str | os.PathLike[str]
 # Reads a list of captures into traces, in order (the CLI's shows progress).
@@ -45,20 +45,29 @@ def read_trace(capture: CaptureFile) -> MemoryTrace:
 def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
     """Attach the variable inventory beside ``capture`` to ``trace``, if there is one.
 
-    An unusable inventory becomes a diagnostic: the capture itself is fine.
+    An unusable inventory (bad content, too large, a FIFO, a directory, a link
+    loop) becomes one diagnostic: the capture itself is fine.
     """
     found = sidecar(capture, INVENTORY_SUFFIX)
     if found is None:
         return
     try:
-        trace.inventory = decode_inventory(
-            read_bytes(found, MAX_DECOMPRESSED_BYTES), path=found.path
-        )
-    except (InventoryProblem, InputError) as exc:
-        trace.diagnostics.append(
-            f"{found.path}: the variable inventory was ignored: {exc}; capture again "
-            "with traceparse.profile() to name the variables"
-        )
+        data = read_bytes(found, MAX_INVENTORY_BYTES)
+        trace.inventory = decode_inventory(data, path=found.path)
+    except InventoryProblem as exc:
+        reason = str(exc)
+    except CaptureTooLargeError:
+        reason = f"it is larger than the {MAX_INVENTORY_BYTES // 2**20} MiB traceparse reads"
+    except InputError as exc:
+        # The reader's sentence without its path (the diagnostic starts with it)
+        # and without its advice, which is about captures.
+        reason = str(exc).removeprefix(f"{found.path}: ").split("; ", 1)[0]
+    else:
+        return
+    trace.diagnostics.append(
+        f"{found.path}: the variable inventory was ignored: {reason}; capture again "
+        "with traceparse.profile() to name the variables"
+    )
 
 
 def read_traces(captures: Sequence[CaptureFile]) -> list[MemoryTrace]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from traceparse.decode.limits import MAX_BYTES
+
 FORMAT = "traceparse.variables"
 VERSION = 1
 ROLES = ("weight", "optimizer", "other")
@@ -35,6 +37,15 @@ INVENTORY_COLUMNS: dict[str, str] = {
     "at_start": "bool",
     "at_stop": "bool",
 }
+
+# A model's variable list: a large Keras model has a few thousand variables
+# with its optimizer's slots. More than this is damaged or made up, and every
+# variable costs time in the analyses (about 0.3 ms each), so such a file is
+# ignored with a diagnostic before any row is built. The file's size has its
+# own limit (files.discover.MAX_INVENTORY_BYTES).
+MAX_INVENTORY_VARIABLES = 25_000
+# How much of a bad value a diagnostic quotes.
+_QUOTE = 40
 
 _DEVICE = re.compile(r"/device:([A-Za-z_]+):(\d+)$")
 
@@ -65,18 +76,32 @@ def decode_inventory(data: bytes, path: str) -> VariableInventory:
     """Parse the file's bytes; ``InventoryProblem`` when they are not an inventory."""
     try:
         document = json.loads(data)
+    except RecursionError as exc:
+        raise InventoryProblem("nested too deeply to be an inventory") from exc
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InventoryProblem(f"not JSON ({exc})") from exc
+        raise InventoryProblem(f"not JSON ({quote(str(exc), 80)})") from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise InventoryProblem(f'its "format" is not "{FORMAT}"')
     if document.get("version") != VERSION:
         raise InventoryProblem(
-            f"version {document.get('version')!r}; this traceparse reads version {VERSION}"
+            f"version {quote(document.get('version'))}; this traceparse reads version {VERSION}"
         )
     rows = document.get("variables")
     if not isinstance(rows, list):
         raise InventoryProblem('"variables" is not a list')
+    if len(rows) > MAX_INVENTORY_VARIABLES:
+        raise InventoryProblem(
+            f"it lists {len(rows):,} variables, more than the {MAX_INVENTORY_VARIABLES:,} "
+            "traceparse reads (a model has a few thousand)"
+        )
     records = [_record(row, i) for i, row in enumerate(rows)]
+    # Each size is at most MAX_BYTES; so is their total, so no sum of them wraps.
+    total = sum(r["estimated_bytes"] or 0 for r in records)
+    if total > MAX_BYTES:
+        raise InventoryProblem(
+            f"its variables add up to {total:,} bytes, more than the "
+            f"{MAX_BYTES // 2**40} TiB any device holds"
+        )
     frame = pd.DataFrame(
         {
             column: pd.Series([r[column] for r in records], dtype=dtype)
@@ -92,20 +117,36 @@ def decode_inventory(data: bytes, path: str) -> VariableInventory:
     )
 
 
+def quote(value: Any, width: int = _QUOTE) -> str:
+    """``repr(value)`` cut to ``width`` characters, for a diagnostic about a bad value.
+
+    A crafted file can put megabytes in one field; the sentence stays short."""
+    if isinstance(value, (list, dict)):
+        text = f"a {type(value).__name__} of {len(value):,}"
+    else:
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _record(row: Any, index: int) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise InventoryProblem(f"variable {index} is not an object")
     role = row.get("role")
     if role not in ROLES:
-        raise InventoryProblem(f"variable {index} has role {role!r}, not one of {ROLES}")
+        raise InventoryProblem(f"variable {index} has role {quote(role)}, not one of {ROLES}")
     shape = row.get("shape")
-    if not isinstance(shape, list) or not all(
-        d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape
-    ):
-        raise InventoryProblem(f"variable {index} has shape {shape!r}, not a list of sizes")
+    if not isinstance(shape, list) or not all(d is None or _is_size(d) for d in shape):
+        raise InventoryProblem(f"variable {index} has shape {quote(shape)}, not a list of sizes")
     size = row.get("estimated_bytes")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise InventoryProblem(f"variable {index} has estimated_bytes {size!r}")
+    if size is not None and not (_is_size(size) and size <= MAX_BYTES):
+        raise InventoryProblem(
+            f"variable {index} has estimated_bytes {quote(size)}, not a size from 0 to "
+            f"{MAX_BYTES // 2**40} TiB"
+        )
     text = {key: _text(row.get(key)) for key in ("name", "path", "belongs_to", "layer", "model")}
     device = _text(row.get("device")) or ""
     return {
@@ -137,7 +178,8 @@ def _memory_info(value: Any) -> dict[str, dict[str, dict[str, int]]]:
             short_device(str(device)): {
                 k: int(v)
                 for k, v in counters.items()
-                if isinstance(v, int) and k in ("current", "peak")
+                # Counters outside what a device holds are dropped, not summed.
+                if _is_size(v) and v <= MAX_BYTES and k in ("current", "peak")
             }
             for device, counters in devices.items()
             if isinstance(counters, dict)

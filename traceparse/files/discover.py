@@ -44,6 +44,13 @@ MAX_DECOMPRESSED_BYTES = 256 * 2**20
 # protobuf cannot parse a message of 2 GiB or more (an .xplane.pb, a binary
 # memory_profile); a larger file is refused before it is read.
 MAX_PROTOBUF_BYTES = 2**31 - 1
+# A variable inventory (<host>.variables.json) lists a model's variables, about
+# 400 bytes each as traceparse writes them: a few thousand variables, a few MiB
+# at most. Parsing JSON takes up to ~25 times the file in memory, so this bound
+# keeps a crafted inventory under half a GiB.
+MAX_INVENTORY_BYTES = 16 * 2**20
+# The variable inventory beside a capture: <host>.variables.json.
+INVENTORY_SUFFIX = ".variables.json"
 # gzip is expanded this much at a time, so the limit holds before memory fills.
 _GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
@@ -188,15 +195,17 @@ def _run_order(capture: CaptureFile) -> tuple[str, str, str]:
 
 
 def sidecar(capture: CaptureFile, suffix: str) -> CaptureFile | None:
-    """The file ``<host><suffix>`` beside ``capture`` (a variable inventory), if it exists."""
+    """The file ``<host><suffix>`` beside ``capture`` (a variable inventory), if anything
+    is there: a FIFO, a directory or a link loop too, so that the reader can say why
+    it was not read (``read_bytes`` refuses it without reading)."""
     path = f"{capture.run_dir}/{capture.host}{suffix}"
     try:
         if is_url(path):
             fs, inner = _filesystem(path)
-            found = bool(fs.isfile(inner))
+            found = bool(fs.exists(inner))
         else:
-            found = os.path.isfile(path)
-    except OSError:
+            found = os.path.lexists(path)
+    except (OSError, InputError):
         found = False
     return CaptureFile(capture.run_dir, capture.host, path, suffix.strip(".")) if found else None
 
@@ -244,16 +253,38 @@ def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> byt
 
 
 def _read_local(path: str, limit: int) -> bytes:
-    # A FIFO or a device (a link to /dev/zero, say) would block or never end.
-    info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path}: not a regular file; point at the capture file itself", path)
-    _check_size(path, info.st_size, limit)
-    note_input(info)  # so that no output of this process replaces it
-    with open(path, "rb") as handle:
-        # At most one byte past the size it had: a file that is still growing
-        # cannot take the read past the limit (the caller's check catches it).
-        return handle.read(info.st_size + 1)
+    # A FIFO or a device (a link to /dev/zero, say) would block or never end: look
+    # before opening, and open without blocking, so that a FIFO put there after the
+    # look is refused too (by the descriptor's own type).
+    kind = not_regular(os.stat(path).st_mode)
+    if kind is None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as handle:
+            info = os.fstat(fd)
+            kind = not_regular(info.st_mode)
+            if kind is None:
+                _check_size(path, info.st_size, limit)
+                note_input(info)  # so that no output of this process replaces it
+                # At most one byte past the size it had: a file that is still growing
+                # cannot take the read past the limit (the caller's check catches it).
+                return handle.read(info.st_size + 1)
+    raise InputError(f"{path}: not a regular file ({kind}); point at the file itself", path)
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file ("a FIFO"...), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "another kind of file"
 
 
 def _check_size(path: str, size: int | None, limit: int) -> None:

@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CELL_WIDTH",
+    "MAX_NOTE_WIDTH",
+    "MAX_REPORT_CELL_WIDTH",
     "Kind",
     "column_kind",
     "format_cell",
     "formatted_rows",
+    "note_line",
     "render_plain_table",
     "shorten",
     "visible",
@@ -36,13 +39,23 @@ __all__ = [
 # Control characters (C0 but tab and newline, DEL, C1). Names come from the user
 # (tf.name_scope) and may hold terminal escape sequences: shown, not obeyed.
 # Lone surrogates are bytes of a file name that were not UTF-8 (surrogateescape).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_CELL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# Invisible format characters too: bidirectional overrides and isolates (U+202E
+# shows "exe.txt" as "txt.exe"), zero-width spaces and joiners, the byte-order
+# mark, and the Unicode line and paragraph separators.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\ud800-\\udfff{_INVISIBLE}]")
+_CELL_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff{_INVISIBLE}]")
 
 
 # The widest a cell gets in a table for people: one 100 KB name would otherwise
 # pad every row of the table to its width. Files for programs keep full names.
 MAX_CELL_WIDTH = 120
+# The HTML and Markdown reports wrap long names, so their cells may be longer;
+# a crafted 10 MB name is still cut (JSON keeps it whole).
+MAX_REPORT_CELL_WIDTH = 500
+# A diagnostic line, wherever a person reads it (terminal, reports): the
+# sentences are short, but they quote names and values from the capture.
+MAX_NOTE_WIDTH = 1000
 
 
 def visible(text: str, *, cell: bool = False) -> str:
@@ -51,6 +64,11 @@ def visible(text: str, *, cell: bool = False) -> str:
     In a table ``cell`` tabs and newlines are escaped too, to keep its shape."""
     pattern = _CELL_CONTROL if cell else _CONTROL
     return pattern.sub(_escape_one, str(text))
+
+
+def note_line(text: str) -> str:
+    """A diagnostic as one shown line: escaped, then cut to ``MAX_NOTE_WIDTH``."""
+    return shorten(visible(text, cell=True), MAX_NOTE_WIDTH)
 
 
 def _escape_one(match: re.Match[str]) -> str:

@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from traceparse.output.cells import (
+    MAX_NOTE_WIDTH,
     NUMERIC_KINDS,
     Kind,
     column_kind,
     formatted_rows,
+    note_line,
     render_plain_table,
+    shorten,
     visible,
 )
 from traceparse.output.fit import fit_columns, render_fitted
@@ -178,9 +181,9 @@ class Terminal:
             if self.use_rich:
                 from rich.text import Text
 
-                self._rich().print(Text("• " + visible(item, cell=True), style=style or ""))
+                self._rich().print(Text("• " + note_line(item), style=style or ""))
             else:
-                self._write(f"- {visible(item, cell=True)}")
+                self._write(f"- {note_line(item)}")
 
     def table(
         self,
@@ -265,11 +268,11 @@ class Terminal:
     def note(self, text: str) -> None:
         """A hint on stderr; dropped by ``--quiet``."""
         if not self.quiet:
-            print(visible(text), file=self.err)
+            print(shorten(visible(text), MAX_NOTE_WIDTH), file=self.err)
 
     def warn(self, text: str) -> None:
         """A warning on stderr, shown even with ``--quiet``; one line whatever names it holds."""
-        print(f"traceparse: warning: {visible(' '.join(text.split()))}", file=self.err)
+        print(f"traceparse: warning: {note_line(' '.join(text.split()))}", file=self.err)
 
     # -- progress ------------------------------------------------------------
 

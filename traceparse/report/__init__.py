@@ -30,7 +30,8 @@ def render_markdown(profiles: Sequence[ProfileLike], version: str | None = None)
 
 
 def render_html(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
-    """One self-contained HTML page (inline CSS and SVG, no scripts, no network)."""
+    """One self-contained HTML page (inline CSS and SVG, one script of its own that
+    the page's policy allows by hash, no network)."""
     from traceparse.report.html import render_html as render
 
     return render(profiles, version)

@@ -13,6 +13,12 @@ Markdown (cmark-gfm) and HTML5:
 - ``md_text``: free text with every character Markdown could act on
   backslash-escaped, so it renders exactly as written.
 - ``html_text``: ``html.escape`` with quotes, for element text and attributes.
+
+Control characters (ESC, BEL, C1) and invisible format characters
+(bidirectional overrides such as U+202E, zero-width spaces) are shown as
+``\\xNN`` / ``\\uNNNN`` everywhere, as in the terminal (``output.cells.visible``):
+a name cannot hide text, reorder it, or carry an escape sequence into a page
+that is later printed to a terminal.
 """
 
 from __future__ import annotations
@@ -20,14 +26,12 @@ from __future__ import annotations
 import html
 import re
 
-from traceparse.files.names import printable
+from traceparse.output.cells import visible
 
 __all__ = ["html_text", "md_code", "md_text", "one_line"]
 
 # Tabs too: a font has no glyph for one (matplotlib warns), and a cell shows it as a space.
 _LINE_BREAKS = re.compile(r"[\t\r\n\u2028\u2029\x0b\x0c\x85]+")
-# C1 too (\x9b is a CSI on some terminals); \x85 is a line break above.
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
 # Characters that start or end inline constructs anywhere in a line. An "_"
 # between two ASCII letters or digits can neither open nor close emphasis, so
 # names like dense_1 stay readable in the Markdown source.
@@ -38,8 +42,9 @@ _BACKTICK_RUNS = re.compile(r"`+")
 
 
 def one_line(text: object) -> str:
-    """``str(text)`` on one line: line breaks and tabs become spaces, control characters go."""
-    return _CONTROL.sub("", _LINE_BREAKS.sub(" ", printable(str(text))))
+    """``str(text)`` on one line: line breaks and tabs become spaces; control and
+    invisible characters (and undecodable bytes of a file name) show as escapes."""
+    return visible(_LINE_BREAKS.sub(" ", str(text)), cell=True)
 
 
 def md_text(text: object) -> str:
@@ -76,5 +81,6 @@ def md_code(text: object, *, table: bool = True) -> str:
 
 
 def html_text(text: object) -> str:
-    """Text for HTML element content or a quoted attribute value."""
-    return html.escape(str(text), quote=True)
+    """Text for HTML element content or a quoted attribute value; control and
+    invisible characters show as escapes (newlines and tabs stay)."""
+    return html.escape(visible(str(text)), quote=True)

@@ -1,8 +1,10 @@
 """The HTML report: one self-contained file, readable offline, safe to open.
 
-Everything is inline: CSS, charts as SVG. The page carries a Content Security
-Policy that allows no scripts and no network at all, and every string from the
-capture goes through ``html_text``; charts come from ``plots`` (matplotlib's
+Everything is inline: CSS, charts as SVG, and one script (``interact``: sorting
+and filtering). The page carries a Content Security Policy that allows that
+script only, by its hash, and no network at all, so markup that a hostile name
+smuggled in could not run; every string from the capture goes through
+``html_text``; charts come from ``plots`` (matplotlib's
 SVG writer escapes their labels). Layout per allocator: headline cards, the
 memory timeline, the ops and scopes at the peak as bars, the attribution as a
 stacked bar, then the tables.

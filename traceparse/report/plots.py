@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traceparse.output.cells import MAX_NOTE_WIDTH
+from traceparse.output.cells import shorten as cut_middle
 from traceparse.output.units import format_bytes, format_duration_ps
 from traceparse.report.escape import html_text, one_line
 
@@ -296,7 +298,8 @@ def name_ticks(
     titles = {}
     for i, (tick, name) in enumerate(zip(ax.get_yticklabels(), names, strict=True)):
         tick.set_gid(f"{salt}-label-{i}")
-        titles[f"{salt}-label-{i}"] = one_line(name)
+        # The whole name on hover, up to a bound: a crafted one can be megabytes.
+        titles[f"{salt}-label-{i}"] = cut_middle(one_line(name), MAX_NOTE_WIDTH)
     return titles
 
 

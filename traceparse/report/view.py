@@ -19,7 +19,15 @@ import pandas as pd
 
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
 from traceparse.analysis.steps import STEP_ID
-from traceparse.output.cells import NO_OP, NUMERIC_KINDS, column_kind, format_cell
+from traceparse.output.cells import (
+    MAX_NOTE_WIDTH,
+    MAX_REPORT_CELL_WIDTH,
+    NO_OP,
+    NUMERIC_KINDS,
+    column_kind,
+    format_cell,
+    shorten,
+)
 from traceparse.output.cells import Kind as TermKind
 from traceparse.output.sentences import allocator_notes, leak_growth, leak_sentence
 from traceparse.output.units import (
@@ -265,7 +273,7 @@ def _profile_view(profile: ProfileLike, index: int) -> ProfileView:
         hosts=[str(h) for h in profile.hosts],
         paths=[str(p) for p in profile.paths],
         anchor=anchor,
-        diagnostics=[str(d) for d in profile.diagnostics],
+        diagnostics=_notes(profile.diagnostics),
         allocators=allocators,
         profile=profile,
     )
@@ -308,7 +316,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         utilisation=_percent(s.utilisation),
         facts=_facts(s, verdict, word),
         tables=[t for t in tables if t.total_rows],
-        diagnostics=own,
+        diagnostics=_notes(own),
         summary=s,
         attribution_parts=_attribution_parts(s),
     )
@@ -501,9 +509,16 @@ def _format(column: str, value: Any, kind: TermKind) -> Cell:
         if is_missing(value):
             # Only a missing op or scope means "no op recorded"; a weight belongs to nothing.
             return Cell(NO_OP if column in ("op", "scope") else "-")
-        return Cell(str(value), "name" if column in _LONG_NAME_COLUMNS else "ident")
-    text = format_cell(value, kind)
+        text = shorten(str(value), MAX_REPORT_CELL_WIDTH)
+        return Cell(text, "name" if column in _LONG_NAME_COLUMNS else "ident")
+    text = shorten(format_cell(value, kind), MAX_REPORT_CELL_WIDTH)
     return Cell(text, "number" if kind in NUMERIC_KINDS else "text")
+
+
+def _notes(notes: Sequence[Any]) -> list[str]:
+    """Diagnostics for the page: each cut to MAX_NOTE_WIDTH (a note may quote a
+    crafted name of megabytes; the JSON report keeps them whole)."""
+    return [shorten(str(note), MAX_NOTE_WIDTH) for note in notes]
 
 
 def _header(column: str) -> str:

@@ -145,7 +145,7 @@ class Links:
         )
         held_by: Counter[str] = Counter()
         for row, (_, name, indices) in self.shared.items():
-            what = f"allocations {list(indices)} of {name}"
+            what = f"allocations {_few([str(i) for i in indices])} of {name}"
             (ambiguous if self._value(row) is None else held_by)[what] += 1
         notes = [
             f"{count} allocator events have the size of {what} "
@@ -250,8 +250,16 @@ def link_allocations(
             else:
                 links.shared[row] = (host, fits[0].program, tuple(sorted(c.index for c in fits)))
         else:
-            links.across[", ".join(sorted(names))] += 1
+            links.across[_few(sorted(names))] += 1
     return links
+
+
+def _few(items: list[str], shown: int = 4) -> str:
+    """The first few candidates and how many more: a crafted program can have
+    thousands of one size, and a diagnostic is one readable line."""
+    if len(items) <= shown:
+        return ", ".join(items)
+    return f"{', '.join(items[:shown])} and {len(items) - shown:,} more"
 
 
 def held_value(program: XlaProgram, index: int) -> Held | None:
