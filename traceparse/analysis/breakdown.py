@@ -416,7 +416,7 @@ def _variable_rows(
     mine = _mine(variables, host, allocator)
     mine = mine.sort_values("estimated_bytes", ascending=False, kind="stable")
     rows = []
-    for _, var in mine.iterrows():
+    for var in mine.to_dict("records"):
         size = int(var["estimated_bytes"])
         if size <= 0 or size > budget:
             continue

@@ -93,23 +93,83 @@ def match_variables(
     """
     named: dict[object, dict[str, object]] = {}
     covered: dict[object, dict[str, object]] = {}
-    if not allocations.empty and not variables.empty:
-        usable = variables[_matchable(variables)]
-        keys = ["host", "allocator", "dtype", "shape", "estimated_bytes"]
-        groups = usable.assign(**{k: usable[k].astype(object) for k in keys}).groupby(
-            keys, sort=False
+    if allocations.empty or variables.empty:
+        return VariableMatch(_frame(named, NAMED_COLUMNS), _frame(covered, COVERED_COLUMNS))
+    usable = variables[_matchable(variables)]
+    groups = _variable_groups(usable)
+    # Only requests of a variable's size can hold one: cut the table once.
+    sizes = usable["estimated_bytes"].astype("int64").unique()
+    sized = allocations[allocations["requested_bytes"].isin(sizes).to_numpy(dtype=bool)]
+    kinds = _kinds(sized)
+    assign = np.array([bool(_ASSIGN.match(k)) for k in kinds], dtype=bool)
+    if usable["at_start"].all():
+        # Variables from before the capture change buffers only through assigns.
+        sized, kinds, assign = sized[assign], kinds[assign], assign[assign]
+    order = np.argsort(sized["alloc_ps"].to_numpy(dtype=np.int64), kind="stable")
+    sized, kinds, assign = sized.iloc[order], kinds[order], assign[order]
+    rows = list(
+        zip(
+            sized.index.tolist(),
+            _names(sized["op"]),
+            kinds.tolist(),
+            assign.tolist(),
+            sized["alloc_ps"].astype("int64").tolist(),
+            [None if pd.isna(t) else int(t) for t in sized["free_ps"].tolist()],
+            _names(sized["shape"]),
+            _names(sized["dtype"]),
+            strict=True,
         )
-        # Only requests of a variable's size can hold one: cut the table once.
-        sizes = usable["estimated_bytes"].astype("int64").unique()
-        sized = allocations[allocations["requested_bytes"].isin(sizes).to_numpy(dtype=bool)]
-        sized = sized.assign(**{k: sized[k].astype(object) for k in _TEXT})
-        for (host, allocator, dtype, shape, size), group in groups:
-            candidates = _candidates(sized, host, allocator, dtype, shape, int(size))
-            if candidates.empty:
-                continue
-            spare = _spare_frees(frees, host, allocator, int(size))
-            _walk(group, candidates, spare, named, covered)
+    )
+    # One pass groups the candidates by where and how much they asked for (in time order).
+    by_size: dict[tuple[str | None, str | None, int], list[int]] = {}
+    where = zip(
+        _names(sized["host"]), _names(sized["allocator"]), sized["requested_bytes"], strict=True
+    )
+    for position, (host, allocator, requested) in enumerate(where):
+        by_size.setdefault((host, allocator, int(requested)), []).append(position)
+    spares = _free_times(frees)
+    for (host, allocator, dtype, shape, size), slots in groups.items():
+        positions = by_size.get((host, allocator, size), [])
+        before = all(slot.at_start for slot in slots)
+        candidates = [
+            rows[i]
+            for i in positions
+            if (rows[i][6] == shape and rows[i][7] == dtype)
+            or (rows[i][6] is None and rows[i][7] is None)
+        ]
+        if before:  # only an assign can give a variable from before a new buffer
+            candidates = [row for row in candidates if row[3]]
+        if candidates:
+            spare = _spare_frees(spares, host, allocator, size)
+            _walk(slots, candidates, spare, named, covered)
     return VariableMatch(_frame(named, NAMED_COLUMNS), _frame(covered, COVERED_COLUMNS))
+
+
+def _names(column: pd.Series) -> list[str | None]:
+    """A column's values as strings, None where missing."""
+    return [None if pd.isna(v) else str(v) for v in column.astype(object).tolist()]
+
+
+GroupKey = tuple[str | None, str | None, str | None, str | None, int]
+
+
+def _variable_groups(usable: pd.DataFrame) -> dict[GroupKey, list[_Slot]]:
+    """Variables by (host, allocator, dtype, shape, bytes), each group weights first,
+    then optimizer slots, then the rest, by path."""
+    groups: dict[GroupKey, list[_Slot]] = {}
+    ordered = usable.assign(
+        _order=usable["role"].astype(object).map(_ROLE_ORDER).fillna(9)
+    ).sort_values(["_order", "path"], kind="stable")
+    keys = zip(
+        *(_names(ordered[c]) for c in ("host", "allocator", "dtype", "shape")),
+        ordered["estimated_bytes"].astype("int64").tolist(),
+        strict=True,
+    )
+    records = ordered.to_dict("records")
+    for label, key, row in zip(ordered.index, keys, records, strict=True):
+        if all(part is not None for part in key):
+            groups.setdefault(key, []).append(_slot(label, row))
+    return groups
 
 
 def named_at(named: pd.DataFrame, time_ps: int) -> pd.DataFrame:
@@ -144,45 +204,45 @@ def _matchable(variables: pd.DataFrame) -> np.ndarray:
     )
 
 
-def _candidates(
-    allocations: pd.DataFrame,
-    host: object,
-    allocator: object,
-    dtype: object,
-    shape: object,
-    size: int,
-) -> pd.DataFrame:
-    """The group's allocations: its exact request, and its shape and dtype (or none
-    recorded: an initializer's buffer often has neither)."""
-    a = allocations
-    same = (
-        (a["host"].astype(object) == host)
-        & (a["allocator"].astype(object) == allocator)
-        & (a["requested_bytes"] == size).fillna(False)
-    )
-    mine = a[same.to_numpy(dtype=bool)]
-    if mine.empty:
-        return mine
-    shaped = (mine["shape"].astype(object) == shape) & (mine["dtype"].astype(object) == dtype)
-    unshaped = mine["shape"].isna() & mine["dtype"].isna()
-    return mine[(shaped.fillna(False) | unshaped).to_numpy(dtype=bool)].sort_values(
-        "alloc_ps", kind="stable"
-    )
+def _kinds(allocations: pd.DataFrame) -> np.ndarray:
+    """Per allocation its op's kind: its type, else the last part of its name (worked
+    out once per distinct name, not per row)."""
+    ops = allocations["op"].astype("category")
+    types = allocations["op_type"].astype("category")
+    last = [str(op).rsplit("/", 1)[-1] for op in ops.cat.categories]
+    by_name = np.asarray([*last, ""], dtype=object)[ops.cat.codes.to_numpy()]
+    typed = np.asarray([*map(str, types.cat.categories), ""], dtype=object)
+    by_type = typed[types.cat.codes.to_numpy()]
+    return np.where(by_type != "", by_type, by_name)
+
+
+def _free_times(frees: pd.DataFrame | None) -> dict[object, tuple[np.ndarray, np.ndarray]] | None:
+    """Per (host, allocator): the sizes and free times of buffers from before the capture."""
+    if frees is None:
+        return None
+    keys = frees[["host", "allocator"]].astype(object)
+    out = {}
+    for key, rows in keys.groupby(["host", "allocator"], sort=False, dropna=False).indices.items():
+        mine = frees.iloc[rows]
+        out[key] = (
+            mine["allocated_bytes"].to_numpy(dtype=np.int64, na_value=-1),
+            mine["free_ps"].to_numpy(dtype=np.int64, na_value=-1),
+        )
+    return out
 
 
 def _spare_frees(
-    frees: pd.DataFrame | None, host: object, allocator: object, size: int
+    spares: dict[object, tuple[np.ndarray, np.ndarray]] | None,
+    host: object,
+    allocator: object,
+    size: int,
 ) -> list[int] | None:
     """Free times of buffers from before the capture that may have held a variable of
     ``size`` bytes on this allocator; None when unknown."""
-    if frees is None:
+    if spares is None:
         return None
-    mine = frees[
-        (frees["host"].astype(object) == host)
-        & (frees["allocator"].astype(object) == allocator)
-        & (frees["allocated_bytes"] >= size).fillna(False)
-    ]
-    return sorted(int(t) for t in mine["free_ps"].dropna())
+    sizes, times = spares.get((host, allocator), (np.zeros(0), np.zeros(0)))
+    return sorted(int(t) for t in times[(sizes >= size) & (times >= 0)])
 
 
 @dataclass
@@ -197,44 +257,32 @@ class _Slot:
     buffer_free: int | None = None  # when the current buffer is freed (None: never)
 
 
+# A candidate allocation: label, op, kind, is an assign, alloc_ps, free_ps, shape, dtype.
+Candidate = tuple[object, str | None, str, bool, int, int | None, str | None, str | None]
+
+
 def _walk(
-    group: pd.DataFrame,
-    candidates: pd.DataFrame,
+    slots: list[_Slot],
+    candidates: list[Candidate],
     spare: list[int] | None,
     named: dict[object, dict[str, object]],
     covered: dict[object, dict[str, object]],
 ) -> None:
-    ordered = group.assign(
-        _order=group["role"].astype(object).map(_ROLE_ORDER).fillna(9)
-    ).sort_values(["_order", "path"], kind="stable")
-    slots = [_slot(label, row) for label, row in ordered.iterrows()]
-    kinds = (
-        candidates["op_type"]
-        .astype(object)
-        .fillna(candidates["op"].astype(object).fillna("").str.rsplit("/", n=1).str[-1])
+    """The group's allocations in time order, each claimed by at most one variable."""
+    assigns = np.array(
+        sorted(row[4] for row in candidates if row[3] and row[6] is not None), dtype=np.int64
     )
-    assigns = np.sort(
-        candidates.loc[
-            (kinds.str.match(_ASSIGN) & candidates["shape"].notna()).to_numpy(dtype=bool),
-            "alloc_ps",
-        ].to_numpy(dtype=np.int64, na_value=0)
-    )
-    for label, alloc in candidates.iterrows():
-        op = "" if pd.isna(alloc["op"]) else str(alloc["op"])
-        op_type = "" if pd.isna(alloc["op_type"]) else str(alloc["op_type"])
-        kind = op_type or op.rsplit("/", 1)[-1]
-        when = int(alloc["alloc_ps"])
-        free = None if pd.isna(alloc["free_ps"]) else int(alloc["free_ps"])
+    for label, op_name, _kind, is_assign, when, free, shape, _dtype in candidates:
+        op = op_name or ""
+        has_shape = shape is not None
         own = [s for s in slots if s.buffer is None and not s.at_start and s.initializer.search(op)]
         if own:
             _claim(own[0], label, when, free, CREATED, named, covered)
-        elif _ASSIGN.match(kind) and pd.notna(alloc["shape"]):
+        elif is_assign and has_shape:
             slot = _replaced(slots, when, spare)
             if slot is not None:
                 _claim(slot, label, when, free, ASSIGNED, named, covered)
-        elif pd.notna(alloc["shape"]) and (
-            free is None or _replaced_later(op, when, free, assigns)
-        ):
+        elif has_shape and (free is None or _replaced_later(op, when, free, assigns)):
             fresh = [s for s in slots if s.buffer is None and not s.at_start]
             if free is not None:  # only a weight's initializer runs eagerly
                 fresh = [s for s in fresh if s.facts["role"] == "weight"]
@@ -250,7 +298,7 @@ def _replaced_later(op: str, when: int, free: int, assigns: np.ndarray) -> bool:
     return first < len(assigns) and int(assigns[first]) <= free
 
 
-def _slot(label: object, row: pd.Series) -> _Slot:
+def _slot(label: object, row: dict[str, object]) -> _Slot:
     path = str(row["path"])
     # Keras names a slot's initializer after the slot's path; an older optimizer
     # after the variable with "/" as "_".
