@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
@@ -175,10 +176,22 @@ def model_scopes(op: str, known: KnownNames | None = None) -> list[str]:
     >>> model_scopes("adam/hidden_kernel_momentum/Mul")
     ['adam', 'hidden_kernel_momentum']
     """
-    parsed = parse_op(op, known or KnownNames())
+    if known is None:
+        return list(_model_scopes(op))
+    parsed = parse_op(op, known)
     if parsed.layer is None:
         return parsed.written
     return [parsed.layer, *parsed.rest[2:]]
+
+
+@lru_cache(maxsize=1 << 16)
+def _model_scopes(op: str) -> tuple[str, ...]:
+    """``model_scopes`` without known names, once per op name: ``scopes(depth)`` and
+    the breakdown ask for the same names again and again."""
+    parsed = parse_op(op, KnownNames())
+    if parsed.layer is None:
+        return tuple(parsed.written)
+    return (parsed.layer, *parsed.rest[2:])
 
 
 def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
