@@ -102,6 +102,11 @@ def read_runs(
             for k, n in stat_names.items()
             if n in (*_MODULE_STATS, "program_id", "_p", "_c", "addr")
         }
+        # Whether an event's name alone keeps it, worked out once per name.
+        named = {
+            k: n == _ALLOCATION or n.startswith(("$", _CALL)) or bool(_EXECUTE.search(n))
+            for k, n in names.items()
+        }
         for start, end in lines:
             line = xplane_pb2.XLine()
             try:
@@ -121,18 +126,16 @@ def read_runs(
                         stats[key] = stat_names.get(stat.ref_value)
                     elif kind in ("str_value", "int64_value", "uint64_value"):
                         stats[key] = getattr(stat, kind)
-                keep = (
-                    stats.keys() & {*_MODULE_STATS, "_p", "_c"}
-                    or name == _ALLOCATION
-                    or name.startswith("$")
-                    or _EXECUTE.search(name)
-                    or name.startswith(_CALL)
-                )
+                keep = named.get(event.metadata_id, False) or stats.keys() & _KEEP_STATS
                 if keep:
                     t = base + event.offset_ps
                     events.append(_Event(line_no, t, t + event.duration_ps, name, stats))
             line_no += 1
     return _resolve(events)
+
+
+# Stats that make any event a run record: a module or program it names, a flow.
+_KEEP_STATS = frozenset({*_MODULE_STATS, "_p", "_c"})
 
 
 def _module_of(event: _Event) -> str | None:
