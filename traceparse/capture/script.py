@@ -22,6 +22,7 @@ from traceparse.errors import CaptureError, UsageError
 
 __all__ = ["ScriptResult", "keras_step_markers", "run_script"]
 
+
 def keras_step_markers() -> AbstractContextManager[bool]:
     """``traceparse.capture.steps.step_markers_in_fit()``: inside the block, every Keras
     ``Model.fit`` marks its batches as steps; a block that does nothing (and

@@ -28,24 +28,25 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from traceparse.dependencies import TENSORFLOW, check
 from traceparse.errors import CaptureError, DependencyError, UsageError
+from traceparse.version import TENSORFLOW, check
 
 if TYPE_CHECKING:
     from traceparse.capture.inventory import Inventory
     from traceparse.core.profile import Profile
 
-__all__ = ["TENSORFLOW_MISSING", "Capture", "enable_onednn", "profile"]
+__all__ = ["TENSORFLOW_MISSING", "Capture", "check_logdir", "enable_onednn", "profile"]
 
 TENSORFLOW_MISSING = (
     f"tensorflow is not installed, but capturing needs {TENSORFLOW.spec()}: {TENSORFLOW.fix} "
@@ -89,7 +90,15 @@ def _check_seconds(name: str, value: object, *, allow_zero: bool) -> float | Non
     return seconds
 
 
-def _check_logdir(logdir: str | os.PathLike[str]) -> Path:
+def check_logdir(
+    logdir: str | os.PathLike[str], *, create: bool = False, what: str = "logdir"
+) -> Path:
+    """``logdir`` as a local path; ``UsageError`` when it cannot hold a capture.
+
+    ``what`` names it in messages (``--logdir`` for the command line). With
+    ``create`` the path is made absolute (a ``chdir`` later moves nothing)
+    and created, and it must be a directory this user can write to.
+    """
     if not isinstance(logdir, (str, os.PathLike)):
         raise UsageError(f"logdir must be a path, got {logdir!r}")
     text = os.fspath(logdir)
@@ -104,6 +113,17 @@ def _check_logdir(logdir: str | os.PathLike[str]) -> Path:
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
         raise UsageError(f"logdir {path} exists and is not a directory", path=path)
+    if not create:
+        return path
+    path = Path(os.path.abspath(path))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path}: cannot create it ({exc.strerror or exc}); choose another", path
+        ) from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: not a directory this user can write to", path)
     return path
 
 
@@ -121,6 +141,47 @@ def _snapshot(root: Path) -> dict[Path, tuple[int, int]]:
                 continue
             found[path] = (st.st_size, st.st_mtime_ns)
     return found
+
+
+# Captures started and not yet stopped: one still running when the interpreter
+# exits (an uncaught exception or Ctrl-C, a Keras fit that raised) is stopped
+# then, so that what it recorded is written rather than lost.
+_running: set[Capture] = set()
+
+
+def _stop_abandoned() -> None:
+    """Stop every running capture whose owner says it was abandoned (the Keras ``fit``
+    that started it raised), so that a new session can start; the capture is kept."""
+    for capture in list(_running):
+        abandoned = capture.abandoned
+        if abandoned is None or not abandoned():
+            continue
+        try:
+            capture.stop()
+        except CaptureError as exc:
+            print(f"traceparse: {exc}", file=sys.stderr)
+            continue
+        print(
+            "traceparse: a capture was left running by code that ended without stopping "
+            f"it; stopped now, kept in {capture.run_dir}",
+            file=sys.stderr,
+        )
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    for capture in list(_running):
+        try:
+            files = capture.stop()
+        except CaptureError as exc:
+            print(f"traceparse: {exc}", file=sys.stderr)
+            continue
+        if capture.run_dir is not None and files:
+            print(
+                f"traceparse: the profiler was still running at exit; capture kept in "
+                f"{capture.run_dir}",
+                file=sys.stderr,
+            )
 
 
 class Capture(AbstractContextManager["Capture"]):
@@ -143,7 +204,7 @@ class Capture(AbstractContextManager["Capture"]):
         models: Sequence[Any] = (),
         inventory: bool = True,
     ) -> None:
-        self.logdir: Path = _check_logdir(logdir)
+        self.logdir: Path = check_logdir(logdir)
         self.host_tracer_level = _check_level("host_tracer_level", host_tracer_level, 3)
         self.python_tracer_level = _check_level("python_tracer_level", python_tracer_level, 1)
         self.device_tracer_level = _check_level("device_tracer_level", device_tracer_level, None)
@@ -151,7 +212,12 @@ class Capture(AbstractContextManager["Capture"]):
         self._lock = threading.RLock()
         self._state = _NEW
         self._before: dict[Path, tuple[int, int]] = {}
+        self._pid = os.getpid()
+        # Set by an owner that may end without stopping the capture (a Keras fit
+        # that raises): True once it has; such a capture is stopped when the next starts.
+        self.abandoned: Callable[[], bool] | None = None
         self._files: list[Path] = []
+        self._stop_files: list[Path] = []  # what changed while the profiler stopped
         if isinstance(models, (str, bytes)) or not isinstance(models, Sequence):
             raise UsageError(f"models must be a list of Keras models, got {models!r}")
         self.models = list(models)
@@ -182,11 +248,14 @@ class Capture(AbstractContextManager["Capture"]):
     def run_dir(self) -> Path | None:
         """The run directory (``<logdir>/plugins/profile/<run>``) this capture wrote.
 
-        ``None`` until the capture is stopped, or if it wrote nothing.
+        ``None`` until the capture is stopped, or if it wrote nothing. It is where
+        the profiler wrote when it stopped: files the profiled code itself wrote
+        under the logdir (even a newer run directory) do not count.
         """
-        runs = sorted({f.parent for f in self._files if f.name.endswith(".xplane.pb")})
+        written = self._stop_files or self._files
+        runs = sorted({f.parent for f in written if f.name.endswith(".xplane.pb")})
         if not runs:
-            runs = sorted({f.parent for f in self._files})
+            runs = sorted({f.parent for f in written})
         return runs[-1] if runs else None
 
     def start(self) -> Capture:
@@ -201,6 +270,7 @@ class Capture(AbstractContextManager["Capture"]):
                 device_tracer_level=self.device_tracer_level,
                 delay_ms=self.delay_ms,
             )
+            _stop_abandoned()
             self._before = _snapshot(self.logdir)
             if self.take_inventory:
                 from traceparse.capture.inventory import try_take_inventory
@@ -224,6 +294,8 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             self._state = _RUNNING
+            self._pid = os.getpid()
+            _running.add(self)
             return self
 
     def stop(self) -> list[Path]:
@@ -235,8 +307,15 @@ class Capture(AbstractContextManager["Capture"]):
         with self._lock:
             if self._state != _RUNNING:
                 return self.files
+            _running.discard(self)
+            if os.getpid() != self._pid:
+                # A process forked inside the block: the session is its parent's,
+                # which writes the capture; this one writes none.
+                self._state = _STOPPED
+                return self.files
             tf = _import_tensorflow()
             self._state = _STOPPED
+            at_stop = _snapshot(self.logdir)
             try:
                 tf.profiler.experimental.stop()
             except tf.errors.UnavailableError as exc:
@@ -257,6 +336,9 @@ class Capture(AbstractContextManager["Capture"]):
                 self._files = sorted(
                     path for path, stamp in after.items() if self._before.get(path) != stamp
                 )
+                self._stop_files = sorted(
+                    path for path, stamp in after.items() if at_stop.get(path) != stamp
+                )
             self._write_inventory()
             return self.files
 
@@ -264,7 +346,7 @@ class Capture(AbstractContextManager["Capture"]):
         """Take the stop inventory and write it beside each host's capture."""
         if self._inventory is None:
             return
-        captures = [f for f in self._files if f.name.endswith(".xplane.pb")]
+        captures = [f for f in self._stop_files or self._files if f.name.endswith(".xplane.pb")]
         if not captures:
             return
         from traceparse.capture.inventory import try_take_inventory, write_inventory

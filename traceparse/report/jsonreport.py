@@ -43,11 +43,11 @@ def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> 
 
 
 def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> dict[str, Any]:
-    from traceparse.report import _version
+    from traceparse.version import __version__
 
     return {
         "schema_version": SCHEMA_VERSION,
-        "generator": {"name": "traceparse", "version": version or _version()},
+        "generator": {"name": "traceparse", "version": version or __version__},
         "generated_at": generated_at(),
         "profiles": [_profile(p) for p in profiles],
     }
