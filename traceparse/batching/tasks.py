@@ -182,8 +182,9 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
 def summary_row(summary: Any) -> dict[str, Any]:
     """The batch columns of one ``AllocatorSummary``, as JSON values."""
     from traceparse.analysis import PARTS
+    from traceparse.output.jsonvalues import json_value
 
-    data = summary.to_dict()
+    data = json_value(summary.to_dict())
     top = data["top_ops"][0] if data["top_ops"] else {}
     return {
         "allocator": data["allocator"],
