@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from test_analysis_support import GPU, alloc, free, profile_of, trace_of
+from helpers.trace import GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile
 from traceparse.analysis import PARTS, AllocatorSummary

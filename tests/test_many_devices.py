@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from test_analysis_support import GPU, alloc, trace_of
+from helpers.trace import GPU, alloc, trace_of
 
 from traceparse.cli._summary_view import print_summaries
 from traceparse.core.profile import Profile

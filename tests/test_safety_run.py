@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_traceparse
+from conftest import REPO, needs, run_traceparse
 
-pytest.importorskip("tensorflow")
+pytestmark = needs("tensorflow")
 
 WORK = (
     "import tensorflow as tf\n"
