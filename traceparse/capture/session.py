@@ -1,8 +1,8 @@
 """One profiler session: ``profile()``, :class:`Capture` and its step markers.
 
-This is the only module of traceparse that needs TensorFlow, and it imports it
-lazily, inside the functions that talk to the profiler, never at import time:
-analysing an existing capture works without TensorFlow installed.
+Like all of ``traceparse.capture`` it imports TensorFlow lazily, inside the
+functions that talk to the profiler, never at import time: analysing an
+existing capture works without TensorFlow installed.
 
 ::
 
@@ -29,18 +29,23 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from traceparse.errors import CaptureError, DependencyError, UsageError
-from traceparse.version import TENSORFLOW, check
+from traceparse.capture.checks import (
+    TENSORFLOW_MISSING,
+    check_level,
+    check_logdir,
+    enable_onednn,
+    import_tensorflow,
+)
+from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.capture.inventory import Inventory
@@ -48,83 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TENSORFLOW_MISSING", "Capture", "check_logdir", "enable_onednn", "profile"]
 
-TENSORFLOW_MISSING = (
-    f"tensorflow is not installed, but capturing needs {TENSORFLOW.spec()}: {TENSORFLOW.fix} "
-    "(analysing existing captures does not need it)"
-)
-
 _NEW, _RUNNING, _STOPPED = "new", "running", "stopped"
-
-
-def _import_tensorflow() -> ModuleType:
-    """Import TensorFlow, or raise ``CaptureError`` saying how to install it."""
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise CaptureError(TENSORFLOW_MISSING) from exc
-    try:
-        check(TENSORFLOW, str(getattr(tf, "__version__", "0")), "capturing")
-    except DependencyError as exc:
-        raise CaptureError(str(exc)) from exc
-    return tf
-
-
-def _check_level(name: str, value: object, highest: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be an integer, got {value!r}")
-    if value < 0 or (highest is not None and value > highest):
-        allowed = f"0 to {highest}" if highest is not None else "0 or more"
-        raise UsageError(f"{name} must be {allowed}, got {value}")
-    return value
-
-
-def _check_seconds(name: str, value: object, *, allow_zero: bool) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{name} must be a number of seconds, got {value!r}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = "0 or more" if allow_zero else "more than 0"
-        raise UsageError(f"{name} must be a finite number of seconds, {bound}, got {value!r}")
-    return seconds
-
-
-def check_logdir(
-    logdir: str | os.PathLike[str], *, create: bool = False, what: str = "logdir"
-) -> Path:
-    """``logdir`` as a local path; ``UsageError`` when it cannot hold a capture.
-
-    ``what`` names it in messages (``--logdir`` for the command line). With
-    ``create`` the path is made absolute (a ``chdir`` later moves nothing)
-    and created, and it must be a directory this user can write to.
-    """
-    if not isinstance(logdir, (str, os.PathLike)):
-        raise UsageError(f"logdir must be a path, got {logdir!r}")
-    text = os.fspath(logdir)
-    if not text:
-        raise UsageError("logdir must not be empty")
-    if "://" in text:
-        raise UsageError(
-            f"capturing needs a local log directory, got {text}: "
-            "capture locally, then copy the run directory",
-            path=text,
-        )
-    path = Path(text).expanduser()
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"logdir {path} exists and is not a directory", path=path)
-    if not create:
-        return path
-    path = Path(os.path.abspath(path))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"{what} {path}: cannot create it ({exc.strerror or exc}); choose another", path
-        ) from None
-    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {path}: not a directory this user can write to", path)
-    return path
 
 
 def _snapshot(root: Path) -> dict[Path, tuple[int, int]]:
@@ -205,10 +134,10 @@ class Capture(AbstractContextManager["Capture"]):
         inventory: bool = True,
     ) -> None:
         self.logdir: Path = check_logdir(logdir)
-        self.host_tracer_level = _check_level("host_tracer_level", host_tracer_level, 3)
-        self.python_tracer_level = _check_level("python_tracer_level", python_tracer_level, 1)
-        self.device_tracer_level = _check_level("device_tracer_level", device_tracer_level, None)
-        self.delay_ms = None if delay_ms is None else _check_level("delay_ms", delay_ms, None)
+        self.host_tracer_level = check_level("host_tracer_level", host_tracer_level, 3)
+        self.python_tracer_level = check_level("python_tracer_level", python_tracer_level, 1)
+        self.device_tracer_level = check_level("device_tracer_level", device_tracer_level, None)
+        self.delay_ms = None if delay_ms is None else check_level("delay_ms", delay_ms, None)
         self._lock = threading.RLock()
         self._state = _NEW
         self._before: dict[Path, tuple[int, int]] = {}
@@ -263,7 +192,7 @@ class Capture(AbstractContextManager["Capture"]):
         with self._lock:
             if self._state != _NEW:
                 raise UsageError(f"this capture was already {self._state}; make a new one")
-            tf = _import_tensorflow()
+            tf = import_tensorflow()
             options = tf.profiler.experimental.ProfilerOptions(
                 host_tracer_level=self.host_tracer_level,
                 python_tracer_level=self.python_tracer_level,
@@ -313,7 +242,7 @@ class Capture(AbstractContextManager["Capture"]):
                 # which writes the capture; this one writes none.
                 self._state = _STOPPED
                 return self.files
-            tf = _import_tensorflow()
+            tf = import_tensorflow()
             self._state = _STOPPED
             at_stop = _snapshot(self.logdir)
             try:
@@ -389,10 +318,10 @@ class Capture(AbstractContextManager["Capture"]):
         The marker is an event named ``name`` with a ``step_num`` stat that
         the analysis uses to split memory by step.
         """
-        step_num = _check_level("step_num", step_num, None)
+        step_num = check_level("step_num", step_num, None)
         if not isinstance(name, str) or not name:
             raise UsageError(f"a step name must be a non-empty string, got {name!r}")
-        tf = _import_tensorflow()
+        tf = import_tensorflow()
         trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
             name, step_num=step_num, _r=1
         )
@@ -442,16 +371,3 @@ def profile(
         models=models,
         inventory=inventory,
     )
-
-
-def enable_onednn() -> bool:
-    """Set ``TF_ENABLE_ONEDNN_OPTS=1`` unless it is set or TensorFlow is already imported.
-
-    TensorFlow's default CPU allocator records no memory events; with oneDNN on,
-    CPU memory comes from ``mklcpu``, a BFC allocator that does. TensorFlow reads
-    the variable once, when it is imported. Returns True when it was set here.
-    """
-    if "TF_ENABLE_ONEDNN_OPTS" in os.environ or "tensorflow" in sys.modules:
-        return False
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
-    return True

@@ -82,8 +82,8 @@ class RunCommand(Command):
         import importlib.util
 
         from traceparse.capture import TENSORFLOW_MISSING, enable_onednn
+        from traceparse.capture.checks import check_logdir
         from traceparse.capture.child import run_in_child
-        from traceparse.capture.session import check_logdir
 
         if not os.path.isfile(os.path.expanduser(args.script)):
             raise UsageError(f"no such script: {args.script}", args.script)

@@ -100,7 +100,7 @@ class MemoryCallback(StepMarker):
         step_name: str = STEP_NAME,
     ) -> None:
         super().__init__(step_name)
-        from traceparse.capture.session import check_logdir
+        from traceparse.capture.checks import check_logdir
         from traceparse.gate.budgets import Budgets
 
         self.log_dir = check_logdir(log_dir)
