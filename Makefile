@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Nothing outside the checkout: the caches pip, matplotlib, Keras and the rest
+# would keep in $HOME go under .cache/ here (tests/test_make.py checks it).
+export PIP_CACHE_DIR  := $(CURDIR)/.cache/pip
+export XDG_CACHE_HOME := $(CURDIR)/.cache
+export MPLCONFIGDIR   := $(CURDIR)/.cache/matplotlib
+export KERAS_HOME     := $(CURDIR)/.cache/keras
 # TensorFlow enables oneDNN (whose CPU allocator records memory events) only on
 # some x86 CPUs; the demo and the tests capture on the CPU, so ask for it.
 export TF_ENABLE_ONEDNN_OPTS ?= 1
@@ -65,9 +71,16 @@ compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_BIN)/traceparse demo --steps 3 --output $(COMPAT_VENV)/demo
 	$(COMPAT_BIN)/traceparse summary $(COMPAT_VENV)/demo/logs
 
-# Headless Chromium checks the HTML report (Debian's package; root on CI).
+# Headless Chromium checks the HTML report. `make test` installs nothing outside
+# this checkout: without a Chromium the browser tests skip, and this says how to
+# run them (tests/test_make.py checks that the target writes nothing, as nobody).
+BROWSER_NAMES := chromium chromium-browser google-chrome chrome
 browser:
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@if [ -n "$$TRACEPARSE_CHROMIUM" ] && [ -x "$$TRACEPARSE_CHROMIUM" ]; then :; \
+	elif (for b in $(BROWSER_NAMES); do command -v $$b >/dev/null 2>&1 && exit 0; done; exit 1); then :; \
+	else echo "browser: no Chromium found, so the HTML report's browser tests will skip;" \
+	"to run them install Chromium (e.g. apt-get install chromium) or set" \
+	"TRACEPARSE_CHROMIUM=/path/to/chrome, then run make test again."; fi
 
 # Regenerate traceparse/_proto from protos/*.proto with a pinned grpcio-tools.
 protos:
@@ -81,4 +94,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_decode.py
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache demo-output
+	rm -rf $(VENV) $(COMPAT_VENV) .cache .pytest_cache .mypy_cache .ruff_cache demo-output

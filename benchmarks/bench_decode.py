@@ -229,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         "`traceparse summary FILE` timed from outside, interpreter start included.",
         "",
     ]
-    args.output.write_text("\n".join(report))
+    # Its own part is the file's first section; the sections after it (written by
+    # hand or by other benchmarks) stay.
+    old = args.output.read_text() if args.output.exists() else ""
+    later = old.find("\n# ")
+    rest = old[later:] if later >= 0 else ""
+    args.output.write_text("\n".join(report) + rest)
     print(f"\nwrote {args.output}")
     return 0
 

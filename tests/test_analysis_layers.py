@@ -15,6 +15,7 @@ from helpers.trace import GPU, alloc, free, profile_of
 
 import traceparse
 from traceparse.analysis import layers_table
+from traceparse.analysis.breakdown import breakdown_table
 from traceparse.analysis.layer_names import (
     ACTIVATION,
     BEFORE_CAPTURE,
@@ -26,6 +27,8 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     place_op,
 )
+from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
+from traceparse.analysis.xla_live import slab_frame
 from traceparse.core.profile import Profile
 
 LAYER_FIXTURES = ["layers_cnn", "layers_functional", "layers_sequential"]
@@ -66,8 +69,25 @@ def inventory(name: str, host: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def layers_of(
+    prof: Profile,
+    variables: pd.DataFrame | None = None,
+    slabs: pd.DataFrame | None = None,
+    live: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """``layers`` of ``prof`` as the breakdown groups it, with another inventory or slabs."""
+    slabs = prof._xla_slabs if slabs is None else slabs
+    live = prof.live_at_peak() if live is None else live
+    ops = {str(o) for o in prof.allocations["op"].dropna()} | set(slabs["tf_op"].dropna())
+    known = known_names(sorted(ops), variables, None)
+    shapes = unique_weight_shapes(variables, known)
+    rows = breakdown_table(prof.peak, live, slabs, known, shapes, variables)
+    return layers_table(rows, prof.allocations, known, shapes)
+
+
 def with_inventory(prof: Profile, frame: pd.DataFrame) -> pd.DataFrame:
-    return layers_table(prof.live_at_peak(), prof.allocations, prof.attribution, frame)
+    # Variables alive through the capture, as an inventory taken at start and stop says.
+    return layers_of(prof, frame.assign(at_start=True, at_stop=True))
 
 
 def assert_rows_sum_to_in_use(prof: Profile, table: pd.DataFrame) -> None:
@@ -242,33 +262,23 @@ def test_expanded_xla_rows_are_placed_by_their_tf_op_names() -> None:
     HLO buffer (``op`` = the buffer's TF op, as the HLO metadata of a jit-compiled
     Keras 3 step names them) plus a slack row, together the slab's bytes."""
     prof = load("layers_cnn")
-    live = prof.live_at_peak()
-    slab = live.iloc[0]
+    live = prof.live_at_peak().copy()
+    row, slab = live.index[0], live.iloc[0]
+    live.loc[row, ["shape", "estimated_bytes"]] = pd.NA  # a slab has no shape of its own
     size = int(slab["allocated_bytes"])
-    buffers = pd.DataFrame(
-        {
-            "op": [
-                "mycnn_1/conv_a_1/convolution",
-                "gradient_tape/mycnn_1/conv_a_1/BiasAdd/BiasAddGrad",
-                "adam/Sqrt_11",
-                None,
-            ],
-            "xla_buffer": ["fusion.1", "fusion.2", "sqrt.3", None],
-            "allocated_bytes": [
-                size // 2,
-                size // 4,
-                size // 8,
-                size - size // 2 - size // 4 - size // 8,
-            ],
-        }
-    )
-    rows = pd.concat([slab.to_frame().T] * len(buffers), ignore_index=True)
-    for column in buffers:
-        rows[column] = buffers[column]
-    rows["requested_bytes"] = rows["allocated_bytes"]
-    rows["shape"] = None
-    expanded = pd.concat([rows, live.iloc[1:]], ignore_index=True)
-    table = layers_table(expanded, prof.allocations, prof.attribution)
+    ops = [
+        "mycnn_1/conv_a_1/convolution",
+        "gradient_tape/mycnn_1/conv_a_1/BiasAdd/BiasAddGrad",
+        "adam/Sqrt_11",
+    ]
+    sizes = [size // 2, size // 4, size // 8]
+    head = (row, slab["host"], "p", 0)
+    buffers = [
+        (*head, i, True, n, f"fusion.{i}", op, None, "float32", None, n)
+        for i, (op, n) in enumerate(zip(ops, sizes, strict=True))
+    ]
+    slack = (*head, None, False, size - sum(sizes), *[None] * 6)
+    table = layers_of(prof, slabs=slab_frame([*buffers, slack]), live=live)
     assert_rows_sum_to_in_use(prof, table)
     by_layer = table.set_index("layer")
     assert by_layer.loc["conv_a", "gradient_bytes"] >= size // 4
@@ -276,8 +286,11 @@ def test_expanded_xla_rows_are_placed_by_their_tf_op_names() -> None:
     assert table["layer"].iloc[0] == "conv_a"
 
 
-def test_an_optimizer_counter_recorded_by_the_allocator_is_not_a_layer() -> None:
+def test_an_optimizer_counter_recorded_by_the_allocator_is_not_a_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # On a GPU every variable is recorded, the 8-byte adam/iteration too.
+    monkeypatch.setattr("traceparse.tables.variables.CPU_POOL_BYTES", 0)
     prof = load("layers_cnn")
     frame = inventory("layers_cnn", prof.hosts[0])
     frame.loc[frame["role"] == "other", "allocator"] = "mklcpu"
@@ -309,11 +322,13 @@ def test_a_real_inventory_gives_each_layer_its_weights_and_twice_their_bytes_of_
 def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None:
     """xla_keras is compiled with jit_compile=True: at the peak one slab holds the
     step's buffers, and its HLO buffers' TF ops place them under the model's layers
-    (conv2 holds the largest activation, then conv1, then pool)."""
+    (conv2 holds the largest activation, then conv1, then pool). The max-pooling
+    gradient's int32 index buffers carry no TF op: their reader, MaxPoolGrad, puts
+    them under pool, which then holds the most."""
     prof = load("xla_keras")
     table = prof.layers
     layers = [str(name) for name in table["layer"] if not str(name).startswith("(")]
-    assert layers[0] == "conv2"
+    assert layers[:2] == ["pool", "conv2"]
     activations = table.set_index("layer").loc[layers, "activation_bytes"]
     assert activations[activations > 0].sort_values(ascending=False).index.tolist() == [
         "conv2",

@@ -195,8 +195,13 @@ def test_peak_and_breakdown_agree_with_xprof(path: Path) -> None:
         unlisted = held - sum(key[5] * n for key, n in listed.items())
         before = int(peak["heap_bytes"]) - held
         if event == peak["event"]:
-            # With a variable inventory, the inventoried variables are a part of it.
-            assert before == part["before_capture_bytes"] + part["variable_bytes"]
+            # With a variable inventory, the inventoried variables are a part of it,
+            # and so are the XLA parameters (a JAX program's inputs made before).
+            assert before == (
+                part["before_capture_bytes"]
+                + part["variable_bytes"]
+                + part.get("xla_parameter_bytes", 0)
+            )
             frag = stats.get("fragmentation")
             if (
                 isinstance(frag, int | float)

@@ -52,6 +52,7 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "peak", prof.peak
     yield "live_at_peak", prof.live_at_peak()
     yield "attribution", prof.attribution
+    yield "breakdown", prof.breakdown
     yield "ops", prof.ops
     yield "scopes", prof.scopes()
     yield "scopes", prof.scopes(2)

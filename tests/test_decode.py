@@ -251,3 +251,84 @@ def test_without_a_capture_start_epoch_lines_count_from_the_earliest() -> None:
     trace = decode_xspace(space.SerializeToString(), path="old.xplane.pb", host="h")
     assert trace.events["time_ps"].tolist() == [5, 4000 * 1000 + 7]
     assert any("does not record when it started" in d for d in trace.diagnostics)
+
+
+@pytest.mark.parametrize("name", ["keras_train", "two_runs"])
+def test_real_captures_decode_alike_in_small_batches(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refs resolve to labels once per plane and are reused by later batches:
+    # many small batches must give the tables one batch gives.
+    from conftest import xplane_files
+
+    for path in xplane_files(name):
+        data = path.read_bytes()
+        whole = decode_xspace(data, path=str(path), host="h")
+        monkeypatch.setattr(traceparse.decode.xspace, "_EVENTS_PER_BATCH", 7)
+        monkeypatch.setattr(traceparse.decode.xspace, "_MAX_EVENTS_PER_BATCH", 7)
+        batched = decode_xspace(data, path=str(path), host="h")
+        monkeypatch.undo()
+        assert len(whole.events) > 7
+        pd.testing.assert_frame_equal(whole.events, batched.events)
+        pd.testing.assert_frame_equal(whole.step_markers, batched.step_markers)
+
+
+def test_batch_size_grows_with_the_file_within_bounds() -> None:
+    from traceparse.decode.xspace import events_per_batch
+
+    sizes = [events_per_batch(n) for n in (0, 10**6, 30 * 10**6, 10**8, 10**9, 2 * 10**9)]
+    assert sizes == sorted(sizes)
+    assert sizes[0] == sizes[1] == 4096
+    assert sizes[-1] == 16384
+
+
+def test_shared_labels_are_kept_apart_per_plane() -> None:
+    # The same ref position names different strings in two planes' layouts.
+    from traceparse.decode.collect import Labels
+    from traceparse.decode.fields import BatchLabels, StatLayout
+
+    first = StatLayout({5: "tf_op", 9: "conv"})
+    second = StatLayout({5: "tf_op", 9: "relu"})
+    labels = Labels()
+    codes = np.array([1, 1, -1, 2, 1])  # position 1: key 9; 2: the batch's inline text
+    got = labels.encode(codes, BatchLabels(first, ["inline"]))
+    assert [labels.values[c] if c >= 0 else None for c in got] == [
+        "conv",
+        "conv",
+        None,
+        "inline",
+        "conv",
+    ]
+    got = labels.encode(np.array([1, 0]), BatchLabels(second, []))
+    assert [labels.values[c] for c in got] == ["relu", "tf_op"]
+    got = labels.encode(np.array([1]), BatchLabels(first, []))  # from the plane's cache
+    assert [labels.values[c] for c in got] == ["conv"]
+    assert first.ref_positions(np.array([9, 5, 7, 2**40], dtype=np.uint64)).tolist() == [
+        1,
+        0,
+        -1,
+        -1,
+    ]
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 1), st.integers(0, 5)), min_size=0, max_size=30
+    ),
+    st.booleans(),
+)
+def test_time_order_is_lexsort_or_none_when_already_sorted(
+    rows: list[tuple[int, int, int]], presort: bool
+) -> None:
+    from traceparse.decode.collect import _time_order
+
+    if presort:
+        rows = sorted(rows)
+    time_ps, planes, order = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+    expected = np.lexsort([order, planes, time_ps])
+    got = _time_order(time_ps, planes.astype(np.int32), order)
+    if got is None:  # only when the rows are in order already
+        assert rows == sorted(rows)
+        assert expected.tolist() == list(range(len(rows)))
+    else:
+        assert got.tolist() == expected.tolist()

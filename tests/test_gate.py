@@ -301,8 +301,9 @@ def test_diff_of_two_runs_matches_the_hand_computed_numbers(
     assert all(r.reshaped and r.requested_delta == 6 * MiB for r in asked.rows)
     assert asked.headline() == (
         "mklcpu on localhost: peak 2 MiB → 8 MiB (+6 MiB, +300.0%); requested at the peak "
-        "2 MiB → 8 MiB (+6 MiB); shapes changed most in Fill (+6 MiB requested), "
-        "Mul (+6 MiB requested)."
+        "2 MiB → 8 MiB (+6 MiB); shapes changed most in "
+        "Fill (float32[256,1024] → float32[1024,1024], +6 MiB requested), "
+        "Mul (float32[256,1024] → float32[1024,1024], +6 MiB requested)."
     )
     (by_scope,) = diff_figures(figures_of(small), figures_of(large), by="scope")
     ((key, peak_delta, allocated_delta),) = [

@@ -260,6 +260,7 @@ def test_diff_json_and_baseline_side(tmp_path: Path, capsys: pytest.CaptureFixtu
         "peak_requested_delta_bytes": 3 * MiB,
         "shapes_before": ["float32[256,1024]"],
         "shapes_after": ["float32[1024,1024]"],
+        "per_step": False,  # two steps on each side
     }
 
 
@@ -270,9 +271,12 @@ def test_diff_markdown_and_html_files(tmp_path: Path) -> None:
     text = md.read_text()
     assert text.startswith("## Memory diff: ")
     # Scopes count from the layer: hidden's forward and backward ops are one row.
+    # 4 steps -> 2, so the bytes over the capture compare per step: requested
+    # 18 MiB / 4 -> 4 MiB / 2, allocated 18 MiB / 4 -> 7 MiB / 2.
+    assert "| Δ requested per step |" in text and "| Δ allocated per step |" in text
     assert (
-        "| `hidden/MatMul` | changed | float32[32,4096] → float32[512,1024] | -14 MiB "
-        "| 4.5 MiB | 3.5 MiB | -1 MiB | -11 MiB |" in text
+        "| `hidden/MatMul` | changed | float32[32,4096] → float32[512,1024] | -2.5 MiB "
+        "| 4.5 MiB | 3.5 MiB | -1 MiB | -1 MiB |" in text
     )
     assert main(["diff", KERAS, callback, "-o", str(page), "--top", "3"]) == 0
     html = page.read_text()

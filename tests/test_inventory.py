@@ -22,12 +22,11 @@ from helpers.trace import GPU, alloc, trace_of
 
 from traceparse import Profile, load
 from traceparse.analysis import PARTS
-from traceparse.analysis.attribution import CPU_POOL_BYTES
 from traceparse.core.loading import read_inventory
 from traceparse.decode.variables import InventoryProblem, decode_inventory, short_device
 from traceparse.files.discover import find_captures
 from traceparse.report import render_html, render_json, render_markdown
-from traceparse.tables.variables import VARIABLE_COLUMNS, device_allocator
+from traceparse.tables.variables import CPU_POOL_BYTES, VARIABLE_COLUMNS, device_allocator
 
 INVENTORIED = ["keras_inventory", "keras_memory_callback"]
 KiB, MiB = 1 << 10, 1 << 20
@@ -267,10 +266,16 @@ def test_small_cpu_variables_are_not_counted() -> None:
 
 
 def test_variable_bytes_never_exceed_what_was_allocated_before() -> None:
+    # A variable counts whole or not at all: 8 MiB cannot be among 3 MiB held from
+    # before, so it was reallocated during the capture and names nothing here.
     trace = trace_of([alloc(10, 1, 1 * MiB)], before={GPU: 3 * MiB})
-    row = _with_inventory(trace, [_variable("huge", 8 * MiB)]).attribution.iloc[0]
-    assert int(row["variable_bytes"]) == 3 * MiB
-    assert int(row["before_capture_bytes"]) == 0
+    variables = [_variable("huge", 8 * MiB), _variable("fits", 2 * MiB)]
+    prof = _with_inventory(trace, variables)
+    row = prof.attribution.iloc[0]
+    assert int(row["variable_bytes"]) == 2 * MiB
+    assert int(row["before_capture_bytes"]) == 1 * MiB
+    named = prof.breakdown[prof.breakdown["holder"] == "variable"]
+    assert named["variable"].tolist() == ["fits"]
     assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"])
 
 

@@ -95,6 +95,8 @@ def test_not_profiled():
     over = (reports / names[0]).read_text(encoding="utf-8")
     assert "| max-peak | `mklcpu` |" in over and "❌ fail" in over
     assert "# traceparse memory report" in over
+    # The capture was a temporary directory, removed after the test: not linked.
+    assert "- Capture: not kept" in over and "tf_memory-" not in over
     under = (reports / names[1]).read_text(encoding="utf-8")
     assert "✅ pass" in under and "❌" not in under
 

@@ -21,6 +21,7 @@ import traceparse
 from traceparse._proto import hlo_pb2
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.xla_live import NO_TF_OP
+from traceparse.decode.runs import RunRecords
 from traceparse.tables.xla import allocation_kind, made_per_run
 
 XLA_FIXTURES = ["xla_function", "xla_keras"]
@@ -49,6 +50,9 @@ _TF_NAMES = {
     "F64": "float64",
     "S8": "int8",
     "U32": "uint32",
+    "U64": "uint64",
+    "U16": "uint16",
+    "S16": "int16",
 }
 
 
@@ -229,7 +233,7 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     expanded = prof.live_at_peak(expand_xla=True)
     # Per allocation the expanded rows hold exactly what the allocation holds.
     before = live["allocated_bytes"].groupby(level=0).sum()
-    after = expanded["allocated_bytes"].groupby(level=0).sum()
+    after = expanded.groupby("allocation")["allocated_bytes"].sum()
     pd.testing.assert_series_equal(before.sort_index(), after.sort_index(), check_names=False)
     # Value rows: an HLO buffer of a slab, or an allocation named by the value
     # all its candidate allocations hold (index NA, shape from the module).
@@ -237,12 +241,16 @@ def test_parts_sum_and_slabs_expand(name: str) -> None:
     values = expanded[expanded["xla_buffer"].notna() | (agreed & expanded["dtype"].notna())]
     assert values["allocated_bytes"].sum() == att["xla_buffer_bytes"].sum()
     buffers = expanded[expanded["xla_buffer"].notna()]
-    # A buffer row names its TF op where the module gives one, else NO_TF_OP.
-    joined = buffers.merge(
-        prof.xla_buffers[["instruction", "tf_op"]].drop_duplicates("instruction"),
-        left_on="xla_buffer",
-        right_on="instruction",
+    # A buffer row names its TF op where the module gives one, else NO_TF_OP (the
+    # elements of a tuple can differ: the key is the instruction, dtype and shape).
+    key = ["instruction", "dtype", "shape"]
+    table = prof.xla_buffers[[*key, "tf_op"]].astype({"dtype": object, "shape": object})
+    joined = buffers.astype({"dtype": object, "shape": object}).merge(
+        table.drop_duplicates(key),
+        left_on=["xla_buffer", "dtype", "shape"],
+        right_on=key,
     )
+    assert len(joined) == len(buffers)
     assert (joined["op"].astype(object) == joined["tf_op"].fillna(NO_TF_OP)).all()
     # Bytes at the peak per op still add up to what is live.
     ops = prof.ops
@@ -309,8 +317,11 @@ def test_fused_and_copied_buffers_take_their_origin() -> None:
         inst = insts[row.instruction]
         if inst.metadata.op_name:
             assert inst.metadata.op_name == row.tf_op
-        else:
+            assert row.named_by == "hlo metadata"
+        elif row.named_by != "consumer":  # tests/test_xla_consumers.py
             assert inst.opcode in ("fusion", "copy", "copy-start", "copy-done", "bitcast")
+            assert row.named_by == "fused/copied instruction"
+    assert buffers["named_by"].isna().eq(buffers["tf_op"].isna()).all()
     assert (recovered["instruction"].map(lambda n: not insts[n].metadata.op_name)).any()
 
 
@@ -391,7 +402,7 @@ def test_agreeing_candidates_name_their_value() -> None:
     assert any("same shape x dtype" in d for d in prof.diagnostics)
     buffers = prof.xla_buffers
     expanded = prof.live_at_peak(expand_xla=True)
-    rows = expanded.loc[expanded.index.isin(agreed.index) & expanded["dtype"].notna()]
+    rows = expanded.loc[expanded["allocation"].isin(agreed.index) & expanded["dtype"].notna()]
     assert len(rows) >= 2 and rows["xla_allocation_index"].isna().all()
     for row in rows.itertuples():
         # Each same-sized per-run allocation of that program has an entry
@@ -422,7 +433,7 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     linked = expanded[expanded["xla_program"].notna()]
     # Bytes per program agree with the expanded rows (and so with the slabs).
     assert programs["allocated_bytes"].sum() == linked["allocated_bytes"].sum()
-    assert programs["allocations"].sum() == linked.index.nunique()
+    assert programs["allocations"].sum() == linked["allocation"].nunique()
     top = buffers.iloc[0]
     assert top["allocated_bytes"] == buffers["allocated_bytes"].max()
     markdown = render_markdown([prof])
@@ -444,22 +455,40 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     assert "xla_programs" not in json.loads(render_json([eager]))["profiles"][0]["tables"]
 
 
-def test_size_alone_links_only_allocations_with_no_op() -> None:
+def test_size_alone_links_only_allocations_with_no_op_inside_a_run() -> None:
     """``fit`` under XLA launches its step with no event on the op line: an
-    allocation with no TF op and a program allocation's exact size is linked;
-    one that a TF op made (an eager tensor of the same size) is not."""
+    allocation with no TF op and a program allocation's exact size is linked
+    while a run of that program is under way (on another thread here); one
+    that a TF op made (an eager tensor of the same size) is not, and with no
+    run of the program in the capture nothing is."""
     slab = 3 * 1024 * 1024
-    program = _program("a_inference_one_step_on_data_9__.1", [([512, 512], True)], temp=slab)
+    module = "a_inference_one_step_on_data_9__.1"
     events = [
         alloc_event(10, 1, slab, op=None, shape=None, dtype=None, allocator="mklcpu"),
         alloc_event(20, 2, slab, op="Fill", allocator="mklcpu"),
         alloc_event(30, 3, slab + 4, op=None, shape=None, dtype=None, allocator="mklcpu"),
     ]
-    prof = _profile([program], [], {"mklcpu": 0}, events)
-    linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
-    assert linked.loc[10] == 1  # the temp allocation, after the one parameter
-    assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
-    assert prof.xla_programs["runs"].tolist() == [1]
+    window = pd.DataFrame(
+        {
+            "line": [1],
+            "start_ps": [5],
+            "end_ps": [40],
+            "module": pd.Series([module], dtype=object),
+            "program_id": pd.array([None], dtype="Int64"),
+        }
+    )
+    for runs, expected in ((window, [1]), (window.iloc[:0], [0])):
+        program = _program(module, [([512, 512], True)], temp=slab)
+        prof = _profile([program], [], {"mklcpu": 0}, events)
+        prof.traces[0].runs = RunRecords(runs=runs)
+        linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
+        if expected == [1]:
+            assert linked.loc[10] == 1  # the temp allocation, after the one parameter
+            assert any("by their size alone" in note for note in prof.diagnostics)
+        else:
+            assert pd.isna(linked.loc[10])
+        assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
+        assert prof.xla_programs["runs"].tolist() == expected
 
 
 @pytest.mark.parametrize("name", ["layers_cnn_xla", "xla_keras"])

@@ -22,11 +22,11 @@ from helpers.xla import CPU, KiB, _profile, _program
 
 from traceparse import load
 from traceparse.analysis import PARTS
-from traceparse.analysis.attribution import CPU_POOL_BYTES
+from traceparse.analysis.breakdown import parameter_rows
 from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_params import parameter_pieces
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
 from traceparse.report import render_json, render_markdown
+from traceparse.tables.variables import CPU_POOL_BYTES
 
 MiB = 1 << 20
 ITEMSIZE = {"float32": 4, "int64": 8}
@@ -132,21 +132,17 @@ def test_parameters_not_updated_or_read_by_two_layers_stay_unplaced() -> None:
         },
         {**base, "parameter_number": 3, "shape": "[2]", "updated": True, "read_by": ops[2]},
     ]
-    attribution = pd.DataFrame(
-        {"host": ["h"], "allocator": [CPU], "xla_parameter_bytes": [3 * MiB]}
-    )
-    pieces = parameter_pieces(pd.DataFrame(rows), attribution, known)
-    placed = list(zip(pieces["tensor"], pieces["layer"], pieces["kind"], strict=True))
-    # Largest first, then by number; the fourth does not fit in the 3 MiB part.
+    found = parameter_rows(pd.DataFrame(rows), "h", CPU, 3 * MiB, known)
+    placed = [(r["xla_buffer"], r["layer"], r["role"]) for r in found]
+    # Largest first, then by number; the fourth does not fit in the 3 MiB held before.
     assert placed == [
-        ("parameter 0 of p", "(no layer)", "other"),  # read, never assigned: a batch?
-        ("parameter 1 of p", "dense", "weight"),
-        ("parameter 2 of p", "(no layer)", "other"),  # read by two layers
+        ("parameter 0", "(no layer)", "other"),  # read, never assigned: a batch?
+        ("parameter 1", "dense", "weight"),
+        ("parameter 2", "(no layer)", "other"),  # read by two layers
     ]
-    attribution["xla_parameter_bytes"] = 4 * MiB
-    pieces = parameter_pieces(pd.DataFrame(rows), attribution, known)
+    found = parameter_rows(pd.DataFrame(rows), "h", CPU, 4 * MiB, known)
     # A slot of the shape only dense's weight has goes to dense.
-    assert pieces.iloc[3][["layer", "kind"]].tolist() == ["dense", "optimizer"]
+    assert [found[3]["layer"], found[3]["role"]] == ["dense", "optimizer"]
 
 
 def test_reports_show_the_split(tmp_path: Path) -> None:
@@ -230,12 +226,13 @@ def test_a_parameter_two_programs_read_counts_once() -> None:
     assert int(prof.attribution.iloc[0]["xla_parameter_bytes"]) == 2 * MiB
 
 
-def test_parameters_are_capped_at_what_was_allocated_before() -> None:
+def test_parameters_count_whole_within_what_was_allocated_before() -> None:
+    # A 4 MiB parameter cannot be among 1 MiB held from before: it names nothing.
     a = _program("a_inference_step_1__.1", [([1024, 1024], True)])
     prof = _profile([a], [a.skim.module], {CPU: 1 * MiB})
     att = prof.attribution.iloc[0]
-    assert int(att["xla_parameter_bytes"]) == 1 * MiB
-    assert int(att["before_capture_bytes"]) == 0
+    assert int(att["xla_parameter_bytes"]) == 0
+    assert int(att["before_capture_bytes"]) == 1 * MiB
     assert att[PARTS].sum() == att["in_use_bytes"]
 
 

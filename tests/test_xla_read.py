@@ -108,9 +108,10 @@ def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
     allocations = prof.allocations
     runs = {t.host: t.function_runs for t in prof.traces}
-    skimmed = link_allocations(allocations, xla_programs(prof), runs)
+    records = {t.host: t.runs for t in prof.traces}
+    skimmed = link_allocations(allocations, xla_programs(prof), runs, records)
     full = [(host, _full_skim(program)) for host, program in xla_programs(prof)]
-    parsed = link_allocations(allocations, full, runs)
+    parsed = link_allocations(allocations, full, runs, records)
     assert skimmed.program == parsed.program
     assert skimmed.index == parsed.index
     assert skimmed.runs == parsed.runs

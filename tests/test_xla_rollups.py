@@ -46,11 +46,17 @@ def test_rollup_rows_add_up_to_bytes_in_use(prof: traceparse.Profile) -> None:
 def test_buffers_without_a_tf_op_have_one_name(prof: traceparse.Profile) -> None:
     expanded = prof.live_at_peak(expand_xla=True)
     buffers = prof.xla_buffers
-    untraced = set(buffers.loc[buffers["tf_op"].isna(), "instruction"].dropna())
+    # (instruction, dtype, shape): the elements of a tuple can be named differently.
+    key = ["instruction", "dtype", "shape"]
+    untraced = set(
+        buffers.loc[buffers["tf_op"].isna(), key].astype(object).itertuples(index=False, name=None)
+    )
     is_buffer = expanded["xla_buffer"].notna()
-    # Independent of the label: expanded rows whose instruction has no TF op in
+    rows = expanded[["xla_buffer", "dtype", "shape"]].astype(object)
+    keys = pd.Series(list(rows.itertuples(index=False, name=None)), index=expanded.index)
+    # Independent of the label: expanded rows whose buffer has no TF op in
     # xla_buffers, plus agreed values (no instruction) that name no op.
-    no_op = (is_buffer & expanded["xla_buffer"].isin(untraced)) | (
+    no_op = (is_buffer & keys.isin(untraced)) | (
         ~is_buffer & expanded["xla_program"].notna() & expanded["dtype"].notna()
         & (expanded["op"].astype(object) == NO_TF_OP)
     )  # fmt: skip

@@ -58,13 +58,20 @@ PROBE = """
 
 
 def chromium() -> str:
+    """The browser: ``TRACEPARSE_CHROMIUM`` if set, else the first Chromium on PATH."""
+    given = os.environ.get("TRACEPARSE_CHROMIUM")
+    if given:
+        return given
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         found = shutil.which(name)
         if found:
             return found
     if os.environ.get("CI"):
-        pytest.fail("chromium is not installed, and CI is set: run `make browser` first")
-    pytest.skip("chromium is not installed (apt-get install chromium)")
+        pytest.fail("chromium is not installed, and CI is set: .ci/run installs it")
+    pytest.skip(
+        "chromium is not installed: install it (apt-get install chromium) or set "
+        "TRACEPARSE_CHROMIUM=/path/to/chrome to run the browser tests"
+    )
 
 
 class DevTools:

@@ -33,22 +33,27 @@ unknown. A variable counts when
 - its allocator is the allocator's (``traceparse.tables.variables``);
 - its shape x dtype is known; and, on a CPU allocator (``mklcpu``, ``cpu``),
   it is at least 256 KiB: smaller requests come from a pool that the allocator
-  never records, so they are not in its counter.
+  never records, so they are not in its counter (``variables.traced``);
+- no allocation made during the capture holds its bytes at the peak (a buffer
+  that replaced it, ``analysis/variable_match.py``): then that allocation is
+  the variable, and it is not counted twice.
 
-``variable_bytes`` is at most what was allocated before the capture (it is a
-part of it; the sum of the variables can exceed it when some were reallocated
-during the capture). Without an inventory the column is 0 and named in the
-table's ``attrs["not_measured"]``; reports leave out such parts, so a capture
-without an inventory reports exactly as before.
+Variables count whole, largest first, while they fit in what was allocated
+before the capture (``analysis/breakdown.py``): the sum of the variables can
+exceed it when some were reallocated during the capture. Without an
+inventory the column is 0 and named in the table's ``attrs["not_measured"]``;
+reports leave out such parts, so a capture without an inventory reports
+exactly as before.
 
 Without an inventory, the entry parameters of the XLA programs that ran during
 the capture name part of it instead: ``xla_parameter_bytes`` (the rule is in
-``analysis/xla_params.py``), capped like ``variable_bytes``. Parameters are not
+``analysis/xla_params.py``), counted like ``variable_bytes``. Parameters are not
 certainly variables (a batch made before the capture, a tensor held by Python
 and passed in), so they get their own part. With an inventory, or without a
 program that ran, the column is 0 and not measured. ``reserved_bytes`` is the allocator's
-reservation counter. So the parts sum to ``in_use_bytes`` by construction, and
-a negative ``before_capture_bytes`` means the capture lost frees.
+reservation counter. The table pivots ``Profile.breakdown`` (one row per holder, each in one
+part), so the parts sum to ``in_use_bytes`` by construction, and a negative
+``before_capture_bytes`` means the capture lost frees.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ import pandas as pd
 
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.tables.contracts import declare
+from traceparse.tables.variables import traced
 
 # The parts, in the order a report lists them.
 PARTS = [
@@ -76,9 +82,6 @@ PARTS = [
 # inventory, xla_parameter_bytes an XLA program that ran and no inventory.
 OPTIONAL_PARTS = ("variable_bytes", "xla_parameter_bytes")
 NOT_MEASURED = "not_measured"
-# mklcpu serves requests under this from a pool that emits no memory events.
-CPU_POOL_BYTES = 256 * 1024
-CPU_ALLOCATORS = ("mklcpu", "cpu")
 
 ATTRIBUTION = declare(
     "attribution", ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"], ["allocator"]
@@ -125,99 +128,49 @@ def split_bytes(allocations: pd.DataFrame, xla_covered: pd.Series | None = None)
 def counted_variables(variables: pd.DataFrame) -> np.ndarray:
     """Which variables count against what was allocated before the capture (the
     rule in the module docstring), as a boolean mask."""
-    size = variables["estimated_bytes"]
-    cpu = variables["allocator"].astype(object).isin(CPU_ALLOCATORS)
-    small = (cpu & (size.fillna(0) < CPU_POOL_BYTES)).to_numpy(dtype=bool)
+    recorded = (
+        variables["traced"]
+        if "traced" in variables
+        else traced(variables["allocator"], variables["estimated_bytes"])
+    )
     return (
         variables["at_start"].to_numpy(dtype=bool)
         & variables["at_stop"].to_numpy(dtype=bool)
-        & variables["allocator"].notna().to_numpy(dtype=bool)
-        & size.notna().to_numpy(dtype=bool)
-        & ~small
+        & recorded.to_numpy(dtype=bool)
     )
-
-
-def counted_variable_bytes(variables: pd.DataFrame) -> pd.Series:
-    """Per (host, allocator): the shape x dtype bytes of the counted variables."""
-    mine = variables[counted_variables(variables)]
-    keys = [mine["host"].astype(object), mine["allocator"].astype(object)]
-    return mine["estimated_bytes"].astype("int64").groupby(keys).sum()
 
 
 def attribution_table(
-    peak: pd.DataFrame,
-    live: pd.DataFrame,
-    variables: pd.DataFrame | None = None,
-    xla_covered: pd.Series | None = None,
-    parameters: pd.Series | None = None,
+    peak: pd.DataFrame, breakdown: pd.DataFrame, measured: tuple[str, ...] = ()
 ) -> pd.DataFrame:
-    """One row per peak row; ``live`` is ``live_at_peak`` for every allocator.
+    """One row per peak row: ``breakdown.bytes`` summed by ``part``.
 
-    ``variables`` is ``Profile.variables``; None (no inventory) gives a
-    ``variable_bytes`` of 0, listed in ``attrs["not_measured"]``.
-    ``parameters``: per (host, allocator), the bytes XLA programs read as
-    parameters (``analysis.xla_params.parameter_bytes``); None: not measured.
-    ``xla_covered``: for linked XLA slabs (by row of ``live``), the bytes their
-    HLO buffers cover.
-    """
-    table = _attribution_table(peak, live, variables, xla_covered, parameters)
-    absent = [] if variables is None else ["variable_bytes"]
-    absent += [] if parameters is None else ["xla_parameter_bytes"]
-    table.attrs[NOT_MEASURED] = [p for p in OPTIONAL_PARTS if p not in absent]
+    ``measured`` names the optional parts whose source was there (an
+    inventory, XLA programs that ran); the others are listed in
+    ``attrs["not_measured"]`` (their column is 0)."""
+    table = _pivot(peak, breakdown)
+    table.attrs[NOT_MEASURED] = [p for p in OPTIONAL_PARTS if p not in measured]
     return table
 
 
-def _attribution_table(
-    peak: pd.DataFrame,
-    live: pd.DataFrame,
-    variables: pd.DataFrame | None,
-    xla_covered: pd.Series | None,
-    parameters: pd.Series | None = None,
-) -> pd.DataFrame:
-    columns = ATTRIBUTION_COLUMNS
+def _pivot(peak: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
     if peak.empty:
         return ATTRIBUTION.empty()
-    parts = split_bytes(live, xla_covered)
-    parts["host"] = live["host"].astype(object)
-    parts["allocator"] = live["allocator"].astype(object)
-    sums = parts.groupby(["host", "allocator"], dropna=False, sort=False).agg(
-        shape_explained_bytes=("shape_explained_bytes", "sum"),
-        xla_buffer_bytes=("xla_buffer_bytes", "sum"),
-        xla_slack_bytes=("xla_slack_bytes", "sum"),
-        shape_unknown_bytes=("shape_unknown_bytes", "sum"),
-        unexplained_request_bytes=("unexplained_request_bytes", "sum"),
-        padding_bytes=("padding_bytes", "sum"),
-        held_bytes=("held_bytes", "sum"),
-        live_allocations=("held_bytes", "size"),
-    )
-    keys = peak[["host", "allocator"]].astype(object)
-    # A key of only NA comes out of the groupby as float: merge on objects.
-    sums = sums.reset_index().astype({"host": object, "allocator": object})
-    table = keys.merge(sums, on=["host", "allocator"], how="left")
-    table = table.fillna(0).infer_objects()
-    heap = peak["heap_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    reserved = peak["reserved_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    keys = ["host", "allocator"]
+    rows = breakdown.astype({"host": object, "allocator": object, "part": object})
+    sums = rows.groupby([*keys, "part"], dropna=False, sort=False)["bytes"].sum()
+    # A key of only NA comes out of a groupby as float: merge on objects.
+    as_object = {"host": object, "allocator": object}
+    table = sums.astype("int64").unstack("part", fill_value=0).reset_index().astype(as_object)
+    inside = rows[rows["allocation"].notna().to_numpy(dtype=bool)]
+    count = inside.groupby(keys, dropna=False, sort=False)["allocation"].nunique()
+    count = count.rename("live_allocations").reset_index().astype(as_object)
+    table = table.merge(count, on=keys, how="left")
+    table = peak[keys].astype(object).merge(table, on=keys, how="left")
+    for part in [*PARTS, "live_allocations"]:
+        table[part] = table[part].fillna(0).astype("int64") if part in table else 0
     table["in_use_bytes"] = peak["in_use_bytes"].to_numpy(dtype=np.int64)
-    before = heap - table["held_bytes"].to_numpy(dtype=np.int64)
-    table["variable_bytes"] = 0
-    if variables is not None:
-        counted = counted_variable_bytes(variables)
-        named = np.array(
-            [int(counted.get((h, a), 0)) for h, a in keys.itertuples(index=False, name=None)],
-            dtype=np.int64,
-        )
-        table["variable_bytes"] = np.clip(named, 0, np.clip(before, 0, None))
-        before = before - table["variable_bytes"].to_numpy(dtype=np.int64)
-    table["xla_parameter_bytes"] = 0
-    if parameters is not None:
-        read = np.array(
-            [int(parameters.get((h, a), 0)) for h, a in keys.itertuples(index=False, name=None)],
-            dtype=np.int64,
-        )
-        table["xla_parameter_bytes"] = np.clip(read, 0, np.clip(before, 0, None))
-        before = before - table["xla_parameter_bytes"].to_numpy(dtype=np.int64)
-    table["before_capture_bytes"] = before
-    table["reserved_bytes"] = reserved
     table["host"] = peak["host"].to_numpy()
     table["allocator"] = peak["allocator"].to_numpy()
+    columns = ATTRIBUTION_COLUMNS
     return table[list(columns)].astype(columns)

@@ -29,7 +29,9 @@ NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
 BEFORE_CAPTURE = "(before the capture, not named)"
 RESERVED = "(allocator reserved)"
-EXPLICIT_ROWS = (OPTIMIZER_UNASSIGNED, NO_LAYER, BEFORE_CAPTURE, RESERVED)
+# A linked XLA slab's slack and the allocator's padding on it: the program's, no layer's.
+XLA_SLAB = "(XLA slab slack and padding)"
+EXPLICIT_ROWS = (OPTIMIZER_UNASSIGNED, NO_LAYER, XLA_SLAB, BEFORE_CAPTURE, RESERVED)
 
 ACTIVATION, GRADIENT, OPTIMIZER, WEIGHT, OTHER = (
     "activation",

@@ -5,7 +5,9 @@ there), so it is never judged. An allocator is *growing* when its bytes in use
 at the end of the judged steps rose overall and rose in most of those steps;
 judging needs at least ``MIN_STEPS`` steps. The suspects are the allocations
 made after the first step that are still live when the capture stops, grouped
-by op.
+by op, less those that are a variable's current buffer (an assign op that
+replaced a weight or an optimizer slot: the old buffer was freed, nothing
+grew; ``analysis/variable_match.py``).
 """
 
 from __future__ import annotations
@@ -110,11 +112,16 @@ class LeakReport:
     allocators: pd.DataFrame = field(default_factory=lambda: VERDICTS.empty())
 
 
-def leak_report(steps: pd.DataFrame, allocations: pd.DataFrame) -> LeakReport:
-    """Judge growth from ``Profile.steps`` and find the suspects in ``Profile.allocations``."""
+def leak_report(
+    steps: pd.DataFrame, allocations: pd.DataFrame, variables: pd.Index | None = None
+) -> LeakReport:
+    """Judge growth from ``Profile.steps`` and find the suspects in ``Profile.allocations``;
+    ``variables``: the rows of ``allocations`` that are variables' current buffers."""
     if allocations.empty and steps.empty:
         return LeakReport(NO_EVENTS)
     growth = growth_table(steps)
+    if variables is not None and len(variables):
+        allocations = allocations[~allocations.index.isin(variables)]
     by_op = suspects_by_op(allocations, growth)
     verdicts = _verdicts(growth, by_op, steps)
     counts = verdicts["verdict"].value_counts()

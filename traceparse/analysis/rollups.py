@@ -2,7 +2,9 @@
 
 Every allocation lands in exactly one row (an allocation without an op is its
 own NA row), so the byte columns of a roll-up sum to those of
-``Profile.allocations``.
+``Profile.allocations``. The live-at-peak columns group ``Profile.breakdown``
+on the same key: an HLO buffer inside a linked slab counts under its own TF
+op (an op no allocation names gets a row of its own, with no allocations).
 """
 
 from __future__ import annotations
@@ -10,15 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
 from traceparse.analysis.layer_names import model_scopes, written_scopes
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, live_mask
-from traceparse.analysis.peak import peak_event_of
+from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
-
-# The scope of ops that sit in no name scope (TF names cannot contain parentheses).
-NO_SCOPE = "(top level)"
-
+from traceparse.tables.xla import XLA_ARGS
 
 _SUMS = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
 
@@ -48,14 +47,21 @@ OPS_COLUMNS = OPS.dtypes
 SCOPE_COLUMNS = SCOPES.dtypes
 
 
-def ops_table(allocations: pd.DataFrame, peak: pd.DataFrame, op_time: pd.DataFrame) -> pd.DataFrame:
+def ops_table(
+    allocations: pd.DataFrame, breakdown: pd.DataFrame, op_time: pd.DataFrame
+) -> pd.DataFrame:
     """One row per (host, allocator, op); ``op_time`` has ``host, op, count, total_ps``."""
     if allocations.empty:
         return _empty(OPS_COLUMNS)
-    work = _work_frame(allocations, peak)
+    work = _work_frame(allocations)
     work["op"] = allocations["op"].astype(object)
     work["op_type"] = allocations["op_type"].astype(object)
     table = _roll(work, "op", {"op_type": ("op_type", "first")})
+    live = in_capture(breakdown)
+    table = _with_live(table, live.assign(key=live["op"].astype(object)), "op")
+    new = table["op_type"].isna() & (table["count"] == 0)
+    if new.any():
+        table.loc[new, "op_type"] = table.loc[new, "op"].map(_op_types(live))
     timing = op_time.rename(columns={"count": "compute_count", "total_ps": "compute_ps"})
     # A key column of only NA comes out of the groupby as float: merge on objects.
     table["op"] = table["op"].astype(object)
@@ -85,7 +91,7 @@ def scope_of(op: str, depth: int, as_written: bool = False) -> str:
 
 def scopes_table(
     allocations: pd.DataFrame,
-    peak: pd.DataFrame,
+    breakdown: pd.DataFrame,
     op_time: pd.DataFrame,
     depth: int = 1,
     as_written: bool = False,
@@ -96,7 +102,7 @@ def scopes_table(
     depth = int(depth)
     if allocations.empty:
         return _empty(SCOPE_COLUMNS)
-    work = _work_frame(allocations, peak)
+    work = _work_frame(allocations)
     ops = allocations["op"].astype("category")
     scope_names = [scope_of(str(op), depth, as_written) for op in ops.cat.categories]
     codes = ops.cat.codes.to_numpy()
@@ -104,6 +110,11 @@ def scopes_table(
     work["scope"] = np.asarray([*scope_names, None], dtype=object)[codes]
     work["op"] = ops.astype(object)
     table = _roll(work, "scope", {"ops": ("op", "nunique")})
+    live = in_capture(breakdown)
+    ops_live = live["op"].astype("category")
+    names = [_scope_key(str(op), depth, as_written) for op in ops_live.cat.categories]
+    keys = np.asarray([*names, None], dtype=object)[ops_live.cat.codes.to_numpy()]
+    table = _with_live(table, live.assign(key=keys), "scope")
     if not op_time.empty:
         timing = op_time.assign(
             scope=[scope_of(str(op), depth, as_written) for op in op_time["op"]]
@@ -116,11 +127,15 @@ def scopes_table(
     return _finish(table, SCOPE_COLUMNS)
 
 
-def _work_frame(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
-    """The columns every roll-up sums, with liveness at the peak and at the end."""
+def _scope_key(op: str, depth: int, as_written: bool) -> str:
+    # NO_TF_OP names no scope: it stays one row of its own.
+    return op if op == NO_TF_OP else scope_of(op, depth, as_written)
+
+
+def _work_frame(allocations: pd.DataFrame) -> pd.DataFrame:
+    """The columns every roll-up sums, with liveness at the end."""
     ends = end_events(allocations)
     held = held_bytes(allocations)
-    at_peak = live_mask(allocations, ends, peak_event_of(allocations, peak)["event"].to_numpy())
     at_end = ends == STILL_LIVE
     work = pd.DataFrame(
         {
@@ -128,8 +143,6 @@ def _work_frame(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
             "allocator": allocations["allocator"].astype(object),
             **{column: allocations[column].astype("Int64") for column in _SUMS},
             "unestimated": allocations["estimated_bytes"].isna().to_numpy(),
-            "live_at_peak": at_peak,
-            "live_at_peak_bytes": np.where(at_peak, held, 0),
             "live_at_end": at_end,
             "live_at_end_bytes": np.where(at_end, held, 0),
             "lifetime_ps": allocations["lifetime_ps"].astype("Float64"),
@@ -137,6 +150,38 @@ def _work_frame(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
         index=allocations.index,
     )
     return work
+
+
+def _with_live(table: pd.DataFrame, live: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``table`` with the breakdown's rows grouped on ``key``: ``live_at_peak`` (live
+    things: allocations, HLO buffers, values) and ``live_at_peak_bytes``; a key only
+    the breakdown has gets a row with no allocations."""
+    keys = ["host", "allocator", key]
+    frame = live.astype({"host": object, "allocator": object, "key": object})
+    grouped = frame.groupby(["host", "allocator", "key"], dropna=False, sort=False)
+    sums = grouped.agg(live_at_peak=("item", "nunique"), live_at_peak_bytes=("bytes", "sum"))
+    sums = sums.reset_index().rename(columns={"key": key}).astype({c: object for c in keys})
+    # A left merge keeps the roll-up's own order (an outer one sorts the keys);
+    # keys only the breakdown has come after, in its order.
+    table = table.astype({c: object for c in keys})
+    merged = table.merge(sums, on=keys, how="left")
+    only = sums.merge(table[keys], on=keys, how="left", indicator=True)
+    only = only[only["_merge"] == "left_only"].drop(columns="_merge")
+    table = pd.concat([merged, only]) if len(only) else merged
+    counts = ["count", "unestimated", "live_at_end", "live_at_end_bytes", "ops", *_SUMS]
+    fill = {c: 0 for c in [*counts, "live_at_peak", "live_at_peak_bytes"] if c in table}
+    return table.fillna(fill).reset_index(drop=True)
+
+
+def _op_types(live: pd.DataFrame) -> dict[str, object]:
+    """TF op -> its op type, from the largest live row of that op (an argument's
+    copy, typed ``XLA_Args``, says nothing of the op's own type)."""
+    found: dict[str, object] = {}
+    ordered = live.sort_values("bytes", ascending=False, kind="stable")
+    for op, kind in zip(ordered["op"].tolist(), ordered["op_type"].tolist(), strict=True):
+        if isinstance(op, str) and found.get(op) is None:
+            found[op] = kind if isinstance(kind, str) and kind != XLA_ARGS else None
+    return found
 
 
 def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd.DataFrame:
@@ -147,8 +192,6 @@ def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd
         **{column: (column, "sum") for column in _SUMS},
         unestimated=("unestimated", "sum"),
         largest_bytes=("allocated_bytes", "max"),
-        live_at_peak=("live_at_peak", "sum"),
-        live_at_peak_bytes=("live_at_peak_bytes", "sum"),
         live_at_end=("live_at_end", "sum"),
         live_at_end_bytes=("live_at_end_bytes", "sum"),
         mean_lifetime_ps=("lifetime_ps", "mean"),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.attribution import NOT_MEASURED, PARTS, counted_variables
+from traceparse.analysis.attribution import NOT_MEASURED, PARTS
 from traceparse.analysis.leaks import LeakReport
 
 TOP = 10
@@ -114,6 +114,7 @@ def plain(value: Any) -> Any:
 def build_summaries(
     peak: pd.DataFrame,
     attribution: pd.DataFrame,
+    breakdown: pd.DataFrame,
     live: pd.DataFrame,
     ops: pd.DataFrame,
     scopes: pd.DataFrame,
@@ -122,9 +123,11 @@ def build_summaries(
     variables: pd.DataFrame | None = None,
     parameters: pd.DataFrame | None = None,
 ) -> list[AllocatorSummary]:
-    """One summary per peak row; ``variables`` is ``Profile.variables`` (None
-    without an inventory), ``parameters`` ``Profile.xla_parameters`` (used when
-    ``xla_parameter_bytes`` was measured)."""
+    """One summary per peak row; ``live`` is ``live_at_peak(expand_xla=True)``
+    (the largest tensors and HLO buffers), ``variables`` is ``Profile.variables``
+    (None without an inventory), ``parameters`` ``Profile.xla_parameters`` (used
+    when ``xla_parameter_bytes`` was measured). The split of the bytes from
+    before the capture is the breakdown's, as in ``attribution`` and ``layers``."""
     counts = allocations.groupby(["host", "allocator"], observed=True).size()
     unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
@@ -151,7 +154,7 @@ def build_summaries(
         split, top_variables = (
             (None, None)
             if variables is None
-            else _before_capture(variables, host, allocator, attribution_parts)
+            else _before_capture(variables, owned(breakdown, host, allocator), attribution_parts)
         )
         if split is None and parameters is not None and "xla_parameter_bytes" in attribution_parts:
             split = _read_as_parameters(parameters, host, allocator, attribution_parts)
@@ -170,7 +173,7 @@ def build_summaries(
                 if pd.isna(row["fragmentation"])
                 else float(row["fragmentation"]),
                 allocations=int(counts.get((host, allocator), 0)),
-                live_at_peak=len(mine),
+                live_at_peak=int(parts["live_allocations"]),
                 top_tensors=mine.head(TOP)[TOP_TENSOR_COLUMNS].reset_index(drop=True),
                 top_ops=_top(ops, host, allocator, TOP_OP_COLUMNS),
                 top_scopes=_top(scopes, host, allocator, TOP_SCOPE_COLUMNS),
@@ -188,15 +191,16 @@ def build_summaries(
 
 
 def _before_capture(
-    variables: pd.DataFrame, host: str, allocator: str, parts: dict[str, int]
+    variables: pd.DataFrame, breakdown: pd.DataFrame, parts: dict[str, int]
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The counted variables of this allocator by role, and the largest of them."""
-    mine = variables[counted_variables(variables)]
-    mine = owned(mine, host, allocator)
+    """The variables the breakdown names on this allocator by role, and the largest."""
+    named = breakdown[breakdown["holder"].to_numpy(dtype=object) == "variable"]
+    mine = variables[variables["path"].isin(set(named["variable"].astype(object)))]
+    mine = mine.drop_duplicates("path")
     split: dict[str, Any] = {}
     for role in ("weight", "optimizer", "other"):
-        of_role = mine[mine["role"].astype(object) == role]
-        split[f"{role}_bytes"] = int(of_role["estimated_bytes"].sum())
+        of_role = named[named["role"].astype(object) == role]
+        split[f"{role}_bytes"] = int(of_role["bytes"].sum())
         split[f"{role}_variables"] = len(of_role)
     optimizers = {
         str(path).split("/", 1)[0]

@@ -14,14 +14,20 @@ of them covers are its slack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.xla import allocation_kind, module_index
+from traceparse.tables.xla import allocation_kind
+from traceparse.tables.xla_index import ModuleIndex, module_index, scheduled
 
 _ALIASES = {"get-tuple-element", "bitcast", "tuple"}
+# HeapSimulatorTrace.Event.Kind
+_ALLOC, _FREE, _SHARE_WITH = 0, 1, 2
 
 
 def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, int]]:
@@ -34,30 +40,36 @@ def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, in
     if entry is None:
         return {}
     sequence = module.schedule.sequences.get(entry_id)
-    order = list(sequence.instruction_ids) if sequence else [i.id for i in entry.instructions]
+    known = [i.id for i in entry.instructions]
+    order = scheduled(sequence.instruction_ids, known) if sequence else known
     position = {inst_id: p for p, inst_id in enumerate(order)}
     # Instructions of called computations take the position of their entry caller.
     caller = index.caller
+    tops: dict[int, int | None] = {}
 
-    def top_position(inst_id: int, depth: int = 0) -> int | None:
-        if inst_id in position:
-            return position[inst_id]
-        comp = index.computation_of.get(inst_id)
-        up = caller.get(comp) if comp is not None else None
-        return None if up is None or depth > 64 else top_position(up, depth + 1)
+    def top_position(inst_id: int) -> int | None:
+        chain: list[int] = []
+        found: int | None = None
+        at: int | None = inst_id
+        while at is not None and len(chain) <= 64:
+            if at in tops:
+                found = tops[at]
+                break
+            if at in position:
+                found = position[at]
+                break
+            chain.append(at)
+            comp = index.computation_of.get(at)
+            at = caller.get(comp) if comp is not None else None
+        for visited in chain:
+            tops[visited] = found
+        return found
 
     users: dict[int, list[int]] = {}
     for inst in entry.instructions:
-        for operand in inst.operand_ids:
+        for operand in dict.fromkeys(inst.operand_ids):
             users.setdefault(operand, []).append(inst.id)
-
-    def last_use(inst_id: int, depth: int = 0) -> int:
-        last = position.get(inst_id, -1)
-        for user in users.get(inst_id, []):
-            last = max(last, position.get(user, -1))
-            if depth < 64 and index.by_id[user].opcode in _ALIASES:
-                last = max(last, last_use(user, depth + 1))
-        return last
+    last_use = _last_use(users, position, index)
 
     spans: dict[int, tuple[int, int]] = {}
     for buffer in program.assignment.logical_buffers:
@@ -75,6 +87,48 @@ def _intervals(program: XlaProgram, wanted: set[int]) -> dict[int, tuple[int, in
     return spans
 
 
+def _last_use(
+    users: dict[int, list[int]], position: dict[int, int], index: ModuleIndex
+) -> Callable[[int], int]:
+    """The last schedule position reading an instruction's value, following its
+    aliases (get-tuple-element, bitcast, tuple) to their own readers. Each
+    instruction is resolved once (memo, an explicit stack: a crafted module can
+    repeat operands or read itself), so all of them together cost one walk of
+    the computation's operand lists."""
+    memo: dict[int, int] = {}
+
+    def resolve(root: int) -> int:
+        if root in memo:
+            return memo[root]
+        best = {root: position.get(root, -1)}
+        stack = [(root, iter(users.get(root, ())))]
+        open_ = {root}
+        while stack:
+            node, pending = stack[-1]
+            for user in pending:
+                best[node] = max(best[node], position.get(user, -1))
+                inst = index.by_id.get(user)
+                if inst is None or inst.opcode not in _ALIASES or user in open_:
+                    continue  # a cycle (crafted) adds nothing new
+                if user in memo:
+                    best[node] = max(best[node], memo[user])
+                    continue
+                open_.add(user)
+                best[user] = position.get(user, -1)
+                stack.append((user, iter(users.get(user, ()))))
+                break
+            else:
+                stack.pop()
+                open_.discard(node)
+                memo[node] = best[node]
+                if stack:
+                    parent = stack[-1][0]
+                    best[parent] = max(best[parent], memo[node])
+        return memo[root]
+
+    return resolve
+
+
 def _simulated(
     program: XlaProgram, allocation_index: int, members: dict[int, int]
 ) -> list[int] | None:
@@ -82,38 +136,74 @@ def _simulated(
     for trace in program.assignment.heap_simulator_traces:
         if trace.buffer_allocation_index != allocation_index or not trace.events:
             continue
-        live: set[int] = set()
-        best: list[int] = []
-        total = best_total = 0
-        for event in trace.events:
-            if event.kind == 0 and event.buffer_id in members:  # ALLOC
-                live.add(event.buffer_id)
-                total += members[event.buffer_id]
-                if total > best_total:
-                    best_total, best = total, sorted(live)
-            elif event.kind == 1 and event.buffer_id in live:  # FREE
-                live.discard(event.buffer_id)
-                total -= members[event.buffer_id]
-        return best
+        events = trace.events
+        peak_at = _replay(events, members, len(events))[0]
+        return sorted(_replay(events, members, peak_at + 1)[1])
     return None
+
+
+def _replay(events: Sequence[Any], members: dict[int, int], stop: int) -> tuple[int, set[int]]:
+    """Replays the first ``stop`` events as xprof's Memory Viewer does: an ALLOC
+    takes a buffer's bytes, a SHARE_WITH makes a buffer hold its canonical
+    buffer's bytes (taking them again if the canonical was freed), and the bytes
+    are given back when the last of the canonical and its sharers is freed.
+    Returns the event after which the bytes in use first reach their maximum
+    (-1 when nothing is allocated) and the canonical buffers holding bytes
+    after event ``stop - 1``. One pass, constant work per event."""
+    holders: dict[int, int] = {}  # canonical buffer -> buffers holding its bytes
+    canonical: dict[int, int] = {}  # buffer -> the canonical buffer whose bytes it holds
+    total = best = 0
+    best_at = -1
+    for at in range(min(stop, len(events))):
+        event = events[at]
+        buffer = event.buffer_id
+        if event.kind == _ALLOC or event.kind == _SHARE_WITH:
+            owner = buffer
+            if event.kind == _SHARE_WITH:
+                owner = canonical.get(event.share_with_canonical_id, event.share_with_canonical_id)
+            if owner not in members or buffer in canonical:
+                continue  # not this allocation's, or already holding bytes (crafted)
+            canonical[buffer] = owner
+            holders[owner] = holders.get(owner, 0) + 1
+            if holders[owner] == 1:
+                total += members[owner]
+                if total > best:
+                    best, best_at = total, at
+        elif event.kind == _FREE and buffer in canonical:
+            owner = canonical.pop(buffer)
+            holders[owner] -= 1
+            if holders[owner] == 0:
+                del holders[owner]
+                total -= members[owner]
+    return best_at, set(holders)
 
 
 def _in_place(
     timed: list[tuple[int, tuple[int, int]]], placed: dict[int, tuple[int, int]]
 ) -> list[tuple[int, tuple[int, int]]]:
     """A buffer whose bytes the instruction of its last use overwrites (an in-place
-    update: its output starts there and overlaps it) ends one step earlier."""
-    starting: dict[int, list[int]] = {}
+    update: its output starts there and overlaps it) ends one step earlier.
+    The buffers starting at each position are sorted by offset with a running
+    maximum of their ends, so each overlap test is one binary search."""
+    starting: dict[int, list[tuple[int, int]]] = {}
     for b, (start, _) in timed:
-        starting.setdefault(start, []).append(b)
+        offset, size = placed[b]
+        starting.setdefault(start, []).append((offset, offset + size))
+    lows: dict[int, list[int]] = {}
+    reach: dict[int, list[int]] = {}
+    for start, ranges in starting.items():
+        ranges.sort()
+        lows[start] = [lo for lo, _ in ranges]
+        reach[start] = list(accumulate((hi for _, hi in ranges), max))
     out = []
     for b, (start, end) in timed:
         lo, hi = placed[b][0], placed[b][0] + placed[b][1]
-        for c in starting.get(end, []):
-            c_lo = placed[c][0]
-            if c != b and end > start and c_lo < hi and lo < c_lo + placed[c][1]:
+        # Buffers starting at ``end`` (> start) are other buffers; one overlaps when
+        # its offset is below ``hi`` and its end above ``lo``.
+        if end > start and end in lows:
+            below = bisect_left(lows[end], hi)
+            if below and reach[end][below - 1] > lo:
                 end -= 1
-                break
         out.append((b, (start, end)))
     return out
 

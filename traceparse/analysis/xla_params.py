@@ -32,8 +32,8 @@ from collections.abc import Set
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.attribution import CPU_ALLOCATORS, CPU_POOL_BYTES
 from traceparse.tables.contracts import XLA_PARAMETERS
+from traceparse.tables.variables import CPU_ALLOCATORS, CPU_POOL_BYTES
 
 NOT_RUN = "did not run during the capture"
 NO_ALLOCATOR = "allocator unknown"

@@ -41,36 +41,56 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
             bar.advance()
         view = build_view(profiles, __version__)
 
-    for index, pv in enumerate(view.profiles):
+    # ``load_each`` gives one profile per run and host: a run's hosts open with one
+    # overview of every host and allocator, then each host's own blocks.
+    runs: dict[str, list[Any]] = {}
+    for pv in view.profiles:
+        runs.setdefault(pv.run, []).append(pv)
+    for index, (run, pvs) in enumerate(runs.items()):
         if index:
             term.line()
-        term.heading(_capture_label(pv.paths), level=1)
-        term.fields(
-            [("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))]
-        )
-        if not pv.allocators:
-            term.line()
-            term.line("No memory events: nothing to attribute (see the diagnostics below).")
-        if len(pv.allocators) > 1:
-            term.line()
-            _print_overview(pv.allocators, term)
-        for av in pv.allocators:
-            term.line()
-            term.heading(f"Allocator {av.allocator} on {av.host}", level=2)
-            _print_facts(av, term)
-            for table in av.tables:
-                if table.key in _SKIPPED_TABLES:
-                    continue
+        hosts = [h for pv in pvs for h in pv.hosts]
+        allocators = [av for pv in pvs for av in pv.allocators]
+        if len(pvs) > 1:
+            term.heading(f"Run {run}: {len(hosts)} hosts", level=1)
+            term.fields([("Run", run), ("Hosts", ", ".join(hosts))])
+            if len(allocators) > 1:
                 term.line()
-                _print_table(table, term, top)
-            if av.diagnostics:
+                _print_overview(allocators, term)
+            for pv in pvs:
                 term.line()
-                term.line(f"Notes on {av.allocator} on {av.host}", style="bold")
-                term.bullets(av.diagnostics, style="yellow")
-        if pv.diagnostics:
+                _print_profile(pv, term, top, overview=False)
+        else:
+            _print_profile(pvs[0], term, top, overview=True)
+
+
+def _print_profile(pv: Any, term: Terminal, top: int, *, overview: bool) -> None:
+    """One capture: its heading, the overview of its allocators, each allocator's blocks."""
+    term.heading(_capture_label(pv.paths), level=1)
+    term.fields([("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))])
+    if not pv.allocators:
+        term.line()
+        term.line("No memory events: nothing to attribute (see the diagnostics below).")
+    if overview and len(pv.allocators) > 1:
+        term.line()
+        _print_overview(pv.allocators, term)
+    for av in pv.allocators:
+        term.line()
+        term.heading(f"Allocator {av.allocator} on {av.host}", level=2)
+        _print_facts(av, term)
+        for table in av.tables:
+            if table.key in _SKIPPED_TABLES:
+                continue
             term.line()
-            term.line("Diagnostics of the capture", style="bold")
-            term.bullets(pv.diagnostics, style="yellow")
+            _print_table(table, term, top)
+        if av.diagnostics:
+            term.line()
+            term.line(f"Notes on {av.allocator} on {av.host}", style="bold")
+            term.bullets(av.diagnostics, style="yellow")
+    if pv.diagnostics:
+        term.line()
+        term.line("Diagnostics of the capture", style="bold")
+        term.bullets(pv.diagnostics, style="yellow")
 
 
 def _print_overview(allocators: Sequence[Any], term: Terminal) -> None:
@@ -104,6 +124,7 @@ def _print_overview(allocators: Sequence[Any], term: Terminal) -> None:
         rows,
         right=[False, False, True, True, True, True, True, False],
         title=f"Allocators ({len(allocators)}; the fullest by {by} is flagged)",
+        key="Allocator",
     )
 
 

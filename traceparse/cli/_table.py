@@ -38,6 +38,8 @@ class TableCommand(Command):
     default_sort: ClassVar[tuple[str, ...]] = ()
     #: Columns the terminal table shows by default, those present, in this order.
     display_columns: ClassVar[tuple[str, ...]] = ()
+    #: Candidate name columns, first present wins: a terminal always shows it.
+    name_columns: ClassVar[tuple[str, ...]] = ("layer", "op", "scope", "program")
 
     @classmethod
     def epilog(cls) -> str:
@@ -132,7 +134,7 @@ class TableCommand(Command):
         if args.columns:
             table = table[pick_columns(table, args.columns)]
         elif fmt == "table":
-            table = table[self._display(table)]
+            table = table[self._display(table, args)]
         if fmt == "table":
             self._print_table(profile, args, term, table, total)
         else:
@@ -142,7 +144,7 @@ class TableCommand(Command):
                 term.note(note)
         return 0
 
-    def _display(self, table: pd.DataFrame) -> list[str]:
+    def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         present = [c for c in self.display_columns if c in table.columns]
         columns = (
             present
@@ -173,7 +175,9 @@ class TableCommand(Command):
         buffer: io.StringIO | None = None
         if args.output:
             buffer = io.StringIO()
-            out = Terminal(stream=buffer, err=term.err, quiet=term.quiet, color=False)
+            out = Terminal(
+                stream=buffer, err=term.err, quiet=term.quiet, color=False, wide=term.wide
+            )
         if total == 0:
             out.line(self.empty_message(profile))
         else:
@@ -188,6 +192,8 @@ class TableCommand(Command):
                 title=self.describe(profile, args),
                 footer=footer,
                 headers={**word_headers(table.columns), **_step_header(profile, table)},
+                key=_first_present(table, self.name_columns),
+                hidden_hint="--columns A,B,... picks the columns, --wide shows them all",
             )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)

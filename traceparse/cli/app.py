@@ -143,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_installed()
         from traceparse.output.terminal import Terminal
 
-        term = Terminal(quiet=bool(args.quiet), color=not args.no_color)
+        term = Terminal(
+            quiet=bool(args.quiet), color=not args.no_color, wide=bool(getattr(args, "wide", False))
+        )
         code = command.run(args, term)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
-    """``--quiet``, ``--no-color`` and ``--debug``, accepted before or after the command.
+    """``--quiet``, ``--no-color``, ``--wide`` and ``--debug``, before or after the command.
 
     On subcommands the defaults are suppressed, so an option given before the
     command is not reset by the subcommand's parser.
@@ -30,6 +30,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         dest="no_color",
         action="store_true",
         help="no colours (also when NO_COLOR is set)",
+        default=default,
+    )
+    group.add_argument(
+        "--wide",
+        action="store_true",
+        help="on a terminal, print tables whole (every column, names uncut) instead of "
+        "fitting them to its width; pipe to 'less -S' to scroll",
         default=default,
     )
     group.add_argument(

@@ -13,6 +13,7 @@ from traceparse.cli.allocations import AllocationsCommand
 from traceparse.cli.base import Command
 from traceparse.cli.baseline import BaselineCommand
 from traceparse.cli.batch import BatchCommand
+from traceparse.cli.breakdown import BreakdownCommand
 from traceparse.cli.check import CheckCommand
 from traceparse.cli.demo import DemoCommand
 from traceparse.cli.diff import DiffCommand
@@ -40,6 +41,7 @@ COMMANDS: dict[str, type[Command]] = {
         BaselineCommand,
         DiffCommand,
         PeakCommand,
+        BreakdownCommand,
         AllocationsCommand,
         OpsCommand,
         ScopesCommand,

@@ -6,15 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
-
-# Bytes in use at the peak that no allocation in the capture holds, as rows of
-# their own: (attribution column, the row's op, its region).
-UNOWNED_ROWS = (
-    ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
-    ("xla_parameter_bytes", "(read as parameters by XLA programs)", "before_capture"),
-    ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
-    ("reserved_bytes", "(reserved by the allocator)", "reserved"),
-)
+from traceparse.output.cells import UNOWNED_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,11 +63,11 @@ class PeakCommand(TableCommand):
             return f"Peaks in run {profile.run} ({profile.host})"
         return f"Allocations live at the peak in run {profile.run} ({profile.host})"
 
-    def _display(self, table: pd.DataFrame) -> list[str]:
+    def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         if "in_use_bytes" in table.columns:  # --per-allocator
             single_host = "host" in table.columns and table["host"].nunique() <= 1
             return [c for c in table.columns if c != "event" and not (single_host and c == "host")]
-        return super()._display(table)
+        return super()._display(table, args)
 
     def before_table(self, profile: Profile, args: argparse.Namespace, term: Terminal) -> None:
         if args.per_allocator:

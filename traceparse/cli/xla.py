@@ -45,6 +45,7 @@ class XlaCommand(TableCommand):
         "shape",
         "tf_op",
     )
+    name_columns = ("program", "instruction")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -65,11 +66,22 @@ class XlaCommand(TableCommand):
                 f"--program {args.program!r} matches {len(found.unique())} programs; "
                 f"the capture's programs are: {listed}"
             )
+        args.program_name = found.iloc[0]  # the title names it once, in full
         buffers = profile.xla_buffers
         return buffers[buffers["program"].astype(str) == found.iloc[0]].reset_index(drop=True)
 
+    def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+        columns = super()._display(table, args)
+        if args.program and "program" in columns:
+            columns.remove("program")  # one program: its name is in the title, not every row
+        if args.program and "instruction" in columns:
+            columns.remove("instruction")  # the name of a buffer's row leads it
+            columns.insert(0, "instruction")
+        return columns
+
     def describe(self, profile: Profile, args: argparse.Namespace) -> str:
-        what = f"Buffers of {args.program}" if args.program else "XLA programs"
+        program = getattr(args, "program_name", args.program)
+        what = f"Buffers of {program}" if args.program else "XLA programs"
         return f"{what} in run {profile.run} ({profile.host})"
 
     def empty_message(self, profile: Profile) -> str:

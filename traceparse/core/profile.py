@@ -22,13 +22,17 @@ from traceparse.analysis import (
     steps_table,
 )
 from traceparse.analysis.attribution import ATTRIBUTION
+from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
+from traceparse.analysis.layer_names import KnownNames
+from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
-from traceparse.analysis.xla_live import expand_live, programs_at_peak
-from traceparse.analysis.xla_params import judged_parameters, parameter_bytes, representatives
-from traceparse.core.xla import XlaParts, with_live_deltas
+from traceparse.analysis.variable_match import VariableMatch, match_variables
+from traceparse.analysis.xla_live import programs_at_peak
+from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
@@ -242,9 +246,11 @@ class Profile:
 
         The allocations' columns plus ``in_peak_step``; filter on it for the
         TensorBoard Memory Profile page's view. The index is the row in ``allocations``.
-        With ``expand_xla=True`` a linked XLA temp slab becomes one row per HLO
+        With ``expand_xla=True`` a linked XLA slab becomes one row per HLO
         buffer live at its program's peak (``op`` its TF op, ``xla_buffer`` its
-        instruction) plus a row for the slab's slack (docs/xla.md).
+        instruction) plus a row for the slab's slack (docs/xla.md), taken from
+        ``breakdown``; the index is then a plain range and ``allocation`` the
+        row in ``allocations``.
         """
         live = self._live_at_peak_xla if expand_xla else self._live_at_peak
         return select(live, allocator, host, self.timeline)
@@ -255,14 +261,14 @@ class Profile:
 
     @cached_property
     def _live_at_peak_xla(self) -> pd.DataFrame:
-        return expand_live(self._live_at_peak, self._xla_slabs)
+        return expanded_live(self.breakdown, self._live_at_peak)
 
     @cached_property
     def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The XLA programs whose allocations are live at a peak (bytes held) and
         their values live there, largest first; empty without linked programs."""
         if not self._xla.present:
-            return programs_at_peak(self._live_at_peak.iloc[:0])
+            return programs_at_peak(self._live_at_peak.iloc[:0].assign(allocation=0))
         return programs_at_peak(self._live_at_peak_xla)
 
     @cached_property
@@ -292,29 +298,64 @@ class Profile:
         return self._conform(table, contracts.XLA_PARAMETERS)
 
     @cached_property
-    def _xla_parameter_bytes(self) -> pd.Series | None:
-        """Per (host, allocator): bytes read as parameters by programs that ran;
-        None (not measured) with an inventory or without such a program."""
+    def _parameters(self) -> pd.DataFrame | None:
+        """The XLA parameters standing for distinct buffers read by programs that
+        ran; None (not measured) with an inventory or without such a program."""
         if self._has_inventory or not self._xla.present:
             return None
         judged = self.xla_parameters
         if not judged["ran"].any():
             return None
-        return parameter_bytes(judged)
+        return representatives(judged)
+
+    @cached_property
+    def _known(self) -> tuple[KnownNames, dict[str, str]]:
+        """Model, layer and optimizer names (``analysis.layer_owners``), and the
+        weight shapes only one layer has."""
+        variables = self.variables if self._has_inventory and len(self.variables) else None
+        slabs = self._xla_slabs
+        ops = {str(o) for o in self.allocations["op"].dropna().unique()}
+        ops |= {str(o) for o in slabs["tf_op"].dropna().unique()} if len(slabs) else set()
+        known = known_names(sorted(ops), variables, self._parameters)
+        return known, unique_weight_shapes(variables, known)
+
+    @cached_property
+    def breakdown(self) -> pd.DataFrame:
+        """Every byte at each allocator's peak, one row per holder (docs/analyses.md).
+
+        ``holder`` says what holds the bytes (an allocation, an HLO buffer, a
+        variable, padding, ...), ``part`` the ``attribution`` column they belong
+        to; per allocator ``bytes`` sums exactly to the in-use bytes at its peak.
+        ``attribution``, the live-at-peak columns of ``ops`` and ``scopes``,
+        ``layers`` and ``summary`` are group-bys and filters of this table.
+        """
+        known, shapes = self._known
+        table = breakdown_table(
+            self.peak,
+            self._live_at_peak,
+            self._xla_slabs,
+            known,
+            shapes,
+            self.variables if self._has_inventory else None,
+            self._parameters,
+            self._variable_match,
+        )
+        return self._conform(table, BREAKDOWN)
+
+    @cached_property
+    def _variable_match(self) -> VariableMatch | None:
+        """The allocations of the capture holding inventoried variables (created or
+        replaced during it); None without an inventory."""
+        if not self._has_inventory or self.variables.empty:
+            return None
+        return match_variables(self.allocations, self.variables, self.frees_without_allocation)
 
     @cached_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
-        return self._conform(
-            attribution_table(
-                self.peak,
-                self._live_at_peak,
-                self.variables if self._has_inventory else None,
-                self._xla.covered(self._xla_slabs),
-                self._xla_parameter_bytes,
-            ),
-            ATTRIBUTION,
-        )
+        measured: tuple[str, ...] = ("variable_bytes",) if self._has_inventory else ()
+        measured += ("xla_parameter_bytes",) if self._parameters is not None else ()
+        return self._conform(attribution_table(self.peak, self.breakdown, measured), ATTRIBUTION)
 
     @cached_property
     def _op_time(self) -> pd.DataFrame:
@@ -324,12 +365,7 @@ class Profile:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
-        table = self._conform(ops_table(self.allocations, self.peak, self._op_time), OPS)
-        if self._xla_slabs.empty:
-            return table
-        return self._conform(
-            _no_allocations(with_live_deltas(table, self._live_at_peak, self._xla_slabs)), OPS
-        )
+        return self._conform(ops_table(self.allocations, self.breakdown, self._op_time), OPS)
 
     def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep.
@@ -341,13 +377,7 @@ class Profile:
         """
         key = (depth, bool(as_written))
         if key not in self._scopes:
-            table = scopes_table(self.allocations, self.peak, self._op_time, depth, as_written)
-            if not self._xla_slabs.empty:
-                table = _no_allocations(
-                    with_live_deltas(
-                        table, self._live_at_peak, self._xla_slabs, depth, bool(as_written)
-                    )
-                )
+            table = scopes_table(self.allocations, self.breakdown, self._op_time, depth, as_written)
             self._scopes[key] = self._conform(table, SCOPES)
         return self._scopes[key]
 
@@ -367,20 +397,8 @@ class Profile:
         return self._layers(by_replica=True)
 
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
-        # A linked XLA slab counts as the HLO buffers live in it, under their TF ops.
-        live = self._live_at_peak if self._xla_slabs.empty else self._live_at_peak_xla
-        variables = self.variables
-        parameters = (
-            None if self._xla_parameter_bytes is None else representatives(self.xla_parameters)
-        )
-        table = layers_table(
-            live,
-            self.allocations,
-            self.attribution,
-            variables,
-            by_replica=by_replica,
-            parameters=parameters,
-        )
+        known, shapes = self._known
+        table = layers_table(self.breakdown, self.allocations, known, shapes, by_replica=by_replica)
         return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
 
     @cached_property
@@ -392,7 +410,9 @@ class Profile:
 
     @cached_property
     def _leaks(self) -> LeakReport:
-        report = leak_report(self.steps, self.allocations)
+        match = self._variable_match
+        current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
+        report = leak_report(self.steps, self.allocations, current)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
         report.allocators = self._conform(report.allocators, VERDICTS)
@@ -407,28 +427,31 @@ class Profile:
         return build_summaries(
             self.peak,
             self.attribution,
-            self._live_at_peak,
+            self.breakdown,
+            self._live_at_peak_xla,
             self.ops,
             self.scopes(1),
             self.allocations,
             self.leaks(),
             self.variables if self._has_inventory else None,
-            self.xla_parameters if self._xla_parameter_bytes is not None else None,
+            self.xla_parameters if self._parameters is not None else None,
         )
 
     @property
     def _has_inventory(self) -> bool:
         return any(trace.inventory is not None for trace in self.traces)
 
+    def _repr_html_(self) -> str:
+        """The summary as HTML in Jupyter (peaks, attribution, top holders; no scripts).
+
+        More rows: ``traceparse.report.notebook.NotebookReport(prof, top=10)``.
+        """
+        from traceparse.core.display import profile_html
+
+        return profile_html(self, 5)
+
     def __repr__(self) -> str:
         return (
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
-
-
-def _no_allocations(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows that only XLA buffers bring (an op no allocation event names) made no
-    allocation: their byte sums are 0, their largest allocation unknown."""
-    sums = ["requested_bytes", "allocated_bytes", "estimated_bytes", "padding_bytes"]
-    return table.fillna({column: 0 for column in sums})

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from traceparse.decode.fields import INT_STATS, STR_STATS, DecodedEvents
+from traceparse.decode.fields import INT_STATS, STR_STATS, BatchLabels, DecodedEvents, StatLayout
 from traceparse.decode.limits import within_time
 from traceparse.decode.trace import (
     EVENT_COLUMNS,
@@ -32,13 +32,28 @@ class Labels:
     def __init__(self) -> None:
         self.values: list[str] = []
         self._codes: dict[str, int] = {}
+        # Per plane's stat layout: the code of each shared label looked up so far
+        # (-2 where not yet), so a plane's stat names are looked up once each.
+        self._shared: dict[StatLayout, np.ndarray] = {}
 
-    def encode(self, codes: np.ndarray, labels: Sequence[str | None]) -> np.ndarray:
+    def encode(self, codes: np.ndarray, labels: Sequence[str | None] | BatchLabels) -> np.ndarray:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
         a None label is none too. Only the labels used are looked up."""
         used, inverse = codes_used(codes, len(labels))
-        mapping = np.array([-1 if i < 0 else self.code(labels[i]) for i in used.tolist()])
-        return mapping.astype(np.int64)[inverse]
+        mapping = np.full(used.size, -1, dtype=np.int64)
+        rest = np.flatnonzero(used >= 0)
+        if isinstance(labels, BatchLabels) and labels.shared:
+            known = self._shared.get(labels.layout)
+            if known is None:
+                known = self._shared[labels.layout] = np.full(labels.shared, -2, np.int64)
+            shared = rest[used[rest] < labels.shared]
+            positions = used[shared]
+            for i in positions[known[positions] == -2].tolist():
+                known[i] = self.code(labels[i])
+            mapping[shared] = known[positions]
+            rest = rest[used[rest] >= labels.shared]
+        mapping[rest] = [self.code(labels[i]) for i in used[rest].tolist()]
+        return mapping[inverse]
 
     def code(self, label: str | None) -> int:
         """``label``'s code, given on first sight; -1 for None."""
@@ -94,8 +109,12 @@ class _Store:
         """Column ``name``'s rows (in ``order`` if given), the column let go: the
         table's columns are made one at a time so that peak memory stays near
         one copy."""
-        values = self.columns.pop(name)[: self.rows]
-        return values.copy() if order is None else values[order]
+        values = self.columns.pop(name)
+        if order is not None:
+            return values[order]
+        # Full columns are handed over as they are; others are cut to their rows
+        # (a copy, so the unused capacity goes).
+        return values if len(values) == self.rows else values[: self.rows].copy()
 
 
 def _event_dtypes() -> dict[str, type]:
@@ -190,12 +209,13 @@ class MemoryEvents:
         # Time order; ties keep the file's order (plane, line, position in line).
         time_ps = columns.take("time_ps")
         planes = columns.take("_plane")
-        order = np.lexsort([columns.take("_order"), planes, time_ps])
-        table: dict[str, object] = {"time_ps": time_ps[order]}
+        order = _time_order(time_ps, planes, columns.take("_order"))
+        table: dict[str, object] = {"time_ps": time_ps if order is None else time_ps[order]}
         del time_ps
         plane_codes = np.full(max(self._plane_codes) + 1, -1, dtype=np.int64)
         plane_codes[list(self._plane_codes)] = list(self._plane_codes.values())
-        table["plane"] = self._labels["plane"].categorical(plane_codes[planes[order]])
+        planes = planes if order is None else planes[order]
+        table["plane"] = self._labels["plane"].categorical(plane_codes[planes])
         del planes
         for name, dtype in EVENT_COLUMNS.items():
             if name in table:
@@ -210,6 +230,22 @@ class MemoryEvents:
             else:
                 table[name] = columns.take(name, order)
         return pd.DataFrame({name: table[name] for name in EVENT_COLUMNS}, copy=False)
+
+
+def _time_order(time_ps: np.ndarray, planes: np.ndarray, order: np.ndarray) -> np.ndarray | None:
+    """The rows sorted by time, then plane, then file order; None when they are
+    in that order already (one line of events in time order, as a long capture's
+    allocator line often is): a check in linear time instead of a sort."""
+    if time_ps.size < 2:
+        return None
+    # Times lie within +-2**62 (limits.within_time), so their differences fit.
+    later = np.diff(time_ps)
+    if not (later >= 0).all():
+        return np.lexsort([order, planes, time_ps])
+    tied = np.flatnonzero(later == 0)
+    plane_step = planes[tied + 1].astype(np.int64) - planes[tied]
+    in_order = (plane_step > 0) | ((plane_step == 0) & (order[tied + 1] >= order[tied]))
+    return None if in_order.all() else np.lexsort([order, planes, time_ps])
 
 
 class StepMarkers:

@@ -16,7 +16,6 @@ from traceparse.decode import wire
 from traceparse.decode.limits import within_time
 from traceparse.decode.lines import index_in
 from traceparse.decode.planes import Selected
-from traceparse.decode.trace import unique_ids
 
 INT_STATS = {
     "addr": "address",
@@ -74,6 +73,44 @@ class StatLayout:
         order = np.argsort(ids)
         self.ids = ids[order]
         self.rows = np.array([row for _, row in found], dtype=np.int64)[order]
+        # Every stat name, in one order for the whole plane: a ref's text code is
+        # its name's position here, so its label is looked up once per plane,
+        # not once per batch (collect.Labels keeps what each position became).
+        keys = wire.metadata_ids(stat_names)
+        order = np.argsort(keys)
+        self.ref_keys = keys[order]
+        names = list(stat_names.values())
+        self.ref_names: list[str] = [names[i] for i in order.tolist()]
+        top = int(self.ref_keys[-1]) if keys.size else 0
+        # Small keys (the usual case): a lookup table made once, not per batch.
+        self._ref_table: np.ndarray | None = None
+        if keys.size and top < 4 * keys.size + (1 << 16):
+            self._ref_table = np.full(top + 2, -1, dtype=np.int64)
+            self._ref_table[self.ref_keys.astype(np.int64)] = np.arange(keys.size)
+
+    def ref_positions(self, values: np.ndarray) -> np.ndarray:
+        """Each ref value's position in ``ref_names``, -1 where no stat has that id."""
+        table = self._ref_table
+        if table is None:
+            return index_in(values, self.ref_keys)
+        return table[np.minimum(values, len(table) - 1).astype(np.int64)]
+
+
+class BatchLabels:
+    """The labels of a batch's text codes: the first ``shared`` are the plane's
+    stat names (``StatLayout.ref_names``, the same in every batch), the rest the
+    batch's inline strings."""
+
+    def __init__(self, layout: StatLayout, inline: list[str]) -> None:
+        self.layout = layout
+        self.shared = len(layout.ref_names)
+        self.inline = inline
+
+    def __len__(self) -> int:
+        return self.shared + len(self.inline)
+
+    def __getitem__(self, i: int) -> str:
+        return self.layout.ref_names[i] if i < self.shared else self.inline[i - self.shared]
 
 
 class DecodedEvents:
@@ -149,20 +186,20 @@ class DecodedEvents:
         values: np.ndarray,
         starts: np.ndarray,
         lengths: np.ndarray,
-    ) -> tuple[np.ndarray, list[str | None]]:
-        """Per cell of the text stats, an index into the labels (-1 where absent or
-        not text), and the labels, from the text stats' cells, value kinds,
-        values and spans. A ref resolves to the name of the stat metadata it
-        points to, None when it points nowhere. Each distinct ref id and each
-        distinct byte string is decoded once."""
+    ) -> tuple[np.ndarray, BatchLabels]:
+        """Per cell of the text stats, an index into the labels (-1 where absent,
+        not text, or a ref that points nowhere), and the labels, from the text
+        stats' cells, value kinds, values and spans. A ref's code is the position
+        of the stat metadata it points to (``BatchLabels``); each distinct inline
+        byte string is decoded once."""
         # Refs (how TensorFlow writes repeated strings) first, then inline text, so
         # inline text wins for an event that has both. A number where text belongs
         # is the wrong type: it stays NA.
         refs = np.flatnonzero(kinds == _REF)
         inline = np.flatnonzero((kinds == _STR) | (kinds == _BYTES))
-        ids, ref_codes = unique_ids(values[refs])
-        names = self.layout.stat_names
-        labels: list[str | None] = [names.get(i) for i in ids.tolist()]
+        ref_codes = self.layout.ref_positions(values[refs])
+        shared = len(self.layout.ref_names)
+        inline_labels: list[str] = []
         seen: dict[bytes, int] = {}
         inline_codes = np.empty(inline.size, dtype=np.int64)
         spans = zip(starts[inline].tolist(), lengths[inline].tolist(), strict=True)
@@ -170,14 +207,14 @@ class DecodedEvents:
             piece = raw[at : at + size]
             code = seen.get(piece)
             if code is None:
-                code = seen[piece] = len(labels)
-                labels.append(text(piece))
+                code = seen[piece] = shared + len(inline_labels)
+                inline_labels.append(text(piece))
             inline_codes[i] = code
         codes = np.full(len(TEXT_STATS) * self.count, -1, dtype=np.int64)
         cells = cells - self.layout.first_text * self.count
         codes[cells[refs]] = ref_codes
         codes[cells[inline]] = inline_codes
-        return _frozen(codes, self.count), labels
+        return _frozen(codes, self.count), BatchLabels(self.layout, inline_labels)
 
     def int_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A stat per event as (int64 values, valid): not valid where absent or
@@ -191,7 +228,7 @@ class DecodedEvents:
         row = self.layout.row[name]
         return self._float[row], self._float_valid[row]
 
-    def str_codes(self, name: str) -> tuple[np.ndarray, list[str | None]]:
+    def str_codes(self, name: str) -> tuple[np.ndarray, BatchLabels]:
         """A text stat per event as (index into ``labels``, -1 where absent or not
         text; the labels). Read-only."""
         return self._codes[self.layout.row[name] - self.layout.first_text], self.labels

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
+    from traceparse.decode.runs import RunRecords
     from traceparse.decode.variables import VariableInventory
 from traceparse.decode.xla import XlaSource
 
@@ -137,3 +138,5 @@ class MemoryTrace:
     # strings events refer to, such as an HLO op's ``hlo_module``): a program
     # whose module is named here ran, or was compiled, during the capture.
     stat_names: frozenset[str] = frozenset()
+    # Program runs on the host lines and the allocations made in them (XLA captures).
+    runs: RunRecords | None = None

@@ -26,6 +26,7 @@ depths:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,10 @@ from traceparse._proto import hlo_pb2, hlo_skim_pb2
 from traceparse.decode.wire import LEN, VARINT, WireError, as_int64, iter_fields
 
 HLO_PROTO_STAT = "Hlo Proto"
+# Names past this many characters (only a crafted program has them: XLA's are
+# short) are shortened where they are copied into table rows (``short_name``).
+NAME_LIMIT = 1024
+_KEEP = 200
 
 # Field numbers (upstream xplane.proto and hlo.proto).
 _PLANE_EVENT_METADATA, _PLANE_STAT_METADATA = 4, 5  # XPlane maps
@@ -209,6 +214,15 @@ class XlaProgram:
         )
 
 
+def short_name(name: str) -> str:
+    """``name``, or past NAME_LIMIT characters its head and a digest of the whole
+    (distinct names stay distinct): a table row never holds a megabyte name."""
+    if len(name) <= NAME_LIMIT:
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "replace"), digest_size=8).hexdigest()
+    return f"{name[:_KEEP]}...({len(name)} characters, {digest})"
+
+
 def skim_hlo(data: memoryview) -> Skim:
     """The skim read of one serialized HloProto (raises WireError, DecodeError)."""
     module = ""
@@ -258,11 +272,11 @@ class XlaSource:
                 skim = skim_hlo(data)
             except (WireError, DecodeError) as exc:
                 self.notes.append(
-                    f"{self.path}: XLA program {name!r} has an unreadable HloProto "
+                    f"{self.path}: XLA program {short_name(name)!r} has an unreadable HloProto "
                     f"({exc}); it is left out."
                 )
                 continue
-            found.append(XlaProgram(name, skim, data, self.path, self.notes))
+            found.append(XlaProgram(short_name(name), skim, data, self.path, self.notes))
         return found
 
 

@@ -29,7 +29,9 @@ from traceparse.decode.limits import (
     checked_bytes,
     problem_notes,
 )
+from traceparse.decode.lines import index_in
 from traceparse.decode.planes import OpTimes, Plane, Selected, select, split_planes
+from traceparse.decode.runs import RunRecords, read_runs
 from traceparse.decode.trace import FUNCTION_RUN_COLUMNS, MemoryTrace, empty_frame
 from traceparse.decode.xla import XlaSource
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
@@ -53,8 +55,19 @@ _EAGER_PREFIX = "EagerLocalExecute: "
 _FUNCTION_PREFIX = "__inference_"
 # Memory events decoded with their stats at once: bounds the temporaries
 # (about 7 MB for 4,096 events of 13 stats; twice that made small captures
-# miss the memory goal in benchmarks/RESULTS.md).
+# miss the memory goal in benchmarks/RESULTS.md). Large files take larger
+# batches, up to 16,384 (about 28 MB): numpy's cost per call is then spread
+# over more events (about 20% less time on a 1M-event capture), while the
+# temporaries stay under a fourth of the file. Larger batches were slower.
 _EVENTS_PER_BATCH = 1 << 12
+_MAX_EVENTS_PER_BATCH = 1 << 14
+_FILE_BYTES_PER_BATCH_EVENT = 1 << 13
+
+
+def events_per_batch(file_bytes: int) -> int:
+    """How many selected events to decode at once in a file of ``file_bytes``."""
+    wanted = file_bytes // _FILE_BYTES_PER_BATCH_EVENT
+    return max(_EVENTS_PER_BATCH, min(_MAX_EVENTS_PER_BATCH, wanted))
 
 
 def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
@@ -135,12 +148,12 @@ class _Decoder:
             plane = found.plane
             # In batches: the column-wise decode makes temporaries per field.
             layout = StatLayout(found.stat_names)
-            for batch in found.detailed.batches(_EVENTS_PER_BATCH):
+            for batch in found.detailed.batches(events_per_batch(len(self.data))):
                 decoded = DecodedEvents(batch, layout)
                 mids = batch.metadata_ids
-                is_memory = np.isin(mids, found.memory)
+                is_memory = index_in(mids, found.memory) >= 0
                 if is_memory.any():
-                    is_allocation = np.isin(mids, found.alloc_ids)
+                    is_allocation = index_in(mids, found.alloc_ids) >= 0
                     memory_events.add(
                         decoded, is_memory, is_allocation, text(plane.name), found.index
                     )
@@ -155,6 +168,14 @@ class _Decoder:
                 (names, np.ones(len(names), np.int64), spent) for names, _, spent in runs
             )
         events = memory_events.frame()
+        runs_read = RunRecords()
+        if xla is not None:  # what ran when, for linking allocations to programs
+            host_planes = [
+                (_names(p.meta.event_metadata), _names(p.meta.stat_metadata), p.lines)
+                for p in self.planes
+                if p.deferred is None and text(p.meta.name).startswith("/host:")
+            ]
+            runs_read = read_runs(self.data, host_planes, self._relative_ns)
         check_allocators(events, self.path)
         self.diagnostics.extend(checked_bytes(events, self.path))
         self.diagnostics.extend(problem_notes(self.problems, self.path, EXPECTED))
@@ -174,6 +195,7 @@ class _Decoder:
             xla=xla,
             function_runs=function_runs,
             stat_names=frozenset(referenced),
+            runs=runs_read,
         )
 
     def _select(self, plane_index: int, parts: Plane, op_types: dict[str, str]) -> _PlaneEvents:
@@ -197,10 +219,11 @@ class _Decoder:
                     op_type = name[len(_EAGER_PREFIX) :]
                     op_types.setdefault(op_type, op_type)
         step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
-        memory = wire.metadata_ids(memory_ids)
+        # Sorted and unique: index_in looks ids up in them.
+        memory = np.unique(wire.metadata_ids(memory_ids))
         markers = wire.metadata_ids(step_stat_ids)
-        functions = wire.metadata_ids(
-            k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX)
+        functions = np.unique(
+            wire.metadata_ids(k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX))
         )
         detailed, timing = select(
             self.data,
@@ -217,7 +240,9 @@ class _Decoder:
             stat_names=stat_names,
             op_ids=op_ids,
             memory=memory,
-            alloc_ids=wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION),
+            alloc_ids=np.unique(
+                wire.metadata_ids(k for k in memory_ids if names[k] == _ALLOCATION)
+            ),
             markers=markers,
             functions=functions,
             detailed=detailed,
@@ -242,7 +267,7 @@ class _PlaneEvents:
     names: dict[int, str]
     stat_names: dict[int, str]
     op_ids: dict[int, str]  # event metadata id -> TF op name
-    memory: np.ndarray
+    memory: np.ndarray  # sorted, as the two below
     alloc_ids: np.ndarray
     markers: np.ndarray
     functions: np.ndarray
@@ -255,7 +280,7 @@ def _function_runs(
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The function-run events of a batch: (names, start_ps, duration_ps), every one
     (also those out of range, so the op-time sums stay what they were)."""
-    rows = np.flatnonzero(np.isin(mids, functions))
+    rows = np.flatnonzero(index_in(mids, functions) >= 0)
     names = [op_ids[i] for i in mids[rows].view(np.int64).tolist()]
     start = np.where(decoded.in_range[rows], decoded.time_ps[rows], -1)
     return names, start, decoded.duration_ps[rows]

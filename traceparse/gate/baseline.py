@@ -182,6 +182,7 @@ def _allocator_dict(figures: AllocatorFigures) -> dict[str, Any]:
         "padding_at_peak_bytes": figures.padding_at_peak_bytes,
         "allocated_bytes": figures.allocated_bytes,
         "allocations": figures.allocations,
+        "steps": figures.steps,
         "ops": {
             op: {
                 **{name: getattr(values, name) for name in (*_OP_FIELDS, *_REQUEST_FIELDS)},
@@ -218,6 +219,9 @@ def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> All
     capacity = entry.get("capacity_bytes")
     if capacity is not None and (_int(capacity) is None or capacity < 0):
         raise bad("has an invalid 'capacity_bytes'")
+    steps = entry.get("steps")  # older baselines have none
+    if steps is not None and (_int(steps) is None or steps < 0):
+        raise bad("has an invalid 'steps' (a whole number, 0 or more)")
     ops_data = entry.get("ops", {})
     if not isinstance(ops_data, dict):
         raise bad("has an invalid 'ops' (an object keyed by op name)")
@@ -248,4 +252,5 @@ def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> All
         allocated_bytes=values["allocated_bytes"],
         allocations=values["allocations"],
         ops=dict(sorted(ops.items())),
+        steps=steps,
     )

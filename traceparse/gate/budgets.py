@@ -431,11 +431,15 @@ def _against(
             if after_bytes > before_bytes:
                 grown.append((after_bytes - before_bytes, op, before_bytes, after_bytes))
         grown.sort(key=lambda g: (-g[0], g[1]))
+        # "new" as diff says it: an op the baseline does not have at all. One it
+        # has, not live at its peak then, changed (0 B -> ...).
         contributors = tuple(
             Contributor(
                 op,
                 d,
-                f"{format_bytes(b)} -> {format_bytes(a)} at the peak" if b else "new",
+                f"{format_bytes(b)} -> {format_bytes(a)} at the peak"
+                if op in before.ops
+                else "new",
                 signed=True,
             )
             for d, op, b, a in grown[:CONTRIBUTORS]

@@ -45,6 +45,20 @@ class DiffRow:
     key: str
     before: OpFigures | None
     after: OpFigures | None
+    #: The sides' step counts; when both are known and differ, the bytes over a
+    #: capture compare per step (24 steps of batch 64 ask for what 12 of 128 do).
+    steps_before: int | None = None
+    steps_after: int | None = None
+
+    @property
+    def per_step(self) -> bool:
+        return _per_step(self.steps_before, self.steps_after)
+
+    def _over_capture_delta(self, before: int, after: int) -> int:
+        if self.per_step:
+            assert self.steps_before and self.steps_after
+            return round(after / self.steps_after - before / self.steps_before)
+        return after - before
 
     @property
     def status(self) -> RowStatus:
@@ -76,12 +90,15 @@ class DiffRow:
 
     @property
     def allocated_delta(self) -> int:
-        return self.allocated_after - self.allocated_before
+        """The change in bytes allocated over the capture (per step if the counts differ)."""
+        return self._over_capture_delta(self.allocated_before, self.allocated_after)
 
     @property
     def requested_delta(self) -> int:
-        """The change in bytes requested over the capture."""
-        return (self.after or _EMPTY).requested_bytes - (self.before or _EMPTY).requested_bytes
+        """The change in bytes requested over the capture (per step if the counts differ)."""
+        return self._over_capture_delta(
+            (self.before or _EMPTY).requested_bytes, (self.after or _EMPTY).requested_bytes
+        )
 
     @property
     def peak_requested_delta(self) -> int:
@@ -128,6 +145,7 @@ class DiffRow:
             "requested_after_bytes": (self.after or _EMPTY).requested_bytes,
             "requested_delta_bytes": self.requested_delta,
             "peak_requested_delta_bytes": self.peak_requested_delta,
+            "per_step": self.per_step,
             "shapes_before": list(self.shapes_before),
             "shapes_after": list(self.shapes_after),
         }
@@ -148,6 +166,13 @@ class AllocatorDiff:
     # The peaks less the allocator's padding at them (None where a side is absent).
     requested_peak_before: int | None = None
     requested_peak_after: int | None = None
+    steps_before: int | None = None
+    steps_after: int | None = None
+
+    @property
+    def per_step(self) -> bool:
+        """The sides hold different numbers of steps: bytes over a capture compare per step."""
+        return _per_step(self.steps_before, self.steps_after)
 
     @property
     def host(self) -> str:
@@ -202,17 +227,20 @@ class AllocatorDiff:
 
         An op whose shapes are the same on both sides asks for the same tensors:
         a change in its bytes is how often it allocated (TensorFlow reuses an
-        input's buffer when it can) or where the peak fell, not the program.
+        input's buffer when it can) or where the peak fell, not the program. A
+        row whose shapes changed is always a candidate, even when its bytes over
+        the capture did not move (twice the steps of half the batch): the
+        headline never says no shape changed while a row shows one.
         """
         reshaped = [r for r in self.rows if r.reshaped]
         total = sum(r.requested_delta for r in reshaped)
         sign = 1 if total >= 0 else -1
-        moved = [r for r in reshaped if r.requested_delta * sign > 0]
+        moved = [r for r in reshaped if r.requested_delta * sign > 0] or reshaped
         moved.sort(key=lambda r: (-abs(r.requested_delta), -abs(r.peak_requested_delta), r.key))
         chosen: list[DiffRow] = []
         covered = 0
         for row in moved:
-            if covered >= abs(total) or len(chosen) == EXPLAIN_MAX_ROWS:
+            if chosen and (covered >= abs(total) or len(chosen) == EXPLAIN_MAX_ROWS):
                 break
             chosen.append(row)
             covered += abs(row.requested_delta)
@@ -242,6 +270,8 @@ class AllocatorDiff:
             changed = len(self.changed_rows)
             if changed:
                 text += f"; {changed} {noun}{'s' if changed != 1 else ''} changed"
+            if self.compare == "requested" and self._requests_moved():
+                return text + self._requested_headline()
             return text + "."
         text = (
             f"{self.where}: peak {_b(self.peak_before)} → {_b(self.peak_after)} "
@@ -272,11 +302,15 @@ class AllocatorDiff:
                 f"({format_bytes(after - before, signed=True)})"
             )
         moved = self._requests_moved()
+        per = " per step" if self.per_step else ""
+        if self.per_step:
+            text += (
+                f"; {self.steps_before} steps → {self.steps_after}, so requests compare per step"
+            )
         if moved:
             names = ", ".join(
-                f"{r.key} ({format_bytes(r.requested_delta, signed=True)} requested"
-                + {"new": ", new", "vanished": ", gone"}.get(r.status, "")
-                + ")"
+                f"{r.key} ({_shape_change(r)}, {format_bytes(r.requested_delta, signed=True)} "
+                f"requested{per}" + {"new": ", new", "vanished": ", gone"}.get(r.status, "") + ")"
                 for r in moved
             )
             text += f"; shapes changed most in {names}"
@@ -299,6 +333,9 @@ class AllocatorDiff:
             "peak_after_bytes": self.peak_after,
             "peak_delta_bytes": self.peak_delta,
             "outside_rows_delta_bytes": self.outside_rows_delta,
+            "steps_before": self.steps_before,
+            "steps_after": self.steps_after,
+            "per_step": self.per_step,
             "headline": self.headline(),
             "explained_by": [r.key for r in self.explained_by],
             "rows": [r.to_dict() for r in self.rows],
@@ -321,7 +358,12 @@ def diff_figures(
     for a, b in pair_allocators(before, after):
         rows_a = rollup(a, by, depth) if a is not None else {}
         rows_b = rollup(b, by, depth) if b is not None else {}
-        rows = [DiffRow(key, rows_a.get(key), rows_b.get(key)) for key in {*rows_a, *rows_b}]
+        steps_a = None if a is None else a.steps
+        steps_b = None if b is None else b.steps
+        rows = [
+            DiffRow(key, rows_a.get(key), rows_b.get(key), steps_a, steps_b)
+            for key in {*rows_a, *rows_b}
+        ]
         if compare == "requested":  # reshaped rows first: what the program asked for
             rows.sort(
                 key=lambda r: (
@@ -347,9 +389,22 @@ def diff_figures(
                 compare=compare,
                 requested_peak_before=None if a is None else a.requested_peak_bytes,
                 requested_peak_after=None if b is None else b.requested_peak_bytes,
+                steps_before=steps_a,
+                steps_after=steps_b,
             )
         )
     return out
+
+
+def _per_step(before: int | None, after: int | None) -> bool:
+    return bool(before and after and before != after)
+
+
+def _shape_change(row: DiffRow) -> str:
+    """``float32[64,32] → float32[128,32]``: the largest shape on each side."""
+    before = row.shapes_before[0] if row.shapes_before else "-"
+    after = row.shapes_after[0] if row.shapes_after else "-"
+    return before if before == after else f"{before} → {after}"
 
 
 def _row_label(row: DiffRow) -> str:

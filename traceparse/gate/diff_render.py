@@ -69,8 +69,11 @@ def _cells(row: DiffRow) -> list[str]:
     ]
 
 
-def _headers(by: str) -> list[str]:
-    return [h.format(by=by) for h in HEADERS]
+def _headers(diff: AllocatorDiff) -> list[str]:
+    headers = [h.format(by=diff.by) for h in HEADERS]
+    if diff.per_step:  # different step counts: the bytes over a capture compare per step
+        headers = [h + " per step" if h in ("Δ requested", "Δ allocated") else h for h in headers]
+    return headers
 
 
 def _shown(diff: AllocatorDiff, top: int) -> tuple[list[DiffRow], str | None]:
@@ -94,7 +97,11 @@ def print_diff(diffs: Sequence[AllocatorDiff], term: Terminal, top: int, title: 
         rows, note = _shown(diff, top)
         if rows:
             term.text_table(
-                _headers(diff.by), [_cells(r) for r in rows], right=list(_NUMERIC), footer=note
+                _headers(diff),
+                [_cells(r) for r in rows],
+                right=list(_NUMERIC),
+                footer=note,
+                key=_headers(diff)[0],
             )
         elif note:
             term.line(note)
@@ -110,7 +117,7 @@ def diff_markdown(diffs: Sequence[AllocatorDiff], top: int, title: str) -> str:
         out += [md_text(diff.headline()), ""]
         rows, note = _shown(diff, top)
         if rows:
-            out.append("| " + " | ".join(md_text(h) for h in _headers(diff.by)) + " |")
+            out.append("| " + " | ".join(md_text(h) for h in _headers(diff)) + " |")
             out.append("| " + " | ".join("---:" if n else "---" for n in _NUMERIC) + " |")
             for row in rows:
                 cells = _cells(row)
@@ -146,7 +153,7 @@ def diff_html(diffs: Sequence[AllocatorDiff], top: int, title: str) -> str:
         if rows:
             head = "".join(
                 f"<th{' class=n' if n else ''}>{html_text(h)}</th>"
-                for h, n in zip(_headers(diff.by), _NUMERIC, strict=True)
+                for h, n in zip(_headers(diff), _NUMERIC, strict=True)
             )
             parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")
             for row in rows:

@@ -86,6 +86,8 @@ class AllocatorFigures:
     allocated_bytes: int = 0
     allocations: int = 0
     ops: dict[str, OpFigures] = field(default_factory=dict)
+    #: Steps (or executions) the capture holds for this allocator; None when unknown.
+    steps: int | None = None
 
     @property
     def name(self) -> str:
@@ -110,6 +112,10 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
 
     ops = profile.ops
     asked = _requests(profile)
+    steps = profile.steps
+    step_counts = (
+        steps.groupby(["host", "allocator"], observed=True).size().to_dict() if len(steps) else {}
+    )
     out: list[AllocatorFigures] = []
     for summary in profile.summary():
         parts = summary.attribution
@@ -155,6 +161,7 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
                 allocated_bytes=sum(f.allocated_bytes for f in by_op.values()),
                 allocations=summary.allocations,
                 ops=dict(sorted(by_op.items())),
+                steps=step_counts.get((summary.host, summary.allocator)),
             )
         )
     return sorted(out, key=lambda f: (f.host, f.allocator))

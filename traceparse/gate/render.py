@@ -90,8 +90,19 @@ def check_markdown(results: Sequence[Result], source: str, *, error: str | None 
 def top_tensors_lines(
     profile: Profile, host: str, allocator: str, top: int = TOP_TENSORS
 ) -> list[str]:
-    """A plain aligned table of the largest allocations live at the allocator's peak."""
-    from traceparse.output.cells import column_kind, format_cell, render_plain_table
+    """A plain aligned table of the largest allocations live at the allocator's peak.
+
+    Bytes in use that no allocation holds (from before the capture, reserved)
+    get a row each, and the allocations left out are summed, so the table adds
+    up to the bytes in use at the peak.
+    """
+    from traceparse.output.cells import (
+        UNOWNED_ROWS,
+        cell_text,
+        column_kind,
+        render_plain_table,
+    )
+    from traceparse.output.units import is_missing
 
     live = profile.live_at_peak(allocator=allocator, host=host)
     columns = ["op", "dtype", "shape", "region", "requested_bytes", "allocated_bytes", "step"]
@@ -102,14 +113,28 @@ def top_tensors_lines(
     shown = live.head(top)[columns]
     kinds = {c: column_kind(c, shown[c].dtype) for c in columns}
     rows = [
-        [format_cell(value, kinds[c]) for c, value in zip(columns, row, strict=True)]
+        [cell_text(c, value, kinds[c]) for c, value in zip(columns, row, strict=True)]
         for row in shown.astype(object).itertuples(index=False, name=None)
     ]
+    parts = next(
+        (s.attribution for s in profile.summary() if (s.host, s.allocator) == (host, allocator)),
+        {},
+    )
+    for part, label, region in UNOWNED_ROWS:
+        value = parts.get(part)
+        if value is None or is_missing(value) or not int(value):
+            continue
+        row = {"op": label, "region": region, "allocated_bytes": int(value)}
+        rows.append([cell_text(c, row.get(c), kinds[c]) if c in row else "-" for c in columns])
     lines = render_plain_table(
         headers, rows, [kinds[c] != "text" for c in columns], width=None, indent="  "
     )
     if len(live) > top:
-        lines.append(f"  ... and {len(live) - top} more allocations live at the peak")
+        rest = live["allocated_bytes"].iloc[top:].fillna(0).sum()
+        lines.append(
+            f"  ... and {len(live) - top} more allocations live at the peak "
+            f"({format_bytes(int(rest))})"
+        )
     return lines
 
 

@@ -373,7 +373,18 @@ def _report_text(state: TFMemory, profile: Profile, fmt: str) -> str:
     text = ""
     if state.results:
         text = check_markdown(state.results, state.item.nodeid) + "\n"
-    return text + render_markdown([profile])
+    report = render_markdown([profile])
+    if state._temporary:  # the capture is removed after the test: link nothing
+        kept = (
+            "- Capture: not kept (removed after the test; pytest "
+            "--traceparse-keep-captures keeps it next to this report)"
+        )
+        lines = report.split("\n")
+        report = "\n".join(
+            kept if line.startswith("- Capture: ") and str(state.logdir) in line else line
+            for line in lines
+        )
+    return text + report
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

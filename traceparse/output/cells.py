@@ -135,6 +135,15 @@ def format_cell(value: Any, kind: Kind) -> str:
 # TensorFlow recorded no op for, and (analysis.rollups.NO_SCOPE) an op in no
 # name scope, "(top level)". Other unknown values show as "-".
 NO_OP = "(no op recorded)"
+# Bytes in use at a peak that no allocation of the capture holds, as rows of
+# their own (``peak``, a failing test's table) so that the rows add up to the
+# bytes in use: (attribution part, the row's op, its region).
+UNOWNED_ROWS = (
+    ("variable_bytes", "(variables allocated before the capture)", "before_capture"),
+    ("xla_parameter_bytes", "(read as parameters by XLA programs)", "before_capture"),
+    ("before_capture_bytes", "(allocated before the capture)", "before_capture"),
+    ("reserved_bytes", "(reserved by the allocator)", "reserved"),
+)
 _OP_COLUMNS = frozenset({"op", "scope"})
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,15 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from traceparse.output.cells import (
-    MAX_CELL_WIDTH,
     NUMERIC_KINDS,
     Kind,
     column_kind,
     formatted_rows,
     render_plain_table,
-    shorten,
     visible,
 )
+from traceparse.output.fit import fit_columns, render_fitted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,6 +71,8 @@ class Terminal:
     color: bool = True
     use_rich: bool | None = None
     width: int | None = None
+    #: Never fit tables to the width: every column, names whole (``--wide``).
+    wide: bool = False
     _console: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -86,7 +88,9 @@ class Terminal:
 
     def for_stream(self, stream: TextIO) -> Terminal:
         """The same settings, writing results to ``stream`` instead."""
-        return Terminal(stream=stream, err=self.err, quiet=self.quiet, color=self.color)
+        return Terminal(
+            stream=stream, err=self.err, quiet=self.quiet, color=self.color, wide=self.wide
+        )
 
     # -- rich plumbing -------------------------------------------------------
 
@@ -104,11 +108,16 @@ class Terminal:
             )
         return self._console
 
-    def _plain_width(self) -> int | None:
+    def _fit_width(self) -> int | None:
+        """The width tables are fitted to: a terminal's (or the one given), else none."""
+        if self.wide:
+            return None
         if self.width is not None:
             return self.width
         if not self.interactive:
             return None
+        if self.use_rich:
+            return int(self._rich().width)
         return shutil.get_terminal_size((100, 24)).columns
 
     def _write(self, text: str) -> None:
@@ -121,7 +130,8 @@ class Terminal:
         if self.use_rich:
             from rich.text import Text
 
-            self._rich().print(Text(visible(text), style=style or ""), soft_wrap=True)
+            # Words wrap at the terminal's width (a diff's headline is one long sentence).
+            self._rich().print(Text(visible(text), style=style or ""), soft_wrap=self.wide)
         else:
             self._write(text)
 
@@ -180,8 +190,10 @@ class Terminal:
         footer: str | None = None,
         kinds: Mapping[str, Kind] | None = None,
         headers: Mapping[str, str] | None = None,
+        key: str | None = None,
+        hidden_hint: str = "--wide shows them all",
     ) -> None:
-        """A DataFrame as a table, cells in human units."""
+        """A DataFrame as a table, cells in human units; ``key`` is its name column."""
         kinds = {**{c: column_kind(str(c), frame[c].dtype) for c in frame.columns}, **(kinds or {})}
         names = [str(c) for c in frame.columns]
         self.text_table(
@@ -190,6 +202,8 @@ class Terminal:
             right=[kinds[c] in NUMERIC_KINDS for c in frame.columns],
             title=title,
             footer=footer,
+            key=None if key is None else (headers or {}).get(key, key),
+            hidden_hint=hidden_hint,
         )
 
     def text_table(
@@ -200,43 +214,45 @@ class Terminal:
         right: Sequence[bool],
         title: str | None = None,
         footer: str | None = None,
+        key: str | None = None,
+        hidden_hint: str = "--wide shows them all",
     ) -> None:
-        """A table of already formatted cells; ``right`` aligns numeric columns."""
+        """A table of already formatted cells; ``right`` aligns numeric columns.
+
+        On a terminal the table fits its width (see ``output.fit``): ``key`` names
+        the column that is always shown (default: the first text column), and
+        the columns dropped to fit are named in one line with ``hidden_hint``.
+        """
+        width = self._fit_width()
+        if width is None:
+            lines = render_plain_table(headers, rows, right)
+            head, body, hidden = lines[:1], lines[1:], []
+        else:
+            key_index = list(headers).index(key) if key is not None and key in headers else None
+            layout = fit_columns(headers, rows, right, width, key_index)
+            head, body = render_fitted(headers, rows, right, layout)
+            hidden = [visible(headers[i], cell=True) for i in layout.hidden]
+        notes = _wrapped(footer, width)
+        if hidden and width is not None:
+            which = ", ".join(hidden)
+            notes += textwrap.wrap(
+                f"Not shown at {width} columns: {which} ({hidden_hint}).",
+                width=width,
+                break_on_hyphens=False,
+            )
         if self.use_rich:
-            from rich import box
-            from rich.table import Table
             from rich.text import Text
 
-            # Text objects, never strings: rich would read "[link=...]" in a name as markup.
-            table = Table(
-                title=None if title is None else Text(visible(title)),
-                title_justify="left",
-                title_style="bold",
-                caption=None if footer is None else Text(visible(footer)),
-                caption_justify="left",
-                box=box.SIMPLE_HEAD,
-                header_style="bold",
-                pad_edge=False,
-            )
-            for header, is_right in zip(headers, right, strict=True):
-                if is_right:
-                    table.add_column(Text(visible(header)), justify="right", no_wrap=True)
-                else:
-                    table.add_column(
-                        Text(visible(header)), overflow="fold", min_width=min(len(header), 12)
-                    )
-            for row in rows:
-                table.add_row(
-                    *(Text(shorten(visible(cell, cell=True), MAX_CELL_WIDTH)) for cell in row)
-                )
-            self._rich().print(table)
+            console = self._rich()
+            for text in _wrapped(title, width):
+                console.print(Text(visible(text), style="bold"), soft_wrap=True)
+            for text in head:
+                console.print(Text(visible(text), style="bold"), soft_wrap=True)
+            for text in [*body, *notes]:
+                console.print(Text(visible(text)), soft_wrap=True)
             return
-        if title:
-            self._write(title)
-        for text in render_plain_table(headers, rows, right, width=self._plain_width()):
+        for text in [*_wrapped(title, width), *head, *body, *notes]:
             self._write(text)
-        if footer:
-            self._write(footer)
 
     def raw(self, data: str) -> None:
         """Text exactly as given (CSV, JSON, a report) with no styling."""
@@ -379,6 +395,15 @@ class Progress:
             else:
                 self._stream.write("\r\x1b[K")
                 self._stream.flush()
+
+
+def _wrapped(text: str | None, width: int | None) -> list[str]:
+    """``text`` on lines of ``width`` (one line without a width; none without text)."""
+    if not text:
+        return []
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=width, break_on_hyphens=False) or [text]
 
 
 def _escape(text: str) -> str:

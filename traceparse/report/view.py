@@ -497,7 +497,8 @@ def _format(column: str, value: Any, kind: TermKind) -> Cell:
     """One value in human units, chosen by the column's name (as in the terminal)."""
     if column in _NAME_COLUMNS:
         if is_missing(value):
-            return Cell(NO_OP if column in _LONG_NAME_COLUMNS else "-")
+            # Only a missing op or scope means "no op recorded"; a weight belongs to nothing.
+            return Cell(NO_OP if column in ("op", "scope") else "-")
         return Cell(str(value), "name" if column in _LONG_NAME_COLUMNS else "ident")
     text = format_cell(value, kind)
     return Cell(text, "number" if kind in NUMERIC_KINDS else "text")

@@ -128,9 +128,9 @@ _DECLARED = [
         "replica", "Int64", "the replica (tower) the layer's ops ran on; NA when not replicated"
     ),
     Column("device", CATEGORY, "the device the variable lives on, as TensorFlow names it"),
-    Column("path", "object", "the variable's path in its model, e.g. dense/kernel"),
+    Column("path", CATEGORY, "the variable's path in its model, e.g. dense/kernel"),
     Column("role", CATEGORY, "weight, optimizer or other"),
-    Column("belongs_to", "object", "for an optimizer slot, the path of the weight it is kept for"),
+    Column("belongs_to", CATEGORY, "for an optimizer slot, the path of the weight it is kept for"),
     Column("model", CATEGORY, "the Keras model the variable belongs to"),
     Column("at_start", "bool", "alive when the profiler started (so allocated before the capture)"),
     Column("at_stop", "bool", "alive when the profiler stopped"),
@@ -162,7 +162,7 @@ _DECLARED = [
     Column(
         "source",
         CATEGORY,
-        "how tf_op was found for the instruction; NA when it was not",
+        "the user's Python frame that made it (file:line), where the capture has frames",
     ),
     Column("logical_buffer", "int64", "the logical buffer id in the buffer assignment"),
     Column("instruction_id", "Int64", "the defining instruction's id; NA when not given"),
@@ -266,6 +266,26 @@ _DECLARED = [
     ),
     Column("scope", CATEGORY, "the name scope (the op name's first parts)"),
     Column("ops", "int64", "how many ops"),
+    Column(
+        "traced",
+        "bool",
+        "the allocator records the variable's buffer (False: in no counter of the capture)",
+    ),
+    Column(
+        "named_by",
+        CATEGORY,
+        "how tf_op was found: hlo metadata, fused/copied instruction or consumer",
+    ),
+    Column(
+        "holder", CATEGORY, "what holds the bytes: allocation, xla_buffer, padding, variable, ..."
+    ),
+    Column("part", CATEGORY, "the attribution column the row's bytes belong to"),
+    Column("item", "int64", "the live thing the row is part of (rows of one tensor share it)"),
+    Column(
+        "allocation", "Int64", "the row in Profile.allocations; NA for bytes no allocation holds"
+    ),
+    Column("xla_buffer", "object", "the HLO value or buffer the row stands for; NA for others"),
+    Column("variable", "object", "the inventoried variable the row stands for; NA for others"),
 ]
 
 COLUMNS: dict[str, Column] = {c.name: c for c in _DECLARED}

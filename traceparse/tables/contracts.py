@@ -230,10 +230,13 @@ ALLOCATIONS = declare(
         # The XLA program allocation a slab is linked to (docs/xla.md).
         "xla_program",
         "xla_allocation_index",
+        # The user's Python frame that made it, where the capture has frames.
+        "source",
     ],
     nullable=[
         "xla_program",
         "xla_allocation_index",
+        "source",
         "allocator",
         "address",
         "op",
@@ -336,6 +339,7 @@ VARIABLES = declare(
         "shape",
         "estimated_bytes",
         "allocator",
+        "traced",
         "at_start",
         "at_stop",
     ],
@@ -380,6 +384,7 @@ XLA_BUFFERS = declare(
         "source",
         "logical_buffer",
         "instruction_id",
+        "named_by",
     ],
     [
         "parameter_number",
@@ -390,6 +395,7 @@ XLA_BUFFERS = declare(
         "tf_op_type",
         "source",
         "instruction_id",
+        "named_by",
     ],
 )
 

@@ -8,6 +8,12 @@ capture names allocators:
   ``mklcpu`` (oneDNN on) or ``cpu``; ``mklcpu`` when the capture recorded
   neither (TensorFlow's plain CPU allocator records no events at all);
 - any other device (a TPU) -> NA: its memory is not in the capture's events.
+
+``traced`` says whether the allocator records the variable's buffer at all:
+False with no allocator, and on a CPU allocator for a variable under 256 KiB
+(``CPU_POOL_BYTES``): oneDNN serves those from a small-size pool that emits no
+memory events, so such a variable is in no counter of the capture and adds 0
+bytes anywhere. False also when the size is unknown.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from traceparse.tables.contracts import VARIABLES, conform
 VARIABLE_COLUMNS = VARIABLES.dtypes
 
 CPU_ALLOCATORS = ("mklcpu", "cpu")
+# mklcpu serves requests under this from a pool that emits no memory events.
+CPU_POOL_BYTES = 256 * 1024
 _DEVICE = re.compile(r"/device:([A-Za-z_]+):(\d+)$")
 
 
@@ -43,6 +51,14 @@ def device_allocator(device: str, recorded: Iterable[str] = ()) -> str | None:
     return None
 
 
+def traced(allocator: pd.Series, estimated_bytes: pd.Series) -> pd.Series:
+    """Per variable: does its allocator record its buffer (the module docstring)?"""
+    size = estimated_bytes.astype("Int64")
+    cpu = allocator.astype(object).isin(CPU_ALLOCATORS)
+    small = cpu & (size.fillna(0) < CPU_POOL_BYTES)
+    return (allocator.notna() & size.notna() & ~small).astype(bool)
+
+
 def variables_table(traces: Sequence[MemoryTrace], timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per inventoried variable and host; empty with the columns when none."""
     frames = []
@@ -57,6 +73,7 @@ def variables_table(traces: Sequence[MemoryTrace], timeline: pd.DataFrame) -> pd
             for d in frame["device"].astype(object).unique()
         }
         frame["allocator"] = frame["device"].astype(object).map(by_device)
+        frame["traced"] = traced(frame["allocator"], frame["estimated_bytes"])
         frame["host"] = trace.host
         frames.append(frame)
     if not frames:

@@ -28,13 +28,51 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from traceparse._proto import hlo_pb2, hlo_skim_pb2
-from traceparse.decode.xla import Computation, ModuleView, XlaProgram
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla_index import (
+    BY_CONSUMER,
+    BY_FOLLOWED,
+    BY_METADATA,
+    COPY_OPCODES,
+    NAMED_BY,
+    NO_ORIGIN,
+    XLA_ARGS,
+    ModuleIndex,
+    Origin,
+    module_index,
+    scheduled,
+)
+
+# Public names, with those of tables/xla_index.py that other modules import from here.
+__all__ = [
+    "BUFFER_COLUMNS",
+    "BY_CONSUMER",
+    "BY_FOLLOWED",
+    "BY_METADATA",
+    "COPY_OPCODES",
+    "KINDS",
+    "NAMED_BY",
+    "PROGRAM_COLUMNS",
+    "XLA_ARGS",
+    "ModuleIndex",
+    "allocation_kind",
+    "buffer_info",
+    "buffer_naming",
+    "buffers_of",
+    "buffers_table",
+    "describe",
+    "dtype_of",
+    "function_of",
+    "made_per_run",
+    "module_index",
+    "programs_table",
+    "scheduled",
+    "shape_text",
+]
 
 # xla.PrimitiveType -> TensorFlow's Python dtype name and bytes per element
 # (sub-byte types are stored one element per byte, as TensorFlow does).
@@ -70,14 +108,12 @@ _ELEMENT_TYPES: dict[int, tuple[str, int]] = {
 Allocation = hlo_pb2.BufferAllocationProto | hlo_skim_pb2.SkimBufferAllocation
 
 KINDS = ("temp", "output", "parameter", "constant", "thread_local")
-COPY_OPCODES = {"copy", "copy-start", "copy-done", "bitcast"}
-# tf2xla's op_name for every entry parameter; as a buffer's tf_op_type, an argument's copy.
-XLA_ARGS = "XLA_Args"
-# Fused instructions that only move elements: a fusion of these is a copy.
-_MOVES = {"parameter", "transpose", "copy", "bitcast", "reshape"}
 # "a_inference_one_step_on_data_1132__XlaMustCompile_...2" -> the TF function
 # "__inference_one_step_on_data_1132" it was compiled from.
 _FUNCTION = re.compile(r"(?:^|_)(inference_.*?_\d+)(?=__|\.\d+$|$)")
+
+# Past this, a shape x dtype size is not a size (a crafted shape): NA.
+_MAX_BYTES = 2**63 - 1
 
 PROGRAM_COLUMNS: dict[str, str] = {
     "host": "category",
@@ -107,6 +143,7 @@ BUFFER_COLUMNS: dict[str, str] = {
     "source": "object",
     "logical_buffer": "int64",
     "instruction_id": "Int64",
+    "named_by": "category",
 }
 
 
@@ -143,160 +180,10 @@ def dtype_of(element_type: int) -> str | None:
 
 def _shape_at(shape: hlo_pb2.ShapeProto, index: Sequence[int]) -> hlo_pb2.ShapeProto | None:
     for i in index:
-        if i >= len(shape.tuple_shapes):
+        if not 0 <= i < len(shape.tuple_shapes):
             return None
         shape = shape.tuple_shapes[i]
     return shape
-
-
-@dataclass
-class _Origin:
-    tf_op: str | None
-    tf_op_type: str | None
-    source: str | None
-
-
-class ModuleIndex:
-    """Instructions of one module by id and name, with their recovered TF origin.
-
-    Only the computations reachable from the entry without entering a fusion
-    are indexed up front (buffers are defined there); a fused computation is
-    indexed when a fusion's origin is asked for, and the whole module only if
-    a buffer names an instruction found nowhere else.
-    """
-
-    def __init__(self, module: ModuleView) -> None:
-        self.module = module
-        self.by_id: dict[int, hlo_pb2.HloInstructionProto] = {}
-        self.by_name: dict[str, hlo_pb2.HloInstructionProto] = {}
-        self.computation_of: dict[int, int] = {}
-        # Called computation -> the first instruction that calls it.
-        self.caller: dict[int, int] = {}
-        self._indexed: set[int] = set()
-        self._everything = False
-        pending = [module.entry_computation_id]
-        while pending:
-            comp = self.module.computation(pending.pop())
-            if comp is None or comp.id in self._indexed:
-                continue
-            for inst in self._index(comp):
-                if inst.opcode != "fusion":
-                    pending.extend(inst.called_computation_ids)
-        self._origins: dict[int, _Origin] = {}
-        # Computation id -> instruction id -> the instructions reading it.
-        self._users_in: dict[int, dict[int, list[hlo_pb2.HloInstructionProto]]] = {}
-
-    def _index(self, comp: Computation) -> list[hlo_pb2.HloInstructionProto]:
-        insts = comp.instructions
-        if comp.id in self._indexed:
-            return insts
-        self._indexed.add(comp.id)
-        for inst in insts:
-            self.by_id[inst.id] = inst
-            self.by_name[inst.name] = inst
-            self.computation_of[inst.id] = comp.id
-            for called in inst.called_computation_ids:
-                self.caller.setdefault(called, inst.id)
-        return insts
-
-    def _index_all(self) -> None:
-        if not self._everything:
-            self._everything = True
-            for comp in self.module.computations:
-                self._index(comp)
-
-    def instruction(
-        self, at: hlo_pb2.LogicalBufferProto.Location
-    ) -> hlo_pb2.HloInstructionProto | None:
-        found = self._find(at)
-        if found is None and not self._everything:
-            self._index_all()
-            found = self._find(at)
-        return found
-
-    def _find(self, at: hlo_pb2.LogicalBufferProto.Location) -> hlo_pb2.HloInstructionProto | None:
-        if at.instruction_id in self.by_id and (
-            not at.instruction_name or self.by_id[at.instruction_id].name == at.instruction_name
-        ):
-            return self.by_id[at.instruction_id]
-        return self.by_name.get(at.instruction_name)
-
-    def origin(self, inst: hlo_pb2.HloInstructionProto, depth: int = 0) -> _Origin:
-        """The TF op an instruction comes from (see the module docstring)."""
-        if inst.id in self._origins:
-            return self._origins[inst.id]
-        meta = inst.metadata
-        found = _Origin(None, None, None)
-        if meta.op_name:
-            source = f"{meta.source_file}:{meta.source_line}" if meta.source_file else None
-            found = _Origin(meta.op_name, meta.op_type or None, source)
-        elif depth < 64 and inst.opcode == "fusion" and inst.called_computation_ids:
-            found = self._fused_origin(inst.called_computation_ids[0])
-            if found.tf_op is None and self._moves_only(inst):
-                operand = self.by_id.get(inst.operand_ids[0])
-                if operand is not None:
-                    found = self.origin(operand, depth + 1)
-        elif depth < 64 and inst.opcode in COPY_OPCODES and inst.operand_ids:
-            operand = self.by_id.get(inst.operand_ids[0])
-            if operand is not None:
-                found = self.origin(operand, depth + 1)
-        if found.tf_op == XLA_ARGS and inst.opcode != "parameter" and depth < 64:
-            reader = self._first_reader(inst, depth)
-            if reader is not None:
-                found = _Origin(reader.tf_op, XLA_ARGS, reader.source)
-        self._origins[inst.id] = found
-        return found
-
-    def _first_reader(self, inst: hlo_pb2.HloInstructionProto, depth: int) -> _Origin | None:
-        """The origin of the first instruction reading ``inst`` whose TF op is not
-        ``XLA_Args`` (a reader that copies it again passes on its own reader's)."""
-        for user in self.users(inst):
-            found = self.origin(user, depth + 1)
-            if found.tf_op is not None and found.tf_op != XLA_ARGS:
-                return found
-        return None
-
-    def users(self, inst: hlo_pb2.HloInstructionProto) -> list[hlo_pb2.HloInstructionProto]:
-        """The instructions of ``inst``'s computation that read it, in order."""
-        comp_id = self.computation_of.get(inst.id)
-        comp = self.module.computation(comp_id) if comp_id is not None else None
-        if comp_id is None or comp is None:
-            return []
-        if comp_id not in self._users_in:
-            users: dict[int, list[hlo_pb2.HloInstructionProto]] = {}
-            for other in comp.instructions:
-                for operand in dict.fromkeys(other.operand_ids):
-                    users.setdefault(operand, []).append(other)
-            self._users_in[comp_id] = users
-        return self._users_in[comp_id].get(inst.id, [])
-
-    def _moves_only(self, fusion: hlo_pb2.HloInstructionProto) -> bool:
-        """Whether a fusion of one operand only moves its elements (a layout copy)."""
-        comp = self.module.computation(fusion.called_computation_ids[0])
-        if comp is None or len(fusion.operand_ids) != 1:
-            return False
-        return all(i.opcode in _MOVES for i in comp.instructions)
-
-    def _fused_origin(self, computation_id: int) -> _Origin:
-        comp = self.module.computation(computation_id)
-        if comp is None:
-            return _Origin(None, None, None)
-        self._index(comp)
-        root = self.by_id.get(comp.root_id)
-        if root is not None and root.metadata.op_name:
-            return self.origin(root)
-        named = {i.metadata.op_name: i for i in comp.instructions if i.metadata.op_name}
-        if len(named) == 1:
-            return self.origin(next(iter(named.values())))
-        return _Origin(None, None, None)
-
-
-def module_index(program: XlaProgram) -> ModuleIndex:
-    """The program's ModuleIndex, built once per program."""
-    if "index" not in program.cache:
-        program.cache["index"] = ModuleIndex(program.module)
-    index: ModuleIndex = program.cache["index"]
-    return index
 
 
 def shape_text(dimensions: Sequence[int]) -> str:
@@ -306,7 +193,7 @@ def shape_text(dimensions: Sequence[int]) -> str:
 
 def describe(
     index: ModuleIndex, buffer: hlo_pb2.LogicalBufferProto | None
-) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, _Origin]:
+) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, Origin]:
     """A logical buffer's defining instruction, dtype, shape text, shape x dtype
     bytes and TF origin (None where the module does not say)."""
     inst = index.instruction(buffer.defined_at) if buffer is not None else None
@@ -318,22 +205,49 @@ def describe(
         dtype, itemsize = _ELEMENT_TYPES[shape.element_type]
         dims = list(shape.dimensions)
         text = shape_text(dims)
-        estimated = int(np.prod(dims, dtype=np.int64)) * itemsize
-    origin = index.origin(inst) if inst is not None else _Origin(None, None, None)
+        estimated = _nbytes(dims, itemsize)
+    origin = NO_ORIGIN
+    if inst is not None and buffer is not None:
+        origin = index.named(inst, buffer.defined_at.shape_index)
     return inst, dtype, text, estimated, origin
 
 
-def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
-    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+def _nbytes(dims: Sequence[int], itemsize: int) -> int | None:
+    """Shape x dtype bytes in Python integers; None for a negative dimension or
+    a size past int64 (only a crafted module has them)."""
+    if any(d < 0 for d in dims):
+        return None
+    if 0 in dims:
+        return 0
+    total = itemsize
+    for d in dims:
+        total *= d
+        if total > _MAX_BYTES:
+            return None
+    return total
+
+
+def _described(
+    program: XlaProgram, logical_buffer: int
+) -> tuple[hlo_pb2.HloInstructionProto | None, str | None, str | None, int | None, Origin]:
+    """``describe`` of one buffer of ``program``, found by id (index built once)."""
     logical = program.cache.get("logical")
     if logical is None:
         logical = {b.id: b for b in program.assignment.logical_buffers}
         program.cache["logical"] = logical
-    inst, dtype, shape, estimated, origin = describe(
-        module_index(program), logical.get(logical_buffer)
-    )
-    name = inst.name if inst is not None else None
+    return describe(module_index(program), logical.get(logical_buffer))
+
+
+def buffer_info(program: XlaProgram, logical_buffer: int) -> tuple[object, ...]:
+    """(instruction, tf_op, tf_op_type, dtype, shape, estimated_bytes) of one buffer."""
+    inst, dtype, shape, estimated, origin = _described(program, logical_buffer)
+    name = module_index(program).name_of(inst) if inst is not None else None
     return name, origin.tf_op, origin.tf_op_type, dtype, shape, estimated
+
+
+def buffer_naming(program: XlaProgram, logical_buffer: int) -> str | None:
+    """How ``buffer_info``'s tf_op was found (one of NAMED_BY), None when it was not."""
+    return _described(program, logical_buffer)[4].named_by
 
 
 def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
@@ -356,7 +270,7 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
                 "parameter_number": alloc.parameter_number if kind == "parameter" else None,
                 "offset": assigned.offset,
                 "size_bytes": assigned.size,
-                "instruction": inst.name if inst is not None else None,
+                "instruction": index.name_of(inst) if inst is not None else None,
                 "opcode": inst.opcode if inst is not None else None,
                 "dtype": dtype,
                 "shape": shape,
@@ -366,6 +280,7 @@ def buffers_of(host: str, program: XlaProgram) -> dict[str, list[object]]:
                 "source": origin.source,
                 "logical_buffer": assigned.logical_buffer_id,
                 "instruction_id": inst.id if inst is not None else None,
+                "named_by": origin.named_by,
             }
             for name, value in values.items():
                 rows[name].append(value)
@@ -383,6 +298,7 @@ def buffers_table(programs: Sequence[tuple[str, XlaProgram]]) -> pd.DataFrame:
     )
     frame = frame.astype(BUFFER_COLUMNS)
     frame["allocation_kind"] = frame["allocation_kind"].cat.set_categories(list(KINDS))
+    frame["named_by"] = frame["named_by"].cat.set_categories(list(NAMED_BY))
     return frame
 
 

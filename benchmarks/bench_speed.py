@@ -1,0 +1,324 @@
+"""Decoder speed (issue 28): against upb and xprof, per MB, and where the time goes.
+
+Four measurements, written as the "Speed" section of benchmarks/RESULTS.md
+(the rest of that file is left as it is) and a plot, benchmarks/speed_per_mb.png:
+
+  1. a real capture (the 55-step ResNet50 of make_captures.py, or --resnet):
+     (a) read + ``XSpace.FromString`` (upb), (b) xprof's memory_profile
+     converter, (c) ``load()`` + ``allocations`` + ``timeline``, each run in a
+     fresh process after a run on the 3-step capture, in turns (a, b, c, a,
+     c, ...: b every third turn) so that load from other jobs falls on all
+     three alike; minimum of the turns, wall and CPU. (A process that parses
+     the same file again and again reuses its heap and runs faster than a
+     user's one load: upb took half the CPU time that way here.)
+  2. synthetic dense captures (make_dense.py) from 10 MB to 1.2 GB: (c) in a
+     fresh process per size, wall, CPU and peak RSS over the warm-up, and (a)
+     where upb can hold the parse (up to --upb-max-mb);
+  3. ``traceparse summary`` on the largest dense capture, as a user runs it:
+     wall, CPU (user + system) and peak RSS from wait4;
+  4. cProfile's top entries (CPU timer) of (c) on the real capture and on the
+     1M-event dense capture.
+
+CPU seconds are reported beside wall seconds because the machine this was
+written on is shared: wall time swings with the other jobs, CPU time much less.
+
+    python benchmarks/bench_speed.py [--resnet PATH] [--events 100000 ... 10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from make_captures import capture_path, make_capture  # noqa: E402
+from make_dense import make_dense  # noqa: E402
+
+RESNET_STEPS = 55
+WARM_UP_STEPS = 3
+SECTION = "# Speed (issue 28)"
+
+# One kind of run on one file, in a fresh process, after imports and a run on a
+# small capture (first-use costs: pandas' lazy imports, caches); prints JSON.
+_ONE = r"""
+import json, resource, sys, time
+path, what, warm_up, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+import traceparse, traceparse.core.loading
+from traceparse._proto import xplane_pb2
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def ours(p):
+    prof = traceparse.load(p)
+    prof.allocations, prof.timeline
+def parse(p):
+    with open(p, "rb") as f:
+        xplane_pb2.XSpace.FromString(f.read())
+def xprof(p):
+    from xprof.convert import raw_to_tool_data
+    raw_to_tool_data.xspace_to_tool_data([p], "memory_profile", {})
+run = {"traceparse": ours, "parse": parse, "xprof": xprof}[what]
+run(warm_up)
+warm = rss_mb()
+walls, cpus = [], []
+for _ in range(repeat):
+    wall, cpu = time.perf_counter(), time.process_time()
+    run(path)
+    cpus.append(time.process_time() - cpu)
+    walls.append(time.perf_counter() - wall)
+print(json.dumps({"wall": min(walls), "cpu": min(cpus), "added_mb": rss_mb() - warm}))
+"""
+
+_PROFILE = r"""
+import cProfile, io, pstats, sys, time
+path = sys.argv[1]
+import traceparse, traceparse.core.loading
+def ours():
+    prof = traceparse.load(path)
+    prof.allocations, prof.timeline
+ours()
+profiler = cProfile.Profile(time.process_time)
+profiler.runcall(ours)
+out = io.StringIO()
+pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(int(sys.argv[2]))
+print(out.getvalue())
+"""
+
+
+def _python(code: str, *args: object) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # `python -c` imports from its directory first: this checkout
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    return out.stdout
+
+
+def one(path: Path, what: str, warm_up: Path, repeat: int = 1) -> dict[str, float]:
+    result: dict[str, float] = json.loads(
+        _python(_ONE, path, what, warm_up, repeat).strip().splitlines()[-1]
+    )
+    return result
+
+
+def real_capture(path: Path, warm_up: Path, turns: int) -> dict[str, Any]:
+    """(a), (c) and every third turn (b), each one run in a fresh process, in turns."""
+    runs: dict[str, list[dict[str, float]]] = {"parse": [], "xprof": [], "traceparse": []}
+    for turn in range(turns):
+        for what in runs:
+            if what != "xprof" or turn % 3 == 0:
+                runs[what].append(one(path, what, warm_up))
+    best: dict[str, Any] = {
+        what: {key: min(r[key] for r in results) for key in ("wall", "cpu")}
+        for what, results in runs.items()
+    }
+    best["turns"] = {what: len(results) for what, results in runs.items()}
+    return best
+
+
+def per_size(events: list[int], upb_max_mb: float) -> list[dict[str, Any]]:
+    warm_up, _ = make_dense(10_000)
+    rows = []
+    for count in events:
+        path, _ = make_dense(count)
+        size_mb = path.stat().st_size / 1e6
+        repeat = 3 if size_mb < 200 else 1
+        ours = one(path, "traceparse", warm_up, repeat)
+        upb = one(path, "parse", warm_up, repeat) if size_mb <= upb_max_mb else None
+        rows.append({"events": count, "file_mb": size_mb, "ours": ours, "upb": upb})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def summary_command(path: Path) -> dict[str, float]:
+    """`traceparse summary FILE` as a user runs it: wall, CPU, peak RSS (wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traceparse", "summary", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"traceparse summary {path} failed")
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def profile_top(path: Path, entries: int) -> str:
+    text = _python(_PROFILE, path, entries)
+    # Keep the table; shorten this machine's paths.
+    lines = [line for line in text.splitlines() if re.match(r"\s*(ncalls|\d)", line)]
+    return "\n".join(re.sub(r"\S*/(site-packages|traceparse)/", r"\1/", line) for line in lines)
+
+
+def plot(rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["file_mb"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(sizes, [r["ours"]["cpu"] / r["file_mb"] * 1000 for r in rows], "o-", label="CPU")
+    ax.plot(sizes, [r["ours"]["wall"] / r["file_mb"] * 1000 for r in rows], "s--", label="wall")
+    upb = [r for r in rows if r["upb"]]
+    ax.plot(
+        [r["file_mb"] for r in upb],
+        [r["upb"]["cpu"] / r["file_mb"] * 1000 for r in upb],
+        "^:",
+        label="upb parse, CPU",
+    )
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("capture size (MB, dense synthetic)")
+    ax.set_ylabel("ms per MB")
+    ax.set_title("load() + allocations + timeline, time per MB")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def report(
+    real: dict[str, Any] | None,
+    real_mb: float,
+    rows: list[dict[str, Any]],
+    summary: dict[str, float] | None,
+    profiles: dict[str, str],
+    command: str,
+) -> str:
+    out = [
+        SECTION,
+        "",
+        f"Made by `{command}` on {platform.machine()} ({_cpu_name()}), {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; the only kind of CPU this was run on. "
+        "Wall and CPU seconds: the machine was shared with other jobs, so wall time is "
+        "the noisier of the two; each figure is the minimum of its runs.",
+        "",
+    ]
+    if real:
+        a, b, c = real["parse"], real["xprof"], real["traceparse"]
+        out += [
+            f"## Real capture: ResNet50, {RESNET_STEPS} steps, {real_mb:.1f} MB",
+            "",
+            "Each run in a fresh process after a warm-up run on the 3-step capture, in "
+            "turns (parse, xprof every third turn, traceparse): "
+            f"{real['turns']['parse']} / {real['turns']['xprof']} / "
+            f"{real['turns']['traceparse']} runs.",
+            "",
+            "| | wall s | CPU s |",
+            "|---|---|---|",
+            f"| (a) read + upb `XSpace.FromString` | {a['wall']:.3f} | {a['cpu']:.3f} |",
+            f"| (b) xprof memory_profile converter | {b['wall']:.3f} | {b['cpu']:.3f} |",
+            f"| (c) traceparse load + allocations + timeline | {c['wall']:.3f} | {c['cpu']:.3f} |",
+            f"| (c)/(a) (goal <= 0.8) | {c['wall'] / a['wall']:.2f}x "
+            f"| {c['cpu'] / a['cpu']:.2f}x |",
+            f"| (b)/(c) (goal >= 12) | {b['wall'] / c['wall']:.1f}x | {b['cpu'] / c['cpu']:.1f}x |",
+            "",
+        ]
+    out += [
+        "## Time per MB, 10 MB to 1.2 GB (dense synthetic captures)",
+        "",
+        "(c) in a fresh process per size after a warm-up load of a 10,000-event capture "
+        "(min of 3 runs under 200 MB, else 1); (a) where upb's objects fit in memory.",
+        "",
+        "| events | file MB | (c) wall s | (c) CPU s | (c) CPU ms/MB | (c) RSS added MB "
+        "| (a) CPU s | (c)/(a) CPU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c, a = r["ours"], r["upb"]
+        out.append(
+            f"| {r['events']:,} | {r['file_mb']:.1f} | {c['wall']:.2f} | {c['cpu']:.2f} "
+            f"| {c['cpu'] / r['file_mb'] * 1000:.1f} | {c['added_mb']:.0f} "
+            + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
+        )
+    out += ["", "![time per MB](speed_per_mb.png)", ""]
+    if summary:
+        big = rows[-1]
+        out += [
+            f"## `traceparse summary` end to end, {big['events']:,} events "
+            f"({big['file_mb']:.0f} MB)",
+            "",
+            f"wall {summary['wall']:.1f} s, CPU {summary['cpu']:.1f} s, peak RSS "
+            f"{summary['rss_mb']:.0f} MB ({summary['rss_mb'] / big['file_mb']:.2f}x the file).",
+            "",
+        ]
+    for name, text in profiles.items():
+        out += [
+            f"## Profile: {name} (cProfile, CPU timer, by own time)",
+            "",
+            "```",
+            text,
+            "```",
+            "",
+        ]
+    return "\n".join(out)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace this script's section of ``path`` (or append it); the rest stays."""
+    text = path.read_text() if path.exists() else ""
+    head, _, _ = text.partition(SECTION)
+    path.write_text(head.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resnet", type=Path, help="the real capture (default: 55 steps)")
+    parser.add_argument("--warm-up", type=Path, help="its warm-up capture (default: 3 steps)")
+    parser.add_argument(
+        "--events", type=int, nargs="+", default=[100_000, 300_000, 1_000_000, 3_000_000]
+    )
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--upb-max-mb", type=float, default=400)
+    parser.add_argument("--profile-entries", type=int, default=15)
+    parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    args = parser.parse_args(argv)
+
+    resnet = args.resnet or capture_path(RESNET_STEPS) or make_capture(RESNET_STEPS)
+    small = args.warm_up or capture_path(WARM_UP_STEPS) or make_capture(WARM_UP_STEPS)
+    real = real_capture(resnet, small, args.turns)
+    print(json.dumps(real), flush=True)
+    rows = per_size(sorted(args.events), args.upb_max_mb)
+    summary = summary_command(make_dense(max(args.events))[0])
+    print(json.dumps(summary), flush=True)
+    profiles = {f"ResNet50 {RESNET_STEPS} steps": profile_top(resnet, args.profile_entries)}
+    if 1_000_000 in args.events:
+        dense = make_dense(1_000_000)[0]
+        profiles["1M-event dense capture"] = profile_top(dense, args.profile_entries)
+    plot(rows, args.output.parent / "speed_per_mb.png")
+    command = "python benchmarks/bench_speed.py " + " ".join(argv or sys.argv[1:])
+    section = report(real, resnet.stat().st_size / 1e6, rows, summary, profiles, command)
+    print(section)
+    write_section(args.output, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

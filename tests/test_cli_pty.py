@@ -1,0 +1,175 @@
+"""The table commands in a real pseudo-terminal of 60 to 120 columns, and the fitting rules.
+
+One child process per width runs every command on the fixtures with its
+stdout on a pty whose window size is set with TIOCSWINSZ (no COLUMNS hint), so
+rich and the plain path find the width as they would in a user's terminal.
+The same child writes each table as CSV (full names, same rows) to compare.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceparse.output.fit import fit_columns, render_fitted, wrap_header
+
+REPO = Path(__file__).resolve().parent.parent
+
+pty = pytest.importorskip("pty")
+fcntl = pytest.importorskip("fcntl")
+termios = pytest.importorskip("termios")
+
+# (command line, name column) on the fixtures.
+COMMANDS: list[tuple[list[str], str | None]] = [
+    (["layers", "fixtures/layers_cnn"], "layer"),
+    (["ops", "fixtures/layers_cnn"], "op"),
+    (["scopes", "fixtures/layers_cnn"], "scope"),
+    (["steps", "fixtures/keras_train"], None),
+    (["xla", "fixtures/xla_keras"], "program"),
+    (["xla", "fixtures/xla_keras", "--program", "one_step_on_data"], "instruction"),
+    (["peak", "fixtures/layers_cnn"], "op"),
+]
+MARK = "@@@ "
+
+CHILD = """
+import sys
+from traceparse.cli.app import main
+commands = {commands!r}
+for i, argv in enumerate(commands):
+    print("{mark}tty", i, flush=True)
+    main([*argv, "--no-color", "--top", "20"])
+    sys.stdout.flush()
+    print("{mark}csv", i, flush=True)
+    main([*argv, "--format", "csv", "--top", "20"])
+    sys.stdout.flush()
+"""
+
+
+def _run_in_pty(columns: int) -> str:
+    code = CHILD.format(commands=[argv for argv, _ in COMMANDS], mark=MARK)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env["PYTHONPATH"] = str(REPO)
+    env["TERM"] = "xterm"
+    master, slave = pty.openpty()
+    # The window size is set before the child starts, as a terminal emulator does.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=slave, stdout=slave, stderr=slave, cwd=REPO, env=env
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 300)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the pty
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert child.wait(timeout=60) == 0
+    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+
+def _sections(text: str) -> dict[tuple[str, int], str]:
+    parts: dict[tuple[str, int], str] = {}
+    current: tuple[str, int] | None = None
+    for line in text.split("\n"):
+        if line.startswith(MARK):
+            kind, index = line[len(MARK) :].split()
+            current = (kind, int(index))
+            parts[current] = ""
+        elif current is not None:
+            parts[current] += line + "\n"
+    return parts
+
+
+def _shown(name: str, text: str) -> bool:
+    """``name`` whole, or cut in the middle with at least its first and last 4 characters."""
+    if name in text:
+        return True
+    for match in re.finditer(r"(\S+)…(\S+)", text):
+        head, tail = match.group(1), match.group(2)
+        if len(head) >= min(4, len(name)) and name.startswith(head) and name.endswith(tail):
+            return True
+    return False
+
+
+# A cell holding a cut number: digits (and a unit's start) then the ellipsis.
+_CUT_NUMBER = re.compile(r"(^|\s)[-+]?[\d.,]+ ?[KMGTP]?i?B?…(\s|$)")
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 120])
+def test_tables_fit_a_terminal(columns: int) -> None:
+    parts = _sections(_run_in_pty(columns))
+    for index, (argv, name_column) in enumerate(COMMANDS):
+        shown = parts[("tty", index)]
+        lines = shown.rstrip("\n").split("\n")
+        assert "\x1b[" not in shown, argv
+        wide = [line for line in lines if len(line) > columns]
+        assert not wide, (argv, columns, wide)
+        assert not any(_CUT_NUMBER.search(line) for line in lines), (argv, shown)
+        rows = list(csv.DictReader(io.StringIO(parts[("csv", index)])))
+        assert rows, argv
+        if name_column is not None:
+            header_lines = [line for line in lines if line.startswith(name_column)]
+            assert header_lines, (argv, shown)  # the name column leads the table
+            for row in rows:
+                name = row[name_column] or "(no op recorded)"
+                assert _shown(name, shown), (argv, columns, name)
+        hidden = [line for line in lines if line.startswith("Not shown at")]
+        if hidden:
+            note = " ".join(lines[lines.index(hidden[0]) :])
+            assert f"Not shown at {columns} columns:" in note
+            assert "--columns" in note and "--wide" in note
+            named = note.split(":", 1)[1].split("(")[0].replace(",", " ").split()
+            assert named and all(n in rows[0] or f"{n}_ps" in rows[0] for n in named), note
+
+
+# -- the fitting rules on hand-made tables -------------------------------------
+
+
+def test_numbers_stay_whole_and_columns_drop_from_the_right() -> None:
+    headers = ["op", "allocated_bytes", "dtype", "live_at_peak_bytes", "shape"]
+    long_name = "gradient_tape/model/very_long_scope_name/conv2d/Conv2DBackpropInput"
+    rows = [
+        [long_name, "1.1 GiB", "float32", "384 MiB", "[128,256,256,64]"],
+        ["adam/Mul_19", "96 MiB", "float32", "0 B", "[]"],
+    ]
+    right = [False, True, False, True, False]
+    layout = fit_columns(headers, rows, right, 70)
+    assert layout.shown[0] == 0 and layout.hidden == [4]  # the shape goes first
+    head, body = render_fitted(headers, rows, right, layout)
+    assert all(len(line) <= 70 for line in head + body)
+    assert "1.1 GiB" in body[1] and "384 MiB" in body[1]
+    first = body[1].split()[0]
+    assert first.startswith("gradient_tape/") and first.endswith("Input") and "…" in first
+    narrow = fit_columns(headers, rows, right, 46)
+    assert narrow.shown == [0, 1] and narrow.hidden == [2, 3, 4]
+
+
+def test_the_name_column_is_kept_even_when_it_is_not_first() -> None:
+    headers = ["count", "bytes", "op"]
+    rows = [["3", "12 MiB", "model/dense/MatMul"]]
+    layout = fit_columns(headers, rows, [True, True, False], 20, key=2)
+    assert 2 in layout.shown and layout.hidden
+    _, body = render_fitted(headers, rows, [True, True, False], layout)
+    assert all(len(line) <= 20 for line in body)
+
+
+def test_headers_wrap_at_underscores() -> None:
+    assert wrap_header("live_at_peak_bytes", 12) == ["live_at_", "peak_bytes"]
+    assert wrap_header("op", 10) == ["op"]
+    assert wrap_header("activation_bytes", 11) == ["activation_", "bytes"]

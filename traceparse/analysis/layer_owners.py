@@ -1,0 +1,172 @@
+"""Which layer owns a variable, an XLA parameter or an optimizer temporary.
+
+Op names are placed by :mod:`traceparse.analysis.layer_names`; this module
+places what has no op of its own: variables from the inventory (by path,
+``layer`` and ``belongs_to``), XLA entry parameters read before the capture
+(by the ops that read them, ``xla_parameters.read_by``), and optimizer
+update temporaries tied to a layer by a weight shape no other layer has.
+
+A parameter, without an inventory:
+
+- updated by the program (a variable it assigns) and read by the forward or
+  backward ops of exactly one layer: that layer's weight;
+- updated and read only by optimizer ops (a slot): the layer an op's scope
+  names as its slot, else the one layer whose weight parameters have that
+  shape and dtype, else ``(optimizer, unassigned)``;
+- anything else (an input batch, a variable only read, one read by several
+  layers): ``(no layer)``, other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.layer_names import (
+    ACTIVATION,
+    GRADIENT,
+    NO_LAYER,
+    OPTIMIZER,
+    OPTIMIZER_UNASSIGNED,
+    OTHER,
+    WEIGHT,
+    KnownNames,
+    is_optimizer_scope,
+    learn_from_ops,
+    names_in_ops,
+    place_op,
+)
+
+ROLE_KIND = {"weight": WEIGHT, "optimizer": OPTIMIZER}
+
+
+def known_names(
+    ops: Iterable[str], variables: pd.DataFrame | None, parameters: pd.DataFrame | None
+) -> KnownNames:
+    """Model, layer, optimizer names and slot prefixes: from the inventory when
+    there is one, else learnt from the op names (those reading parameters too)."""
+    names = sorted({*ops, *reader_ops(parameters)})
+    known = KnownNames(models=set(names_in_ops(names, KnownNames())[0]))
+    if variables is not None:
+        for model in variables["model"].dropna().astype(str):
+            if model:
+                known.models.add(model)
+        for _, row in variables.iterrows():
+            if row.get("role") == "optimizer":
+                known.optimizers.add(str(row["path"]).split("/")[0])
+                continue
+            layer = variable_layer(row, known.models)
+            if layer is not None and row.get("role") == "weight":
+                known.layers.add(layer)
+                known.slot_prefixes[str(row["path"]).replace("/", "_")] = layer
+    return learn_from_ops(names, known)
+
+
+def reader_ops(parameters: pd.DataFrame | None) -> list[str]:
+    """Every TF op that reads a parameter (to learn model and layer names from)."""
+    if parameters is None or parameters.empty:
+        return []
+    found = {op for text in parameters["read_by"].dropna() for op in str(text).split(", ")}
+    return sorted(found)
+
+
+def _path_parts(path: object, models: set[str]) -> list[str]:
+    """A variable or layer path without its leading model name."""
+    parts = str(path).split("/")
+    if len(parts) > 1 and parts[0] in models:
+        parts = parts[1:]
+    return parts
+
+
+def variable_layer(row: pd.Series, models: set[str]) -> str | None:
+    """The layer a variable belongs to: its path's first part after the model's name."""
+    model = row.get("model")
+    models = models | {model} if isinstance(model, str) else models
+    layer = row.get("layer")
+    if isinstance(layer, str) and layer:
+        return _path_parts(layer, models)[0]
+    parts = _path_parts(row["path"], models)
+    return parts[0] if len(parts) > 1 else None
+
+
+def shape_key(shape: object) -> str | None:
+    """A shape as ``[a,b]``, from a list or a string; None when unknown."""
+    if shape is None or shape is pd.NA or (isinstance(shape, float) and np.isnan(shape)):
+        return None
+    if isinstance(shape, str):
+        return shape.replace(" ", "").replace("(", "[").replace(")", "]").replace(",]", "]")
+    if isinstance(shape, Iterable):
+        return "[" + ",".join(str(int(d)) for d in shape) + "]"
+    return None
+
+
+def unique_weight_shapes(variables: pd.DataFrame | None, known: KnownNames) -> dict[str, str]:
+    """Shape -> layer, for shapes that only one layer's weights have (ties optimizer ops)."""
+    if variables is None:
+        return {}
+    owners: dict[str, set[str]] = {}
+    for _, row in variables[variables["role"] == "weight"].iterrows():
+        layer, shape = variable_layer(row, known.models), shape_key(row["shape"])
+        if layer is not None and shape is not None:
+            owners.setdefault(shape, set()).add(layer)
+    return {shape: next(iter(layers)) for shape, layers in owners.items() if len(layers) == 1}
+
+
+def variable_owner(var: pd.Series, known: KnownNames) -> tuple[str, str]:
+    """(layer, kind) of one inventoried variable."""
+    kind = ROLE_KIND.get(str(var.get("role")), OTHER)
+    if kind == WEIGHT:
+        return variable_layer(var, known.models) or NO_LAYER, kind
+    if kind == OTHER:  # a layer's own bookkeeping, an optimizer's counters, or no layer's
+        layer = variable_layer(var, known.models)
+        if layer is not None and layer in known.layers:
+            return layer, kind
+        head = str(var["path"]).split("/")[0]
+        return (OPTIMIZER_UNASSIGNED if is_optimizer_scope(head, known) else NO_LAYER), kind
+    owner = var.get("belongs_to")
+    if isinstance(owner, str) and owner:
+        return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED), kind
+    slot = str(var["path"]).split("/")[-1]
+    for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
+        if slot.startswith(prefix + "_"):
+            return known.slot_prefixes[prefix], kind
+    return OPTIMIZER_UNASSIGNED, kind
+
+
+def parameter_owners(parameters: pd.DataFrame, known: KnownNames) -> list[tuple[str, str]]:
+    """(layer, kind) of each parameter row, in order (the module docstring's rule)."""
+    placed = [_place_parameter(row, known) for _, row in parameters.iterrows()]
+    weights: dict[tuple[str, str], set[str]] = {}
+    for (layer, kind), (_, row) in zip(placed, parameters.iterrows(), strict=True):
+        if kind == WEIGHT:
+            weights.setdefault(_kind_of(row), set()).add(layer)
+    out = []
+    for (layer, kind), (_, row) in zip(placed, parameters.iterrows(), strict=True):
+        owners = weights.get(_kind_of(row), set())
+        if kind == OPTIMIZER and layer == OPTIMIZER_UNASSIGNED and len(owners) == 1:
+            layer = next(iter(owners))
+        out.append((layer, kind))
+    return out
+
+
+def _kind_of(row: pd.Series) -> tuple[str, str]:
+    return (str(row["dtype"]), str(row["shape"]))
+
+
+def _place_parameter(row: pd.Series, known: KnownNames) -> tuple[str, str]:
+    """(layer, kind) of one parameter from whether it is updated and who reads it."""
+    text = row["read_by"]
+    if not bool(row["updated"]) or not isinstance(text, str):
+        return NO_LAYER, OTHER
+    placements = [place_op(op, known) for op in text.split(", ")]
+    forward = {
+        p.layer for p in placements if p.kind in (ACTIVATION, GRADIENT) and p.layer != NO_LAYER
+    }
+    if len(forward) == 1 and all(p.kind != OTHER for p in placements):
+        return next(iter(forward)), WEIGHT
+    if placements and all(p.kind == OPTIMIZER for p in placements):
+        slots = {p.layer for p in placements}
+        return (slots.pop() if len(slots) == 1 else OPTIMIZER_UNASSIGNED), OPTIMIZER
+    return NO_LAYER, OTHER
