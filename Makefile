@@ -26,7 +26,11 @@ COMPAT_SET  := tensorflow-cpu==2.16.2 protobuf==3.20.3 numpy==1.26.0 pandas==2.1
 COMPAT_TESTS ?= tests --ignore=tests/test_report_browser.py \
 	--ignore=tests/test_hostile_fuzz.py --ignore=tests/test_batch_processes.py
 
-.PHONY: demo test lint typecheck pytest compat protos fixtures bench browser clean
+# pytest-xdist workers for the suite: one per core; 0 runs it in one process.
+PYTEST_JOBS ?= auto
+XDIST := -n $(PYTEST_JOBS) --dist loadfile
+
+.PHONY: demo test quick lint typecheck pytest compat protos fixtures bench browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,7 +51,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(XDIST)
+
+# The edit-test loop: the suite less the slow tests (TensorFlow, processes, browser).
+quick: $(STAMP)
+	$(BIN)/pytest -q -m "not slow" $(XDIST)
 
 $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 	rm -rf $(COMPAT_VENV)
@@ -58,7 +66,7 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile
 
 compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_BIN)/python -m pip list --format=freeze | grep -iE '^(tensorflow-cpu|keras|protobuf|numpy|pandas)=='
-	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
+	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) $(COMPAT_TESTS)
 	rm -rf $(COMPAT_VENV)/demo
 	$(COMPAT_BIN)/traceparse demo --steps 3 --output $(COMPAT_VENV)/demo
 	$(COMPAT_BIN)/traceparse summary $(COMPAT_VENV)/demo/logs

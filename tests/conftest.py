@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -39,6 +42,30 @@ MEMORY_FIXTURES = [
     "keras_inventory",
     "keras_memory_callback",
 ]
+
+
+class LazyModule:
+    """A module imported on first use, inside a test: collecting the tests never
+    imports TensorFlow, xprof or dask (``pytest --collect-only`` stays fast), and
+    a test that uses a missing one is skipped, as ``pytest.importorskip`` does."""
+
+    def __init__(self, name: str, reason: str | None = None) -> None:
+        self._name = name
+        self._reason = reason
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):  # pytest looks for fixture markers when collecting
+            raise AttributeError(attribute)
+        if self._module is None:
+            self._module = pytest.importorskip(self._name, reason=self._reason)
+        return getattr(self._module, attribute)
+
+
+def needs(package: str) -> pytest.MarkDecorator:
+    """Skip unless ``package`` is installed; finding it does not import it."""
+    missing = importlib.util.find_spec(package) is None
+    return pytest.mark.skipif(missing, reason=f"needs {package}")
 
 
 def run_traceparse(
@@ -78,3 +105,26 @@ def fixture_file(name: str) -> Path:
 def xplane_fixture(request: pytest.FixtureRequest) -> Path:
     """Every real .xplane.pb fixture, one test per file."""
     return FIXTURES / request.param
+
+
+# Modules whose tests start TensorFlow, worker processes or a browser: seconds to
+# minutes each. `make quick` (pytest -m "not slow") leaves them out; `make test`
+# (CI) runs everything.
+SLOW_MODULES = {
+    "test_batch_dask",
+    "test_batch_processes",
+    "test_capture",
+    "test_hostile_fuzz",
+    "test_keras_callback",
+    "test_pytest_plugin",
+    "test_report_browser",
+    "test_report_interact",
+    "test_safety_orphans",
+    "test_safety_run",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

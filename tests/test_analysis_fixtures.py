@@ -16,6 +16,7 @@ from conftest import FIXTURES, MANIFEST, xplane_files
 import traceparse
 from traceparse import Profile
 from traceparse.analysis import PARTS
+from traceparse.output.jsonvalues import json_value
 from traceparse.output.sentences import leak_message
 
 # Every readable capture; the corrupt fixtures belong to the error tests.
@@ -76,7 +77,7 @@ def test_invariants_hold_on_every_capture(path: Path) -> None:
     # The summary is plain JSON.
     for summary in prof.summary():
         assert sum(summary.attribution.values()) == summary.peak_bytes
-        json.dumps(summary.to_dict(), allow_nan=False)
+        json.dumps(json_value(summary.to_dict()), allow_nan=False)
 
 
 @pytest.mark.parametrize(

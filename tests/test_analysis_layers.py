@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, MANIFEST, MEMORY_FIXTURES
-from test_analysis_support import GPU, alloc, free, profile_of
+from helpers.trace import GPU, alloc, free, profile_of
 
 import traceparse
 from traceparse.analysis import layers_table

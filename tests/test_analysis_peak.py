@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_analysis_support import CAPACITY, GPU, alloc, free, profile_of, trace_of
+from helpers.trace import CAPACITY, GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile, UsageError
 from traceparse.analysis import PARTS

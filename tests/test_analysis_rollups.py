@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from conftest import FIXTURES
-from test_analysis_support import GPU, alloc, free, profile_of
+from helpers.trace import GPU, alloc, free, profile_of
 
 import traceparse
 from traceparse import Profile, UsageError

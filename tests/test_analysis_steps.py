@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-from test_analysis_support import GPU, alloc, free, profile_of, trace_of
+from helpers.trace import GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile
 from traceparse.analysis.leaks import MIN_STEPS

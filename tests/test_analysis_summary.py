@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from test_analysis_support import GPU, alloc, free, profile_of, trace_of
+from helpers.trace import GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile
 from traceparse.analysis import PARTS, AllocatorSummary
@@ -17,6 +17,7 @@ from traceparse.analysis.summary import (
     TOP_SCOPE_COLUMNS,
     TOP_TENSOR_COLUMNS,
 )
+from traceparse.output.jsonvalues import json_value
 from traceparse.output.sentences import allocator_notes
 
 MiB = 1 << 20
@@ -63,14 +64,14 @@ def test_top_tables_are_the_largest_at_the_peak() -> None:
 
 def test_to_dict_is_plain_json() -> None:
     for summary in busy_profile().summary():
-        record = summary.to_dict()
+        record = json_value(summary.to_dict())
         # The inventory's fields are left out of a capture without one.
         assert set(record) == {f.name for f in fields(AllocatorSummary)} - set(OPTIONAL_FIELDS)
         text = json.dumps(record, allow_nan=False)
         back = json.loads(text)
         assert back["peak_bytes"] == summary.peak_bytes
         assert isinstance(back["top_tensors"], list)
-    host = busy_profile().summary()[1].to_dict()
+    host = json_value(busy_profile().summary()[1].to_dict())
     # NA becomes None: the host allocator's only tensor has no op.
     assert host["top_tensors"][0]["op"] is None
     assert host["peak_step"] == 0

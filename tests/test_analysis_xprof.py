@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, xplane_files
+from conftest import FIXTURES, LazyModule, xplane_files
 
 import traceparse
 from traceparse._proto import xplane_pb2
 from traceparse.analysis.liveness import end_events, held_bytes, live_mask
 from traceparse.decode.datatypes import dtype_code
 
-xprof_convert = pytest.importorskip(
+xprof_convert = LazyModule(
     "xprof.convert.raw_to_tool_data", reason="needs tensorboard-plugin-profile (xprof)"
 )
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import FIXTURES
+from helpers.batch import GOOD, capture_files, make_tree, summary_bytes
 
 import traceparse
 from traceparse.batching import COLUMNS, BatchResult, tasks
@@ -25,28 +26,11 @@ from traceparse.errors import UsageError
 from traceparse.files.atomic import TEMPORARY_PREFIX
 from traceparse.files.discover import find_captures
 
-GOOD = ["keras_train", "leak", "eager_ops", "two_runs"]
-
-
-def make_tree(root: Path, names: list[str]) -> Path:
-    """Copy fixture logdirs under ``root`` (contents and mtimes as they are)."""
-    for name in names:
-        shutil.copytree(FIXTURES / name, root / name)
-    return root
-
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """Good captures, plus one corrupt and one without memory events."""
     return make_tree(tmp_path / "logs", [*GOOD, "corrupt", "no_memory"])
-
-
-def capture_files(root: Path) -> list[Path]:
-    return sorted(root.rglob("*.xplane.pb"))
-
-
-def summary_bytes(outdir: Path) -> dict[str, bytes]:
-    return {name: (outdir / name).read_bytes() for name in SUMMARY_FILES}
 
 
 def by_path(result: BatchResult) -> dict[str, pd.DataFrame]:

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_batch import GOOD, make_tree, summary_bytes
-from test_batch_processes import traceparse_cli
+from conftest import LazyModule
+from helpers.batch import GOOD, make_tree, summary_bytes
+from helpers.cli import traceparse_cli
 
 import traceparse
 
-distributed = pytest.importorskip("distributed")
+distributed = LazyModule("distributed")
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, run_traceparse
-from test_batch import GOOD, capture_files, make_tree, summary_bytes
+from conftest import FIXTURES, REPO
+from helpers.batch import GOOD, capture_files, make_tree, summary_bytes
+from helpers.cli import traceparse_cli
+from helpers.procs import _wait_for_a_result, many_captures
 
 import traceparse
-
-
-def traceparse_cli(
-    *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m traceparse ARGS``, with time for a batch's worker processes."""
-    return run_traceparse(*args, timeout=300, env=env)
 
 
 def run_script(script: Path, *args: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -34,16 +29,6 @@ def run_script(script: Path, *args: Path, timeout: float) -> subprocess.Complete
         timeout=timeout,
         cwd=REPO,
     )
-
-
-def many_captures(root: Path, count: int) -> Path:
-    """``count`` captures: copies of the real fixtures, each its own logdir."""
-    sources = [capture_files(FIXTURES / name)[0] for name in GOOD]
-    for i in range(count):
-        run = root / f"job{i:03d}" / "plugins" / "profile" / "2026_01_01_00_00_00"
-        run.mkdir(parents=True)
-        shutil.copy2(sources[i % len(sources)], run / "localhost.xplane.pb")
-    return root
 
 
 # -- the command ----------------------------------------------------------------------
@@ -156,14 +141,6 @@ def _start_batch(tree: Path, out: Path) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
-
-
-def _wait_for_a_result(out: Path, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 120
-    while not list(out.glob("captures/*/result.json")):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 def _assert_whole(out: Path) -> None:

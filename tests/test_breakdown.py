@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, run_traceparse
-from test_analysis_support import GPU, alloc, free, profile_of
+from helpers.trace import GPU, alloc, free, profile_of
 
 import traceparse
 from traceparse.analysis.attribution import PARTS

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import MANIFEST, MEMORY_FIXTURES, fixture_file, xplane_files
+from conftest import MANIFEST, MEMORY_FIXTURES, LazyModule, fixture_file, xplane_files
 from reference import memory_events, replay
 
 import traceparse
@@ -18,7 +18,7 @@ from traceparse.decode.fields import INT_STATS, STR_STATS
 from traceparse.decode.trace import EVENT_COLUMNS, OP_TIME_COLUMNS, STEP_MARKER_COLUMNS
 from traceparse.tables.contracts import ALLOCATIONS
 
-xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+xplane_pb2 = LazyModule("tensorflow.tsl.profiler.protobuf.xplane_pb2")
 
 
 ALLOCATION_COLUMNS = list(ALLOCATIONS.columns)

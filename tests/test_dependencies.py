@@ -21,8 +21,8 @@ from conftest import REPO, fixture_file
 
 from traceparse.capture import TENSORFLOW_MISSING, profile
 from traceparse.cli import main
-from traceparse.dependencies import NUMPY, PANDAS, PROTOBUF, TENSORFLOW, check, release
 from traceparse.errors import EXIT_USAGE, CaptureError, DependencyError
+from traceparse.version import NUMPY, PANDAS, PROTOBUF, TENSORFLOW, check, release
 
 CAPTURE = fixture_file("keras_train")
 

@@ -7,7 +7,7 @@ allocation TensorFlow named no op for reads "(no op recorded)", as everywhere.
 
 from __future__ import annotations
 
-from test_analysis_support import GPU, alloc, trace_of
+from helpers.trace import GPU, alloc, trace_of
 
 from traceparse.core.profile import Profile
 from traceparse.gate import Budgets, evaluate

@@ -14,8 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_decode import SpaceBuilder, alloc, free
-from test_report import assert_tables_well_formed, flat, markdown_tokens
+from helpers.report import assert_tables_well_formed, flat, markdown_tokens
+from helpers.space import SpaceBuilder, alloc, free
 
 from traceparse.cli import app as cli
 from traceparse.report.escape import one_line
@@ -204,7 +204,7 @@ def test_html_report_escapes_every_name(html_report: Path) -> None:
 
 
 def test_html_report_runs_nothing_in_chromium(html_report: Path, tmp_path: Path) -> None:
-    from test_report_browser import open_in_chromium, screenshot_path
+    from helpers.browser import open_in_chromium, screenshot_path
 
     shot = screenshot_path(tmp_path, "report-hostile-capture.png")
     found = open_in_chromium(html_report, shot, tmp_path / "chromium-profile")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import fixture_file
-from test_decode import SpaceBuilder, alloc, free
+from helpers.space import SpaceBuilder, alloc, free
 
 import traceparse
 from traceparse import Profile

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import FIXTURES, MANIFEST, REPO
-from test_analysis_support import GPU, alloc, trace_of
+from helpers.trace import GPU, alloc, trace_of
 
 from traceparse import Profile, load
 from traceparse.analysis import PARTS

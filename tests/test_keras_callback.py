@@ -6,6 +6,7 @@ allocations of 256 KiB or more reach the allocator that records events).
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -33,8 +34,6 @@ def _no_profiler_left_running() -> Iterator[None]:
     if "tensorflow" in sys.modules:
         # The models made here must not stay alive into later tests in this process
         # (the pytest plugin's tests measure a peak that they would raise).
-        import gc
-
         sys.modules["tensorflow"].keras.backend.clear_session()
         gc.collect()
         from tensorflow.python.profiler import profiler_v2
@@ -92,6 +91,65 @@ def test_memory_callback_profiles_the_range_reports_and_checks(
     with pytest.raises(BudgetExceededError, match="breached"):
         model.fit(xs, ys, batch_size=32, epochs=1, callbacks=[strict], verbose=0)
     assert strict.capture is not None and strict.capture.stopped
+
+
+def _raising(tf: ModuleType, at: int, error: BaseException) -> Any:
+    """A callback that raises ``error`` at the start of batch ``at`` (counted from 1)."""
+
+    class Raise(tf.keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if batch + 1 == at:
+                raise error
+
+    return Raise()
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
+def test_an_exception_inside_the_range_stops_the_profiler_and_keeps_the_capture(
+    tmp_path: Path, tf: ModuleType, error: BaseException
+) -> None:
+    from traceparse.capture import profile
+    from traceparse.integrations.keras import MemoryCallback
+
+    model, xs, ys = _model(tf)
+    callback = MemoryCallback(tmp_path / "logs", profile_batch=(2, 4))
+    raising = _raising(tf, 3, type(error)())
+    with pytest.raises(type(error)) as caught:
+        model.fit(xs, ys, batch_size=32, callbacks=[callback, raising], verbose=0)
+    assert callback.capture is not None
+    # While the traceback (and so fit's frame) is held, the next capture still starts:
+    # it stops the one fit left running first.
+    with profile(tmp_path / "next", inventory=False):
+        pass
+    assert callback.capture.stopped and callback.capture.run_dir is not None
+    assert any(f.name.endswith(".xplane.pb") for f in callback.capture.files)
+    del caught
+
+    # Once the exception is dropped, fit's callbacks go (Keras' traceback filter
+    # leaves a cycle: the collector frees it), and the profiler stops then.
+    again = MemoryCallback(tmp_path / "again", profile_batch=(2, 4))
+    with pytest.warns(RuntimeWarning, match="capture kept in"):
+        try:
+            model.fit(xs, ys, batch_size=32, callbacks=[again, _raising(tf, 3, type(error)())])
+        except type(error):
+            pass
+        gc.collect()
+    assert again.capture is not None and again.capture.stopped
+
+
+def test_a_report_that_cannot_be_written_warns_and_training_goes_on(
+    tmp_path: Path, tf: ModuleType
+) -> None:
+    from traceparse.integrations.keras import MemoryCallback
+
+    model, xs, ys = _model(tf)
+    report = tmp_path / "memory.md"
+    report.mkdir()  # a directory where the report should go
+    callback = MemoryCallback(tmp_path / "logs", profile_batch=(1, 2), report=report)
+    with pytest.warns(RuntimeWarning, match="could not be written.*the capture is in"):
+        history = model.fit(xs, ys, batch_size=32, callbacks=[callback], verbose=0)
+    assert len(history.history["loss"]) == 1  # the epoch ran to its end
+    assert callback.capture is not None and callback.capture.run_dir is not None
 
 
 @pytest.mark.parametrize("bad", [(3, 2), (-1, 2), "a,b", (1, 2, 3), 1.5])

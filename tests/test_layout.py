@@ -3,10 +3,11 @@
 Every ``import`` in every module is checked, function-level and
 ``if TYPE_CHECKING`` imports included: an annotation that names a later
 stage is a dependency on it too (report/ describes what it needs as a
-Protocol in report/source.py instead). The top-level modules that glue
-stages together for a user (capture, pytest_plugin, keras, the package
-``__init__`` and ``__main__``) may import anything; of the stages only cli
-(which runs scripts under the profiler) imports them. Only batching and cli
+Protocol in report/source.py instead). Only the package face (``__init__``)
+and ``__main__`` may import anything, and no module outside cli imports the
+face (stages take the version from ``traceparse.version``). No two modules
+import each other, directly or through others. Only the stages that take
+paths from a user or write captures (capture, integrations, batching, cli)
 read captures from disk (``core.loading``): report, gate and the analyses get
 a Profile.
 """
@@ -20,34 +21,33 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "traceparse"
 
-# In pipeline order; ``errors`` and the generated ``_proto`` code come before all.
+# In pipeline order; ``errors``, the versions and the generated ``_proto`` code
+# come before all. capture (profiling, TensorFlow present) reads what it wrote
+# with core; the integrations (Keras, pytest) use the gate and the reports.
 STAGES = [
     "errors",
-    "dependencies",
+    "version",
     "_proto",
     "files",
     "decode",
     "tables",
     "analysis",
     "core",
+    "capture",
     "output",
     "report",
     "gate",
+    "integrations",
     "batching",
     "cli",
 ]
-# Capture time (TensorFlow present): the script runner's child and the variable
-# inventory belong with capture.
-EXEMPT = {
-    "capture",
-    "integrations",
-    "__init__",
-    "__main__",
-}
-# Reading a capture from disk is the job of the stages that take paths from a user.
-LOADERS = {"batching", "cli"}
-# The root package's only name a stage may import: the version.
-ROOT_NAMES = {"__version__"}
+# The package face and ``python -m traceparse``: they glue the stages together.
+EXEMPT = {"__init__", "__main__"}
+# The only modules at the top of the package: the rest is in stage packages.
+TOP_MODULES = {"__init__", "__main__", "errors", "version"}
+# Reading a capture from disk is the job of the stages that take paths from a
+# user or write the capture themselves.
+LOADERS = {"capture", "integrations", "batching", "cli"}
 
 
 def _modules() -> list[Path]:
@@ -95,20 +95,16 @@ def _violations(name: str, source: str) -> list[str]:
     for line, module, names in _imports(source, name):
         where = f"{name}:{line}"
         if module == "traceparse":
-            # ``from traceparse import decode`` names a stage; anything else is the lazy API.
+            # ``from traceparse import decode`` names a stage; anything else is the face.
             for item in names:
                 if item in STAGES:
                     if STAGES.index(item) > rank:
                         found.append(f"{where}: {stage} imports the later stage {item}")
-                elif item not in ROOT_NAMES:
-                    found.append(f"{where}: {stage} imports traceparse.{item} (the public API)")
+                elif stage != "cli":
+                    found.append(f"{where}: {stage} imports traceparse.{item} (the package face)")
             continue
         target = _stage_of(module)
-        if target in EXEMPT:
-            if stage == "cli":
-                continue  # the command runs scripts under the profiler (capture)
-            found.append(f"{where}: {stage} imports the top-level module {module}")
-        elif target not in STAGES:
+        if target not in STAGES:
             found.append(f"{where}: {stage} imports {module}, which is in no stage")
         elif STAGES.index(target) > rank:
             found.append(f"{where}: {stage} imports {module}, a later stage ({target})")
@@ -124,9 +120,79 @@ def test_every_module_belongs_to_a_stage() -> None:
     top = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__"}
     packages = {name for name in top if (PACKAGE / name).is_dir()}
     modules = {name.removesuffix(".py") for name in top if name.endswith(".py")}
-    assert packages <= set(STAGES) | EXEMPT, packages - set(STAGES) - EXEMPT
-    stages = {"errors", "dependencies"}
-    assert modules <= EXEMPT | stages, modules - EXEMPT - stages
+    assert packages <= set(STAGES), packages - set(STAGES)
+    assert modules <= TOP_MODULES, modules - TOP_MODULES
+
+
+def _module_names() -> set[str]:
+    return {_name_of(p).removesuffix(".__init__") for p in _modules()}
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the traceparse modules it imports (a package means its ``__init__``)."""
+    known = _module_names()
+    graph: dict[str, set[str]] = {}
+    for path in _modules():
+        name = _name_of(path)
+        edges = set()
+        for _line, module, names in _imports(path.read_text(encoding="utf-8"), name):
+            # ``from pkg import mod`` imports the module ``pkg.mod``; other names are pkg's.
+            subs = {f"{module}.{n}" for n in names if f"{module}.{n}" in known}
+            edges |= subs
+            if len(subs) < len(names) or not names:
+                edges.add(module)
+        name = name.removesuffix(".__init__")
+        graph[name] = {e for e in edges if e in known and e != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """Directly or through others, function-level and TYPE_CHECKING imports included;
+    the package face may import anything, and nothing below cli imports it."""
+    graph = {k: v for k, v in _graph().items() if k != "traceparse"}
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_can_fail() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -140,7 +206,8 @@ def test_the_walk_finds_imports_wherever_they_are() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "from traceparse.decode.trace import MemoryTrace\n"  # an earlier stage: fine
-        "from traceparse import __version__, errors\n"  # fine
+        "from traceparse.version import __version__\n"  # fine
+        "from traceparse import errors\n"  # fine
         "if TYPE_CHECKING:\n    from traceparse.report.view import View\n"
         "def f():\n    from ..output import units\n    import traceparse.cli.app\n"
         "    from traceparse.core.loading import load\n"
@@ -148,7 +215,8 @@ def test_the_walk_finds_imports_wherever_they_are() -> None:
         "    from . import liveness\n"  # the same stage: fine
     )
     found = _violations("traceparse.analysis.peak", source)
-    assert [f.split(":")[1] for f in found] == ["5", "7", "8", "9", "9", "10"], found
-    assert _violations("traceparse.capture", source) == []
+    assert [f.split(":")[1] for f in found] == ["6", "8", "9", "10", "10", "11"], found
     assert _violations("traceparse.cli.app", "from traceparse.capture import profile") == []
+    assert _violations("traceparse.cli.app", "from traceparse import __version__") == []
+    assert _violations("traceparse.gate.baseline", "from traceparse import __version__") != []
     assert _violations("traceparse.gate.budgets", "from traceparse.core import loading") != []

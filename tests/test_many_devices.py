@@ -5,26 +5,14 @@ from __future__ import annotations
 
 import io
 
-from test_analysis_support import GPU, alloc, trace_of
+from helpers.devices import many
+from helpers.trace import GPU, alloc, trace_of
 
 from traceparse.cli._summary_view import print_summaries
 from traceparse.core.profile import Profile
 from traceparse.output.terminal import Terminal
 
 MiB = 2**20
-
-
-def many() -> Profile:
-    a = trace_of(
-        [alloc(10, 1, 64 * MiB), alloc(20, 2, 8 * MiB, allocator="gpu_host_bfc")],
-        host="worker-a",
-        before={GPU: 32 * MiB},
-    )
-    b = trace_of(
-        [alloc(10, 1, 300 * MiB), alloc(30, 2, 4 * MiB, allocator="gpu_host_bfc")],
-        host="worker-b",
-    )
-    return Profile([a, b], run="r")
 
 
 def summary_text(profile: Profile) -> str:

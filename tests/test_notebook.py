@@ -87,7 +87,7 @@ def test_more_or_fewer_rows_inline_and_as_text(cnn: traceparse.Profile) -> None:
 
 
 def test_a_hostile_name_is_text(tmp_path: Path) -> None:
-    from test_report import hostile_profile
+    from helpers.report import hostile_profile
 
     html = hostile_profile()._repr_html_()
     page = _parse(html)
@@ -121,7 +121,7 @@ def test_a_notebook_shows_the_profile(tmp_path: Path) -> None:
 
 
 def test_every_host_and_allocator_in_one_overview_the_fullest_flagged() -> None:
-    from test_many_devices import many
+    from helpers.devices import many
 
     page = _parse(many()._repr_html_())
     rows = [r for r in page.rows if r and r[0] in ("GPU_0_bfc", "gpu_host_bfc")]

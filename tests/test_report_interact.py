@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
-from test_report_browser import DevTools, _describe, chromium
+from helpers.browser import DevTools, _describe, chromium
 
 import traceparse
 from traceparse.core.profile import Profile

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, fixture_file, run_traceparse
-from test_decode import SpaceBuilder, alloc
+from helpers.space import SpaceBuilder, alloc
 
 import traceparse
 from traceparse.cli import app as cli

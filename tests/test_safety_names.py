@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_decode import SpaceBuilder, alloc, free
+from helpers.space import SpaceBuilder, alloc, free
 
 from traceparse.cli import app as cli
 from traceparse.output import terminal

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from test_batch_processes import _wait_for_a_result, many_captures
+from helpers.procs import _wait_for_a_result, many_captures
 
 
 def _snapshot(out: Path) -> dict[str, tuple[int, int]]:

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_traceparse
+from conftest import REPO, needs, run_traceparse
 
-pytest.importorskip("tensorflow")
+pytestmark = needs("tensorflow")
 
 WORK = (
     "import tensorflow as tf\n"
@@ -105,3 +105,70 @@ def test_ctrl_c_prints_the_kept_capture(tmp_path: Path) -> None:
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     _capture_line(stderr)
+
+
+def _start_run(tmp_path: Path, script: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "traceparse",
+            "run",
+            "--logdir",
+            str(tmp_path / "logs"),
+            str(script),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def test_sigterm_is_passed_to_the_script_and_the_capture_kept(tmp_path: Path) -> None:
+    pid_file = tmp_path / "script.pid"
+    script = _script(
+        tmp_path,
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n",
+    )
+    process = _start_run(tmp_path, script)
+    assert process.stdout is not None
+    deadline = time.monotonic() + 240
+    while "worked" not in process.stdout.readline():
+        assert time.monotonic() < deadline and process.poll() is None
+    process.send_signal(signal.SIGTERM)  # to `traceparse run` only, not its group
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    _capture_line(stderr)
+    child = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # the script ended with traceparse run
+        os.kill(child, 0)
+
+
+def test_a_forking_script_writes_one_capture(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        "import os, sys\npid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitpid(pid, 0)\n",
+    )
+    done = run_traceparse("run", "--logdir", str(tmp_path / "logs"), str(script), timeout=300)
+    assert done.returncode == 0, done.stderr
+    runs = list((tmp_path / "logs" / "plugins" / "profile").iterdir())
+    assert len(runs) == 1, runs
+    assert _capture_line(done.stderr) == runs[0]
+
+
+def test_run_summarises_the_run_directory_it_made(tmp_path: Path) -> None:
+    # A newer run directory (later name, later mtime) made by the script itself.
+    decoy = tmp_path / "logs" / "plugins" / "profile" / "2999_01_01_00_00_00"
+    script = _script(
+        tmp_path,
+        f"import os, shutil\nos.makedirs({str(decoy)!r})\n"
+        f"open(os.path.join({str(decoy)!r}, 'other.xplane.pb'), 'wb').write(b'junk')\n",
+    )
+    done = run_traceparse("run", "--logdir", str(tmp_path / "logs"), str(script), timeout=300)
+    assert done.returncode == 0, done.stderr
+    run_dir = _capture_line(done.stderr)
+    assert run_dir != decoy and run_dir.parent == decoy.parent

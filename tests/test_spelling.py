@@ -11,7 +11,7 @@ import re
 
 import pytest
 from conftest import run_traceparse
-from test_analysis_support import alloc, profile_of
+from helpers.trace import alloc, profile_of
 
 import traceparse
 from traceparse.output.units import format_bytes

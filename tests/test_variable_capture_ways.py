@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, REPO
-from test_variable_match import assert_big, roles_at_peak
+from helpers.variables import assert_big, roles_at_peak
 
 from traceparse import load
 
@@ -38,7 +38,7 @@ _PROFILE_AFTER_WARM_UP = (
 )
 _MEMORY_CALLBACK = (
     VARS_BUILD
-    + "from traceparse.keras import MemoryCallback\n"
+    + "from traceparse.integrations.keras import MemoryCallback\n"
     + "callback = MemoryCallback(LOGDIR, profile_batch=(3, 5))\n"
     + "model.fit(xs, ys, batch_size=16, epochs=1, verbose=0, callbacks=[callback])\n"
 )

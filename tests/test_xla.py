@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, MANIFEST, REPO, xplane_files
 from google.protobuf.descriptor import Descriptor
-from test_analysis_support import alloc as alloc_event
-from test_xla_params import _profile, _program
+from helpers.trace import alloc as alloc_event
+from helpers.xla import _profile, _program, xla_programs
 
 import traceparse
 from traceparse._proto import hlo_pb2
@@ -196,7 +196,7 @@ def test_unique_sizes_are_linked(name: str) -> None:
     allocations = prof.allocations
     runs = prof.traces[0].function_runs
     sizes: dict[int, list[tuple[str, int, str]]] = {}
-    for _, program in prof._xla.programs:
+    for _, program in xla_programs(prof):
         function = prof.xla_programs.set_index("program").loc[program.name, "function"]
         for alloc in program.hlo.buffer_assignment.buffer_allocations:
             if made_per_run(alloc):
@@ -214,7 +214,7 @@ def test_unique_sizes_are_linked(name: str) -> None:
         elif not fits:
             assert pd.isna(row.xla_program)
         if pd.notna(row.xla_allocation_index):
-            program = prof._xla.programs[0][1]
+            program = xla_programs(prof)[0][1]
             sizes_by_index = {
                 a.index: a.size for a in program.hlo.buffer_assignment.buffer_allocations
             }
@@ -310,7 +310,7 @@ def test_depth_one_scopes_of_a_jit_compiled_model_are_its_layers(name: str, mode
 def test_fused_and_copied_buffers_take_their_origin() -> None:
     prof = traceparse.load(FIXTURES / "xla_keras")
     buffers = prof.xla_buffers
-    program = prof._xla.programs[0][1]
+    program = xla_programs(prof)[0][1]
     insts = {i.name: i for c in program.hlo.hlo_module.computations for i in c.instructions}
     recovered = buffers[buffers["tf_op"].notna()]
     for row in recovered.itertuples():
@@ -332,7 +332,7 @@ def test_a_layout_copy_fusion_takes_its_operands_op() -> None:
     prof = traceparse.load(FIXTURES / "layers_cnn_xla")
     buffers = prof.xla_buffers.set_index(["program", "instruction"])
     moved = []
-    for _, program in prof._xla.programs:
+    for _, program in xla_programs(prof):
         module = program.hlo.hlo_module
         comps = {c.id: c for c in module.computations}
         insts = {i.id: i for c in module.computations for i in c.instructions}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import FIXTURES
-from test_heap_sim import SLAB, Module
+from helpers.hlo import SLAB, Module
 
 import traceparse
 from traceparse.tables.xla import NAMED_BY, buffer_info, buffer_naming

@@ -17,20 +17,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from conftest import FIXTURES, MANIFEST, run_traceparse
-from test_analysis_support import GPU, alloc, trace_of
+from helpers.trace import GPU, alloc
+from helpers.xla import CPU, KiB, _profile, _program
 
-from traceparse import Profile, load
-from traceparse._proto import hlo_pb2
+from traceparse import load
 from traceparse.analysis import PARTS
 from traceparse.analysis.breakdown import parameter_rows
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
-from traceparse.decode.xla import XlaProgram, XlaSource, skim_hlo
 from traceparse.report import render_json, render_markdown
 from traceparse.tables.variables import CPU_POOL_BYTES
 
-KiB, MiB = 1 << 10, 1 << 20
-CPU = "mklcpu"
+MiB = 1 << 20
 ITEMSIZE = {"float32": 4, "int64": 8}
 
 
@@ -214,50 +212,6 @@ def test_captures_without_programs_do_not_measure_it() -> None:
 
 
 # -- hand-built programs ---------------------------------------------------------------
-
-
-def _program(module: str, params: list[tuple[list[int], bool]], temp: int = 0) -> XlaProgram:
-    """An XLA program whose entry computation reads float32 ``params`` (dims, updated)."""
-    hlo = hlo_pb2.HloProto()
-    mod = hlo.hlo_module
-    mod.name = module
-    mod.entry_computation_id = 1
-    entry = mod.computations.add(name="main", id=1)
-    assignment = hlo.buffer_assignment
-    for number, (dims, updated) in enumerate(params):
-        inst = entry.instructions.add(
-            name=f"arg{number}.1", opcode="parameter", parameter_number=number, id=10 + number
-        )
-        inst.shape.element_type = 11  # F32
-        inst.shape.dimensions.extend(dims)
-        size = int(np.prod(dims)) * 4
-        assignment.logical_buffers.add(id=number, size=size).defined_at.instruction_id = 10 + number
-        alloc = assignment.buffer_allocations.add(
-            index=number,
-            size=size,
-            is_entry_computation_parameter=True,
-            parameter_number=number,
-            maybe_live_out=updated,
-        )
-        alloc.assigned.add(logical_buffer_id=number, offset=0, size=size)
-    if temp:
-        assignment.buffer_allocations.add(index=len(params), size=temp)
-    data = memoryview(hlo.SerializeToString())
-    return XlaProgram(f"{module}(0)", skim_hlo(data), data)
-
-
-def _profile(
-    programs: list[XlaProgram],
-    ran: list[str],
-    before: dict[str, int],
-    events: list[dict[str, object]] | None = None,
-) -> Profile:
-    trace = trace_of(events or [alloc(10, 1, 256 * KiB, allocator=CPU)], before=before)
-    source = XlaSource("host0.xplane.pb", b"")
-    source._programs = programs
-    trace.xla = source
-    trace.stat_names = frozenset(ran)
-    return Profile([trace])
 
 
 def test_a_parameter_two_programs_read_counts_once() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES, xplane_files
+from helpers.xla import xla_programs
 
 import traceparse
 from traceparse._proto import hlo_pb2, hlo_skim_pb2, xplane_pb2
@@ -69,7 +70,7 @@ def test_skim_descriptors_match_tensorflow() -> None:
 @pytest.mark.parametrize("name", ALL_XLA)
 def test_skim_read_equals_full_parse(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
-    programs = prof._xla.programs
+    programs = xla_programs(prof)
     assert programs
     for _, program in programs:
         hlo = hlo_pb2.HloProto.FromString(bytes(program.data))
@@ -92,7 +93,7 @@ def test_skim_read_equals_tensorflow_reading(name: str) -> None:
             for stat in meta.stats:
                 if stat.metadata_id in ids and stat.WhichOneof("value") == "bytes_value":
                     theirs[meta.name] = tf_hlo.HloProto.FromString(stat.bytes_value)
-    ours = traceparse.load(FIXTURES / name)._xla.programs
+    ours = xla_programs(traceparse.load(FIXTURES / name))
     assert sorted(p.name for _, p in ours) == sorted(theirs)
     for _, program in ours:
         hlo = theirs[program.name]
@@ -108,8 +109,8 @@ def test_links_from_skim_equal_links_from_full_parse(name: str) -> None:
     allocations = prof.allocations
     runs = {t.host: t.function_runs for t in prof.traces}
     records = {t.host: t.runs for t in prof.traces}
-    skimmed = link_allocations(allocations, prof._xla.programs, runs, records)
-    full = [(host, _full_skim(program)) for host, program in prof._xla.programs]
+    skimmed = link_allocations(allocations, xla_programs(prof), runs, records)
+    full = [(host, _full_skim(program)) for host, program in xla_programs(prof)]
     parsed = link_allocations(allocations, full, runs, records)
     assert skimmed.program == parsed.program
     assert skimmed.index == parsed.index
@@ -152,7 +153,7 @@ def test_linking_parses_no_instruction(name: str, parses: Counter[str]) -> None:
     _ = prof.timeline
     assert allocations["xla_allocation_index"].notna().sum() >= 3
     assert parses == Counter()
-    programs = [program for _, program in prof._xla.programs]
+    programs = [program for _, program in xla_programs(prof)]
     assert all(p._module is None and p._assignment is None and not p.parsed for p in programs)
     # The summary reads the slab's program: some computations, never the whole proto.
     _ = prof.summary()

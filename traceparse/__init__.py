@@ -29,6 +29,7 @@ from traceparse.errors import (
     TraceparseError,
     UsageError,
 )
+from traceparse.version import __version__
 
 if TYPE_CHECKING:
     from traceparse.batching import batch
@@ -62,8 +63,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Capture",

@@ -20,7 +20,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.internal import enum_type_wrapper
 
-from traceparse.dependencies import PROTOBUF, check
+from traceparse.version import PROTOBUF, check
 
 # A runtime outside the tested range fails here, in one line, not in a parse.
 check(PROTOBUF, google.protobuf.__version__)

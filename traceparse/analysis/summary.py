@@ -82,20 +82,14 @@ class AllocatorSummary:
     top_variables: pd.DataFrame | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as JSON-serialisable values: frames as lists of records, NA as None."""
+        """Every field by name, values as they are (frames stay frames); JSON comes
+        from ``traceparse.output.jsonvalues.json_value`` of this."""
         out: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
             if value is None and item.name in OPTIONAL_FIELDS:
                 continue
-            if isinstance(value, pd.DataFrame):
-                out[item.name] = records(value)
-            elif isinstance(value, dict):
-                out[item.name] = {str(k): plain(v) for k, v in value.items()}
-            elif isinstance(value, list):
-                out[item.name] = [plain(v) for v in value]
-            else:
-                out[item.name] = plain(value)
+            out[item.name] = value
         return out
 
 
@@ -115,15 +109,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, pd.Timestamp | pd.Timedelta):
         return str(value)
     return str(value)
-
-
-def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """A frame as a list of dicts of plain values."""
-    columns = [str(c) for c in frame.columns]
-    return [
-        {column: plain(value) for column, value in zip(columns, row, strict=True)}
-        for row in frame.astype(object).itertuples(index=False, name=None)
-    ]
 
 
 def build_summaries(

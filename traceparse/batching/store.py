@@ -12,8 +12,9 @@ import json
 import math
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
+from traceparse.batching.records import Fingerprint, Outcome, Task
 from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
@@ -25,9 +26,6 @@ from traceparse.files.discover import (
     not_regular,
     sidecar,
 )
-
-if TYPE_CHECKING:
-    from traceparse.batching.tasks import Outcome, Task
 
 __all__ = [
     "RESULT_NAME",
@@ -43,8 +41,6 @@ __all__ = [
 # Bump when the stored rows change shape, so old results are redone, not misread.
 SCHEMA = 1
 RESULT_NAME = "result.json"
-
-Fingerprint = Literal["stat", "hash"]
 
 # fsspec `info()` keys that change when an object is rewritten, by backend:
 # local and sftp (mtime), s3 (LastModified, ETag), gcs (updated, generation,
@@ -171,7 +167,7 @@ def reuse(task: Task) -> Outcome | None:
 
 
 def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
-    from traceparse import __version__
+    from traceparse.version import __version__
 
     data = _read_result(task)
     if not isinstance(data, dict):
@@ -261,7 +257,7 @@ def _well_formed(data: dict[str, Any]) -> bool:
 
 
 def store(task: Task, outcome: Outcome, current: dict[str, Any]) -> None:
-    from traceparse import __version__
+    from traceparse.version import __version__
 
     record = {
         "schema": SCHEMA,

@@ -16,10 +16,10 @@ import contextlib
 import hashlib
 import os
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from traceparse.batching.orphans import stop_if_orphaned
+from traceparse.batching.records import Outcome, Status, Task
 from traceparse.batching.store import (
     RESULT_NAME,
     Fingerprint,
@@ -51,35 +51,7 @@ __all__ = [
 CAPTURES_DIR = "captures"
 REPORT_FORMATS = ("md", "html", "json")
 
-Status = Literal["ok", "empty", "error"]
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-@dataclass(frozen=True)
-class Task:
-    """What a worker needs to analyse one capture; every field is plain data."""
-
-    capture: CaptureFile  # its path is absolute (or a URL): workers may run elsewhere
-    directory: str  # absolute: OUTDIR/captures/<name>
-    reports: tuple[str, ...]  # report formats to write: "md", "html", "json"
-    fingerprint: Fingerprint
-    force: bool = False
-
-    @property
-    def name(self) -> str:
-        """The capture's directory name under ``OUTDIR/captures/``."""
-        return os.path.basename(self.directory)
-
-
-class Outcome(TypedDict):
-    """A task's result: JSON values only."""
-
-    path: str
-    status: Status
-    message: str | None
-    rows: list[dict[str, Any]]  # one per allocator; empty unless status is "ok"
-    reused: bool  # True when the stored result was still valid
 
 
 def task_for(
@@ -219,8 +191,9 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
 def summary_row(summary: Any) -> dict[str, Any]:
     """The batch columns of one ``AllocatorSummary``, as JSON values."""
     from traceparse.analysis import PARTS
+    from traceparse.output.jsonvalues import json_value
 
-    data = summary.to_dict()
+    data = json_value(summary.to_dict())
     top = data["top_ops"][0] if data["top_ops"] else {}
     return {
         "allocator": data["allocator"],

@@ -18,7 +18,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,21 +41,6 @@ class ChildResult:
     interrupted: bool = False
 
 
-def check_logdir(logdir: str | os.PathLike[str]) -> Path:
-    """The logdir as an absolute path, created; ``UsageError`` if it cannot be written."""
-    path = Path(os.path.abspath(os.fspath(logdir)))
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"--logdir {path}: cannot create it ({exc.strerror or exc}); choose another",
-            path,
-        ) from None
-    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"--logdir {path}: not a directory this user can write to", path)
-    return path
-
-
 def _runs(logdir: Path) -> set[Path]:
     root = logdir / "plugins" / "profile"
     with contextlib.suppress(OSError):
@@ -69,7 +56,9 @@ def run_in_child(
     delay_s: float | None = None,
     duration_s: float | None = None,
 ) -> ChildResult:
-    """Run ``script`` under the profiler in a child process; wait for it, even through Ctrl-C."""
+    """Run ``script`` under the profiler in a child process; wait for it, even through
+    Ctrl-C or SIGTERM, which are passed on to the child (it stops its profiler,
+    writes the capture and exits)."""
     if not Path(script).expanduser().is_file():
         raise UsageError(f"no such script: {script}", path=script)
     before = _runs(logdir)
@@ -90,32 +79,67 @@ def run_in_child(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     env["TRACEPARSE_RUN_CONFIG"] = config
     child = subprocess.Popen([sys.executable, "-c", _CHILD], env=env)
-    interrupted = False
-    while True:
-        try:
-            code = child.wait()
-            break
-        except KeyboardInterrupt:
-            # The terminal sent SIGINT to the child too: it stops its profiler,
-            # writes the capture and exits; wait for that.
-            interrupted = True
-    failure = _read_status(status_path)
-    if failure is not None:
-        error = UsageError(str(failure["error"]))
-        error.exit_code = int(str(failure.get("exit_code", 2)))
+    with _forwarding_signals(child) as received:
+        code = child.wait()
+    status = _read_status(status_path)
+    if status is not None and "error" in status:
+        error = UsageError(str(status["error"]))
+        error.exit_code = int(str(status.get("exit_code", 2)))
         raise error
-    new = sorted(_runs(logdir) - before)
-    run_dir = new[-1] if new else None
+    run_dir = _run_dir_of(status, logdir, before)
+    interrupted = bool(received) or code in (130, 128 + signal.SIGTERM)
     if code < 0:
         name = signal.Signals(-code).name
         return ChildResult(128 - code, run_dir, signal_name=name, interrupted=interrupted)
-    return ChildResult(code, run_dir, interrupted=interrupted or code == 130)
+    return ChildResult(code, run_dir, interrupted=interrupted)
+
+
+@contextlib.contextmanager
+def _forwarding_signals(child: subprocess.Popen[bytes]) -> Iterator[list[int]]:
+    """While the child runs, SIGTERM and SIGINT sent to this process go to the child
+    (the caller keeps waiting for it); yields the signals received.
+
+    A Ctrl-C typed at a terminal reaches the child by itself too; the child takes
+    a second SIGINT within a second of the first for the same one
+    (:func:`_interrupt_once`).
+    """
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        with contextlib.suppress(OSError):  # the child may have ended already
+            child.send_signal(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread may set handlers; nothing to forward
+        return
+    saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield received
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _run_dir_of(status: dict[str, object] | None, logdir: Path, before: set[Path]) -> Path | None:
+    """The run directory the child's capture wrote: as the child reported it; when the
+    child could not say (it died, or called ``os._exit``), the newest new run
+    directory that holds a capture."""
+    if status is not None and "run_dir" in status:
+        reported = status["run_dir"]
+        return Path(str(reported)) if reported else None
+    new = sorted(_runs(logdir) - before, reverse=True)
+    for run in new:
+        with contextlib.suppress(OSError):
+            if any(p.name.endswith(".xplane.pb") for p in run.iterdir()):
+                return run
+    return None
 
 
 def _read_status(path: str) -> dict[str, object] | None:
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            text = handle.read(1 << 20)
     except OSError:
         return None
     finally:
@@ -125,7 +149,12 @@ def _read_status(path: str) -> dict[str, object] | None:
         data = json.loads(text) if text else None
     except ValueError:
         return None
-    return data if isinstance(data, dict) and "error" in data else None
+    return data if isinstance(data, dict) else None
+
+
+def _write_status(path: str, data: dict[str, object]) -> None:
+    with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
 
 
 def child_main() -> int:
@@ -134,9 +163,14 @@ def child_main() -> int:
     # As `python script.py` would: the script's directory first, not ours or the cwd.
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _stop_profiler_on_os_exit()
+    # SIGTERM (passed on by the parent, or sent here) ends the script as sys.exit
+    # would, so that the profiler is stopped and the capture written.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGINT, _interrupt_once)
     from traceparse.capture.script import run_script
     from traceparse.errors import TraceparseError
 
+    pid = os.getpid()
     try:
         result = run_script(
             config["script"],
@@ -149,21 +183,44 @@ def child_main() -> int:
         return 130
     except TraceparseError as exc:
         # Reported by the parent, as every other error: one line, its exit code.
-        with open(config["status"], "w", encoding="utf-8") as handle:
-            json.dump({"error": str(exc), "exit_code": exc.exit_code}, handle)
+        if os.getpid() == pid:
+            _write_status(config["status"], {"error": str(exc), "exit_code": exc.exit_code})
         return exc.exit_code
     sys.stdout.flush()
+    if os.getpid() == pid:  # not a process the script forked
+        run_dir = result.capture.run_dir
+        _write_status(config["status"], {"run_dir": None if run_dir is None else str(run_dir)})
     return result.exit_code
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+_last_interrupt = [-1e9]
+
+
+def _interrupt_once(_signum: int, _frame: object) -> None:
+    """Ctrl-C as usual (``KeyboardInterrupt``), but one SIGINT within a second of the
+    last is the same Ctrl-C, sent by the terminal and passed on by the parent:
+    raising twice would interrupt the profiler's stop."""
+    now = time.monotonic()
+    if now - _last_interrupt[0] < 1.0:
+        return
+    _last_interrupt[0] = now
+    raise KeyboardInterrupt
 
 
 def _stop_profiler_on_os_exit() -> None:
     """``os._exit`` in the script skips every cleanup: stop the profiler first, so
-    the capture is written."""
+    the capture is written (in this process only: a process the script forked
+    writes no capture of its own)."""
     real_exit = os._exit
+    pid = os.getpid()
 
     def exit_after_stopping(code: int) -> None:
         tf = sys.modules.get("tensorflow")
-        if tf is not None:
+        if tf is not None and os.getpid() == pid:
             with contextlib.suppress(Exception):
                 tf.profiler.experimental.stop()
         with contextlib.suppress(Exception):

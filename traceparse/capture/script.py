@@ -17,7 +17,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, nullco
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceparse.capture.session import Capture, _check_seconds, _import_tensorflow
+from traceparse.capture.checks import check_seconds, import_tensorflow
+from traceparse.capture.session import Capture
 from traceparse.errors import CaptureError, UsageError
 
 __all__ = ["ScriptResult", "keras_step_markers", "run_script"]
@@ -121,8 +122,8 @@ def run_script(
     script_path = script_path.resolve()
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise UsageError(f"script arguments must be a sequence of strings, got {args!r}")
-    delay = _check_seconds("delay_s", delay_s, allow_zero=True)
-    duration = _check_seconds("duration_s", duration_s, allow_zero=False)
+    delay = check_seconds("delay_s", delay_s, allow_zero=True)
+    duration = check_seconds("duration_s", duration_s, allow_zero=False)
     capture = Capture(
         logdir,
         host_tracer_level=host_tracer_level,
@@ -130,7 +131,7 @@ def run_script(
         device_tracer_level=device_tracer_level,
         delay_ms=delay_ms,
     )
-    _import_tensorflow()  # fail before the script runs if TensorFlow is missing
+    import_tensorflow()  # fail before the script runs if TensorFlow is missing
     # Keras is imported (for the step markers) before the profiler starts.
     markers = ExitStack()
     markers.enter_context(keras_step_markers())

@@ -1,8 +1,8 @@
 """One profiler session: ``profile()``, :class:`Capture` and its step markers.
 
-This is the only module of traceparse that needs TensorFlow, and it imports it
-lazily, inside the functions that talk to the profiler, never at import time:
-analysing an existing capture works without TensorFlow installed.
+Like all of ``traceparse.capture`` it imports TensorFlow lazily, inside the
+functions that talk to the profiler, never at import time: analysing an
+existing capture works without TensorFlow installed.
 
 ::
 
@@ -28,83 +28,32 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 
 from __future__ import annotations
 
-import math
+import atexit
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from traceparse.dependencies import TENSORFLOW, check
-from traceparse.errors import CaptureError, DependencyError, UsageError
+from traceparse.capture.checks import (
+    TENSORFLOW_MISSING,
+    check_level,
+    check_logdir,
+    enable_onednn,
+    import_tensorflow,
+)
+from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.capture.inventory import Inventory
     from traceparse.core.profile import Profile
 
-__all__ = ["TENSORFLOW_MISSING", "Capture", "enable_onednn", "profile"]
-
-TENSORFLOW_MISSING = (
-    f"tensorflow is not installed, but capturing needs {TENSORFLOW.spec()}: {TENSORFLOW.fix} "
-    "(analysing existing captures does not need it)"
-)
+__all__ = ["TENSORFLOW_MISSING", "Capture", "check_logdir", "enable_onednn", "profile"]
 
 _NEW, _RUNNING, _STOPPED = "new", "running", "stopped"
-
-
-def _import_tensorflow() -> ModuleType:
-    """Import TensorFlow, or raise ``CaptureError`` saying how to install it."""
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise CaptureError(TENSORFLOW_MISSING) from exc
-    try:
-        check(TENSORFLOW, str(getattr(tf, "__version__", "0")), "capturing")
-    except DependencyError as exc:
-        raise CaptureError(str(exc)) from exc
-    return tf
-
-
-def _check_level(name: str, value: object, highest: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be an integer, got {value!r}")
-    if value < 0 or (highest is not None and value > highest):
-        allowed = f"0 to {highest}" if highest is not None else "0 or more"
-        raise UsageError(f"{name} must be {allowed}, got {value}")
-    return value
-
-
-def _check_seconds(name: str, value: object, *, allow_zero: bool) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{name} must be a number of seconds, got {value!r}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = "0 or more" if allow_zero else "more than 0"
-        raise UsageError(f"{name} must be a finite number of seconds, {bound}, got {value!r}")
-    return seconds
-
-
-def _check_logdir(logdir: str | os.PathLike[str]) -> Path:
-    if not isinstance(logdir, (str, os.PathLike)):
-        raise UsageError(f"logdir must be a path, got {logdir!r}")
-    text = os.fspath(logdir)
-    if not text:
-        raise UsageError("logdir must not be empty")
-    if "://" in text:
-        raise UsageError(
-            f"capturing needs a local log directory, got {text}: "
-            "capture locally, then copy the run directory",
-            path=text,
-        )
-    path = Path(text).expanduser()
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"logdir {path} exists and is not a directory", path=path)
-    return path
 
 
 def _snapshot(root: Path) -> dict[Path, tuple[int, int]]:
@@ -121,6 +70,47 @@ def _snapshot(root: Path) -> dict[Path, tuple[int, int]]:
                 continue
             found[path] = (st.st_size, st.st_mtime_ns)
     return found
+
+
+# Captures started and not yet stopped: one still running when the interpreter
+# exits (an uncaught exception or Ctrl-C, a Keras fit that raised) is stopped
+# then, so that what it recorded is written rather than lost.
+_running: set[Capture] = set()
+
+
+def _stop_abandoned() -> None:
+    """Stop every running capture whose owner says it was abandoned (the Keras ``fit``
+    that started it raised), so that a new session can start; the capture is kept."""
+    for capture in list(_running):
+        abandoned = capture.abandoned
+        if abandoned is None or not abandoned():
+            continue
+        try:
+            capture.stop()
+        except CaptureError as exc:
+            print(f"traceparse: {exc}", file=sys.stderr)
+            continue
+        print(
+            "traceparse: a capture was left running by code that ended without stopping "
+            f"it; stopped now, kept in {capture.run_dir}",
+            file=sys.stderr,
+        )
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    for capture in list(_running):
+        try:
+            files = capture.stop()
+        except CaptureError as exc:
+            print(f"traceparse: {exc}", file=sys.stderr)
+            continue
+        if capture.run_dir is not None and files:
+            print(
+                f"traceparse: the profiler was still running at exit; capture kept in "
+                f"{capture.run_dir}",
+                file=sys.stderr,
+            )
 
 
 class Capture(AbstractContextManager["Capture"]):
@@ -143,15 +133,20 @@ class Capture(AbstractContextManager["Capture"]):
         models: Sequence[Any] = (),
         inventory: bool = True,
     ) -> None:
-        self.logdir: Path = _check_logdir(logdir)
-        self.host_tracer_level = _check_level("host_tracer_level", host_tracer_level, 3)
-        self.python_tracer_level = _check_level("python_tracer_level", python_tracer_level, 1)
-        self.device_tracer_level = _check_level("device_tracer_level", device_tracer_level, None)
-        self.delay_ms = None if delay_ms is None else _check_level("delay_ms", delay_ms, None)
+        self.logdir: Path = check_logdir(logdir)
+        self.host_tracer_level = check_level("host_tracer_level", host_tracer_level, 3)
+        self.python_tracer_level = check_level("python_tracer_level", python_tracer_level, 1)
+        self.device_tracer_level = check_level("device_tracer_level", device_tracer_level, None)
+        self.delay_ms = None if delay_ms is None else check_level("delay_ms", delay_ms, None)
         self._lock = threading.RLock()
         self._state = _NEW
         self._before: dict[Path, tuple[int, int]] = {}
+        self._pid = os.getpid()
+        # Set by an owner that may end without stopping the capture (a Keras fit
+        # that raises): True once it has; such a capture is stopped when the next starts.
+        self.abandoned: Callable[[], bool] | None = None
         self._files: list[Path] = []
+        self._stop_files: list[Path] = []  # what changed while the profiler stopped
         if isinstance(models, (str, bytes)) or not isinstance(models, Sequence):
             raise UsageError(f"models must be a list of Keras models, got {models!r}")
         self.models = list(models)
@@ -182,11 +177,14 @@ class Capture(AbstractContextManager["Capture"]):
     def run_dir(self) -> Path | None:
         """The run directory (``<logdir>/plugins/profile/<run>``) this capture wrote.
 
-        ``None`` until the capture is stopped, or if it wrote nothing.
+        ``None`` until the capture is stopped, or if it wrote nothing. It is where
+        the profiler wrote when it stopped: files the profiled code itself wrote
+        under the logdir (even a newer run directory) do not count.
         """
-        runs = sorted({f.parent for f in self._files if f.name.endswith(".xplane.pb")})
+        written = self._stop_files or self._files
+        runs = sorted({f.parent for f in written if f.name.endswith(".xplane.pb")})
         if not runs:
-            runs = sorted({f.parent for f in self._files})
+            runs = sorted({f.parent for f in written})
         return runs[-1] if runs else None
 
     def start(self) -> Capture:
@@ -194,13 +192,14 @@ class Capture(AbstractContextManager["Capture"]):
         with self._lock:
             if self._state != _NEW:
                 raise UsageError(f"this capture was already {self._state}; make a new one")
-            tf = _import_tensorflow()
+            tf = import_tensorflow()
             options = tf.profiler.experimental.ProfilerOptions(
                 host_tracer_level=self.host_tracer_level,
                 python_tracer_level=self.python_tracer_level,
                 device_tracer_level=self.device_tracer_level,
                 delay_ms=self.delay_ms,
             )
+            _stop_abandoned()
             self._before = _snapshot(self.logdir)
             if self.take_inventory:
                 from traceparse.capture.inventory import try_take_inventory
@@ -224,6 +223,8 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             self._state = _RUNNING
+            self._pid = os.getpid()
+            _running.add(self)
             return self
 
     def stop(self) -> list[Path]:
@@ -235,8 +236,15 @@ class Capture(AbstractContextManager["Capture"]):
         with self._lock:
             if self._state != _RUNNING:
                 return self.files
-            tf = _import_tensorflow()
+            _running.discard(self)
+            if os.getpid() != self._pid:
+                # A process forked inside the block: the session is its parent's,
+                # which writes the capture; this one writes none.
+                self._state = _STOPPED
+                return self.files
+            tf = import_tensorflow()
             self._state = _STOPPED
+            at_stop = _snapshot(self.logdir)
             try:
                 tf.profiler.experimental.stop()
             except tf.errors.UnavailableError as exc:
@@ -257,6 +265,9 @@ class Capture(AbstractContextManager["Capture"]):
                 self._files = sorted(
                     path for path, stamp in after.items() if self._before.get(path) != stamp
                 )
+                self._stop_files = sorted(
+                    path for path, stamp in after.items() if at_stop.get(path) != stamp
+                )
             self._write_inventory()
             return self.files
 
@@ -264,7 +275,7 @@ class Capture(AbstractContextManager["Capture"]):
         """Take the stop inventory and write it beside each host's capture."""
         if self._inventory is None:
             return
-        captures = [f for f in self._files if f.name.endswith(".xplane.pb")]
+        captures = [f for f in self._stop_files or self._files if f.name.endswith(".xplane.pb")]
         if not captures:
             return
         from traceparse.capture.inventory import try_take_inventory, write_inventory
@@ -307,10 +318,10 @@ class Capture(AbstractContextManager["Capture"]):
         The marker is an event named ``name`` with a ``step_num`` stat that
         the analysis uses to split memory by step.
         """
-        step_num = _check_level("step_num", step_num, None)
+        step_num = check_level("step_num", step_num, None)
         if not isinstance(name, str) or not name:
             raise UsageError(f"a step name must be a non-empty string, got {name!r}")
-        tf = _import_tensorflow()
+        tf = import_tensorflow()
         trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
             name, step_num=step_num, _r=1
         )
@@ -360,16 +371,3 @@ def profile(
         models=models,
         inventory=inventory,
     )
-
-
-def enable_onednn() -> bool:
-    """Set ``TF_ENABLE_ONEDNN_OPTS=1`` unless it is set or TensorFlow is already imported.
-
-    TensorFlow's default CPU allocator records no memory events; with oneDNN on,
-    CPU memory comes from ``mklcpu``, a BFC allocator that does. TensorFlow reads
-    the variable once, when it is imported. Returns True when it was set here.
-    """
-    if "TF_ENABLE_ONEDNN_OPTS" in os.environ or "tensorflow" in sys.modules:
-        return False
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
-    return True

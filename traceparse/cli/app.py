@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         # An unsupported protobuf, numpy or pandas would fail inside their code
         # and read as a bug of ours: say which one, before it is used.
-        from traceparse.dependencies import check_installed
+        from traceparse.version import check_installed
 
         check_installed()
         from traceparse.output.terminal import Terminal

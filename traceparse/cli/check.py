@@ -9,11 +9,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, percent_type, size_type
-from traceparse.errors import BudgetExceededError, TraceparseError, UsageError
+from traceparse.errors import TraceparseError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
     from traceparse.gate.budgets import Result, Tolerance
+    from traceparse.gate.verdict import Verdict
     from traceparse.output.terminal import Terminal
 
 CHECK_SCHEMA_VERSION = 1
@@ -149,7 +150,8 @@ class CheckCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.gate.budgets import DEFAULT_TOLERANCE, Budgets, evaluate
+        from traceparse.gate.budgets import DEFAULT_TOLERANCE, Budgets
+        from traceparse.gate.verdict import judge
 
         if args.tolerance is not None and args.baseline is None:
             raise UsageError("--tolerance applies to --baseline: give both, or neither")
@@ -175,7 +177,7 @@ class CheckCommand(Command):
                 budgets = replace(budgets, baseline=load_baseline(args.baseline, term))
 
             profile = load_newest(args.path, term)
-            results = evaluate(profile, budgets)
+            verdict = judge(profile, budgets, args.path)
         except TraceparseError as exc:
             # CI pages should say why the gate failed, not only that it did.
             try:
@@ -183,8 +185,8 @@ class CheckCommand(Command):
             except TraceparseError as also:
                 term.warn(str(also))
             raise
-        self._publish(args, term, results, profile)
-        return self._print(args, term, results, profile)
+        self._publish(args, term, verdict.results, profile)
+        return self._print(args, term, verdict, profile)
 
     def _publish(
         self,
@@ -212,19 +214,17 @@ class CheckCommand(Command):
         self,
         args: argparse.Namespace,
         term: Terminal,
-        results: list[Result],
+        verdict: Verdict,
         profile: Profile,
     ) -> int:
-        from traceparse.gate.render import verdict_line
-
-        failed = [r for r in results if r.failed]
+        results = verdict.results
         if args.format == "json":
             data = {
                 "schema_version": CHECK_SCHEMA_VERSION,
                 "source": args.path,
                 "run": profile.run,
-                "passed": not failed,
-                "verdict": verdict_line(results),
+                "passed": verdict.passed,
+                "verdict": verdict.line,
                 "results": [r.to_dict() for r in results],
             }
             term.raw(json.dumps(data, indent=2, ensure_ascii=False))
@@ -238,10 +238,10 @@ class CheckCommand(Command):
                     term.line(f"ok   {result.line()}")
             if not results:
                 term.warn(f"{args.path}: no memory events, nothing checked (--allow-empty)")
-            elif not failed:
-                term.line(f"ok: {verdict_line(results)} ({args.path})")
-        if failed:
-            raise BudgetExceededError(f"{verdict_line(results)} in {args.path}", args.path)
+            elif verdict.passed:
+                term.line(f"ok: {verdict.line} ({args.path})")
+        if not verdict.passed:
+            raise verdict.error()
         return 0
 
 

@@ -146,9 +146,9 @@ def _stderr_to_file(path: Path) -> Iterator[TextIO]:
 
 
 def _tensorflow() -> Any:
-    from traceparse.capture.session import _import_tensorflow
+    from traceparse.capture.checks import import_tensorflow
 
-    return _import_tensorflow()
+    return import_tensorflow()
 
 
 def _build(tf: Any) -> tuple[Any, Any, Any]:

@@ -82,7 +82,8 @@ class RunCommand(Command):
         import importlib.util
 
         from traceparse.capture import TENSORFLOW_MISSING, enable_onednn
-        from traceparse.capture.child import check_logdir, run_in_child
+        from traceparse.capture.checks import check_logdir
+        from traceparse.capture.child import run_in_child
 
         if not os.path.isfile(os.path.expanduser(args.script)):
             raise UsageError(f"no such script: {args.script}", args.script)
@@ -91,7 +92,7 @@ class RunCommand(Command):
         if importlib.util.find_spec("tensorflow") is None:
             raise UsageError(TENSORFLOW_MISSING)
         # Absolute before the script runs: an os.chdir in it moves nothing of ours.
-        logdir = check_logdir(args.logdir)
+        logdir = check_logdir(args.logdir, create=True, what="--logdir")
         enable_onednn()  # inherited by the child, before it imports TensorFlow
         result = run_in_child(
             args.script,
@@ -117,7 +118,7 @@ class RunCommand(Command):
                 why = "the script ended before --delay was up; use a shorter --delay"
             report.warn(f"the profiler wrote nothing under {logdir}: {why}")
             return result.exit_code
-        if result.interrupted:
+        if result.interrupted:  # Ctrl-C or SIGTERM: the capture is kept, not summarised
             report.line(f"Capture kept: {run_dir}")
             return result.exit_code
         try:

@@ -35,7 +35,6 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import xplane_pb2
-from traceparse.decode.trace import empty_frame
 
 _EXECUTE = re.compile(
     r"(?:LoadedExecutable::Execute(?:Helper)?|LoadedExecutable_Execute|"
@@ -67,14 +66,18 @@ ALLOCATION_RUN_COLUMNS: dict[str, str] = {
 }
 
 
+def _empty(columns: dict[str, str]) -> pd.DataFrame:
+    # Not decode.trace.empty_frame: trace.py names RunRecords, and two modules
+    # never import each other (tests/test_layout.py).
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+
+
 @dataclass
 class RunRecords:
     """What the host lines say about program runs (see the module docstring)."""
 
-    runs: pd.DataFrame = field(default_factory=lambda: empty_frame(RUN_COLUMNS))
-    allocation_runs: pd.DataFrame = field(
-        default_factory=lambda: empty_frame(ALLOCATION_RUN_COLUMNS)
-    )
+    runs: pd.DataFrame = field(default_factory=lambda: _empty(RUN_COLUMNS))
+    allocation_runs: pd.DataFrame = field(default_factory=lambda: _empty(ALLOCATION_RUN_COLUMNS))
     # Every module named by a marker, with the program ids seen for it.
     modules: dict[str, set[int]] = field(default_factory=dict)
 

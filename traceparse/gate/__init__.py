@@ -1,9 +1,9 @@
 """Memory as a CI gate: budgets, baselines, diffs and JUnit XML.
 
->>> from traceparse.gate import Budgets, evaluate
->>> prof = traceparse.load("logs/")                                 # doctest: +SKIP
->>> results = evaluate(prof, Budgets.from_options(max_peak="2GiB"))  # doctest: +SKIP
->>> [r.line() for r in results if r.failed]                         # doctest: +SKIP
+>>> from traceparse.gate import Budgets, judge
+>>> prof = traceparse.load("logs/")                                        # doctest: +SKIP
+>>> verdict = judge(prof, Budgets.from_options(max_peak="2GiB"), "logs/")  # doctest: +SKIP
+>>> [r.line() for r in verdict.breaches]                                   # doctest: +SKIP
 
 Nothing here reads a capture (callers pass a Profile, or a Baseline made from
 one with ``baseline_of``); nothing imports TensorFlow.
@@ -14,6 +14,7 @@ from traceparse.gate.budgets import Budgets, Contributor, Result, Tolerance, eva
 from traceparse.gate.diff import AllocatorDiff, DiffRow, diff_figures
 from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
 from traceparse.gate.junit import junit_xml
+from traceparse.gate.verdict import Verdict, judge
 
 __all__ = [
     "AllocatorDiff",
@@ -25,10 +26,12 @@ __all__ = [
     "OpFigures",
     "Result",
     "Tolerance",
+    "Verdict",
     "baseline_of",
     "diff_figures",
     "evaluate",
     "figures_of",
+    "judge",
     "junit_xml",
     "read_baseline",
 ]

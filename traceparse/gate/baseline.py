@@ -80,7 +80,7 @@ class Baseline:
         return self.path or self.source.get("path", "baseline")
 
     def to_dict(self) -> dict[str, Any]:
-        from traceparse import __version__
+        from traceparse.version import __version__
 
         return {
             "format": BASELINE_FORMAT,

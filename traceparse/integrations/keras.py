@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceparse.capture.steps import STEP_NAME, StepMarker, step_markers_in_fit
-from traceparse.errors import BudgetExceededError, UsageError
+from traceparse.errors import TraceparseError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.capture.session import Capture
@@ -74,8 +76,11 @@ class MemoryCallback(StepMarker):
     ``no_leaks``, ``baseline``, ``tolerance``, ``allocator``); the results are
     in :attr:`results` and every breach is printed on stderr. With
     ``fail_on_breach`` (the default) a breach raises ``BudgetExceededError``
-    when the range ends, which stops ``fit``. After the range, :attr:`capture`
-    is the :class:`traceparse.Capture` and :meth:`load` reads it.
+    when the range ends, which stops ``fit``; a report that cannot be written
+    only warns (``RuntimeWarning``), saying where the capture is. When ``fit``
+    raises or is interrupted inside the range the profiler is stopped all the
+    same and the capture kept. After the range, :attr:`capture` is the
+    :class:`traceparse.Capture` and :meth:`load` reads it.
     """
 
     def __init__(
@@ -95,10 +100,10 @@ class MemoryCallback(StepMarker):
         step_name: str = STEP_NAME,
     ) -> None:
         super().__init__(step_name)
-        from traceparse.capture.session import _check_logdir
+        from traceparse.capture.checks import check_logdir
         from traceparse.gate.budgets import Budgets
 
-        self.log_dir = _check_logdir(log_dir)
+        self.log_dir = check_logdir(log_dir)
         self.profile_batch = _batch_range(profile_batch)
         self.report = None if report is None else Path(os.fspath(report))
         if self.report is not None and self.report.suffix.lstrip(".") not in ("html", "md", "json"):
@@ -118,11 +123,20 @@ class MemoryCallback(StepMarker):
         )
         self.fail_on_breach = bool(fail_on_breach)
         self.capture: Capture | None = None
+        self._fit_frame: tuple[int, object] | None = None
         self.results: list[Result] = []
         self._batch = 0
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._batch = 0  # as TensorBoard counts: from 1 in each fit
+        # A capture still running here was left by a fit that raised inside the range.
+        self._stop_abandoned("an earlier fit ended inside the profiled range")
+        # Keras calls no callback when fit raises (or Ctrl-C stops it); the list of
+        # callbacks it made for this fit goes away then, and stops the profiler.
+        owner = _callback_list_of(self)
+        if owner is not None:
+            weakref.finalize(owner, _stop_left_running, weakref.ref(self))
+        self._fit_frame = _frame_key(sys._getframe(2))  # CallbackList.on_train_begin's caller
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._batch += 1
@@ -130,7 +144,10 @@ class MemoryCallback(StepMarker):
         if self.capture is None and self._batch == first:
             from traceparse.capture.session import Capture
 
-            self.capture = Capture(self.log_dir, models=[self.model]).start()
+            self.capture = Capture(self.log_dir, models=[self.model])
+            fit_frame = self._fit_frame
+            self.capture.abandoned = lambda: not _running_frame(fit_frame)
+            self.capture.start()
         if self.capture is not None and self.capture.running:
             self._begin_step(self._batch)
 
@@ -149,6 +166,19 @@ class MemoryCallback(StepMarker):
         if self.capture is not None and self.capture.running:  # fit ended inside the range
             self._finish()
 
+    def _stop_abandoned(self, why: str) -> None:
+        """Stop a capture whose fit is gone (it raised, or was interrupted), keeping
+        what it recorded; never raises."""
+        if self.capture is None or not self.capture.running:
+            return
+        self._end_step()
+        try:
+            self.capture.stop()
+        except TraceparseError as exc:
+            _warn(f"{why}; stopping the profiler failed: {exc}")
+            return
+        _warn(f"{why}; the profiler was stopped and the capture kept in {self.capture.run_dir}")
+
     def load(self) -> Profile:
         """The capture of the profiled batches, read."""
         if self.capture is None:
@@ -160,22 +190,76 @@ class MemoryCallback(StepMarker):
         self.capture.stop()
         if self.report is None and self.budgets.empty:
             return
-        profile = self.load()
+        where = self.capture.run_dir or self.log_dir
+        try:
+            profile = self.load()
+        except TraceparseError as exc:
+            _warn(f"no report and no budget check: {exc}; the capture is in {where}")
+            return
         if self.report is not None:
-            from traceparse.report import write_report
-
-            fmt = self.report.suffix.lstrip(".")
-            write_report([profile], fmt, self.report)  # type: ignore[arg-type]
+            self._write_report(profile, where)
         if self.budgets.empty:
             return
-        from traceparse.gate.budgets import evaluate
-        from traceparse.gate.render import verdict_line
+        from traceparse.gate.verdict import judge
 
-        self.results = evaluate(profile, self.budgets)
-        breaches = [r for r in self.results if r.failed]
-        for result in breaches:
+        verdict = judge(profile, self.budgets, str(where))
+        self.results = verdict.results
+        for result in verdict.breaches:
             print(f"traceparse: {result.line()}", file=sys.stderr)
-        if breaches and self.fail_on_breach:
-            raise BudgetExceededError(
-                f"{verdict_line(self.results)} in {self.capture.run_dir}", self.capture.run_dir
+        if not verdict.passed and self.fail_on_breach:
+            raise verdict.error()
+
+    def _write_report(self, profile: Profile, where: Path) -> None:
+        """Write the report; a report that cannot be written warns, never stops ``fit``."""
+        assert self.report is not None
+        from traceparse.report import write_report
+
+        fmt = self.report.suffix.lstrip(".")
+        try:
+            write_report([profile], fmt, self.report)  # type: ignore[arg-type]
+        except (TraceparseError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            _warn(
+                f"the report {self.report} could not be written ({reason}); "
+                f"the capture is in {where}"
             )
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"traceparse: {message}", RuntimeWarning, stacklevel=3)
+
+
+def _callback_list_of(callback: MemoryCallback) -> object | None:
+    """The ``keras.callbacks.CallbackList`` that called ``callback`` (its caller's
+    ``self``), or None when Keras called it some other way."""
+    from keras.callbacks import CallbackList
+
+    frame = sys._getframe(2)  # _callback_list_of <- on_train_begin <- CallbackList
+    owner = frame.f_locals.get("self") if frame is not None else None
+    if isinstance(owner, CallbackList) and callback in getattr(owner, "callbacks", ()):
+        return owner
+    return None
+
+
+def _frame_key(frame: Any) -> tuple[int, object] | None:
+    """What identifies a running frame without keeping it (and its locals) alive."""
+    return None if frame is None else (id(frame), frame.f_code)
+
+
+def _running_frame(key: tuple[int, object] | None) -> bool:
+    """Whether the frame ``key`` names is still on some thread's stack."""
+    if key is None:
+        return True  # unknown: never taken for abandoned
+    for top in sys._current_frames().values():
+        frame: Any = top
+        while frame is not None:
+            if (id(frame), frame.f_code) == key:
+                return True
+            frame = frame.f_back
+    return False
+
+
+def _stop_left_running(ref: weakref.ref[MemoryCallback]) -> None:
+    callback = ref()
+    if callback is not None:
+        callback._stop_abandoned("fit ended inside the profiled range (an exception or Ctrl-C)")

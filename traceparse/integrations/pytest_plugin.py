@@ -274,11 +274,12 @@ def _budgets(item: pytest.Item, kwargs: dict[str, Any]) -> Budgets:
 
 
 def _judge(state: TFMemory, budgets: Budgets) -> list[Result]:
+    """The gate's verdict (``traceparse check``'s own ``judge``) on the test body."""
     from traceparse.errors import TraceparseError
-    from traceparse.gate.budgets import evaluate
+    from traceparse.gate.verdict import judge
 
     try:
-        return evaluate(state.profile, budgets)
+        return judge(state.profile, budgets, state.item.nodeid).results
     except TraceparseError as exc:
         pytest.fail(f"tf_memory: {exc}", pytrace=False)
 

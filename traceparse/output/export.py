@@ -15,8 +15,6 @@ whatever follows it (``"x\r=cmd()"``).
 from __future__ import annotations
 
 import io
-import json
-import math
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -110,54 +108,25 @@ def to_csv(frame: pd.DataFrame) -> str:
     return str(safe.to_csv(index=False, lineterminator="\n"))
 
 
-def _plain(value: Any) -> Any:
-    """A JSON-ready Python value: NA -> None, numpy scalars -> int/float/bool."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    item = getattr(value, "item", None)
-    if item is not None:
-        try:
-            return _plain(item())
-        except (TypeError, ValueError):
-            pass
-    try:
-        if value != value:  # pandas NA, NaT
-            return None
-    except TypeError:
-        return None
-    isoformat = getattr(value, "isoformat", None)
-    if isoformat is not None:
-        return isoformat()
-    return str(value)
-
-
 def records(frame: pd.DataFrame) -> Iterator[dict[str, Any]]:
     """The rows as plain dicts (JSON-ready values), columns in frame order."""
-    names = [str(c) for c in frame.columns]
-    columns = [[_plain(v) for v in frame[c].astype(object).tolist()] for c in frame.columns]
-    for values in zip(*columns, strict=True):
-        yield dict(zip(names, values, strict=True))
+    from traceparse.output.jsonvalues import json_records
+
+    yield from json_records(frame)
 
 
 def json_default(value: Any) -> Any:
     """``json.dumps(default=...)`` for numpy, pandas and DataFrame values."""
-    to_dict = getattr(value, "to_dict", None)
-    if to_dict is not None and hasattr(value, "columns"):
-        return list(records(value))
-    plain = _plain(value)
-    if plain is value:
-        raise TypeError(f"cannot write {type(value).__name__} as JSON")
-    return plain
+    from traceparse.output.jsonvalues import json_default as convert
+
+    return convert(value)
 
 
 def to_json(frame: pd.DataFrame) -> str:
     """A JSON array with one object per row; NA is ``null``; stable key order."""
-    rows = list(records(frame))
-    return json.dumps(rows, indent=2, ensure_ascii=False, default=json_default) + "\n"
+    from traceparse.output.jsonvalues import dumps, json_records
+
+    return dumps(json_records(frame)) + "\n"
 
 
 def to_parquet(frame: pd.DataFrame) -> bytes:

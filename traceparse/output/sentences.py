@@ -183,9 +183,13 @@ def allocator_notes(s: SummaryFigures) -> list[str]:
 
 
 def summary_record(s: SummaryFigures) -> dict[str, Any]:
-    """``AllocatorSummary.to_dict()`` plus its leak check and notes in words (for JSON)."""
-    return {
-        **s.to_dict(),
-        "leak_message": leak_sentence(s.leak, name=f"{s.allocator} on {s.host}"),
-        "diagnostics": allocator_notes(s),
-    }
+    """``AllocatorSummary.to_dict()`` plus its leak check and notes in words, as JSON values."""
+    from traceparse.output.jsonvalues import json_value
+
+    return json_value(
+        {
+            **s.to_dict(),
+            "leak_message": leak_sentence(s.leak, name=f"{s.allocator} on {s.host}"),
+            "diagnostics": allocator_notes(s),
+        }
+    )

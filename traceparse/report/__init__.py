@@ -72,9 +72,3 @@ def write_report(
 
         atomic_write(path, text)
     return text
-
-
-def _version() -> str:
-    from traceparse import __version__
-
-    return __version__

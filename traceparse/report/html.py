@@ -43,9 +43,9 @@ MAX_SHADED_STEPS = 400
 
 def render_html(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
     """The HTML report over ``profiles``: a complete, self-contained document."""
-    from traceparse.report import _version
+    from traceparse.version import __version__
 
-    return render_html_view(build_view(profiles, version or _version()))
+    return render_html_view(build_view(profiles, version or __version__))
 
 
 def render_html_view(view: ReportView) -> str:

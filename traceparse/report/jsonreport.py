@@ -17,15 +17,15 @@ Bump ``SCHEMA_VERSION`` when a key is renamed or removed (adding keys is fine).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+# One converter for every JSON output; the names here are what report users import.
+from traceparse.output.jsonvalues import dumps
+from traceparse.output.jsonvalues import json_records as frame_records
+from traceparse.output.jsonvalues import json_value as jsonable
 from traceparse.output.sentences import summary_record
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import generated_at
@@ -38,16 +38,15 @@ TABLES = ("peak", "attribution", "ops", "layers", "steps")
 
 def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
     """The JSON report over ``profiles``, as text (UTF-8, two-space indent)."""
-    document = report_dict(profiles, version)
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(report_dict(profiles, version)) + "\n"
 
 
 def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> dict[str, Any]:
-    from traceparse.report import _version
+    from traceparse.version import __version__
 
     return {
         "schema_version": SCHEMA_VERSION,
-        "generator": {"name": "traceparse", "version": version or _version()},
+        "generator": {"name": "traceparse", "version": version or __version__},
         "generated_at": generated_at(),
         "profiles": [_profile(p) for p in profiles],
     }
@@ -59,7 +58,7 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "hosts": [str(h) for h in profile.hosts],
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
-        "summary": [jsonable(summary_record(s)) for s in profile.summary()],
+        "summary": [summary_record(s) for s in profile.summary()],
         "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES}
         | _xla_tables(profile)
         | _parameter_table(profile),
@@ -93,40 +92,3 @@ def _parameter_table(profile: ProfileLike) -> dict[str, list[dict[str, Any]]]:
         return {}
     table = getattr(profile, "xla_parameters", None)
     return {} if table is None else {"xla_parameters": frame_records(table)}
-
-
-def frame_records(frame: pd.DataFrame | None) -> list[dict[str, Any]]:
-    """A DataFrame as a list of JSON-safe records, columns in order, NA as None."""
-    if frame is None or len(frame) == 0:
-        return []
-    columns = [str(c) for c in frame.columns]
-    values = frame.astype(object).itertuples(index=False, name=None)
-    return [dict(zip(columns, map(jsonable, row), strict=True)) for row in values]
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON types: NA/NaN/inf -> None, numpy scalars -> Python."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, pd.DataFrame):
-        return frame_records(value)
-    if isinstance(value, pd.Series):
-        return [jsonable(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (dt.datetime, dt.date, pd.Timestamp)):
-        return value.isoformat()
-    if isinstance(value, (pd.Timedelta, dt.timedelta)):
-        return value.total_seconds()
-    return str(value)

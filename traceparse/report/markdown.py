@@ -33,9 +33,9 @@ _LEVEL_MARK = {"ok": "✅", "warn": "⚠️", "unknown": "❔"}
 
 def render_markdown(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
     """The Markdown report over ``profiles``."""
-    from traceparse.report import _version
+    from traceparse.version import __version__
 
-    return render_markdown_view(build_view(profiles, version or _version()))
+    return render_markdown_view(build_view(profiles, version or __version__))
 
 
 def render_markdown_view(view: ReportView) -> str:

@@ -143,6 +143,6 @@ def _bytes(value: object) -> str:
 
 
 def _version() -> str:
-    from traceparse import __version__
+    from traceparse.version import __version__
 
     return __version__

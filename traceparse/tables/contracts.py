@@ -1,6 +1,7 @@
 """The dtype contract of every public table: one declaration each, applied where it is built.
 
-A column name has one dtype in every table (``DTYPES``): bytes are nullable
+Each column is declared once, with its dtype and meaning, in ``tables/columns.py``
+(``DTYPES`` is its dtypes): a column name has one dtype in every table. Bytes are nullable
 ``Int64`` wherever they appear (NA: the capture did not say), times in
 picoseconds are ``int64`` (``Int64`` where a time can be unknown), repeated
 strings are categoricals with string categories. A ``Table`` lists its
@@ -25,124 +26,20 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-CATEGORY = "category"
+from traceparse.tables.columns import CATEGORY, COLUMNS
 
-# Names whose dtype is not the one their suffix gives (see ``dtype_of``).
-DTYPES: dict[str, str] = {
-    # Who and what: categoricals.
-    "host": CATEGORY,
-    "allocator": CATEGORY,
-    "op": CATEGORY,
-    "op_type": CATEGORY,
-    "region": CATEGORY,
-    "dtype": CATEGORY,
-    "shape": CATEGORY,
-    "estimate_status": CATEGORY,
-    "kind": CATEGORY,
-    "name": CATEGORY,
-    "scope": CATEGORY,
-    "source": CATEGORY,
-    "verdict": CATEGORY,
-    # Ids and counts.
-    "address": "Int64",
-    "step": "Int64",
-    "step_id": "Int64",
-    "first_step": "Int64",
-    "last_step": "Int64",
-    "num_elements": "Int64",
-    "alloc_event": "int64",
-    "free_event": "Int64",
-    "event": "int64",
-    "events": "int64",
-    "peak_events": "int64",
-    "count": "int64",
-    "ops": "int64",
-    "steps": "int64",
-    "judged_steps": "int64",
-    "grew_steps": "int64",
-    "allocations": "int64",
-    "frees": "int64",
-    "unestimated": "int64",
-    "live_at_peak": "int64",
-    "live_at_end": "int64",
-    "live_allocations": "int64",
-    "suspect_count": "int64",
-    "compute_count": "Int64",
-    # Times that may be unknown (still live, never computed).
-    "free_ps": "Int64",
-    "lifetime_ps": "Int64",
-    "compute_ps": "Int64",
-    "mean_lifetime_ps": "Int64",  # rounded: times are whole picoseconds
-    # Other numbers.
-    "fragmentation": "Float64",
-    "growth_bytes_per_step": "Float64",
-    "in_peak_step": "bool",
-    "judged": "bool",
-    "bytes": "Int64",
-    "peak_bytes_in_use": "Int64",  # the allocator's own counter, named as its stat
-    "top_suspect_op": "object",
-    "xla_program": CATEGORY,
-    "xla_allocation_index": "Int64",
-    # Layers (analysis/layers.py).
-    "layer": CATEGORY,
-    "replica": "Int64",
-    "live_tensors": "int64",
-    "largest_tensor": CATEGORY,
-    "largest_shape": CATEGORY,
-    # Variables (the inventory, tables/variables.py).
-    "device": CATEGORY,
-    # Names as every other name column: categoricals, NA where unknown (never None).
-    "path": CATEGORY,
-    "role": CATEGORY,
-    "belongs_to": CATEGORY,
-    "model": CATEGORY,
-    "at_start": "bool",
-    "at_stop": "bool",
-    "traced": "bool",
-    # XLA programs and their buffers (tables/xla.py).
-    "program": CATEGORY,
-    "module": "object",
-    "function": "object",
-    "instructions": "int64",
-    "runs": "int64",
-    "allocation_index": "int64",
-    "allocation_kind": CATEGORY,
-    "parameter_number": "Int64",
-    "offset": "int64",
-    "instruction": "object",
-    "instruction_id": "Int64",
-    "logical_buffer": "int64",
-    "opcode": CATEGORY,
-    "tf_op": "object",
-    "tf_op_type": "object",  # one name per allocator: not worth a categorical
-    "named_by": CATEGORY,  # how a buffer's tf_op was found (tables/xla.py NAMED_BY)
-    # XLA entry parameters (tables/xla_params.py, analysis/xla_params.py).
-    "updated": "bool",
-    "ran": "bool",
-    "counted": "bool",
-    "reason": CATEGORY,
-    "read_by": "object",
-    # The breakdown of each peak (analysis/breakdown.py).
-    "holder": CATEGORY,
-    "part": CATEGORY,
-    "item": "int64",
-    "allocation": "Int64",
-    "xla_buffer": "object",
-    "variable": "object",
-}
-
-# By suffix, for the many columns of one kind.
-_SUFFIXES = {"_bytes": "Int64", "_ps": "int64"}
+# One declaration per column (name, dtype, meaning): tables/columns.py.
+DTYPES: dict[str, str] = {name: column.dtype for name, column in COLUMNS.items()}
 
 
 def dtype_of(column: str) -> str:
     """The dtype of ``column`` in every table; ``KeyError`` for a name never declared."""
-    if column in DTYPES:
-        return DTYPES[column]
-    for suffix, dtype in _SUFFIXES.items():
-        if column.endswith(suffix):
-            return dtype
-    raise KeyError(f"{column}: no dtype declared; add it to traceparse.tables.contracts.DTYPES")
+    try:
+        return COLUMNS[column].dtype
+    except KeyError:
+        raise KeyError(
+            f"{column}: no such column declared; add it to traceparse.tables.columns"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -160,6 +57,14 @@ class Table:
     def empty(self) -> pd.DataFrame:
         """A zero-row frame with these columns and dtypes."""
         return pd.DataFrame({c: _empty_series(d) for c, d in self.dtypes.items()})
+
+    def markdown(self) -> str:
+        """The table's columns as a Markdown table: name, dtype, may be NA, meaning."""
+        lines = ["| column | dtype | NA | meaning |", "|---|---|---|---|"]
+        for name in self.columns:
+            na = "yes" if name in self.nullable else ""
+            lines.append(f"| `{name}` | {self.dtypes[name]} | {na} | {COLUMNS[name].meaning} |")
+        return "\n".join(lines) + "\n"
 
 
 # Every declared table, by name: what the contract test walks.

@@ -23,6 +23,7 @@ import pandas as pd
 
 from traceparse._proto import hlo_pb2
 from traceparse.decode.xla import XlaProgram
+from traceparse.tables.contracts import dtype_of
 from traceparse.tables.xla import (
     COPY_OPCODES,
     XLA_ARGS,
@@ -31,19 +32,23 @@ from traceparse.tables.xla import (
     module_index,
 )
 
+# The columns this builder makes, dtypes from their one declaration (tables/columns.py).
 PARAMETER_COLUMNS: dict[str, str] = {
-    "host": "category",
-    "program": "category",
-    "module": "object",
-    "function": "object",
-    "parameter_number": "Int64",
-    "allocation_index": "int64",
-    "instruction": "object",
-    "dtype": "category",
-    "shape": "category",
-    "size_bytes": "Int64",
-    "updated": "bool",
-    "read_by": "object",
+    name: dtype_of(name)
+    for name in (
+        "host",
+        "program",
+        "module",
+        "function",
+        "parameter_number",
+        "allocation_index",
+        "instruction",
+        "dtype",
+        "shape",
+        "size_bytes",
+        "updated",
+        "read_by",
+    )
 }
 
 

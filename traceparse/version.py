@@ -1,4 +1,8 @@
-"""The versions of the packages traceparse runs with, checked against the tested ranges.
+"""Versions: traceparse's own, and those of the packages it runs with, checked
+against the tested ranges.
+
+``__version__`` is read by the package face, by the stages that stamp it on
+what they write (reports, baselines, batch results) and by setuptools.
 
 The ranges are those of pyproject.toml (tested by ``make compat`` at their low
 ends and by the dev environment at their high ends). pip enforces them at
@@ -21,6 +25,8 @@ from dataclasses import dataclass
 
 from traceparse.errors import DependencyError
 
+__version__ = "0.1.0"
+
 __all__ = [
     "NUMPY",
     "PANDAS",
@@ -28,6 +34,7 @@ __all__ = [
     "REQUIREMENTS",
     "TENSORFLOW",
     "Requirement",
+    "__version__",
     "check",
     "check_installed",
 ]
