@@ -47,7 +47,10 @@ def shares(path: Path) -> list[dict[str, object]]:
     for row in table.itertuples(index=False):
         # Parts an older traceparse lacks count as 0, so versions can be compared.
         parts = dict.fromkeys([*BEFORE, "xla_buffer_bytes", "xla_slack_bytes"], 0)
-        parts |= {k: int(v) for k, v in row._asdict().items() if k.endswith("_bytes")}
+        # A part not measured (NA) names nothing.
+        parts |= {
+            k: 0 if pd.isna(v) else int(v) for k, v in row._asdict().items() if k.endswith("_bytes")
+        }
         inside = parts["shape_explained_bytes"] + parts["xla_buffer_bytes"]
         before = sum(parts[k] for k in BEFORE)
         named = inside + parts["variable_bytes"] + parts["xla_parameter_bytes"]

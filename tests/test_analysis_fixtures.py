@@ -91,9 +91,13 @@ def test_steps_are_exactly_the_marked_steps(name: str, capture: dict) -> None:
     marked = sorted(capture["step_nums"])
     for allocator in capture["memory_events"]:
         mine = steps[steps["allocator"] == allocator]
+        if not marked:  # no markers (a plain fit): steps, if any, are the allocator's ids
+            assert not (mine["source"] == "marker").any(), (name, allocator)
+            continue
         assert mine["step"].tolist() == marked, (name, allocator)
         assert (mine["source"] == "marker").all()
-    assert set(prof.allocations["step"].dropna()) <= set(marked)
+    if marked:
+        assert set(prof.allocations["step"].dropna()) <= set(marked)
 
 
 def test_the_leak_fixture_is_growing_by_what_it_keeps() -> None:

@@ -100,7 +100,7 @@ def assert_rows_sum_to_in_use(prof: Profile, table: pd.DataFrame) -> None:
 @pytest.mark.parametrize("name", [*LAYER_FIXTURES, "layers_cnn_xla", *MEMORY_FIXTURES])
 def test_every_byte_at_the_peak_is_in_exactly_one_row(name: str) -> None:
     prof = load(name)
-    table = prof.layers
+    table = prof.layers()
     assert_rows_sum_to_in_use(prof, table)
     # Each live allocation is counted once; inventoried variables add tensors of
     # their own (at most one row each); allocations over the capture too.
@@ -113,7 +113,7 @@ def test_every_byte_at_the_peak_is_in_exactly_one_row(name: str) -> None:
 def test_the_cnn_names_its_layers_and_puts_the_largest_activation_first() -> None:
     entry = MANIFEST["fixtures"]["layers_cnn"]
     prof = load("layers_cnn")
-    table = prof.layers
+    table = prof.layers()
     assert table["layer"].iloc[0] == entry["largest_activation_layer"] == "conv_a"
     conv_a = table.iloc[0]
     assert conv_a["activation_bytes"] >= entry["tensors"]["conv_a_activation"]["bytes"]
@@ -179,7 +179,7 @@ def test_functional_subclassed_and_sequential_models_give_their_layers_own_names
     name: str,
 ) -> None:
     entry = MANIFEST["fixtures"][name]
-    table = load(name).layers
+    table = load(name).layers()
     layers = set(table["layer"]) - {OPTIMIZER_UNASSIGNED, NO_LAYER, BEFORE_CAPTURE}
     assert layers <= set(entry["layers"])
     captured = table[~table["layer"].isin([OPTIMIZER_UNASSIGNED, NO_LAYER, BEFORE_CAPTURE])]
@@ -239,13 +239,13 @@ REPLICA_EVENTS = [
 
 def test_replicas_fold_into_one_layer_row_with_a_per_replica_breakdown() -> None:
     prof = profile_of(REPLICA_EVENTS)
-    folded = prof.layers.set_index("layer")
+    folded = prof.layers().set_index("layer")
     assert folded.loc["conv_a", "activation_bytes"] == 4096 + 2048
     assert folded.loc["conv_b", "gradient_bytes"] == 1024
     assert folded.loc[NO_LAYER, "live_at_peak_bytes"] == 256
     assert folded.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"] == 512
     assert folded.loc[OPTIMIZER_UNASSIGNED, "allocated_bytes"] == 512
-    split = prof.layers_by_replica
+    split = prof.layers(by_replica=True)
     conv_a = split[split["layer"] == "conv_a"].set_index("replica")["activation_bytes"]
     assert conv_a.to_dict() == {0: 4096, 1: 2048}
     assert_rows_sum_to_in_use(prof, split)
@@ -253,7 +253,7 @@ def test_replicas_fold_into_one_layer_row_with_a_per_replica_breakdown() -> None
 
 
 def test_a_capture_without_memory_events_has_an_empty_layers_table() -> None:
-    table = load("no_memory").layers
+    table = load("no_memory").layers()
     assert table.empty and "activation_bytes" in table.columns
 
 
@@ -311,12 +311,12 @@ def test_a_real_inventory_gives_each_layer_its_weights_and_twice_their_bytes_of_
     weight and its Adam slots under the weight's layer."""
     prof = load(name)
     assert not prof.variables.empty
-    table = prof.layers.set_index("layer")
+    table = prof.layers().set_index("layer")
     for layer in ("hidden", "bottleneck"):  # the 1 MiB kernels; the rest is under 256 KiB
         row = table.loc[layer]
         assert row["weight_bytes"] == 1024 * 1024
         assert row["optimizer_bytes"] == 2 * row["weight_bytes"]
-    assert_rows_sum_to_in_use(prof, prof.layers)
+    assert_rows_sum_to_in_use(prof, prof.layers())
 
 
 def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None:
@@ -326,7 +326,7 @@ def test_a_jit_compiled_model_names_its_layers_through_its_xla_buffers() -> None
     gradient's int32 index buffers carry no TF op: their reader, MaxPoolGrad, puts
     them under pool, which then holds the most."""
     prof = load("xla_keras")
-    table = prof.layers
+    table = prof.layers()
     layers = [str(name) for name in table["layer"] if not str(name).startswith("(")]
     assert layers[:2] == ["pool", "conv2"]
     activations = table.set_index("layer").loc[layers, "activation_bytes"]
@@ -348,9 +348,9 @@ def test_the_jit_compiled_twin_orders_its_layers_as_the_eager_model() -> None:
     copy of conv_a's softplus output included) give the same order, conv_a first."""
     entry = MANIFEST["fixtures"]["layers_cnn_xla"]
     eager, xla = load("layers_cnn"), load("layers_cnn_xla")
-    table = xla.layers
+    table = xla.layers()
     assert_rows_sum_to_in_use(xla, table)
-    assert _layer_order(table) == _layer_order(eager.layers) == ["conv_a", "conv_b", "dense_1"]
+    assert _layer_order(table) == _layer_order(eager.layers()) == ["conv_a", "conv_b", "dense_1"]
     assert table["layer"].iloc[0] == entry["largest_activation_layer"]
     conv_a = table.set_index("layer").loc["conv_a"]
     # Its convolution output and softplus output, each a [32,128,128,64] float32 tensor.
@@ -365,7 +365,7 @@ def test_the_jit_compiled_twins_inventory_gives_twice_the_weights_of_adam_state(
     weight the CPU allocator records; the rest are under 256 KiB)."""
     prof = load("layers_cnn_xla")
     assert not prof.variables.empty
-    table = prof.layers
+    table = prof.layers()
     weighted = table[table["weight_bytes"] > 0].set_index("layer")
     kernel = MANIFEST["fixtures"]["layers_cnn_xla"]["tensors"]["dense_1_kernel"]["bytes"]
     assert weighted.loc["dense_1", "weight_bytes"] >= kernel

@@ -140,7 +140,7 @@ def test_depth_one_scopes_are_the_layers_forward_and_backward_together() -> None
     prof = traceparse.load(FIXTURES / "layers_cnn")
     one = prof.scopes(1)
     by_scope = dict(zip(one["scope"].astype(object), one["live_at_peak_bytes"], strict=True))
-    layers = prof.layers.set_index("layer")
+    layers = prof.layers().set_index("layer")
     for layer in ("conv_a", "conv_b", "dense_1"):
         row = layers.loc[layer]
         assert by_scope[layer] == row["activation_bytes"] + row["gradient_bytes"]

@@ -197,10 +197,9 @@ def test_peak_and_breakdown_agree_with_xprof(path: Path) -> None:
         if event == peak["event"]:
             # With a variable inventory, the inventoried variables are a part of it,
             # and so are the XLA parameters (a JAX program's inputs made before).
-            assert before == (
-                part["before_capture_bytes"]
-                + part["variable_bytes"]
-                + part.get("xla_parameter_bytes", 0)
+            named = [part.get(p) for p in ("variable_bytes", "xla_parameter_bytes")]
+            assert before == part["before_capture_bytes"] + sum(
+                0 if pd.isna(n) else n for n in named
             )
             frag = stats.get("fragmentation")
             if (

@@ -61,8 +61,8 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "leaks.by_op", leaks.by_op
     yield "leaks.growth", leaks.growth
     yield "leaks.allocators", leaks.allocators
-    yield "layers", prof.layers
-    yield "layers_by_replica", prof.layers_by_replica
+    yield "layers", prof.layers()
+    yield "layers_by_replica", prof.layers(by_replica=True)
     yield "variables", prof.variables
     yield "xla_programs", prof.xla_programs
     yield "xla_buffers", prof.xla_buffers
@@ -154,7 +154,7 @@ def test_one_way_to_reach_each_result() -> None:
         if not name.startswith("_")
     }
     methods = {name for name, member in members.items() if inspect.isfunction(member)}
-    assert {"scopes", "live_at_peak", "leaks", "summary"} <= methods
+    assert {"scopes", "layers", "live_at_peak", "leaks", "xla_at_peak", "summary"} <= methods
     for name in methods:
         for parameter in list(inspect.signature(members[name]).parameters.values())[1:]:
             assert parameter.default is not inspect.Parameter.empty, (name, parameter.name)
@@ -163,5 +163,13 @@ def test_one_way_to_reach_each_result() -> None:
         value = getattr(prof, name)
         if isinstance(value, pd.DataFrame):
             assert name in contracts.TABLES, f"Profile.{name} is a table with no contract"
-    for name in methods - {"leaks", "summary"}:
+    # Results that are not one table: a report, two tables, records.
+    for name in methods - {"leaks", "xla_at_peak", "summary"}:
         assert isinstance(getattr(prof, name)(), pd.DataFrame), name
+    # Properties hand out tables (or plain facts): none of them is a tuple of tables.
+    for name in sorted(members.keys() - methods):
+        assert not isinstance(getattr(prof, name), tuple), name
+    # What is documented as cached is cached.
+    assert prof.step_markers is prof.step_markers
+    assert prof.summary() == prof.summary() and prof.summary() is not prof.summary()
+    assert prof.layers() is prof.layers() and prof.xla_at_peak() is prof.xla_at_peak()

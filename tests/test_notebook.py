@@ -69,7 +69,7 @@ def test_repr_html_shows_the_summary_and_runs_nothing(cnn: traceparse.Profile) -
     assert total[1] == format_bytes(summary.peak_bytes)
     assert "allocated before the capture" in [r[0] for r in parts]
     # The largest layer and op holding bytes at the peak are named.
-    layers = cnn.layers.sort_values("live_at_peak_bytes", ascending=False)
+    layers = cnn.layers().sort_values("live_at_peak_bytes", ascending=False)
     assert str(layers["layer"].iloc[0]) in text
     ops = cnn.ops.sort_values("live_at_peak_bytes", ascending=False)
     assert str(ops["op"].iloc[0]) in text

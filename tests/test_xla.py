@@ -289,7 +289,7 @@ def test_depth_one_scopes_of_a_jit_compiled_model_are_its_layers(name: str, mode
     prof = traceparse.load(FIXTURES / name)
     scopes = prof.scopes(1)
     by_scope = dict(zip(scopes["scope"].astype(object), scopes["live_at_peak_bytes"], strict=True))
-    table = prof.layers.set_index("layer")
+    table = prof.layers().set_index("layer")
     held = table["activation_bytes"] + table["gradient_bytes"]
     held = held[held > 0]
     layers = set(MANIFEST["fixtures"][name]["layers"])
@@ -428,7 +428,7 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     from traceparse.report import render_html, render_json, render_markdown
 
     prof = traceparse.load(FIXTURES / "xla_keras")
-    programs, buffers = prof.xla_at_peak
+    programs, buffers = prof.xla_at_peak()
     expanded = prof.live_at_peak(expand_xla=True)
     linked = expanded[expanded["xla_program"].notna()]
     # Bytes per program agree with the expanded rows (and so with the slabs).
@@ -450,7 +450,7 @@ def test_summary_and_reports_show_programs_at_the_peak() -> None:
     assert str(top["xla_buffer"]) in done.stdout
     # A capture without programs keeps its report as it was.
     eager = traceparse.load(FIXTURES / "eager_ops")
-    assert eager.xla_at_peak[0].empty
+    assert eager.xla_at_peak()[0].empty
     assert "XLA programs" not in render_markdown([eager])
     assert "xla_programs" not in json.loads(render_json([eager]))["profiles"][0]["tables"]
 
@@ -519,5 +519,5 @@ def test_an_arguments_copy_takes_the_op_that_reads_it(name: str, tf_hlo: ModuleT
     if name == "layers_cnn_xla":
         kernel = copies[copies["shape"] == "[16384,512]"]
         assert set(kernel["tf_op"]) == {"mycnn_1/dense_1_1/MatMul"}
-        dense = prof.layers.set_index("layer").loc["dense_1"]
+        dense = prof.layers().set_index("layer").loc["dense_1"]
         assert dense["other_bytes"] >= 16384 * 512 * 4 and dense["activation_bytes"] == 0

@@ -33,7 +33,7 @@ def test_max_pooling_index_buffers_take_the_pooling_gradient() -> None:
     own = buffers[buffers["named_by"] == "hlo metadata"]
     assert len(own) > 50
     # The layer follows the op: pool holds them in the layers table.
-    layers = prof.layers.set_index("layer")
+    layers = prof.layers().set_index("layer")
     assert int(layers.loc["pool", "live_at_peak_bytes"]) >= int(iotas["size_bytes"].sum())
 
 

@@ -90,7 +90,7 @@ def test_attribution_counts_them_against_the_allocators_counter() -> None:
     assert int(att["xla_parameter_bytes"]) + int(att["before_capture_bytes"]) == before
     assert prof.attribution.attrs["not_measured"] == ["variable_bytes"]
     # layers still sum to the bytes in use.
-    layers = prof.layers
+    layers = prof.layers()
     assert layers["live_at_peak_bytes"].sum() == att["in_use_bytes"]
 
 
@@ -98,7 +98,7 @@ def test_layers_place_the_parameters() -> None:
     """Each kernel under its layer, its two Adam slots with it (tied by a shape
     only that layer's weight has); rows still sum to the bytes in use."""
     prof = load(FIXTURES / "xla_tensorboard")
-    layers = prof.layers.set_index("layer")
+    layers = prof.layers().set_index("layer")
     sizes = {str(v["path"]): _nbytes(v) for v in _keras_variables()}
     for layer in ("hidden", "bottleneck"):
         kernel = sizes[f"{layer}/kernel"]

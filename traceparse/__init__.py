@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from traceparse.capture.session import Capture, profile
     from traceparse.core.loading import load, load_all
     from traceparse.core.profile import Profile
+    from traceparse.integrations.keras import MemoryCallback
     from traceparse.tables.dtypes import Estimate, estimate_bytes
 
 # Public name -> the module that defines it.
@@ -48,6 +49,8 @@ _LAZY = {
     "load": "traceparse.core.loading",
     "load_all": "traceparse.core.loading",
     "Profile": "traceparse.core.profile",
+    # Imports Keras (and so TensorFlow) on first use only.
+    "MemoryCallback": "traceparse.integrations.keras",
 }
 
 
@@ -73,6 +76,7 @@ __all__ = [
     "DependencyError",
     "Estimate",
     "InputError",
+    "MemoryCallback",
     "NoCaptureError",
     "Profile",
     "TraceparseError",

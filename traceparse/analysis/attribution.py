@@ -41,7 +41,7 @@ unknown. A variable counts when
 Variables count whole, largest first, while they fit in what was allocated
 before the capture (``analysis/breakdown.py``): the sum of the variables can
 exceed it when some were reallocated during the capture. Without an
-inventory the column is 0 and named in the table's ``attrs["not_measured"]``;
+inventory the column is NA and named in the table's ``attrs["not_measured"]``;
 reports leave out such parts, so a capture without an inventory reports
 exactly as before.
 
@@ -50,7 +50,7 @@ the capture name part of it instead: ``xla_parameter_bytes`` (the rule is in
 ``analysis/xla_params.py``), counted like ``variable_bytes``. Parameters are not
 certainly variables (a batch made before the capture, a tensor held by Python
 and passed in), so they get their own part. With an inventory, or without a
-program that ran, the column is 0 and not measured. ``reserved_bytes`` is the allocator's
+program that ran, the column is NA (not measured). ``reserved_bytes`` is the allocator's
 reservation counter. The table pivots ``Profile.breakdown`` (one row per holder, each in one
 part), so the parts sum to ``in_use_bytes`` by construction, and a negative
 ``before_capture_bytes`` means the capture lost frees.
@@ -84,7 +84,9 @@ OPTIONAL_PARTS = ("variable_bytes", "xla_parameter_bytes")
 NOT_MEASURED = "not_measured"
 
 ATTRIBUTION = declare(
-    "attribution", ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"], ["allocator"]
+    "attribution",
+    ["host", "allocator", "in_use_bytes", *PARTS, "live_allocations"],
+    ["allocator", *OPTIONAL_PARTS],
 )
 ATTRIBUTION_COLUMNS = ATTRIBUTION.dtypes
 
@@ -146,10 +148,13 @@ def attribution_table(
     """One row per peak row: ``breakdown.bytes`` summed by ``part``.
 
     ``measured`` names the optional parts whose source was there (an
-    inventory, XLA programs that ran); the others are listed in
-    ``attrs["not_measured"]`` (their column is 0)."""
+    inventory, XLA programs that ran); the others are NA (a CSV or Parquet
+    export keeps that) and listed in ``attrs["not_measured"]``."""
     table = _pivot(peak, breakdown)
-    table.attrs[NOT_MEASURED] = [p for p in OPTIONAL_PARTS if p not in measured]
+    unmeasured = [p for p in OPTIONAL_PARTS if p not in measured]
+    for part in unmeasured:  # NA, not 0: the capture had nothing to measure it with
+        table[part] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table.attrs[NOT_MEASURED] = unmeasured
     return table
 
 

@@ -175,7 +175,7 @@ def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
             "hosts": list(profile.hosts),
             "paths": list(profile.paths),
             "allocators": [summary_record(summary) for summary in profile.summary()],
-            "layers": frame_records(profile.layers),
+            "layers": frame_records(profile.layers()),
             "diagnostics": list(profile.diagnostics),
         }
         for profile in profiles

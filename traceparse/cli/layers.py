@@ -53,4 +53,4 @@ class LayersCommand(TableCommand):
         )
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
-        return profile.layers_by_replica if args.by_replica else profile.layers
+        return profile.layers(by_replica=args.by_replica)

@@ -106,7 +106,8 @@ def with_unowned_rows(live: pd.DataFrame, attribution: pd.DataFrame) -> pd.DataF
     rows: list[dict[str, object]] = []
     for part in attribution.itertuples(index=False):
         for column, op, region in UNOWNED_ROWS:
-            value = int(getattr(part, column))
+            found = getattr(part, column)
+            value = 0 if pd.isna(found) else int(found)  # NA: not measured
             if value:
                 rows.append(
                     {

@@ -49,7 +49,7 @@ _NO_EVENTS = (
 
 _NO_INVENTORY = (
     "no variable inventory: the capture was not made by traceparse.profile(), "
-    "`traceparse run` or traceparse.keras.MemoryCallback, so the bytes allocated "
+    "`traceparse run` or traceparse.integrations.keras.MemoryCallback, so the bytes allocated "
     "before it cannot be named"
 )
 _ONEDNN_OFF = (
@@ -73,14 +73,18 @@ class Profile:
 
     One way to reach each result:
 
-    - a table that takes no parameters is a **property**: ``allocations``,
+    - a table that takes no parameters is a **property**: ``breakdown`` (the
+      table every view below groups), ``allocations``,
       ``frees_without_allocation``, ``timeline``, ``step_markers``, ``peak``,
-      ``attribution``, ``ops``, ``steps`` (and tables added later the same way);
+      ``attribution``, ``ops``, ``steps``, ``variables``, ``xla_programs``,
+      ``xla_buffers``, ``xla_parameters`` (and tables added later the same way);
     - a table with parameters is a **method whose parameters all have
       defaults**, so the plain call gives the usual view:
-      ``scopes(depth=1)``, ``live_at_peak(allocator=None, host=None)``;
+      ``scopes(depth=1)``, ``layers(by_replica=False)``,
+      ``live_at_peak(allocator=None, host=None, expand_xla=False)``;
     - a result that is not one DataFrame is a **method** too:
-      ``leaks()`` (a ``LeakReport``: a verdict and three tables) and
+      ``leaks()`` (a ``LeakReport``: a verdict and three tables),
+      ``xla_at_peak()`` (two tables: programs and their values at the peak) and
       ``summary()`` (one ``AllocatorSummary`` per allocator).
 
     Everything is computed on first use and cached.
@@ -217,7 +221,7 @@ class Profile:
             table.attrs["diagnostic"] = _NO_INVENTORY
         return table
 
-    @property
+    @cached_property
     def step_markers(self) -> pd.DataFrame:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
         frames = [t.step_markers.assign(host=t.host) for t in self.traces]
@@ -263,10 +267,13 @@ class Profile:
     def _live_at_peak_xla(self) -> pd.DataFrame:
         return expanded_live(self.breakdown, self._live_at_peak)
 
-    @cached_property
     def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The XLA programs whose allocations are live at a peak (bytes held) and
         their values live there, largest first; empty without linked programs."""
+        return self._xla_at_peak
+
+    @cached_property
+    def _xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not self._xla.present:
             return programs_at_peak(self._live_at_peak.iloc[:0].assign(allocation=0))
         return programs_at_peak(self._live_at_peak_xla)
@@ -385,16 +392,20 @@ class Profile:
     def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
-    @cached_property
-    def layers(self) -> pd.DataFrame:
+    def layers(self, by_replica: bool = False) -> pd.DataFrame:
         """One row per (host, allocator, layer): bytes at the peak by kind, rows summing to
-        the allocator's in-use bytes (explicit rows for what no layer holds)."""
-        return self._layers(by_replica=False)
+        the allocator's in-use bytes (explicit rows for what no layer holds).
+
+        ``by_replica=True`` keeps ``replica_N/`` / ``tower_N/`` scopes apart (column
+        ``replica``)."""
+        key = bool(by_replica)
+        if key not in self._layer_tables:
+            self._layer_tables[key] = self._layers(by_replica=key)
+        return self._layer_tables[key]
 
     @cached_property
-    def layers_by_replica(self) -> pd.DataFrame:
-        """``layers`` with ``replica_N/`` / ``tower_N/`` scopes kept apart (column ``replica``)."""
-        return self._layers(by_replica=True)
+    def _layer_tables(self) -> dict[bool, pd.DataFrame]:
+        return {}
 
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
         known, shapes = self._known
@@ -424,6 +435,10 @@ class Profile:
 
     def summary(self) -> list[AllocatorSummary]:
         """One headline record per (host, allocator); empty without memory events."""
+        return list(self._summaries)
+
+    @cached_property
+    def _summaries(self) -> list[AllocatorSummary]:
         return build_summaries(
             self.peak,
             self.attribution,

@@ -252,7 +252,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
 def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:
     from traceparse.report import layer_plots
 
-    top = layer_plots.layers_of(profile.profile.layers, a.host, a.allocator)
+    top = layer_plots.layers_of(profile.profile.layers(), a.host, a.allocator)
     if top.empty:
         return []
     label = "Layers holding memory at the peak"

@@ -41,6 +41,12 @@ def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> 
     return dumps(report_dict(profiles, version)) + "\n"
 
 
+def _table(profile: ProfileLike, name: str) -> pd.DataFrame:
+    """A table of the Profile: a property, or a method called with its defaults."""
+    found = getattr(profile, name)
+    return found() if callable(found) else found
+
+
 def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> dict[str, Any]:
     from traceparse.version import __version__
 
@@ -59,7 +65,7 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
         "summary": [summary_record(s) for s in profile.summary()],
-        "tables": {name: frame_records(_measured(getattr(profile, name))) for name in TABLES}
+        "tables": {name: frame_records(_measured(_table(profile, name))) for name in TABLES}
         | _xla_tables(profile)
         | _parameter_table(profile),
     }
@@ -77,7 +83,7 @@ def _measured(frame: pd.DataFrame | None) -> pd.DataFrame | None:
 def _xla_tables(profile: ProfileLike) -> dict[str, list[dict[str, Any]]]:
     """``xla_programs`` and ``xla_buffers`` live at the peak, only when a linked
     program holds memory there (so reports of other captures keep their keys)."""
-    programs, buffers = profile.xla_at_peak
+    programs, buffers = profile.xla_at_peak()
     if programs.empty:
         return {}
     return {"xla_programs": frame_records(programs), "xla_buffers": frame_records(buffers)}

@@ -291,7 +291,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         _table(
             "top_scopes", "Name scopes holding memory at the peak", s.top_scopes, _TOP_SCOPE_COLUMNS
         ),
-        _layers_table(profile.layers, s.host, s.allocator),
+        _layers_table(profile.layers(), s.host, s.allocator),
         _attribution_table(s),
         _table(
             "top_variables",
@@ -325,7 +325,7 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
 def _xla_tables(profile: ProfileLike, s: AllocatorSummaryLike) -> list[TableView]:
     """XLA programs holding memory at this allocator's peak and their largest
     buffers: empty tables (not shown) when no linked program is live there."""
-    programs, buffers = profile.xla_at_peak
+    programs, buffers = profile.xla_at_peak()
 
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         if frame.empty:
