@@ -119,7 +119,9 @@ def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
         for b, p in zip(pieces["xla_buffer"], pieces["xla_program"], strict=True)
     ]
     names = pieces["op"].astype(object).to_numpy()
-    names = np.where(holder == "variable", pieces["variable"].astype(object), names)
+    # A variable (from before the capture, or an allocation holding one) goes by its path.
+    variable = pieces["variable"].astype(object).to_numpy()
+    names = np.where(pd.notna(variable), variable, names)
     tensor = np.where(holder == "xla_parameter", np.asarray(parameters, dtype=object), names)
     live = ~np.isin(holder, _NOT_TENSORS)
     tensor[~live] = None

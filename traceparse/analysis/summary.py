@@ -193,15 +193,19 @@ def build_summaries(
 def _before_capture(
     variables: pd.DataFrame, breakdown: pd.DataFrame, parts: dict[str, int]
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The variables the breakdown names on this allocator by role, and the largest."""
-    named = breakdown[breakdown["holder"].to_numpy(dtype=object) == "variable"]
-    mine = variables[variables["path"].isin(set(named["variable"].astype(object)))]
+    """The variables the breakdown names on this allocator by role (from before the
+    capture, and allocations of the capture that hold one), and the largest."""
+    named = breakdown[breakdown["variable"].notna().to_numpy(dtype=bool)]
+    paths = named["variable"].astype(object)
+    mine = variables[variables["path"].astype(object).isin(set(paths))]
     mine = mine.drop_duplicates("path")
     split: dict[str, Any] = {}
     for role in ("weight", "optimizer", "other"):
         of_role = named[named["role"].astype(object) == role]
         split[f"{role}_bytes"] = int(of_role["bytes"].sum())
-        split[f"{role}_variables"] = len(of_role)
+        split[f"{role}_variables"] = int(of_role["variable"].nunique())
+    during = named[named["holder"].to_numpy(dtype=object) != "variable"]
+    split["during_variables"] = int(during["variable"].nunique())
     optimizers = {
         str(path).split("/", 1)[0]
         for path in mine.loc[mine["role"].astype(object) == "optimizer", "path"]

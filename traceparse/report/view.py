@@ -428,7 +428,10 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         or split.get("xla_parameters")
         or any(split.get(f"{role}_variables") for role in ("weight", "optimizer", "other"))
     ):
-        before = [Fact("Before the capture", before_capture_text(split))]
+        # Variables made or replaced during the capture are named too: then the line
+        # is about every variable at the peak, not only the bytes from before.
+        label = "Variables at the peak" if split.get("during_variables") else "Before the capture"
+        before = [Fact(label, before_capture_text(split))]
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
@@ -477,7 +480,11 @@ def before_capture_text(split: dict[str, Any]) -> str:
         )
     if not parts:
         parts.append("no variable the inventory names")
-    parts.append(f"{format_bytes(split.get('unnamed_bytes', 0))} not named")
+    during = int(split.get("during_variables") or 0)
+    if during:
+        parts[-1] += f" ({format_count(during)} made or replaced during the capture)"
+    what = "from before the capture " if during else ""
+    parts.append(f"{format_bytes(split.get('unnamed_bytes', 0))} {what}not named")
     return ", ".join(parts)
 
 
