@@ -98,7 +98,7 @@ def test_variable_bytes_name_most_of_what_was_allocated_before(name: str) -> Non
     before = int(row["variable_bytes"]) + int(row["before_capture_bytes"])
     assert before > 0
     assert int(row["variable_bytes"]) >= 0.8 * before
-    assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"])
+    assert sum(int(row[p]) for p in PARTS if pd.notna(row[p])) == int(row["in_use_bytes"])
     # Independent check: TensorFlow's own counter when the profiler started holds
     # at least the variables counted (the 1 MiB kernels and their Adam slots).
     counter = prof.traces[0].inventory.memory_info["start"]["/device:CPU:0"]["current"]
@@ -247,7 +247,9 @@ def test_only_variables_alive_throughout_and_on_the_allocator_count() -> None:
     row = prof.attribution.iloc[0]
     assert int(row["variable_bytes"]) == 6 * MiB
     assert int(row["before_capture_bytes"]) == 4 * MiB
-    assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"]) == 11 * MiB
+    assert (
+        sum(int(row[p]) for p in PARTS if pd.notna(row[p])) == int(row["in_use_bytes"]) == 11 * MiB
+    )
     assert prof.attribution.attrs["not_measured"] == ["xla_parameter_bytes"]  # no XLA program
     split = prof.summary()[0].before_capture
     assert split is not None
@@ -278,7 +280,7 @@ def test_variable_bytes_never_exceed_what_was_allocated_before() -> None:
     assert int(row["before_capture_bytes"]) == 1 * MiB
     named = prof.breakdown[prof.breakdown["holder"] == "variable"]
     assert named["variable"].tolist() == ["fits"]
-    assert sum(int(row[p]) for p in PARTS) == int(row["in_use_bytes"])
+    assert sum(int(row[p]) for p in PARTS if pd.notna(row[p])) == int(row["in_use_bytes"])
 
 
 def test_cpu_capture_without_events_and_without_onednn_says_so() -> None:
