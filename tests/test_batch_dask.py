@@ -7,13 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LazyModule
+from conftest import LazyModule, needs
 from helpers.batch import GOOD, make_tree, summary_bytes
 from helpers.cli import traceparse_cli
 
 import traceparse
 
 distributed = LazyModule("distributed")
+# Every test here, the unreachable scheduler's too, needs dask.distributed installed
+# (the compatibility job does not install the dask extra).
+pytestmark = needs("distributed")
 
 
 @pytest.fixture(scope="module")

@@ -81,23 +81,18 @@ def test_events_of_buffers_outside_the_allocation_are_skipped() -> None:
     assert m.peak()[0] == {"c": 80, "d": 40}
 
 
-def test_a_trace_of_only_allocs_is_linear() -> None:
-    import time
-
-    def alloc_only(n: int) -> float:
-        m = Module()
-        names = [f"x{k}" for k in range(n)]
-        for name in names:
-            m.add(name, size=4)
-        m.trace(*[(ALLOC, name) for name in names])
-        program = m.program()
-        started = time.perf_counter()
-        covered, _ = slab_peak(program, SLAB)
-        assert len(covered) == n
-        return time.perf_counter() - started
-
-    small, large = alloc_only(2_000), alloc_only(20_000)
-    assert large < 30 * max(small, 1e-3)
+def test_a_trace_of_only_allocs_keeps_every_buffer_at_the_peak() -> None:
+    """The live set is found once, at the last new maximum (the old replay sorted it
+    at every maximum). How the time grows is measured by
+    benchmarks/bench_hlo_scaling.py, not timed here."""
+    m = Module()
+    names = [f"x{k}" for k in range(20_000)]
+    for name in names:
+        m.add(name, size=4)
+    m.trace(*[(ALLOC, name) for name in names])
+    covered, _ = slab_peak(m.program(), SLAB)
+    assert len(covered) == len(names)
+    assert sum(size for _, size in covered) == 4 * len(names)
 
 
 # -- the schedule ------------------------------------------------------------------

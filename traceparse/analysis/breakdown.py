@@ -194,6 +194,9 @@ def breakdown_table(
             }
         )
     before = pd.DataFrame(rows)
+    before["replica"] = pd.array([pd.NA] * len(before), dtype="Int64")
+    if len(inside):
+        inside["replica"] = inside["replica"].astype("Int64")
     first = int(inside["item"].max()) + 1 if len(inside) else 0
     before["item"] = np.arange(first, first + len(before), dtype=np.int64)
     table = pd.concat([inside, before], ignore_index=True) if len(inside) else before
@@ -272,8 +275,11 @@ def _inside_rows(live: pd.DataFrame, slabs: pd.DataFrame) -> pd.DataFrame:
     frame["named_by"] = _named(has_op[mask])
     frames.append(pd.DataFrame(frame))
     if slab_rows is not None:
-        frames.append(_slab_rows(live, slabs, parts, common, n))
-    return pd.concat(frames, ignore_index=True)
+        slab = _slab_rows(live, slabs, parts, common, n)
+        # Object columns as the other frames have them, so concat infers nothing.
+        text = [c for c in slab.columns if c not in ("item", "allocation", "bytes")]
+        frames.append(slab.astype({c: object for c in text}))
+    return pd.concat([f for f in frames if len(f)], ignore_index=True)
 
 
 def _named(has_op: np.ndarray) -> np.ndarray:
