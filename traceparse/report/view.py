@@ -295,7 +295,10 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         _attribution_table(s),
         _table(
             "top_variables",
-            "Largest variables alive before the capture",
+            # Variables made or replaced during the capture are among them then.
+            "Largest variables at the peak"
+            if (getattr(s, "before_capture", None) or {}).get("during_variables")
+            else "Largest variables alive before the capture",
             getattr(s, "top_variables", None),
             None,
             note="shape × dtype of each variable the inventory named on this allocator",
