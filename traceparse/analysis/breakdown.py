@@ -76,52 +76,34 @@ BY_VALUE = "program value"
 BY_INVENTORY = "inventory"
 BY_READERS = "parameter readers"
 
-BREAKDOWN = declare(
-    "breakdown",
-    [
-        "host",
-        "allocator",
-        "holder",
-        "part",
-        "bytes",
-        "item",
-        "allocation",
-        "op",
-        "op_type",
-        "scope",
-        "layer",
-        "role",
-        "replica",
-        "dtype",
-        "shape",
-        "estimated_bytes",
-        "requested_bytes",
-        "allocated_bytes",
-        "xla_program",
-        "xla_buffer",
-        "variable",
-        "step",
-        "named_by",
-    ],
-    nullable=[
-        "allocator",
-        "allocation",
-        "op",
-        "op_type",
-        "scope",
-        "replica",
-        "dtype",
-        "shape",
-        "estimated_bytes",
-        "requested_bytes",
-        "allocated_bytes",
-        "xla_program",
-        "xla_buffer",
-        "variable",
-        "step",
-        "named_by",
-    ],
-)
+_COLUMNS = [
+    "host",
+    "allocator",
+    "holder",
+    "part",
+    "bytes",
+    "item",
+    "allocation",
+    "op",
+    "op_type",
+    "scope",
+    "layer",
+    "role",
+    "replica",
+    "dtype",
+    "shape",
+    "estimated_bytes",
+    "requested_bytes",
+    "allocated_bytes",
+    "xla_program",
+    "xla_buffer",
+    "variable",
+    "step",
+    "named_by",
+]
+# Every row says what holds how many bytes, in which part, where it goes.
+_ALWAYS = {"host", "holder", "part", "bytes", "item", "layer", "role"}
+BREAKDOWN = declare("breakdown", _COLUMNS, [c for c in _COLUMNS if c not in _ALWAYS])
 
 _ALLOCATION_PARTS = ("shape_explained_bytes", "shape_unknown_bytes", "unexplained_request_bytes")
 
