@@ -139,6 +139,10 @@ def test_sigterm_is_passed_to_the_script_and_the_capture_kept(tmp_path: Path) ->
     deadline = time.monotonic() + 240
     while "worked" not in process.stdout.readline():
         assert time.monotonic() < deadline and process.poll() is None
+    # The script writes its pid after "worked": signal it only once it is there.
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
     process.send_signal(signal.SIGTERM)  # to `traceparse run` only, not its group
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
