@@ -79,24 +79,7 @@ def test_an_unwritable_logdir_is_reported_as_such(tmp_path: Path) -> None:
 
 def test_ctrl_c_prints_the_kept_capture(tmp_path: Path) -> None:
     script = _script(tmp_path, "import time\ntime.sleep(120)\n")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "traceparse",
-            "run",
-            "--logdir",
-            str(tmp_path / "logs"),
-            str(script),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    process = _start_run(tmp_path, script)
     assert process.stdout is not None
     deadline = time.monotonic() + 240
     while "worked" not in process.stdout.readline():

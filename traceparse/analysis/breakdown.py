@@ -244,18 +244,14 @@ def _inside_rows(live: pd.DataFrame, slabs: pd.DataFrame) -> pd.DataFrame:
     slab_rows = np.isin(live.index.to_numpy(), slabs["row"].to_numpy()) if len(slabs) else None
     if slab_rows is not None:  # a slab's own row is its slack (below), unless it has parts
         keep[0] &= ~slab_rows | (sizes[0] != 0)
-    for index, part in enumerate(_ALLOCATION_PARTS):
-        mask = keep[index]
+    pieces = [("allocation", part, sizes[i], keep[i]) for i, part in enumerate(_ALLOCATION_PARTS)]
+    padding = parts["padding_bytes"].to_numpy(dtype=np.int64)
+    pieces.append(("padding", "padding_bytes", padding, padding != 0))
+    for holder, part, size, mask in pieces:
         frame = {k: v[mask] for k, v in common.items()}
-        frame |= {"holder": "allocation", "part": part, "bytes": sizes[index][mask]}
+        frame |= {"holder": holder, "part": part, "bytes": size[mask]}
         frame["named_by"] = _named(has_op[mask])
         frames.append(pd.DataFrame(frame))
-    padding = parts["padding_bytes"].to_numpy(dtype=np.int64)
-    mask = padding != 0
-    frame = {k: v[mask] for k, v in common.items()}
-    frame |= {"holder": "padding", "part": "padding_bytes", "bytes": padding[mask]}
-    frame["named_by"] = _named(has_op[mask])
-    frames.append(pd.DataFrame(frame))
     if slab_rows is not None:
         slab = _slab_rows(live, slabs, parts, common, n)
         # Object columns as the other frames have them, so concat infers nothing.

@@ -23,7 +23,7 @@ import pandas as pd
 
 from traceparse._proto import hlo_pb2
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.contracts import dtype_of
+from traceparse.tables.contracts import XLA_PARAMETERS
 from traceparse.tables.xla import (
     COPY_OPCODES,
     XLA_ARGS,
@@ -32,24 +32,10 @@ from traceparse.tables.xla import (
     module_index,
 )
 
-# The columns this builder makes, dtypes from their one declaration (tables/columns.py).
-PARAMETER_COLUMNS: dict[str, str] = {
-    name: dtype_of(name)
-    for name in (
-        "host",
-        "program",
-        "module",
-        "function",
-        "parameter_number",
-        "allocation_index",
-        "instruction",
-        "dtype",
-        "shape",
-        "size_bytes",
-        "updated",
-        "read_by",
-    )
-}
+# The columns this builder makes: the declared table up to the ones the analysis
+# adds (analysis/xla_params.py: allocator, ran, counted, reason).
+_BUILT = XLA_PARAMETERS.columns[: XLA_PARAMETERS.columns.index("allocator")]
+PARAMETER_COLUMNS: dict[str, str] = {name: XLA_PARAMETERS.dtypes[name] for name in _BUILT}
 
 
 def _entry_instructions(program: XlaProgram) -> list[hlo_pb2.HloInstructionProto]:
