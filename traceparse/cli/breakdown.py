@@ -33,6 +33,8 @@ class BreakdownCommand(TableCommand):
     name = "breakdown"
     noun = "Breakdown"
     default_sort = ("bytes",)
+    # On a narrow terminal the op (or, grouped, the grouping column) stays readable.
+    name_columns = ("op", *GROUPS)
     display_columns = (
         "holder",
         "part",
