@@ -105,16 +105,6 @@ def representatives(judged: pd.DataFrame) -> pd.DataFrame:
     return mine[np.array(keep, dtype=bool)]
 
 
-def parameter_bytes(judged: pd.DataFrame) -> pd.Series:
-    """Per (host, allocator): the bytes of the counted parameters that stand for
-    distinct buffers (``representatives``)."""
-    mine = representatives(judged)
-    if mine.empty:
-        return pd.Series([], dtype="int64")
-    keys = [mine["host"].astype(object), mine["allocator"].astype(object)]
-    return mine["size_bytes"].astype("int64").groupby(keys).sum().astype("int64")
-
-
 def _program_allocators(
     allocations: pd.DataFrame, allocators: Set[tuple[str, str]], keys: list[tuple[str, str]]
 ) -> list[str | None]:
