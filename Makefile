@@ -32,7 +32,10 @@ XDIST := -n $(PYTEST_JOBS) --dist loadfile
 
 .PHONY: demo test quick lint typecheck pytest compat protos fixtures bench browser clean
 
-$(STAMP): pyproject.toml
+# The decoder's C loops are built by the install: a change to them reinstalls.
+NATIVE := traceparse/decode/_native.c
+
+$(STAMP): pyproject.toml $(NATIVE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -57,7 +60,7 @@ pytest: $(STAMP)
 quick: $(STAMP)
 	$(BIN)/pytest -q -m "not slow" $(XDIST)
 
-$(COMPAT_VENV)/.installed: pyproject.toml Makefile
+$(COMPAT_VENV)/.installed: pyproject.toml Makefile $(NATIVE)
 	rm -rf $(COMPAT_VENV)
 	$(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_BIN)/python -m pip install -q --no-cache-dir --upgrade pip

@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import xplane_files
+from helpers import xplane_lines
+from helpers.xplane_lines import MARKERS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,9 +39,6 @@ def split(
         for f in dataclasses.fields(lines.Events)
     }
     return lines.Events(**columns), reader.timestamp_ns
-
-
-MARKERS = [12, 300]  # stat ids that mark their events: one and two varint bytes
 
 
 def expect_like_upb(data: bytes, lo: int, hi: int) -> None:
@@ -122,38 +121,9 @@ def test_a_malformed_line_raises() -> None:
         split(data + b"\x22\x7f\x08", 0, len(data) + 3)
 
 
-stat = st.one_of(
-    st.builds(
-        xplane_pb2.XStat,
-        metadata_id=st.integers(0, 2**20),
-        str_value=st.binary(max_size=12).map(lambda b: b.decode("latin-1")),
-    ),
-    st.builds(
-        xplane_pb2.XStat,
-        metadata_id=st.sampled_from([*MARKERS, 13, 2**20]),
-        int64_value=st.integers(-(2**63), 2**63 - 1),
-    ),
-    st.builds(
-        xplane_pb2.XStat,
-        metadata_id=st.sampled_from([*MARKERS, 13]),
-        uint64_value=st.integers(0, 2**64 - 1),
-    ),
-)
-event = st.builds(
-    lambda mid, data, value, duration, stats: xplane_pb2.XEvent(
-        metadata_id=mid, duration_ps=duration, stats=stats, **{data: value}
-    ),
-    st.integers(0, 2**63 - 1),
-    st.sampled_from(["offset_ps", "num_occurrences"]),
-    st.integers(0, 2**63 - 1),
-    st.integers(0, 2**63 - 1),
-    st.lists(stat, max_size=3),
-)
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    events=st.lists(event, max_size=30),
+    events=st.lists(xplane_lines.events, max_size=30),
     timestamp=st.integers(-(2**63), 2**63 - 1),
     before=st.binary(max_size=64),
     window=st.sampled_from([8, 64, 1 << 21]),

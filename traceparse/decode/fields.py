@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from traceparse.decode import wire
+from traceparse.decode import native, wire
 from traceparse.decode.limits import within_time
 from traceparse.decode.lines import index_in
 from traceparse.decode.planes import Selected
@@ -118,17 +118,16 @@ class DecodedEvents:
     one row of values per stat with a column per event."""
 
     def __init__(self, selected: Selected, layout: StatLayout) -> None:
-        joined = selected.joined()
-        self.count = count = len(joined)
+        self.count = count = len(selected)
         self.layout = layout
-        offset, self.duration_ps, stat_event, payload, stat_end = _read_events(joined)
+        data, offset, self.duration_ps, stat_event, stats = _read(selected)
+        stat_id, kind, value, start, length = stats
         line_ps = selected.line_ts_ns * 1000  # fits: line stamps are clamped
         # Both parts within 2**62, so their sum cannot overflow; then the sum too.
         self.in_range = within_time(line_ps) & within_time(offset)
         self.time_ps = line_ps + np.where(self.in_range, offset, 0)
         self.in_range &= within_time(self.time_ps)
         self.order = selected.order
-        stat_id, kind, value, start, length = _read_stats(joined.buf, payload, stat_end)
 
         # One pass per kind of value, not per stat: each stat lands in the cell
         # (its row, its event); where an event repeats a stat, the last one wins.
@@ -168,7 +167,7 @@ class DecodedEvents:
 
         text = row >= layout.first_text
         self._codes, self.labels = self._text_codes(
-            joined.raw, cell[text], kind[text], value[text], start[text], length[text]
+            data, cell[text], kind[text], value[text], start[text], length[text]
         )
 
     def _table(self, cells: np.ndarray, values: object, dtype: type) -> np.ndarray:
@@ -247,6 +246,22 @@ def _frozen(flat: np.ndarray, count: int) -> np.ndarray:
     table = flat.reshape(-1, count)
     table.flags.writeable = False
     return table
+
+
+_Stats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _read(selected: Selected) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, _Stats]:
+    """The bytes the positions index, each event's offset_ps and duration_ps
+    (int64), and its stats (``_read_stats``) with the event of each."""
+    if native.available():
+        offset, duration, rows = native.read_events(selected.data, selected.starts, selected.ends)
+        stats = (rows[:, 1], rows[:, 2].astype(np.int8), rows[:, 3].view(np.uint64), *rows[:, 4:].T)
+        return selected.data, offset.view(np.int64), duration.view(np.int64), rows[:, 0], stats
+    joined = selected.joined()
+    offset, duration, stat_event, payload, stat_end = _read_events(joined)
+    stats = _read_stats(joined.buf, payload, stat_end)
+    return joined.raw, offset, duration, stat_event, stats
 
 
 def _read_events(

@@ -1,0 +1,235 @@
+"""The decoder's compiled loops (``traceparse.decode.native``) against upb and
+against the numpy path they stand in for: every capture decodes to the same
+tables both ways, and bad bytes fail the same way."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import FIXTURES, REPO
+from helpers import xplane_lines
+from helpers.xplane_lines import MARKERS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceparse._proto import xplane_pb2
+from traceparse.decode import native, wire
+from traceparse.decode.planes import select, split_planes
+from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.xspace import decode_xspace
+from traceparse.errors import CorruptCaptureError
+
+built = pytest.mark.skipif(native._native is None, reason="the compiled loops were not built")
+CAPTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
+CORPUS = sorted((REPO / "tests" / "fuzz" / "corpus").glob("*.xplane.pb*"))
+
+
+def _decode(data: bytes, on: bool) -> MemoryTrace | str:
+    with native.use_native(on):
+        try:
+            return decode_xspace(data, path="capture.xplane.pb", host="host")
+        except CorruptCaptureError as exc:
+            return type(exc).__name__
+
+
+def assert_same_trace(data: bytes) -> None:
+    compiled, numpy = _decode(data, True), _decode(data, False)
+    if isinstance(numpy, str) or isinstance(compiled, str):
+        assert compiled == numpy
+        return
+    for name in ("events", "step_markers", "op_time", "function_runs"):
+        pd.testing.assert_frame_equal(getattr(compiled, name), getattr(numpy, name), obj=name)
+    for name in ("op_types", "start_ns", "duration_ps", "diagnostics", "stat_names"):
+        assert getattr(compiled, name) == getattr(numpy, name), name
+    assert (compiled.runs is None) == (numpy.runs is None)
+    if compiled.runs is not None and numpy.runs is not None:
+        pd.testing.assert_frame_equal(compiled.runs.runs, numpy.runs.runs)
+        pd.testing.assert_frame_equal(compiled.runs.allocation_runs, numpy.runs.allocation_runs)
+
+
+@built
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: str(p.relative_to(FIXTURES)).split("/")[0])
+def test_every_fixture_decodes_the_same_both_ways(path: Path) -> None:
+    assert_same_trace(path.read_bytes())
+
+
+@built
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_hostile_captures_fail_or_decode_the_same_both_ways(path: Path) -> None:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        pytest.skip("compressed: the corpus tests read it through load()")
+    assert_same_trace(data)
+
+
+@built
+def test_truncated_captures_fail_or_decode_the_same_both_ways() -> None:
+    data = (FIXTURES / "keras_train").rglob("*.xplane.pb").__next__().read_bytes()
+    for cut in (len(data) // 3, len(data) // 2, len(data) - 1):
+        assert_same_trace(data[:cut])
+
+
+def _upb_line(data: bytes, lo: int, hi: int) -> xplane_pb2.XLine:
+    return xplane_pb2.XLine.FromString(data[lo:hi])
+
+
+def _is_int(stat: xplane_pb2.XStat) -> bool:
+    return stat.WhichOneof("value") in ("uint64_value", "int64_value")
+
+
+def expect_scan_like_upb(data: bytes, lines: list[tuple[int, int]]) -> None:
+    """Events of even metadata id picked, the odd ones timed: the picks and sums
+    are what upb's parse of each line says (markers pick their events too)."""
+    parsed = [_upb_line(data, lo, hi) for lo, hi in lines]
+    ids = {e.metadata_id & (2**64 - 1) for line in parsed for e in line.events}
+    picked = np.array(sorted(i for i in ids if i % 2 == 0), dtype=np.uint64)
+    timed = np.array(sorted(i for i in ids if i % 2), dtype=np.uint64)
+    markers = np.array(MARKERS, dtype=np.uint64)
+    records, counts, totals, stamps = native.scan_lines(data, lines, picked, timed, markers)
+    assert stamps.tolist() == [line.timestamp_ns for line in parsed]
+    want_records, want_counts, want_totals = [], dict.fromkeys(timed.tolist(), 0), {}
+    for number, line in enumerate(parsed):
+        for index, event in enumerate(line.events):
+            mid = event.metadata_id & (2**64 - 1)
+            marked = any(s.metadata_id in MARKERS and _is_int(s) for s in event.stats)
+            if mid % 2 == 0 or marked:
+                want_records.append((mid, number, index, event))
+            else:
+                want_counts[mid] += 1
+                want_totals[mid] = want_totals.get(mid, 0) + event.duration_ps
+    assert len(records) == len(want_records)
+    for (start, end, mid, number, index), (w_mid, w_number, w_index, w_event) in zip(
+        records.tolist(), want_records, strict=True
+    ):
+        assert (mid & (2**64 - 1), number, index) == (w_mid, w_number, w_index)
+        assert xplane_pb2.XEvent.FromString(data[start:end]) == w_event
+    assert dict(zip(timed.tolist(), counts.tolist(), strict=True)) == want_counts
+    for mid, total in want_totals.items():
+        assert totals[timed.tolist().index(mid)] == np.int64(np.uint64(total % 2**64))
+
+
+@built
+@pytest.mark.parametrize("name", ["keras_train", "xla_keras", "jax08_conv"])
+def test_real_lines_scan_like_upb(name: str) -> None:
+    data = next((FIXTURES / name).rglob("*.xplane.pb")).read_bytes()
+    for plane in split_planes(data):
+        if plane.lines:
+            expect_scan_like_upb(data, plane.lines)
+
+
+@built
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(xplane_lines.events, max_size=30),
+    timestamp=st.integers(-(2**63), 2**63 - 1),
+    before=st.binary(max_size=16),
+)
+def test_random_lines_scan_like_upb(
+    events: list[xplane_pb2.XEvent], timestamp: int, before: bytes
+) -> None:
+    line = xplane_pb2.XLine(id=3, timestamp_ns=timestamp, events=events).SerializeToString()
+    data = before + line + line
+    bounds = [(len(before), len(before) + len(line)), (len(before) + len(line), len(data))]
+    expect_scan_like_upb(data, bounds)
+
+
+@built
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(xplane_lines.events, max_size=20))
+def test_random_events_select_and_read_the_same_both_ways(
+    events: list[xplane_pb2.XEvent],
+) -> None:
+    data = xplane_pb2.XLine(timestamp_ns=7, events=events).SerializeToString()
+    ids = sorted({e.metadata_id for e in events})
+    memory = np.array(ids[::2], dtype=np.uint64)
+    ops = np.array(ids[1::2], dtype=np.uint64)
+    markers = np.array(MARKERS, dtype=np.uint64)
+    picks = []
+    for on in (True, False):
+        with native.use_native(on):
+            picks.append(select(data, [(0, len(data))], memory, ops, markers, lambda t: t))
+    (compiled, compiled_times), (numpy, numpy_times) = picks
+    for name in ("starts", "ends", "metadata_ids", "line_ts_ns", "order"):
+        assert getattr(compiled, name).tolist() == getattr(numpy, name).tolist(), name
+    for name in ("metadata_ids", "counts", "total_ps"):
+        assert getattr(compiled_times, name).tolist() == getattr(numpy_times, name).tolist()
+    if len(compiled):
+        offsets, durations, stats = native.read_events(data, compiled.starts, compiled.ends)
+        spans = zip(compiled.starts.tolist(), compiled.ends.tolist(), strict=True)
+        upb = [xplane_pb2.XEvent.FromString(data[s:e]) for s, e in spans]
+        assert offsets.tolist() == [e.offset_ps for e in upb]
+        assert durations.tolist() == [e.duration_ps for e in upb]
+        assert stats[:, 0].tolist() == [i for i, e in enumerate(upb) for _ in e.stats]
+        assert stats[:, 1].tolist() == [s.metadata_id for e in upb for s in e.stats]
+
+
+def test_odd_stat_layouts_read_by_protobufs_rules() -> None:
+    if native._native is None:
+        pytest.skip("the compiled loops were not built")
+    # Value before id, the id twice, two members of the oneof (the last wins), a
+    # wrong wire type for a value field (ignored), a fixed32 field (ignored).
+    stat = b"\x18\x05\x08\x02\x08\x03" + b"\x2a\x02hi" + b"\x20\x07" + b"\x28\x01" + b"\x45\0\0\0\0"
+    event = b"\x10\x09\x22" + bytes([len(stat)]) + stat + b"\x18\x04\x10\x0b"
+    offsets, durations, stats = native.read_events(event, np.array([0]), np.array([len(event)]))
+    assert (offsets.tolist(), durations.tolist()) == ([11], [4])
+    assert stats.tolist() == [[0, 3, 4, 7, 0, 0]]
+    upb = xplane_pb2.XStat.FromString(stat)
+    assert (upb.metadata_id, upb.WhichOneof("value"), upb.int64_value) == (3, "int64_value", 7)
+
+
+@built
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"\x22\x7f\x08",  # an event longer than its line
+        b"\x22\x03\x08\x80\x80",  # a varint cut short
+        b"\x22\x02\x0b\x00",  # wire type 3 (groups)
+        b"\x22\x02\x00\x00",  # field number 0
+        b"\x1a",  # a line field cut short
+        b"\x22\x03\x09\x00\x00",  # a fixed64 cut short
+    ],
+)
+def test_malformed_lines_raise_wire_errors(line: bytes) -> None:
+    good = xplane_pb2.XLine(events=[xplane_pb2.XEvent(metadata_id=1)]).SerializeToString()
+    data = good + line
+    none = np.zeros(0, dtype=np.uint64)
+    with pytest.raises(wire.WireError):
+        native.scan_lines(data, [(0, len(data))], none, none, none)
+    event = line[2:]  # the event's own bytes, for the events that have some
+    if event:
+        with pytest.raises(wire.WireError):
+            native.read_events(event, np.array([0]), np.array([len(event)]))
+
+
+@built
+def test_bounds_outside_the_buffer_raise() -> None:
+    none = np.zeros(0, dtype=np.uint64)
+    with pytest.raises(wire.WireError, match="outside"):
+        native.scan_lines(b"\x22\x00", [(0, 3)], none, none, none)
+    with pytest.raises(wire.WireError, match="outside"):
+        native.read_events(b"\x10\x01", np.array([1]), np.array([0]))
+
+
+def test_the_loops_are_built_where_a_compiler_is() -> None:
+    """A silent fallback would hide a build that broke: where pip had a C
+    compiler (as on CI), the extension must be there and in use."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here: the numpy path decodes alone")
+    if os.environ.get("TRACEPARSE_PURE_PYTHON"):
+        pytest.skip("TRACEPARSE_PURE_PYTHON asks for the numpy path")
+    assert native._native is not None, "traceparse/decode/_native.c was not built"
+    assert native.available()
+
+
+def test_the_environment_can_ask_for_the_numpy_path() -> None:
+    code = "from traceparse.decode import native; print(native.available())"
+    env = {**os.environ, "TRACEPARSE_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr

@@ -1,0 +1,429 @@
+/* The decoder's two loops over every event, in C: the compiled half of
+ * traceparse.decode.native (the numpy path in lines.py and fields.py is the
+ * fallback, and gives the same arrays).
+ *
+ * scan_lines: split each XLine into its events, pick the ones to decode (by
+ *     metadata id, or because a stat carries a marker id) and sum the
+ *     duration of the timed ones per id.
+ * read_events: the offset, duration and stats of the picked events.
+ *
+ * Only the buffer protocol is used (no NumPy C API), so one build serves every
+ * NumPy. Every read is bounds-checked against its message's end; malformed
+ * wire format raises ValueError, which the Python side turns into WireError.
+ * The loops run without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { VARINT = 0, FIXED64 = 1, LEN = 2, FIXED32 = 5 };
+
+typedef struct {
+    uint64_t number;
+    int wire;
+    uint64_t value;      /* varint or fixed-width bits */
+    Py_ssize_t start;    /* payload of a length-delimited field */
+    Py_ssize_t end;      /* end of the payload (of the field, for other kinds) */
+} Field;
+
+/* A growable array of int64 records, filled without the GIL. */
+typedef struct {
+    int64_t *data;
+    Py_ssize_t size;      /* int64 values written */
+    Py_ssize_t capacity;
+} Records;
+
+static int records_reserve(Records *r, Py_ssize_t more) {
+    if (r->size + more <= r->capacity) return 0;
+    Py_ssize_t capacity = r->capacity ? r->capacity : 1024;
+    while (capacity < r->size + more) capacity *= 2;
+    int64_t *grown = PyMem_RawRealloc(r->data, (size_t)capacity * sizeof(int64_t));
+    if (!grown) return -1;
+    r->data = grown;
+    r->capacity = capacity;
+    return 0;
+}
+
+static PyObject *records_bytes(Records *r) {
+    PyObject *out = PyBytes_FromStringAndSize((const char *)r->data, r->size * (Py_ssize_t)sizeof(int64_t));
+    PyMem_RawFree(r->data);
+    r->data = NULL;
+    return out;
+}
+
+/* Reading stops at the first problem; its message is kept here (static text). */
+typedef struct {
+    const uint8_t *data;
+    const char *error;
+    int out_of_memory;
+} Reader;
+
+static inline int read_varint(Reader *rd, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    const uint8_t *d = rd->data;
+    uint64_t value = 0;
+    Py_ssize_t p = *pos;
+    if (p < end && d[p] < 0x80) { /* one byte: tags, ids, short lengths */
+        *out = d[p];
+        *pos = p + 1;
+        return 0;
+    }
+    for (int i = 0; i < 10; i++) {
+        if (p >= end) break;
+        uint8_t byte = d[p++];
+        value |= (uint64_t)(byte & 0x7F) << (7 * i); /* a 10th byte's bits past 64 drop */
+        if (byte < 0x80) {
+            *pos = p;
+            *out = value;
+            return 0;
+        }
+    }
+    rd->error = "truncated or overlong varint";
+    return -1;
+}
+
+static inline uint64_t little_endian(const uint8_t *p, int width) {
+    uint64_t value = 0;
+    for (int i = width - 1; i >= 0; i--) value = (value << 8) | p[i];
+    return value;
+}
+
+/* The field at *pos (which moves past it), as protobuf's rules allow. */
+static inline int read_field(Reader *rd, Py_ssize_t *pos, Py_ssize_t end, Field *f) {
+    uint64_t tag;
+    if (read_varint(rd, pos, end, &tag)) return -1;
+    f->number = tag >> 3;
+    f->wire = (int)(tag & 7);
+    if (f->number == 0) {
+        rd->error = "field number 0";
+        return -1;
+    }
+    Py_ssize_t p = *pos;
+    switch (f->wire) {
+    case VARINT:
+        if (read_varint(rd, &p, end, &f->value)) return -1;
+        break;
+    case FIXED64:
+    case FIXED32: {
+        int width = f->wire == FIXED64 ? 8 : 4;
+        if (end - p < width) {
+            rd->error = "fixed-width field runs past the end of its message";
+            return -1;
+        }
+        f->value = little_endian(rd->data + p, width);
+        p += width;
+        break;
+    }
+    case LEN: {
+        uint64_t size;
+        if (read_varint(rd, &p, end, &size)) return -1;
+        if (size > (uint64_t)(end - p)) {
+            rd->error = "length-delimited field runs past the end of its message";
+            return -1;
+        }
+        f->value = 0;
+        f->start = p;
+        p += (Py_ssize_t)size;
+        break;
+    }
+    default:
+        rd->error = "unsupported wire type";
+        return -1;
+    }
+    f->end = p;
+    *pos = p;
+    return 0;
+}
+
+/* Position of value in sorted ids[0:n], or -1. */
+static inline Py_ssize_t find(const uint64_t *ids, Py_ssize_t n, uint64_t value) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] < value) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && ids[lo] == value ? lo : -1;
+}
+
+typedef struct {
+    const uint64_t *ids;
+    Py_ssize_t n;
+} IdSet;
+
+/* Whether a stat names one of the markers and holds an integer (uint64_value
+ * or int64_value). A stat that does not read cleanly may: its event is then
+ * decoded, and decoding tells. */
+static int stat_marks(Reader *rd, Py_ssize_t pos, Py_ssize_t end, IdSet markers) {
+    uint64_t id = 0;
+    int integer = 0;
+    Field f;
+    while (pos < end) {
+        if (read_field(rd, &pos, end, &f)) {
+            rd->error = NULL;
+            return 1;
+        }
+        if (f.wire != VARINT) continue;
+        if (f.number == 1) id = f.value;
+        else if (f.number == 3 || f.number == 4) integer = 1;
+    }
+    return integer && find(markers.ids, markers.n, id) >= 0;
+}
+
+typedef struct {
+    Reader rd;
+    const int64_t *bounds; /* (start, end) of each line */
+    Py_ssize_t lines;
+    IdSet picked, timed, markers;
+    int64_t *counts, *totals, *stamps;
+    Records out;           /* per picked event: start, end, metadata id, line, index in line */
+} Scan;
+
+static int scan_event(Scan *s, Py_ssize_t start, Py_ssize_t end, int64_t line, int64_t index) {
+    Reader *rd = &s->rd;
+    uint64_t metadata_id = 0, duration = 0;
+    int marked = 0;
+    Py_ssize_t pos = start;
+    Field f;
+    while (pos < end) {
+        if (read_field(rd, &pos, end, &f)) return -1;
+        if (f.number == 1 && f.wire == VARINT) metadata_id = f.value;
+        else if (f.number == 3 && f.wire == VARINT) duration = f.value;
+        else if (f.number == 4 && f.wire == LEN && s->markers.n && !marked)
+            marked = stat_marks(rd, f.start, f.end, s->markers);
+    }
+    if (marked || find(s->picked.ids, s->picked.n, metadata_id) >= 0) {
+        if (records_reserve(&s->out, 5)) {
+            rd->out_of_memory = 1;
+            return -1;
+        }
+        int64_t *r = s->out.data + s->out.size;
+        r[0] = start;
+        r[1] = end;
+        r[2] = (int64_t)metadata_id;
+        r[3] = line;
+        r[4] = index;
+        s->out.size += 5;
+        return 0;
+    }
+    Py_ssize_t k = find(s->timed.ids, s->timed.n, metadata_id);
+    if (k >= 0) {
+        s->counts[k] += 1;
+        s->totals[k] = (int64_t)((uint64_t)s->totals[k] + duration); /* wraps as NumPy does */
+    }
+    return 0;
+}
+
+static int scan(Scan *s, Py_ssize_t size) {
+    Reader *rd = &s->rd;
+    for (Py_ssize_t line = 0; line < s->lines; line++) {
+        Py_ssize_t pos = (Py_ssize_t)s->bounds[2 * line];
+        Py_ssize_t end = (Py_ssize_t)s->bounds[2 * line + 1];
+        if (pos < 0 || end < pos || end > size) {
+            rd->error = "line bounds outside the buffer";
+            return -1;
+        }
+        int64_t events = 0, stamp = 0;
+        Field f;
+        while (pos < end) {
+            if (read_field(rd, &pos, end, &f)) return -1;
+            if (f.number == 4 && f.wire == LEN) {
+                if (scan_event(s, f.start, f.end, line, events++)) return -1;
+            } else if (f.number == 3 && f.wire == VARINT) {
+                stamp = (int64_t)f.value;
+            }
+        }
+        s->stamps[line] = stamp;
+    }
+    return 0;
+}
+
+/* Buffers of the arguments, released together. */
+typedef struct {
+    Py_buffer views[8];
+    int count;
+} Views;
+
+static int get_view(Views *v, PyObject *obj, int writable, Py_ssize_t item, const char *name) {
+    Py_buffer *view = &v->views[v->count];
+    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS))
+        return -1;
+    v->count++;
+    if (view->len % item) {
+        PyErr_Format(PyExc_TypeError, "%s: length is not a multiple of %zd bytes", name, item);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Views *v) {
+    for (int i = 0; i < v->count; i++) PyBuffer_Release(&v->views[i]);
+}
+
+static PyObject *fail(Reader *rd) {
+    if (rd->out_of_memory) return PyErr_NoMemory();
+    PyErr_SetString(PyExc_ValueError, rd->error ? rd->error : "malformed wire format");
+    return NULL;
+}
+
+PyDoc_STRVAR(scan_lines_doc,
+"scan_lines(data, bounds, picked, timed, markers, counts, totals, stamps) -> bytes\n\n"
+"Every event of the lines data[bounds[i,0]:bounds[i,1]] (int64 pairs). Events\n"
+"whose metadata id is in picked, or with an integer stat whose id is in markers,\n"
+"are returned as int64 records (start, end, metadata id, line, index in line);\n"
+"the others whose id is timed[k] add 1 to counts[k] and their duration_ps to\n"
+"totals[k]. stamps[i] is line i's timestamp_ns (0 when absent). The id arrays\n"
+"are sorted uint64; counts, totals and stamps are writable int64.");
+
+static PyObject *scan_lines(PyObject *self, PyObject *args) {
+    PyObject *objs[8];
+    if (!PyArg_UnpackTuple(args, "scan_lines", 8, 8, &objs[0], &objs[1], &objs[2], &objs[3],
+                           &objs[4], &objs[5], &objs[6], &objs[7]))
+        return NULL;
+    Views v = {.count = 0};
+    static const char *names[] = {"data", "bounds", "picked", "timed", "markers", "counts", "totals", "stamps"};
+    for (int i = 0; i < 8; i++) {
+        if (get_view(&v, objs[i], i >= 5, i == 0 ? 1 : (i == 1 ? 16 : 8), names[i])) {
+            release(&v);
+            return NULL;
+        }
+    }
+    Py_buffer *b = v.views;
+    Scan s = {
+        .rd = {.data = b[0].buf},
+        .bounds = b[1].buf,
+        .lines = b[1].len / 16,
+        .picked = {b[2].buf, b[2].len / 8},
+        .timed = {b[3].buf, b[3].len / 8},
+        .markers = {b[4].buf, b[4].len / 8},
+        .counts = b[5].buf,
+        .totals = b[6].buf,
+        .stamps = b[7].buf,
+    };
+    if (b[5].len != b[3].len || b[6].len != b[3].len || b[7].len / 8 != s.lines) {
+        release(&v);
+        PyErr_SetString(PyExc_TypeError, "counts and totals need one slot per timed id, stamps one per line");
+        return NULL;
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan(&s, b[0].len);
+    Py_END_ALLOW_THREADS
+    release(&v);
+    if (status) {
+        PyMem_RawFree(s.out.data);
+        return fail(&s.rd);
+    }
+    return records_bytes(&s.out);
+}
+
+/* A stat's metadata id and value, protobuf's way: the last of each wins. */
+static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, int64_t *r) {
+    /* r: event, metadata id, kind, value bits, payload start, payload length */
+    Field f;
+    r[1] = r[2] = r[3] = r[4] = r[5] = 0;
+    while (pos < end) {
+        if (read_field(rd, &pos, end, &f)) return -1;
+        int value_wire;
+        switch (f.number) {
+        case 1:
+            if (f.wire == VARINT) r[1] = (int64_t)f.value;
+            continue;
+        case 2: value_wire = FIXED64; break;     /* double_value */
+        case 3: case 4: case 7: value_wire = VARINT; break; /* uint64, int64, ref */
+        case 5: case 6: value_wire = LEN; break;    /* str, bytes */
+        default: continue;
+        }
+        if (f.wire != value_wire) continue;
+        r[2] = (int64_t)f.number;
+        r[3] = f.wire == LEN ? 0 : (int64_t)f.value;
+        r[4] = f.wire == LEN ? f.start : 0;
+        r[5] = f.wire == LEN ? f.end - f.start : 0;
+    }
+    return 0;
+}
+
+static int read_all(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
+                    Py_ssize_t n, uint64_t *offsets, uint64_t *durations, Records *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = (Py_ssize_t)starts[i], end = (Py_ssize_t)ends[i];
+        if (pos < 0 || end < pos || end > size) {
+            rd->error = "event bounds outside the buffer";
+            return -1;
+        }
+        uint64_t offset = 0, duration = 0;
+        Field f;
+        while (pos < end) {
+            if (read_field(rd, &pos, end, &f)) return -1;
+            if (f.wire == VARINT && f.number == 2) offset = f.value;
+            else if (f.wire == VARINT && f.number == 3) duration = f.value;
+            else if (f.wire == LEN && f.number == 4) {
+                if (records_reserve(out, 6)) {
+                    rd->out_of_memory = 1;
+                    return -1;
+                }
+                int64_t *r = out->data + out->size;
+                r[0] = i;
+                if (read_stat(rd, f.start, f.end, r)) return -1;
+                out->size += 6;
+            }
+        }
+        offsets[i] = offset;
+        durations[i] = duration;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(read_events_doc,
+"read_events(data, starts, ends, offsets, durations) -> bytes\n\n"
+"The XEvents data[starts[i]:ends[i]] (int64 bounds): offset_ps and duration_ps\n"
+"go into offsets[i] and durations[i] (writable uint64, 0 when absent); each\n"
+"stat, in wire order, is returned as int64 records (event, metadata id, value\n"
+"kind: the XStat field number of its value or 0, value bits, payload start,\n"
+"payload length).");
+
+static PyObject *read_events(PyObject *self, PyObject *args) {
+    PyObject *objs[5];
+    if (!PyArg_UnpackTuple(args, "read_events", 5, 5, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Views v = {.count = 0};
+    static const char *names[] = {"data", "starts", "ends", "offsets", "durations"};
+    for (int i = 0; i < 5; i++) {
+        if (get_view(&v, objs[i], i >= 3, i == 0 ? 1 : 8, names[i])) {
+            release(&v);
+            return NULL;
+        }
+    }
+    Py_buffer *b = v.views;
+    Py_ssize_t n = b[1].len / 8;
+    if (b[2].len != b[1].len || b[3].len != b[1].len || b[4].len != b[1].len) {
+        release(&v);
+        PyErr_SetString(PyExc_TypeError, "starts, ends, offsets and durations need one slot per event");
+        return NULL;
+    }
+    Reader rd = {.data = b[0].buf};
+    Records out = {0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, n, b[3].buf, b[4].buf, &out);
+    Py_END_ALLOW_THREADS
+    release(&v);
+    if (status) {
+        PyMem_RawFree(out.data);
+        return fail(&rd);
+    }
+    return records_bytes(&out);
+}
+
+static PyMethodDef methods[] = {
+    {"scan_lines", scan_lines, METH_VARARGS, scan_lines_doc},
+    {"read_events", read_events, METH_VARARGS, read_events_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "Compiled loops of traceparse's decoder (see traceparse.decode.native).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,88 @@
+"""The decoder's compiled loops, when they were built, with the numpy path as
+the fallback.
+
+``_native`` (``_native.c``) is built by ``pip install`` where a C compiler is
+at hand; elsewhere the install goes on without it. Both paths give the same
+arrays (tests/test_native.py decodes every fixture both ways), so which one ran
+never shows in a table. ``TRACEPARSE_PURE_PYTHON=1`` in the environment, or
+``use_native(False)``, makes the decoder take the numpy path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from traceparse.decode import wire
+
+_native: Any
+try:
+    _native = importlib.import_module("traceparse.decode._native")
+except ImportError:  # not built: no compiler where it was installed
+    _native = None
+
+_enabled = _native is not None and not os.environ.get("TRACEPARSE_PURE_PYTHON")
+
+
+def available() -> bool:
+    """Whether the compiled loops were built and are in use."""
+    return _enabled
+
+
+@contextmanager
+def use_native(on: bool) -> Iterator[None]:
+    """Decode with (``True``, where built) or without the compiled loops inside
+    the block; for tests and benchmarks."""
+    global _enabled
+    before = _enabled
+    _enabled = on and _native is not None
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def scan_lines(
+    data: bytes,
+    lines: list[tuple[int, int]],
+    picked: np.ndarray,
+    timed: np.ndarray,
+    markers: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every event of ``lines`` (``(start, end)`` in ``data``): (records of the
+    picked events as an int64 array of rows (start, end, metadata id, line,
+    index in line); per ``timed`` id, events and total duration_ps of the
+    others; each line's timestamp_ns). The id arrays are sorted and unique
+    (``wire.metadata_ids``)."""
+    bounds = np.array(lines, dtype=np.int64).reshape(-1, 2)
+    counts = np.zeros(timed.size, dtype=np.int64)
+    totals = np.zeros(timed.size, dtype=np.int64)
+    stamps = np.zeros(len(bounds), dtype=np.int64)
+    ids = [np.ascontiguousarray(i, dtype=np.uint64) for i in (picked, timed, markers)]
+    try:
+        raw = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
+    except ValueError as exc:
+        raise wire.WireError(str(exc)) from exc
+    return np.frombuffer(raw, dtype=np.int64).reshape(-1, 5), counts, totals, stamps
+
+
+def read_events(
+    data: bytes, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The events ``data[starts[i]:ends[i]]``: (offset_ps, duration_ps as uint64,
+    one int64 row per stat in wire order: event, metadata id, value kind,
+    value bits, payload start, payload length)."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    offsets = np.zeros(starts.size, dtype=np.uint64)
+    durations = np.zeros(starts.size, dtype=np.uint64)
+    try:
+        raw = _native.read_events(data, starts, ends, offsets, durations)
+    except ValueError as exc:
+        raise wire.WireError(str(exc)) from exc
+    return offsets, durations, np.frombuffer(raw, dtype=np.int64).reshape(-1, 6)
