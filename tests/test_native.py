@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from traceparse._proto import xplane_pb2
 from traceparse.decode import native, wire
 from traceparse.decode.planes import select, split_planes
+from traceparse.decode.stat_tables import StatTables
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xspace import decode_xspace
 from traceparse.errors import CorruptCaptureError
@@ -161,25 +162,57 @@ def test_random_events_select_and_read_the_same_both_ways(
     for name in ("metadata_ids", "counts", "total_ps"):
         assert getattr(compiled_times, name).tolist() == getattr(numpy_times, name).tolist()
     if len(compiled):
-        offsets, durations, stats = native.read_events(data, compiled.starts, compiled.ends)
+        ids = np.array(sorted({s.metadata_id for e in events for s in e.stats}), dtype=np.uint64)
+        rows = np.arange(ids.size)
+        offsets, durations, tables = native.read_events(
+            data, compiled.starts, compiled.ends, ids, rows, ids.size
+        )
         spans = zip(compiled.starts.tolist(), compiled.ends.tolist(), strict=True)
         upb = [xplane_pb2.XEvent.FromString(data[s:e]) for s, e in spans]
         assert offsets.tolist() == [e.offset_ps for e in upb]
         assert durations.tolist() == [e.duration_ps for e in upb]
-        assert stats[:, 0].tolist() == [i for i, e in enumerate(upb) for _ in e.stats]
-        assert stats[:, 1].tolist() == [s.metadata_id for e in upb for s in e.stats]
+        for column, event in enumerate(upb):
+            expected = {}
+            for stat in event.stats:  # the last stat of an id wins
+                kind = stat.WhichOneof("value")
+                expected[stat.metadata_id] = FIELD_NUMBERS[kind], getattr(stat, kind)
+            for row, stat_id in enumerate(ids.tolist()):
+                if stat_id in expected:
+                    number, value = expected[stat_id]
+                    assert tables.kinds[row, column] == number
+                    if number == 5:
+                        start, length = tables.starts[row, column], tables.lengths[row, column]
+                        assert data[start : start + length] == value.encode()
+                    else:
+                        assert int(tables.values[row, column]) == value % 2**64
+                else:
+                    assert tables.kinds[row, column] == 0
 
 
+FIELD_NUMBERS = {"str_value": 5, "int64_value": 4, "uint64_value": 3}
+
+
+def read_one(event: bytes, stat_ids: list[int]) -> tuple[int, int, StatTables]:
+    ids = np.array(stat_ids, dtype=np.uint64)
+    bounds = np.array([0]), np.array([len(event)])
+    offsets, durations, tables = native.read_events(
+        event, *bounds, ids, np.arange(ids.size), ids.size
+    )
+    return int(offsets[0]), int(durations[0]), tables
+
+
+@built
 def test_odd_stat_layouts_read_by_protobufs_rules() -> None:
-    if native._native is None:
-        pytest.skip("the compiled loops were not built")
     # Value before id, the id twice, two members of the oneof (the last wins), a
     # wrong wire type for a value field (ignored), a fixed32 field (ignored).
     stat = b"\x18\x05\x08\x02\x08\x03" + b"\x2a\x02hi" + b"\x20\x07" + b"\x28\x01" + b"\x45\0\0\0\0"
-    event = b"\x10\x09\x22" + bytes([len(stat)]) + stat + b"\x18\x04\x10\x0b"
-    offsets, durations, stats = native.read_events(event, np.array([0]), np.array([len(event)]))
-    assert (offsets.tolist(), durations.tolist()) == ([11], [4])
-    assert stats.tolist() == [[0, 3, 4, 7, 0, 0]]
+    no_value = b"\x08\x03"  # a later stat of the same id without a value: no change
+    event = b"\x10\x09"
+    for piece in (stat, no_value):
+        event += b"\x22" + bytes([len(piece)]) + piece
+    offset, duration, tables = read_one(event + b"\x18\x04\x10\x0b", [2, 3])
+    assert (offset, duration) == (11, 4)
+    assert tables.kinds.tolist() == [[0], [4]] and tables.values.tolist() == [[0], [7]]
     upb = xplane_pb2.XStat.FromString(stat)
     assert (upb.metadata_id, upb.WhichOneof("value"), upb.int64_value) == (3, "int64_value", 7)
 
@@ -205,7 +238,7 @@ def test_malformed_lines_raise_wire_errors(line: bytes) -> None:
     event = line[2:]  # the event's own bytes, for the events that have some
     if event:
         with pytest.raises(wire.WireError):
-            native.read_events(event, np.array([0]), np.array([len(event)]))
+            read_one(event, [])
 
 
 @built
@@ -214,7 +247,7 @@ def test_bounds_outside_the_buffer_raise() -> None:
     with pytest.raises(wire.WireError, match="outside"):
         native.scan_lines(b"\x22\x00", [(0, 3)], none, none, none)
     with pytest.raises(wire.WireError, match="outside"):
-        native.read_events(b"\x10\x01", np.array([1]), np.array([0]))
+        native.read_events(b"\x10\x01", np.array([1]), np.array([0]), none, none, 0)
 
 
 def test_the_loops_are_built_where_a_compiler_is() -> None:

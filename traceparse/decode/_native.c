@@ -5,7 +5,8 @@
  * scan_lines: split each XLine into its events, pick the ones to decode (by
  *     metadata id, or because a stat carries a marker id) and sum the
  *     duration of the timed ones per id.
- * read_events: the offset, duration and stats of the picked events.
+ * read_events: the offset, duration and stats of the picked events, each
+ *     stat into its cell of a table (a row per stat read, a column per event).
  *
  * Only the buffer protocol is used (no NumPy C API), so one build serves every
  * NumPy. Every read is bounds-checked against its message's end; malformed
@@ -240,7 +241,7 @@ static int scan(Scan *s, Py_ssize_t size) {
 
 /* Buffers of the arguments, released together. */
 typedef struct {
-    Py_buffer views[8];
+    Py_buffer views[12];
     int count;
 } Views;
 
@@ -317,35 +318,54 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
     return records_bytes(&s.out);
 }
 
-/* A stat's metadata id and value, protobuf's way: the last of each wins. */
-static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, int64_t *r) {
-    /* r: event, metadata id, kind, value bits, payload start, payload length */
-    Field f;
-    r[1] = r[2] = r[3] = r[4] = r[5] = 0;
+/* Where the stats of the events land: a row per stat the decoder reads, a
+ * column per event (cell = row * events + event). */
+typedef struct {
+    IdSet ids;             /* stat metadata ids the decoder reads, sorted */
+    const int64_t *rows;   /* the row of each */
+    Py_ssize_t events;
+    int8_t *kinds;         /* XStat field number of the value; 0: no stat with a value */
+    uint64_t *values;      /* varint or fixed64 bits */
+    int64_t *starts;       /* payload of str/bytes values */
+    int64_t *lengths;
+} Tables;
+
+/* One stat into its cell, if the decoder reads it and it has a value. Within a
+ * stat the last id and the last value field win (protobuf's merge rule); across
+ * the stats of an event, the last one with a value. */
+static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, Tables *t, Py_ssize_t event) {
+    Field f, value = {0};
+    uint64_t id = 0;
+    int kind = 0;
     while (pos < end) {
         if (read_field(rd, &pos, end, &f)) return -1;
         int value_wire;
         switch (f.number) {
         case 1:
-            if (f.wire == VARINT) r[1] = (int64_t)f.value;
+            if (f.wire == VARINT) id = f.value;
             continue;
-        case 2: value_wire = FIXED64; break;     /* double_value */
+        case 2: value_wire = FIXED64; break;                /* double_value */
         case 3: case 4: case 7: value_wire = VARINT; break; /* uint64, int64, ref */
-        case 5: case 6: value_wire = LEN; break;    /* str, bytes */
+        case 5: case 6: value_wire = LEN; break;            /* str, bytes */
         default: continue;
         }
         if (f.wire != value_wire) continue;
-        r[2] = (int64_t)f.number;
-        r[3] = f.wire == LEN ? 0 : (int64_t)f.value;
-        r[4] = f.wire == LEN ? f.start : 0;
-        r[5] = f.wire == LEN ? f.end - f.start : 0;
+        kind = (int)f.number;
+        value = f;
     }
+    Py_ssize_t k = kind ? find(t->ids.ids, t->ids.n, id) : -1;
+    if (k < 0) return 0;
+    Py_ssize_t cell = (Py_ssize_t)t->rows[k] * t->events + event;
+    t->kinds[cell] = (int8_t)kind;
+    t->values[cell] = value.wire == LEN ? 0 : value.value;
+    t->starts[cell] = value.wire == LEN ? value.start : 0;
+    t->lengths[cell] = value.wire == LEN ? value.end - value.start : 0;
     return 0;
 }
 
 static int read_all(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
-                    Py_ssize_t n, uint64_t *offsets, uint64_t *durations, Records *out) {
-    for (Py_ssize_t i = 0; i < n; i++) {
+                    uint64_t *offsets, uint64_t *durations, Tables *t) {
+    for (Py_ssize_t i = 0; i < t->events; i++) {
         Py_ssize_t pos = (Py_ssize_t)starts[i], end = (Py_ssize_t)ends[i];
         if (pos < 0 || end < pos || end > size) {
             rd->error = "event bounds outside the buffer";
@@ -357,16 +377,7 @@ static int read_all(Reader *rd, Py_ssize_t size, const int64_t *starts, const in
             if (read_field(rd, &pos, end, &f)) return -1;
             if (f.wire == VARINT && f.number == 2) offset = f.value;
             else if (f.wire == VARINT && f.number == 3) duration = f.value;
-            else if (f.wire == LEN && f.number == 4) {
-                if (records_reserve(out, 6)) {
-                    rd->out_of_memory = 1;
-                    return -1;
-                }
-                int64_t *r = out->data + out->size;
-                r[0] = i;
-                if (read_stat(rd, f.start, f.end, r)) return -1;
-                out->size += 6;
-            }
+            else if (f.wire == LEN && f.number == 4 && read_stat(rd, f.start, f.end, t, i)) return -1;
         }
         offsets[i] = offset;
         durations[i] = duration;
@@ -375,44 +386,60 @@ static int read_all(Reader *rd, Py_ssize_t size, const int64_t *starts, const in
 }
 
 PyDoc_STRVAR(read_events_doc,
-"read_events(data, starts, ends, offsets, durations) -> bytes\n\n"
+"read_events(data, starts, ends, ids, rows, offsets, durations, kinds, values,\n"
+"            payload_starts, payload_lengths)\n\n"
 "The XEvents data[starts[i]:ends[i]] (int64 bounds): offset_ps and duration_ps\n"
-"go into offsets[i] and durations[i] (writable uint64, 0 when absent); each\n"
-"stat, in wire order, is returned as int64 records (event, metadata id, value\n"
-"kind: the XStat field number of its value or 0, value bits, payload start,\n"
-"payload length).");
+"go into offsets[i] and durations[i] (uint64, 0 when absent). A stat whose id\n"
+"is ids[k] (sorted uint64) and that has a value goes into cell rows[k] * events\n"
+"+ i of the tables: kinds (int8: the XStat field number of its value), values\n"
+"(uint64 bits), payload_starts and payload_lengths (int64, str/bytes values).\n"
+"The outputs are written where there is something to write, and left alone\n"
+"elsewhere: pass them zeroed.");
 
 static PyObject *read_events(PyObject *self, PyObject *args) {
-    PyObject *objs[5];
-    if (!PyArg_UnpackTuple(args, "read_events", 5, 5, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+    enum { N = 11 };
+    PyObject *objs[N];
+    if (!PyArg_UnpackTuple(args, "read_events", N, N, &objs[0], &objs[1], &objs[2], &objs[3],
+                           &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10]))
         return NULL;
     Views v = {.count = 0};
-    static const char *names[] = {"data", "starts", "ends", "offsets", "durations"};
-    for (int i = 0; i < 5; i++) {
-        if (get_view(&v, objs[i], i >= 3, i == 0 ? 1 : 8, names[i])) {
+    static const char *names[N] = {"data", "starts", "ends", "ids", "rows", "offsets", "durations",
+                                   "kinds", "values", "payload_starts", "payload_lengths"};
+    for (int i = 0; i < N; i++) {
+        if (get_view(&v, objs[i], i >= 5, i == 0 || i == 7 ? 1 : 8, names[i])) {
             release(&v);
             return NULL;
         }
     }
     Py_buffer *b = v.views;
-    Py_ssize_t n = b[1].len / 8;
-    if (b[2].len != b[1].len || b[3].len != b[1].len || b[4].len != b[1].len) {
+    Py_ssize_t n = b[1].len / 8, ids = b[3].len / 8;
+    Tables t = {
+        .ids = {b[3].buf, ids},
+        .rows = b[4].buf,
+        .events = n,
+        .kinds = b[7].buf,
+        .values = b[8].buf,
+        .starts = b[9].buf,
+        .lengths = b[10].buf,
+    };
+    Py_ssize_t cells = b[7].len;
+    int bad = b[2].len != b[1].len || b[5].len != b[1].len || b[6].len != b[1].len;
+    bad |= b[4].len != b[3].len || b[8].len != cells * 8 || b[9].len != cells * 8 || b[10].len != cells * 8;
+    for (Py_ssize_t k = 0; k < ids && !bad; k++)
+        bad = t.rows[k] < 0 || (n && t.rows[k] >= cells / n);
+    if (bad || (n && cells % n)) {
         release(&v);
-        PyErr_SetString(PyExc_TypeError, "starts, ends, offsets and durations need one slot per event");
+        PyErr_SetString(PyExc_TypeError, "read_events: the arrays' sizes do not agree");
         return NULL;
     }
     Reader rd = {.data = b[0].buf};
-    Records out = {0};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, n, b[3].buf, b[4].buf, &out);
+    status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, b[5].buf, b[6].buf, &t);
     Py_END_ALLOW_THREADS
     release(&v);
-    if (status) {
-        PyMem_RawFree(out.data);
-        return fail(&rd);
-    }
-    return records_bytes(&out);
+    if (status) return fail(&rd);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {

@@ -16,6 +16,7 @@ from traceparse.decode import native, wire
 from traceparse.decode.limits import within_time
 from traceparse.decode.lines import index_in
 from traceparse.decode.planes import Selected
+from traceparse.decode.stat_tables import StatTables
 
 INT_STATS = {
     "addr": "address",
@@ -118,31 +119,20 @@ class DecodedEvents:
     one row of values per stat with a column per event."""
 
     def __init__(self, selected: Selected, layout: StatLayout) -> None:
-        self.count = count = len(selected)
+        self.count = len(selected)
         self.layout = layout
-        data, offset, self.duration_ps, stat_event, stats = _read(selected)
-        stat_id, kind, value, start, length = stats
+        data, offset, self.duration_ps, tables = _read(selected, layout)
         line_ps = selected.line_ts_ns * 1000  # fits: line stamps are clamped
         # Both parts within 2**62, so their sum cannot overflow; then the sum too.
         self.in_range = within_time(line_ps) & within_time(offset)
         self.time_ps = line_ps + np.where(self.in_range, offset, 0)
         self.in_range &= within_time(self.time_ps)
         self.order = selected.order
+        self._kind = _frozen(tables.kinds)
 
-        # One pass per kind of value, not per stat: each stat lands in the cell
-        # (its row, its event); where an event repeats a stat, the last one wins.
-        at = index_in(stat_id.view(np.uint64), layout.ids)
-        wanted = (at >= 0) & (kind > 0)
-        if not wanted.all():  # stats the layout does not name, or without a value
-            rows = np.flatnonzero(wanted)
-            at, stat_event, kind, value = at[rows], stat_event[rows], kind[rows], value[rows]
-            start, length = start[rows], length[rows]
-        row = layout.rows[at]
-        cell = row * count + stat_event
-        self._kind = self._table(cell, kind, np.int8)
-
-        numeric = row < layout.first_float
-        kinds, raw, cells = kind[numeric], value[numeric], cell[numeric]
+        # Whole rows at a time: the number rows, the float rows, the text rows.
+        numeric = slice(0, layout.first_float)
+        kinds, raw = tables.kinds[numeric], tables.values[numeric]
         numbers = raw.view(np.int64).copy()
         doubles = raw.view(np.float64)
         # A count written as a double is used when it is a whole number within int64.
@@ -150,37 +140,33 @@ class DecodedEvents:
         whole[whole] = doubles[whole] == np.trunc(doubles[whole])
         numbers[whole] = doubles[whole].astype(np.int64)
         ok = (kinds == _UINT64) | (kinds == _INT64) | whole
-        self._int = self._table(cells[ok], numbers[ok], np.int64)
-        self._int_valid = self._table(cells[ok], True, np.bool_)
+        numbers[~ok] = 0
+        self._int, self._int_valid = _frozen(numbers), _frozen(ok)
 
-        floating = (row >= layout.first_float) & (row < layout.first_text)
-        kinds, raw, cells = kind[floating], value[floating], cell[floating]
-        numbers = np.where(
+        floating = slice(layout.first_float, layout.first_text)
+        kinds, raw = tables.kinds[floating], tables.values[floating]
+        values = np.where(
             kinds == _DOUBLE,
             raw.view(np.float64),
             np.where(kinds == _INT64, raw.view(np.int64), raw).astype(np.float64),
         )
         # xprof writes NaN fragmentation when nothing is free: that is "unknown".
-        ok = np.isin(kinds, _NUMBERS) & np.isfinite(numbers)
-        self._float = self._table(cells[ok], numbers[ok], np.float64)
-        self._float_valid = self._table(cells[ok], True, np.bool_)
+        ok = np.isin(kinds, _NUMBERS) & np.isfinite(values)
+        values[~ok] = 0.0
+        self._float, self._float_valid = _frozen(values), _frozen(ok)
 
-        text = row >= layout.first_text
+        text = slice(layout.first_text, None)
         self._codes, self.labels = self._text_codes(
-            data, cell[text], kind[text], value[text], start[text], length[text]
+            data,
+            tables.kinds[text].reshape(-1),
+            tables.values[text].reshape(-1),
+            tables.starts[text].reshape(-1),
+            tables.lengths[text].reshape(-1),
         )
-
-    def _table(self, cells: np.ndarray, values: object, dtype: type) -> np.ndarray:
-        """A row per stat of the layout and a column per event, zero but in
-        ``cells`` (row * count + event), read-only: callers get views of it."""
-        flat: np.ndarray = np.zeros(len(self.layout.names) * self.count, dtype=dtype)
-        flat[cells] = values
-        return _frozen(flat, self.count)
 
     def _text_codes(
         self,
         raw: bytes,
-        cells: np.ndarray,
         kinds: np.ndarray,
         values: np.ndarray,
         starts: np.ndarray,
@@ -188,15 +174,12 @@ class DecodedEvents:
     ) -> tuple[np.ndarray, BatchLabels]:
         """Per cell of the text stats, an index into the labels (-1 where absent,
         not text, or a ref that points nowhere), and the labels, from the text
-        stats' cells, value kinds, values and spans. A ref's code is the position
-        of the stat metadata it points to (``BatchLabels``); each distinct inline
-        byte string is decoded once."""
-        # Refs (how TensorFlow writes repeated strings) first, then inline text, so
-        # inline text wins for an event that has both. A number where text belongs
-        # is the wrong type: it stays NA.
+        rows' value kinds, values and spans. A ref's code is the position of the
+        stat metadata it points to (``BatchLabels``); each distinct inline byte
+        string is decoded once. A number where text belongs is the wrong type:
+        it stays NA."""
         refs = np.flatnonzero(kinds == _REF)
         inline = np.flatnonzero((kinds == _STR) | (kinds == _BYTES))
-        ref_codes = self.layout.ref_positions(values[refs])
         shared = len(self.layout.ref_names)
         inline_labels: list[str] = []
         seen: dict[bytes, int] = {}
@@ -209,11 +192,10 @@ class DecodedEvents:
                 code = seen[piece] = shared + len(inline_labels)
                 inline_labels.append(text(piece))
             inline_codes[i] = code
-        codes = np.full(len(TEXT_STATS) * self.count, -1, dtype=np.int64)
-        cells = cells - self.layout.first_text * self.count
-        codes[cells[refs]] = ref_codes
-        codes[cells[inline]] = inline_codes
-        return _frozen(codes, self.count), BatchLabels(self.layout, inline_labels)
+        codes = np.full(kinds.size, -1, dtype=np.int64)
+        codes[refs] = self.layout.ref_positions(values[refs])
+        codes[inline] = inline_codes
+        return _frozen(codes.reshape(-1, self.count)), BatchLabels(self.layout, inline_labels)
 
     def int_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A stat per event as (int64 values, valid): not valid where absent or
@@ -224,7 +206,7 @@ class DecodedEvents:
     def float_stat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A stat per event as (float64 values, valid): not valid where absent, not
         a number, or not finite. Read-only."""
-        row = self.layout.row[name]
+        row = self.layout.row[name] - self.layout.first_float
         return self._float[row], self._float_valid[row]
 
     def str_codes(self, name: str) -> tuple[np.ndarray, BatchLabels]:
@@ -241,27 +223,31 @@ class DecodedEvents:
         return np.isin(self._kind[self.layout.row[name]], _NUMBERS)
 
 
-def _frozen(flat: np.ndarray, count: int) -> np.ndarray:
-    """``flat`` as rows of ``count`` columns, read-only."""
-    table = flat.reshape(-1, count)
+def _frozen(table: np.ndarray) -> np.ndarray:
+    """``table``, read-only: callers get views of its rows."""
     table.flags.writeable = False
     return table
 
 
-_Stats = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-def _read(selected: Selected) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray, _Stats]:
-    """The bytes the positions index, each event's offset_ps and duration_ps
-    (int64), and its stats (``_read_stats``) with the event of each."""
+def _read(
+    selected: Selected, layout: StatLayout
+) -> tuple[bytes, np.ndarray, np.ndarray, StatTables]:
+    """The bytes the payload positions index, each event's offset_ps and
+    duration_ps (int64), and the stats ``layout`` names, in their tables."""
+    rows = len(layout.names)
     if native.available():
-        offset, duration, rows = native.read_events(selected.data, selected.starts, selected.ends)
-        stats = (rows[:, 1], rows[:, 2].astype(np.int8), rows[:, 3].view(np.uint64), *rows[:, 4:].T)
-        return selected.data, offset.view(np.int64), duration.view(np.int64), rows[:, 0], stats
+        args = (selected.starts, selected.ends, layout.ids, layout.rows, rows)
+        offset, duration, tables = native.read_events(selected.data, *args)
+        return selected.data, offset.view(np.int64), duration.view(np.int64), tables
     joined = selected.joined()
     offset, duration, stat_event, payload, stat_end = _read_events(joined)
-    stats = _read_stats(joined.buf, payload, stat_end)
-    return joined.raw, offset, duration, stat_event, stats
+    stat_id, kind, value, start, length = _read_stats(joined.buf, payload, stat_end)
+    at = index_in(stat_id.view(np.uint64), layout.ids)
+    wanted = np.flatnonzero((at >= 0) & (kind > 0))  # stats read, with a value
+    cells = layout.rows[at[wanted]] * len(selected) + stat_event[wanted]
+    tables = StatTables.zeros(rows, len(selected))
+    tables.fill(cells, kind[wanted], value[wanted], start[wanted], length[wanted])
+    return joined.raw, offset, duration, tables
 
 
 def _read_events(

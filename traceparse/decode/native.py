@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from traceparse.decode import wire
+from traceparse.decode.stat_tables import StatTables
 
 _native: Any
 try:
@@ -72,17 +73,25 @@ def scan_lines(
 
 
 def read_events(
-    data: bytes, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    ids: np.ndarray,
+    rows: np.ndarray,
+    row_count: int,
+) -> tuple[np.ndarray, np.ndarray, StatTables]:
     """The events ``data[starts[i]:ends[i]]``: (offset_ps, duration_ps as uint64,
-    one int64 row per stat in wire order: event, metadata id, value kind,
-    value bits, payload start, payload length)."""
+    their stats as ``StatTables`` of ``row_count`` rows): a stat whose id is
+    ``ids[k]`` (sorted, unique) lands in row ``rows[k]``."""
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)
     offsets = np.zeros(starts.size, dtype=np.uint64)
     durations = np.zeros(starts.size, dtype=np.uint64)
+    tables = StatTables.zeros(row_count, starts.size)
+    ids = np.ascontiguousarray(ids, dtype=np.uint64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
     try:
-        raw = _native.read_events(data, starts, ends, offsets, durations)
+        _native.read_events(data, starts, ends, ids, rows, offsets, durations, *tables.arrays())
     except ValueError as exc:
         raise wire.WireError(str(exc)) from exc
-    return offsets, durations, np.frombuffer(raw, dtype=np.int64).reshape(-1, 6)
+    return offsets, durations, tables
