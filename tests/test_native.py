@@ -93,7 +93,8 @@ def expect_scan_like_upb(data: bytes, lines: list[tuple[int, int]]) -> None:
     picked = np.array(sorted(i for i in ids if i % 2 == 0), dtype=np.uint64)
     timed = np.array(sorted(i for i in ids if i % 2), dtype=np.uint64)
     markers = np.array(MARKERS, dtype=np.uint64)
-    records, counts, totals, stamps = native.scan_lines(data, lines, picked, timed, markers)
+    columns, counts, totals, stamps = native.scan_lines(data, lines, picked, timed, markers)
+    records = np.stack(columns, axis=1)
     assert stamps.tolist() == [line.timestamp_ns for line in parsed]
     want_records, want_counts, want_totals = [], dict.fromkeys(timed.tolist(), 0), {}
     for number, line in enumerate(parsed):
@@ -215,6 +216,22 @@ def test_odd_stat_layouts_read_by_protobufs_rules() -> None:
     assert tables.kinds.tolist() == [[0], [4]] and tables.values.tolist() == [[0], [7]]
     upb = xplane_pb2.XStat.FromString(stat)
     assert (upb.metadata_id, upb.WhichOneof("value"), upb.int64_value) == (3, "int64_value", 7)
+
+
+@built
+def test_a_marker_read_after_the_id_changes_is_not_missed() -> None:
+    # The first id is a picked one (its stats are skipped as the line is read);
+    # a later id, the one that counts, is not: the skipped stats are read then.
+    stat = xplane_pb2.XStat(metadata_id=MARKERS[0], int64_value=3).SerializeToString()
+    event = b"\x08\x02" + b"\x22" + bytes([len(stat)]) + stat + b"\x08\x03\x18\x09"
+    data = b"\x22" + bytes([len(event)]) + event
+    picked, timed = np.array([2], np.uint64), np.array([3], np.uint64)
+    columns, counts, _, _ = native.scan_lines(
+        data, [(0, len(data))], picked, timed, np.array(MARKERS, np.uint64)
+    )
+    assert [c.tolist() for c in columns] == [[2], [len(data)], [3], [0], [0]]
+    assert counts.tolist() == [0]
+    expect_scan_like_upb(data, [(0, len(data))])
 
 
 @built

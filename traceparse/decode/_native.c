@@ -28,28 +28,30 @@ typedef struct {
     Py_ssize_t end;      /* end of the payload (of the field, for other kinds) */
 } Field;
 
-/* A growable array of int64 records, filled without the GIL. */
+/* A growable int64 column, filled without the GIL. */
 typedef struct {
     int64_t *data;
-    Py_ssize_t size;      /* int64 values written */
+    Py_ssize_t size;
     Py_ssize_t capacity;
-} Records;
+} Column;
 
-static int records_reserve(Records *r, Py_ssize_t more) {
-    if (r->size + more <= r->capacity) return 0;
-    Py_ssize_t capacity = r->capacity ? r->capacity : 1024;
-    while (capacity < r->size + more) capacity *= 2;
-    int64_t *grown = PyMem_RawRealloc(r->data, (size_t)capacity * sizeof(int64_t));
-    if (!grown) return -1;
-    r->data = grown;
-    r->capacity = capacity;
+static inline int column_append(Column *c, int64_t value) {
+    if (c->size == c->capacity) {
+        Py_ssize_t capacity = c->capacity ? 2 * c->capacity : 4096;
+        int64_t *grown = PyMem_RawRealloc(c->data, (size_t)capacity * sizeof(int64_t));
+        if (!grown) return -1;
+        c->data = grown;
+        c->capacity = capacity;
+    }
+    c->data[c->size++] = value;
     return 0;
 }
 
-static PyObject *records_bytes(Records *r) {
-    PyObject *out = PyBytes_FromStringAndSize((const char *)r->data, r->size * (Py_ssize_t)sizeof(int64_t));
-    PyMem_RawFree(r->data);
-    r->data = NULL;
+/* The column as bytes (for numpy.frombuffer), its buffer let go. */
+static PyObject *column_bytes(Column *c) {
+    PyObject *out = PyBytes_FromStringAndSize((const char *)c->data, c->size * (Py_ssize_t)sizeof(int64_t));
+    PyMem_RawFree(c->data);
+    c->data = NULL;
     return out;
 }
 
@@ -136,26 +138,50 @@ static inline int read_field(Reader *rd, Py_ssize_t *pos, Py_ssize_t end, Field 
     return 0;
 }
 
-/* Position of value in sorted ids[0:n], or -1. */
-static inline Py_ssize_t find(const uint64_t *ids, Py_ssize_t n, uint64_t value) {
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (ids[mid] < value) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && ids[lo] == value ? lo : -1;
-}
+/* Sorted, unique ids, and where each is among them. Ids below DIRECT (the
+ * usual case: metadata ids count up from 1) are looked up in a table, one load
+ * instead of a binary search; larger ones are searched. */
+enum { DIRECT = 1 << 16 };
 
 typedef struct {
     const uint64_t *ids;
     Py_ssize_t n;
+    int32_t *direct; /* DIRECT entries: the position of that id, or -1 */
 } IdSet;
+
+static int idset_init(IdSet *set, const uint64_t *ids, Py_ssize_t n) {
+    set->ids = ids;
+    set->n = n;
+    set->direct = NULL;
+    if (!n || ids[0] >= DIRECT) return 0;
+    set->direct = PyMem_RawMalloc(DIRECT * sizeof(int32_t));
+    if (!set->direct) return -1;
+    memset(set->direct, 0xff, DIRECT * sizeof(int32_t));
+    for (Py_ssize_t k = 0; k < n && ids[k] < DIRECT; k++) set->direct[ids[k]] = (int32_t)k;
+    return 0;
+}
+
+static void idset_free(IdSet *set) {
+    PyMem_RawFree(set->direct);
+    set->direct = NULL;
+}
+
+/* Position of value among the ids, or -1. */
+static inline Py_ssize_t find(const IdSet *set, uint64_t value) {
+    if (value < DIRECT) return set->direct ? set->direct[value] : -1;
+    Py_ssize_t lo = 0, hi = set->n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (set->ids[mid] < value) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < set->n && set->ids[lo] == value ? lo : -1;
+}
 
 /* Whether a stat names one of the markers and holds an integer (uint64_value
  * or int64_value). A stat that does not read cleanly may: its event is then
  * decoded, and decoding tells. */
-static int stat_marks(Reader *rd, Py_ssize_t pos, Py_ssize_t end, IdSet markers) {
+static int stat_marks(Reader *rd, Py_ssize_t pos, Py_ssize_t end, const IdSet *markers) {
     uint64_t id = 0;
     int integer = 0;
     Field f;
@@ -168,7 +194,7 @@ static int stat_marks(Reader *rd, Py_ssize_t pos, Py_ssize_t end, IdSet markers)
         if (f.number == 1) id = f.value;
         else if (f.number == 3 || f.number == 4) integer = 1;
     }
-    return integer && find(markers.ids, markers.n, id) >= 0;
+    return integer && find(markers, id) >= 0;
 }
 
 typedef struct {
@@ -177,37 +203,46 @@ typedef struct {
     Py_ssize_t lines;
     IdSet picked, timed, markers;
     int64_t *counts, *totals, *stamps;
-    Records out;           /* per picked event: start, end, metadata id, line, index in line */
+    Column out[5];         /* per picked event: start, end, metadata id, line, index in line */
 } Scan;
 
 static int scan_event(Scan *s, Py_ssize_t start, Py_ssize_t end, int64_t line, int64_t index) {
     Reader *rd = &s->rd;
     uint64_t metadata_id = 0, duration = 0;
-    int marked = 0;
+    /* An event picked by its id needs no marker: its stats are read only while
+     * the id read so far is not a picked one (serializers write it first). */
+    int marked = 0, picked = find(&s->picked, 0) >= 0, unread = 0;
     Py_ssize_t pos = start;
     Field f;
     while (pos < end) {
         if (read_field(rd, &pos, end, &f)) return -1;
-        if (f.number == 1 && f.wire == VARINT) metadata_id = f.value;
-        else if (f.number == 3 && f.wire == VARINT) duration = f.value;
-        else if (f.number == 4 && f.wire == LEN && s->markers.n && !marked)
-            marked = stat_marks(rd, f.start, f.end, s->markers);
-    }
-    if (marked || find(s->picked.ids, s->picked.n, metadata_id) >= 0) {
-        if (records_reserve(&s->out, 5)) {
-            rd->out_of_memory = 1;
-            return -1;
+        if (f.number == 1 && f.wire == VARINT) {
+            metadata_id = f.value;
+            picked = find(&s->picked, metadata_id) >= 0;
+        } else if (f.number == 3 && f.wire == VARINT) {
+            duration = f.value;
+        } else if (f.number == 4 && f.wire == LEN && s->markers.n && !marked) {
+            if (picked) unread = 1;
+            else marked = stat_marks(rd, f.start, f.end, &s->markers);
         }
-        int64_t *r = s->out.data + s->out.size;
-        r[0] = start;
-        r[1] = end;
-        r[2] = (int64_t)metadata_id;
-        r[3] = line;
-        r[4] = index;
-        s->out.size += 5;
+    }
+    if (!picked && unread) { /* a later id took the pick back: read the stats skipped */
+        for (pos = start; pos < end && !marked;) {
+            if (read_field(rd, &pos, end, &f)) return -1;
+            if (f.number == 4 && f.wire == LEN) marked = stat_marks(rd, f.start, f.end, &s->markers);
+        }
+    }
+    if (marked || picked) {
+        int64_t record[5] = {start, end, (int64_t)metadata_id, line, index};
+        for (int i = 0; i < 5; i++) {
+            if (column_append(&s->out[i], record[i])) {
+                rd->out_of_memory = 1;
+                return -1;
+            }
+        }
         return 0;
     }
-    Py_ssize_t k = find(s->timed.ids, s->timed.n, metadata_id);
+    Py_ssize_t k = find(&s->timed, metadata_id);
     if (k >= 0) {
         s->counts[k] += 1;
         s->totals[k] = (int64_t)((uint64_t)s->totals[k] + duration); /* wraps as NumPy does */
@@ -268,10 +303,12 @@ static PyObject *fail(Reader *rd) {
 }
 
 PyDoc_STRVAR(scan_lines_doc,
-"scan_lines(data, bounds, picked, timed, markers, counts, totals, stamps) -> bytes\n\n"
+"scan_lines(data, bounds, picked, timed, markers, counts, totals, stamps)\n"
+"    -> (starts, ends, ids, lines, indexes)\n\n"
 "Every event of the lines data[bounds[i,0]:bounds[i,1]] (int64 pairs). Events\n"
 "whose metadata id is in picked, or with an integer stat whose id is in markers,\n"
-"are returned as int64 records (start, end, metadata id, line, index in line);\n"
+"are returned as five int64 columns in bytes (their start and end, metadata id,\n"
+"line, index in the line);\n"
 "the others whose id is timed[k] add 1 to counts[k] and their duration_ps to\n"
 "totals[k]. stamps[i] is line i's timestamp_ns (0 when absent). The id arrays\n"
 "are sorted uint64; counts, totals and stamps are writable int64.");
@@ -294,9 +331,6 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
         .rd = {.data = b[0].buf},
         .bounds = b[1].buf,
         .lines = b[1].len / 16,
-        .picked = {b[2].buf, b[2].len / 8},
-        .timed = {b[3].buf, b[3].len / 8},
-        .markers = {b[4].buf, b[4].len / 8},
         .counts = b[5].buf,
         .totals = b[6].buf,
         .stamps = b[7].buf,
@@ -306,16 +340,27 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "counts and totals need one slot per timed id, stamps one per line");
         return NULL;
     }
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = scan(&s, b[0].len);
-    Py_END_ALLOW_THREADS
-    release(&v);
-    if (status) {
-        PyMem_RawFree(s.out.data);
-        return fail(&s.rd);
+    int status = -1;
+    if (idset_init(&s.picked, b[2].buf, b[2].len / 8) || idset_init(&s.timed, b[3].buf, b[3].len / 8)
+        || idset_init(&s.markers, b[4].buf, b[4].len / 8)) {
+        s.rd.out_of_memory = 1;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = scan(&s, b[0].len);
+        Py_END_ALLOW_THREADS
     }
-    return records_bytes(&s.out);
+    release(&v);
+    idset_free(&s.picked);
+    idset_free(&s.timed);
+    idset_free(&s.markers);
+    PyObject *out = status ? NULL : PyTuple_New(5);
+    for (int i = 0; i < 5; i++) {
+        PyObject *column = out ? column_bytes(&s.out[i]) : NULL;
+        PyMem_RawFree(s.out[i].data);
+        if (out && !column) Py_CLEAR(out);
+        if (out) PyTuple_SET_ITEM(out, i, column);
+    }
+    return status ? fail(&s.rd) : out;
 }
 
 /* Where the stats of the events land: a row per stat the decoder reads, a
@@ -353,7 +398,7 @@ static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, Tables *t, Py_s
         kind = (int)f.number;
         value = f;
     }
-    Py_ssize_t k = kind ? find(t->ids.ids, t->ids.n, id) : -1;
+    Py_ssize_t k = kind ? find(&t->ids, id) : -1;
     if (k < 0) return 0;
     Py_ssize_t cell = (Py_ssize_t)t->rows[k] * t->events + event;
     t->kinds[cell] = (int8_t)kind;
@@ -414,7 +459,6 @@ static PyObject *read_events(PyObject *self, PyObject *args) {
     Py_buffer *b = v.views;
     Py_ssize_t n = b[1].len / 8, ids = b[3].len / 8;
     Tables t = {
-        .ids = {b[3].buf, ids},
         .rows = b[4].buf,
         .events = n,
         .kinds = b[7].buf,
@@ -433,10 +477,15 @@ static PyObject *read_events(PyObject *self, PyObject *args) {
         return NULL;
     }
     Reader rd = {.data = b[0].buf};
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, b[5].buf, b[6].buf, &t);
-    Py_END_ALLOW_THREADS
+    int status = -1;
+    if (idset_init(&t.ids, b[3].buf, ids)) {
+        rd.out_of_memory = 1;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, b[5].buf, b[6].buf, &t);
+        Py_END_ALLOW_THREADS
+    }
+    idset_free(&t.ids);
     release(&v);
     if (status) return fail(&rd);
     Py_RETURN_NONE;

@@ -39,21 +39,34 @@ class Labels:
     def encode(self, codes: np.ndarray, labels: Sequence[str | None] | BatchLabels) -> np.ndarray:
         """Batch codes into ``labels`` (-1 for none) as codes into these values;
         a None label is none too. Only the labels used are looked up."""
+        if isinstance(labels, BatchLabels):
+            return self._encode_batch(codes, labels)
         used, inverse = codes_used(codes, len(labels))
         mapping = np.full(used.size, -1, dtype=np.int64)
         rest = np.flatnonzero(used >= 0)
-        if isinstance(labels, BatchLabels) and labels.shared:
-            known = self._shared.get(labels.layout)
-            if known is None:
-                known = self._shared[labels.layout] = np.full(labels.shared, -2, np.int64)
-            shared = rest[used[rest] < labels.shared]
-            positions = used[shared]
-            for i in positions[known[positions] == -2].tolist():
-                known[i] = self.code(labels[i])
-            mapping[shared] = known[positions]
-            rest = rest[used[rest] >= labels.shared]
         mapping[rest] = [self.code(labels[i]) for i in used[rest].tolist()]
         return mapping[inverse]
+
+    def _encode_batch(self, codes: np.ndarray, labels: BatchLabels) -> np.ndarray:
+        """``encode`` for a decoded batch: a code below ``labels.shared`` is a stat
+        name of the plane, whose code here is kept per plane (``_shared``), so
+        after the first batches it is one lookup per row."""
+        known = self._shared.get(labels.layout)
+        if known is None:
+            known = self._shared[labels.layout] = np.full(labels.shared + 1, -2, np.int64)
+            known[-1] = -1  # code -1 (none) looks up the last entry
+        shared = np.where(codes < labels.shared, codes, -1)
+        out = known[shared]
+        new = out == -2
+        if new.any():
+            for i in np.unique(shared[new]).tolist():
+                known[i] = self.code(labels[i])
+            out = known[shared]
+        inline = np.flatnonzero(codes >= labels.shared)
+        if inline.size:
+            used, inverse = np.unique(codes[inline], return_inverse=True)
+            out[inline] = np.array([self.code(labels[i]) for i in used.tolist()])[inverse]
+        return out
 
     def code(self, label: str | None) -> int:
         """``label``'s code, given on first sight; -1 for None."""

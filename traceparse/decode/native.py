@@ -54,22 +54,21 @@ def scan_lines(
     picked: np.ndarray,
     timed: np.ndarray,
     markers: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every event of ``lines`` (``(start, end)`` in ``data``): (records of the
-    picked events as an int64 array of rows (start, end, metadata id, line,
-    index in line); per ``timed`` id, events and total duration_ps of the
-    others; each line's timestamp_ns). The id arrays are sorted and unique
-    (``wire.metadata_ids``)."""
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Every event of ``lines`` (``(start, end)`` in ``data``): (the picked events
+    as int64 columns: start, end, metadata id, line, index in line; per
+    ``timed`` id, events and total duration_ps of the others; each line's
+    timestamp_ns). The id arrays are sorted and unique (``wire.metadata_ids``)."""
     bounds = np.array(lines, dtype=np.int64).reshape(-1, 2)
     counts = np.zeros(timed.size, dtype=np.int64)
     totals = np.zeros(timed.size, dtype=np.int64)
     stamps = np.zeros(len(bounds), dtype=np.int64)
     ids = [np.ascontiguousarray(i, dtype=np.uint64) for i in (picked, timed, markers)]
     try:
-        raw = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
+        columns = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
     except ValueError as exc:
         raise wire.WireError(str(exc)) from exc
-    return np.frombuffer(raw, dtype=np.int64).reshape(-1, 5), counts, totals, stamps
+    return [np.frombuffer(c, dtype=np.int64) for c in columns], counts, totals, stamps
 
 
 def read_events(

@@ -185,17 +185,12 @@ def _select_native(
 ) -> tuple[Selected, OpTimes]:
     """``select`` in one compiled loop: every event read whole, so a marker is
     found exactly (not guessed from a byte pattern)."""
-    records, counts, totals, stamps = native.scan_lines(data, lines, memory, ops, markers)
-    line = records[:, 3]
+    columns, counts, totals, stamps = native.scan_lines(data, lines, memory, ops, markers)
+    starts, ends, ids, line, index = columns
     line_ts = np.array([relative_ns(t) for t in stamps.tolist()], dtype=np.int64)
-    selected = Selected(
-        data,
-        records[:, 0].copy(),
-        records[:, 1].copy(),
-        records[:, 2].view(np.uint64).copy(),
-        line_ts[line],
-        line * (1 << 32) + records[:, 4],
-    )
+    order = line << 32
+    order += index
+    selected = Selected(data, starts, ends, ids.view(np.uint64), line_ts[line], order)
     used = counts > 0
     return selected, OpTimes(ops[used], counts[used], totals[used])
 
