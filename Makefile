@@ -67,9 +67,12 @@ $(COMPAT_VENV)/.installed: pyproject.toml Makefile $(NATIVE)
 	$(COMPAT_BIN)/python -m pip install -q --no-cache-dir $(COMPAT_SET) '.[report,test]'
 	touch $@
 
+# The suite runs here on the decoder's numpy path (TRACEPARSE_PURE_PYTHON=1), the
+# fallback where the compiled loops were not built; `make pytest` runs it on the
+# compiled ones, and tests/test_native.py checks both paths agree in both jobs.
 compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_BIN)/python -m pip list --format=freeze | grep -iE '^(tensorflow-cpu|keras|protobuf|numpy|pandas)=='
-	$(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) $(COMPAT_TESTS)
+	TRACEPARSE_PURE_PYTHON=1 $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider $(XDIST) $(COMPAT_TESTS)
 	rm -rf $(COMPAT_VENV)/demo
 	$(COMPAT_BIN)/traceparse demo --steps 3 --output $(COMPAT_VENV)/demo
 	$(COMPAT_BIN)/traceparse summary $(COMPAT_VENV)/demo/logs

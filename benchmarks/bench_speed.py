@@ -5,10 +5,12 @@ Four measurements, written as the "Speed" section of benchmarks/RESULTS.md
 
   1. a real capture (the 55-step ResNet50 of make_captures.py, or --resnet):
      (a) read + ``XSpace.FromString`` (upb), (b) xprof's memory_profile
-     converter, (c) ``load()`` + ``allocations`` + ``timeline``, each run in a
-     fresh process after a run on the 3-step capture, in turns (a, b, c, a,
-     c, ...: b every third turn) so that load from other jobs falls on all
-     three alike; minimum of the turns, wall and CPU. (A process that parses
+     converter, (c) ``load()`` + ``allocations`` + ``timeline``, and (c') the
+     same on the numpy path (``TRACEPARSE_PURE_PYTHON=1``: the fallback where
+     the compiled loops were not built), each run in a fresh process after a
+     run on the 3-step capture, in turns (a, b, c, c', a, c, c', ...: b every
+     third turn) so that load from other jobs falls on all alike; minimum of
+     the turns, wall and CPU. (A process that parses
      the same file again and again reuses its heap and runs faster than a
      user's one load: upb took half the CPU time that way here.)
   2. synthetic dense captures (make_dense.py) from 10 MB to 1.2 GB: (c) in a
@@ -67,7 +69,10 @@ def parse(p):
 def xprof(p):
     from xprof.convert import raw_to_tool_data
     raw_to_tool_data.xspace_to_tool_data([p], "memory_profile", {})
-run = {"traceparse": ours, "parse": parse, "xprof": xprof}[what]
+if what.startswith("traceparse"):  # the path asked for is the one that runs
+    from traceparse.decode import native
+    assert native.available() == (what == "traceparse"), "compiled loops: not as asked"
+run = {"traceparse": ours, "traceparse-numpy": ours, "parse": parse, "xprof": xprof}[what]
 run(warm_up)
 warm = rss_mb()
 walls, cpus = [], []
@@ -95,28 +100,39 @@ print(out.getvalue())
 """
 
 
-def _python(code: str, *args: object) -> str:
+def _python(code: str, *args: object, pure: bool = False) -> str:
+    """Run ``code`` in a fresh interpreter; ``pure``: without the compiled loops."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if pure:
+        env["TRACEPARSE_PURE_PYTHON"] = "1"
     out = subprocess.run(
         [sys.executable, "-c", code, *map(str, args)],
         check=True,
         capture_output=True,
         text=True,
         cwd=ROOT,  # `python -c` imports from its directory first: this checkout
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        env=env,
     )
     return out.stdout
 
 
 def one(path: Path, what: str, warm_up: Path, repeat: int = 1) -> dict[str, float]:
     result: dict[str, float] = json.loads(
-        _python(_ONE, path, what, warm_up, repeat).strip().splitlines()[-1]
+        _python(_ONE, path, what, warm_up, repeat, pure=what == "traceparse-numpy")
+        .strip()
+        .splitlines()[-1]
     )
     return result
 
 
 def real_capture(path: Path, warm_up: Path, turns: int) -> dict[str, Any]:
     """(a), (c) and every third turn (b), each one run in a fresh process, in turns."""
-    runs: dict[str, list[dict[str, float]]] = {"parse": [], "xprof": [], "traceparse": []}
+    runs: dict[str, list[dict[str, float]]] = {
+        "parse": [],
+        "xprof": [],
+        "traceparse": [],
+        "traceparse-numpy": [],
+    }
     for turn in range(turns):
         for what in runs:
             if what != "xprof" or turn % 3 == 0:
@@ -212,14 +228,14 @@ def report(
         "",
     ]
     if real:
-        a, b, c = real["parse"], real["xprof"], real["traceparse"]
+        a, b, c, n = real["parse"], real["xprof"], real["traceparse"], real["traceparse-numpy"]
         out += [
             f"## Real capture: ResNet50, {RESNET_STEPS} steps, {real_mb:.1f} MB",
             "",
             "Each run in a fresh process after a warm-up run on the 3-step capture, in "
-            "turns (parse, xprof every third turn, traceparse): "
-            f"{real['turns']['parse']} / {real['turns']['xprof']} / "
-            f"{real['turns']['traceparse']} runs.",
+            "turns (parse, xprof every third turn, traceparse, traceparse on its numpy "
+            f"path): {real['turns']['parse']} / {real['turns']['xprof']} / "
+            f"{real['turns']['traceparse']} / {real['turns']['traceparse-numpy']} runs.",
             "",
             "| | wall s | CPU s |",
             "|---|---|---|",
@@ -229,6 +245,9 @@ def report(
             f"| (c)/(a) (goal <= 0.8) | {c['wall'] / a['wall']:.2f}x "
             f"| {c['cpu'] / a['cpu']:.2f}x |",
             f"| (b)/(c) (goal >= 12) | {b['wall'] / c['wall']:.1f}x | {b['cpu'] / c['cpu']:.1f}x |",
+            f"| (c') (c) on the numpy path (`TRACEPARSE_PURE_PYTHON=1`) | {n['wall']:.3f} "
+            f"| {n['cpu']:.3f} |",
+            f"| (c')/(a) | {n['wall'] / a['wall']:.2f}x | {n['cpu'] / a['cpu']:.2f}x |",
             "",
         ]
     out += [
