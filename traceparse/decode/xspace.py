@@ -142,7 +142,12 @@ class _Decoder:
                 op_time.append(
                     ([op_ids[i] for i in ids], found.timing.counts, found.timing.total_ps)
                 )
-        memory_events = MemoryEvents(self.problems, sum(len(p.detailed) for p in picked))
+        # Columns of exactly the memory events (unless some are out of range): a
+        # full column is handed to pandas as it is, a longer one is cut by a copy.
+        memory_count = sum(
+            int(np.count_nonzero(index_in(p.detailed.metadata_ids, p.memory) >= 0)) for p in picked
+        )
+        memory_events = MemoryEvents(self.problems, memory_count)
         while picked:
             found = picked.pop(0)  # each plane's selection is let go once decoded
             plane = found.plane
