@@ -53,6 +53,7 @@ def assert_same_trace(data: bytes) -> None:
     if compiled.runs is not None and numpy.runs is not None:
         pd.testing.assert_frame_equal(compiled.runs.runs, numpy.runs.runs)
         pd.testing.assert_frame_equal(compiled.runs.allocation_runs, numpy.runs.allocation_runs)
+        assert compiled.runs.modules == numpy.runs.modules
 
 
 @built
@@ -85,36 +86,49 @@ def _is_int(stat: xplane_pb2.XStat) -> bool:
     return stat.WhichOneof("value") in ("uint64_value", "int64_value")
 
 
+# Run records: events of these ids, or with a stat of these ids (any value).
+RUN_EVENTS, RUN_STATS = (3, 4), (13, 2**20)
+
+
 def expect_scan_like_upb(data: bytes, lines: list[tuple[int, int]]) -> None:
     """Events of even metadata id picked, the odd ones timed: the picks and sums
-    are what upb's parse of each line says (markers pick their events too)."""
+    are what upb's parse of each line says (markers pick their events too); so
+    are the run records."""
     parsed = [_upb_line(data, lo, hi) for lo, hi in lines]
     ids = {e.metadata_id & (2**64 - 1) for line in parsed for e in line.events}
     picked = np.array(sorted(i for i in ids if i % 2 == 0), dtype=np.uint64)
     timed = np.array(sorted(i for i in ids if i % 2), dtype=np.uint64)
     markers = np.array(MARKERS, dtype=np.uint64)
-    columns, counts, totals, stamps = native.scan_lines(data, lines, picked, timed, markers)
-    records = np.stack(columns, axis=1)
-    assert stamps.tolist() == [line.timestamp_ns for line in parsed]
-    want_records, want_counts, want_totals = [], dict.fromkeys(timed.tolist(), 0), {}
+    run_ids = [np.array(ids, dtype=np.uint64) for ids in (RUN_EVENTS, RUN_STATS)]
+    scanned = native.scan_lines(data, lines, picked, timed, markers, *run_ids)
+    assert scanned.stamps.tolist() == [line.timestamp_ns for line in parsed]
+    want_records, want_runs, want_counts, want_totals = [], [], dict.fromkeys(timed.tolist(), 0), {}
     for number, line in enumerate(parsed):
         for index, event in enumerate(line.events):
             mid = event.metadata_id & (2**64 - 1)
+            if mid in RUN_EVENTS or any(s.metadata_id in RUN_STATS for s in event.stats):
+                want_runs.append((mid, number, event))
             marked = any(s.metadata_id in MARKERS and _is_int(s) for s in event.stats)
             if mid % 2 == 0 or marked:
                 want_records.append((mid, number, index, event))
             else:
                 want_counts[mid] += 1
                 want_totals[mid] = want_totals.get(mid, 0) + event.duration_ps
+    records = np.stack(scanned.picked, axis=1).tolist()
     assert len(records) == len(want_records)
     for (start, end, mid, number, index), (w_mid, w_number, w_index, w_event) in zip(
-        records.tolist(), want_records, strict=True
+        records, want_records, strict=True
     ):
         assert (mid & (2**64 - 1), number, index) == (w_mid, w_number, w_index)
         assert xplane_pb2.XEvent.FromString(data[start:end]) == w_event
-    assert dict(zip(timed.tolist(), counts.tolist(), strict=True)) == want_counts
+    runs = np.stack(scanned.runs, axis=1).tolist()
+    assert len(runs) == len(want_runs)
+    for (start, end, mid, number), (w_mid, w_number, w_event) in zip(runs, want_runs, strict=True):
+        assert (mid & (2**64 - 1), number) == (w_mid, w_number)
+        assert xplane_pb2.XEvent.FromString(data[start:end]) == w_event
+    assert dict(zip(timed.tolist(), scanned.counts.tolist(), strict=True)) == want_counts
     for mid, total in want_totals.items():
-        assert totals[timed.tolist().index(mid)] == np.int64(np.uint64(total % 2**64))
+        assert scanned.totals[timed.tolist().index(mid)] == np.int64(np.uint64(total % 2**64))
 
 
 @built
@@ -157,7 +171,7 @@ def test_random_events_select_and_read_the_same_both_ways(
     for on in (True, False):
         with native.use_native(on):
             picks.append(select(data, [(0, len(data))], memory, ops, markers, lambda t: t))
-    (compiled, compiled_times), (numpy, numpy_times) = picks
+    (compiled, compiled_times, _), (numpy, numpy_times, _) = picks
     for name in ("starts", "ends", "metadata_ids", "line_ts_ns", "order"):
         assert getattr(compiled, name).tolist() == getattr(numpy, name).tolist(), name
     for name in ("metadata_ids", "counts", "total_ps"):
@@ -226,11 +240,9 @@ def test_a_marker_read_after_the_id_changes_is_not_missed() -> None:
     event = b"\x08\x02" + b"\x22" + bytes([len(stat)]) + stat + b"\x08\x03\x18\x09"
     data = b"\x22" + bytes([len(event)]) + event
     picked, timed = np.array([2], np.uint64), np.array([3], np.uint64)
-    columns, counts, _, _ = native.scan_lines(
-        data, [(0, len(data))], picked, timed, np.array(MARKERS, np.uint64)
-    )
-    assert [c.tolist() for c in columns] == [[2], [len(data)], [3], [0], [0]]
-    assert counts.tolist() == [0]
+    scanned = native.scan_lines(data, [(0, len(data))], picked, timed, np.array(MARKERS, np.uint64))
+    assert [c.tolist() for c in scanned.picked] == [[2], [len(data)], [3], [0], [0]]
+    assert scanned.counts.tolist() == [0]
     expect_scan_like_upb(data, [(0, len(data))])
 
 

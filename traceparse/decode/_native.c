@@ -7,6 +7,7 @@
  *     duration of the timed ones per id.
  * read_events: the offset, duration and stats of the picked events, each
  *     stat into its cell of a table (a row per stat read, a column per event).
+ * read_stats: every stat of a few events (the run records scan_lines finds).
  *
  * Only the buffer protocol is used (no NumPy C API), so one build serves every
  * NumPy. Every read is bounds-checked against its message's end; malformed
@@ -47,12 +48,8 @@ static inline int column_append(Column *c, int64_t value) {
     return 0;
 }
 
-/* The column as bytes (for numpy.frombuffer), its buffer let go. */
-static PyObject *column_bytes(Column *c) {
-    PyObject *out = PyBytes_FromStringAndSize((const char *)c->data, c->size * (Py_ssize_t)sizeof(int64_t));
-    PyMem_RawFree(c->data);
-    c->data = NULL;
-    return out;
+static PyObject *column_bytes(const Column *c) {
+    return PyBytes_FromStringAndSize((const char *)c->data, c->size * (Py_ssize_t)sizeof(int64_t));
 }
 
 /* Reading stops at the first problem; its message is kept here (static text). */
@@ -178,23 +175,56 @@ static inline Py_ssize_t find(const IdSet *set, uint64_t value) {
     return lo < set->n && set->ids[lo] == value ? lo : -1;
 }
 
-/* Whether a stat names one of the markers and holds an integer (uint64_value
- * or int64_value). A stat that does not read cleanly may: its event is then
- * decoded, and decoding tells. */
-static int stat_marks(Reader *rd, Py_ssize_t pos, Py_ssize_t end, const IdSet *markers) {
-    uint64_t id = 0;
-    int integer = 0;
+/* An XStat, protobuf's way: the last metadata id and the last value field win.
+ * kind is the value's field number (0: none); bits and the payload span are
+ * the value's (a str/bytes value has bits 0, any other value an empty span). */
+typedef struct {
+    uint64_t id;
+    int kind;
+    uint64_t bits;
+    Py_ssize_t start, length;
+} Stat;
+
+static int parse_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, Stat *stat) {
     Field f;
+    memset(stat, 0, sizeof *stat);
+    while (pos < end) {
+        if (read_field(rd, &pos, end, &f)) return -1;
+        int value_wire;
+        switch (f.number) {
+        case 1:
+            if (f.wire == VARINT) stat->id = f.value;
+            continue;
+        case 2: value_wire = FIXED64; break;                /* double_value */
+        case 3: case 4: case 7: value_wire = VARINT; break; /* uint64, int64, ref */
+        case 5: case 6: value_wire = LEN; break;            /* str, bytes */
+        default: continue;
+        }
+        if (f.wire != value_wire) continue;
+        stat->kind = (int)f.number;
+        stat->bits = f.wire == LEN ? 0 : f.value;
+        stat->start = f.wire == LEN ? f.start : 0;
+        stat->length = f.wire == LEN ? f.end - f.start : 0;
+    }
+    return 0;
+}
+
+/* A stat's metadata id, and whether it holds an integer (uint64_value or
+ * int64_value); 0 when the stat does not read cleanly. */
+static int stat_id(Reader *rd, Py_ssize_t pos, Py_ssize_t end, uint64_t *id, int *integer) {
+    Field f;
+    *id = 0;
+    *integer = 0;
     while (pos < end) {
         if (read_field(rd, &pos, end, &f)) {
             rd->error = NULL;
-            return 1;
+            return 0;
         }
         if (f.wire != VARINT) continue;
-        if (f.number == 1) id = f.value;
-        else if (f.number == 3 || f.number == 4) integer = 1;
+        if (f.number == 1) *id = f.value;
+        else if (f.number == 3 || f.number == 4) *integer = 1;
     }
-    return integer && find(markers, id) >= 0;
+    return 1;
 }
 
 typedef struct {
@@ -202,45 +232,70 @@ typedef struct {
     const int64_t *bounds; /* (start, end) of each line */
     Py_ssize_t lines;
     IdSet picked, timed, markers;
+    IdSet run_named, run_stats; /* what makes an event a run record */
     int64_t *counts, *totals, *stamps;
     Column out[5];         /* per picked event: start, end, metadata id, line, index in line */
+    Column runs[4];        /* per run record: start, end, metadata id, line */
 } Scan;
+
+static int append(Reader *rd, Column *columns, const int64_t *values, int count) {
+    for (int i = 0; i < count; i++) {
+        if (column_append(&columns[i], values[i])) {
+            rd->out_of_memory = 1;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* What an event's stats (data[pos:end] holds its fields, read cleanly once
+ * already) say, where asked: whether an integer stat of a marker id marks it,
+ * whether a stat of a run id keeps it as a run record. A stat that does not
+ * read cleanly says neither (the numpy path cannot see into it either). */
+static void read_marks(Scan *s, Py_ssize_t pos, Py_ssize_t end, int want_mark, int want_run,
+                       int *marked, int *run) {
+    Reader *rd = &s->rd;
+    Field f;
+    uint64_t id;
+    int integer;
+    while (pos < end && (want_mark > *marked || want_run > *run)) {
+        if (read_field(rd, &pos, end, &f)) return;
+        if (f.number != 4 || f.wire != LEN || !stat_id(rd, f.start, f.end, &id, &integer)) continue;
+        if (want_mark && integer && find(&s->markers, id) >= 0) *marked = 1;
+        if (want_run && find(&s->run_stats, id) >= 0) *run = 1;
+    }
+}
 
 static int scan_event(Scan *s, Py_ssize_t start, Py_ssize_t end, int64_t line, int64_t index) {
     Reader *rd = &s->rd;
     uint64_t metadata_id = 0, duration = 0;
-    /* An event picked by its id needs no marker: its stats are read only while
-     * the id read so far is not a picked one (serializers write it first). */
-    int marked = 0, picked = find(&s->picked, 0) >= 0, unread = 0;
+    int has_stats = 0;
     Py_ssize_t pos = start;
     Field f;
     while (pos < end) {
         if (read_field(rd, &pos, end, &f)) return -1;
-        if (f.number == 1 && f.wire == VARINT) {
-            metadata_id = f.value;
-            picked = find(&s->picked, metadata_id) >= 0;
-        } else if (f.number == 3 && f.wire == VARINT) {
-            duration = f.value;
-        } else if (f.number == 4 && f.wire == LEN && s->markers.n && !marked) {
-            if (picked) unread = 1;
-            else marked = stat_marks(rd, f.start, f.end, &s->markers);
-        }
+        if (f.number == 1 && f.wire == VARINT) metadata_id = f.value;
+        else if (f.number == 3 && f.wire == VARINT) duration = f.value;
+        else if (f.number == 4 && f.wire == LEN) has_stats = 1;
     }
-    if (!picked && unread) { /* a later id took the pick back: read the stats skipped */
-        for (pos = start; pos < end && !marked;) {
-            if (read_field(rd, &pos, end, &f)) return -1;
-            if (f.number == 4 && f.wire == LEN) marked = stat_marks(rd, f.start, f.end, &s->markers);
-        }
+    int picked = find(&s->picked, metadata_id) >= 0;
+    int run = find(&s->run_named, metadata_id) >= 0;
+    /* The stats are read only for what they may still decide: a marker of an
+     * event its id does not pick, a run record its name does not keep. */
+    int want_mark = s->markers.n && !picked, want_run = s->run_stats.n && !run;
+    if (has_stats && (want_mark || want_run)) {
+        int marked = 0, kept = 0;
+        read_marks(s, start, end, want_mark, want_run, &marked, &kept);
+        picked = picked || marked;
+        run = run || kept;
     }
-    if (marked || picked) {
+    if (run) {
+        int64_t record[4] = {start, end, (int64_t)metadata_id, line};
+        if (append(rd, s->runs, record, 4)) return -1;
+    }
+    if (picked) {
         int64_t record[5] = {start, end, (int64_t)metadata_id, line, index};
-        for (int i = 0; i < 5; i++) {
-            if (column_append(&s->out[i], record[i])) {
-                rd->out_of_memory = 1;
-                return -1;
-            }
-        }
-        return 0;
+        return append(rd, s->out, record, 5);
     }
     Py_ssize_t k = find(&s->timed, metadata_id);
     if (k >= 0) {
@@ -302,26 +357,44 @@ static PyObject *fail(Reader *rd) {
     return NULL;
 }
 
+/* The columns as a tuple of bytes (for numpy.frombuffer), their buffers let
+ * go; NULL (with the exception set) if status says the loop failed. */
+static PyObject *columns_tuple(Column **columns, int count, int status, Reader *rd) {
+    PyObject *out = status ? NULL : PyTuple_New(count);
+    for (int i = 0; i < count; i++) {
+        PyObject *column = out ? column_bytes(columns[i]) : NULL;
+        PyMem_RawFree(columns[i]->data);
+        columns[i]->data = NULL;
+        if (out && !column) Py_CLEAR(out);
+        if (out) PyTuple_SET_ITEM(out, i, column);
+    }
+    return status ? fail(rd) : out;
+}
+
 PyDoc_STRVAR(scan_lines_doc,
-"scan_lines(data, bounds, picked, timed, markers, counts, totals, stamps)\n"
-"    -> (starts, ends, ids, lines, indexes)\n\n"
+"scan_lines(data, bounds, picked, timed, markers, run_named, run_stats,\n"
+"           counts, totals, stamps) -> 9 columns\n\n"
 "Every event of the lines data[bounds[i,0]:bounds[i,1]] (int64 pairs). Events\n"
 "whose metadata id is in picked, or with an integer stat whose id is in markers,\n"
-"are returned as five int64 columns in bytes (their start and end, metadata id,\n"
-"line, index in the line);\n"
-"the others whose id is timed[k] add 1 to counts[k] and their duration_ps to\n"
-"totals[k]. stamps[i] is line i's timestamp_ns (0 when absent). The id arrays\n"
-"are sorted uint64; counts, totals and stamps are writable int64.");
+"come back as the first five int64 columns (in bytes): their start and end,\n"
+"metadata id, line and index in the line; the others whose id is timed[k] add 1\n"
+"to counts[k] and their duration_ps to totals[k]. Events whose id is in\n"
+"run_named, or with a stat whose id is in run_stats, come back as the last\n"
+"four: start, end, metadata id, line. stamps[i] is line i's timestamp_ns (0 when\n"
+"absent). The id arrays are sorted, unique uint64; counts, totals and stamps\n"
+"are writable int64.");
 
 static PyObject *scan_lines(PyObject *self, PyObject *args) {
-    PyObject *objs[8];
-    if (!PyArg_UnpackTuple(args, "scan_lines", 8, 8, &objs[0], &objs[1], &objs[2], &objs[3],
-                           &objs[4], &objs[5], &objs[6], &objs[7]))
+    enum { N = 10 };
+    PyObject *objs[N];
+    if (!PyArg_UnpackTuple(args, "scan_lines", N, N, &objs[0], &objs[1], &objs[2], &objs[3],
+                           &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9]))
         return NULL;
     Views v = {.count = 0};
-    static const char *names[] = {"data", "bounds", "picked", "timed", "markers", "counts", "totals", "stamps"};
-    for (int i = 0; i < 8; i++) {
-        if (get_view(&v, objs[i], i >= 5, i == 0 ? 1 : (i == 1 ? 16 : 8), names[i])) {
+    static const char *names[N] = {"data", "bounds", "picked", "timed", "markers",
+                                   "run_named", "run_stats", "counts", "totals", "stamps"};
+    for (int i = 0; i < N; i++) {
+        if (get_view(&v, objs[i], i >= 7, i == 0 ? 1 : (i == 1 ? 16 : 8), names[i])) {
             release(&v);
             return NULL;
         }
@@ -331,18 +404,19 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
         .rd = {.data = b[0].buf},
         .bounds = b[1].buf,
         .lines = b[1].len / 16,
-        .counts = b[5].buf,
-        .totals = b[6].buf,
-        .stamps = b[7].buf,
+        .counts = b[7].buf,
+        .totals = b[8].buf,
+        .stamps = b[9].buf,
     };
-    if (b[5].len != b[3].len || b[6].len != b[3].len || b[7].len / 8 != s.lines) {
+    if (b[7].len != b[3].len || b[8].len != b[3].len || b[9].len / 8 != s.lines) {
         release(&v);
         PyErr_SetString(PyExc_TypeError, "counts and totals need one slot per timed id, stamps one per line");
         return NULL;
     }
-    int status = -1;
-    if (idset_init(&s.picked, b[2].buf, b[2].len / 8) || idset_init(&s.timed, b[3].buf, b[3].len / 8)
-        || idset_init(&s.markers, b[4].buf, b[4].len / 8)) {
+    IdSet *sets[] = {&s.picked, &s.timed, &s.markers, &s.run_named, &s.run_stats};
+    int status = -1, ready = 1;
+    for (int i = 0; i < 5; i++) ready = ready && !idset_init(sets[i], b[2 + i].buf, b[2 + i].len / 8);
+    if (!ready) {
         s.rd.out_of_memory = 1;
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -350,17 +424,87 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     release(&v);
-    idset_free(&s.picked);
-    idset_free(&s.timed);
-    idset_free(&s.markers);
-    PyObject *out = status ? NULL : PyTuple_New(5);
-    for (int i = 0; i < 5; i++) {
-        PyObject *column = out ? column_bytes(&s.out[i]) : NULL;
-        PyMem_RawFree(s.out[i].data);
-        if (out && !column) Py_CLEAR(out);
-        if (out) PyTuple_SET_ITEM(out, i, column);
+    for (int i = 0; i < 5; i++) idset_free(sets[i]);
+    Column *columns[9] = {&s.out[0], &s.out[1], &s.out[2], &s.out[3], &s.out[4],
+                          &s.runs[0], &s.runs[1], &s.runs[2], &s.runs[3]};
+    return columns_tuple(columns, 9, status, &s.rd);
+}
+
+/* Each stat of the events, whatever its id, for the few events that need all
+ * of theirs (run records). */
+typedef struct {
+    Column event, id, kind, value, start, length;
+} StatColumns;
+
+static int read_all_stats(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
+                          Py_ssize_t n, uint64_t *offsets, uint64_t *durations, StatColumns *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = (Py_ssize_t)starts[i], end = (Py_ssize_t)ends[i];
+        if (pos < 0 || end < pos || end > size) {
+            rd->error = "event bounds outside the buffer";
+            return -1;
+        }
+        uint64_t offset = 0, duration = 0;
+        Field f;
+        while (pos < end) {
+            if (read_field(rd, &pos, end, &f)) return -1;
+            if (f.wire == VARINT && f.number == 2) offset = f.value;
+            else if (f.wire == VARINT && f.number == 3) duration = f.value;
+            if (f.wire != LEN || f.number != 4) continue;
+            Stat stat;
+            if (parse_stat(rd, f.start, f.end, &stat)) return -1;
+            int64_t record[6] = {(int64_t)i, (int64_t)stat.id, stat.kind, (int64_t)stat.bits,
+                                 stat.start, stat.length};
+            Column *columns[6] = {&out->event, &out->id, &out->kind, &out->value, &out->start, &out->length};
+            for (int c = 0; c < 6; c++) {
+                if (column_append(columns[c], record[c])) {
+                    rd->out_of_memory = 1;
+                    return -1;
+                }
+            }
+        }
+        offsets[i] = offset;
+        durations[i] = duration;
     }
-    return status ? fail(&s.rd) : out;
+    return 0;
+}
+
+PyDoc_STRVAR(read_stats_doc,
+"read_stats(data, starts, ends, offsets, durations) -> 6 columns\n\n"
+"The XEvents data[starts[i]:ends[i]] (int64 bounds): offset_ps and duration_ps\n"
+"go into offsets[i] and durations[i] (writable uint64, 0 when absent); every\n"
+"stat, in wire order, comes back as int64 columns (in bytes): its event, metadata\n"
+"id, value kind (the XStat field number of its value, 0 for none), value bits,\n"
+"payload start and length (str/bytes values).");
+
+static PyObject *read_stats(PyObject *self, PyObject *args) {
+    enum { N = 5 };
+    PyObject *objs[N];
+    if (!PyArg_UnpackTuple(args, "read_stats", N, N, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Views v = {.count = 0};
+    static const char *names[N] = {"data", "starts", "ends", "offsets", "durations"};
+    for (int i = 0; i < N; i++) {
+        if (get_view(&v, objs[i], i >= 3, i == 0 ? 1 : 8, names[i])) {
+            release(&v);
+            return NULL;
+        }
+    }
+    Py_buffer *b = v.views;
+    if (b[2].len != b[1].len || b[3].len != b[1].len || b[4].len != b[1].len) {
+        release(&v);
+        PyErr_SetString(PyExc_TypeError, "read_stats: the arrays' sizes do not agree");
+        return NULL;
+    }
+    Reader rd = {.data = b[0].buf};
+    StatColumns out = {0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = read_all_stats(&rd, b[0].len, b[1].buf, b[2].buf, b[1].len / 8, b[3].buf, b[4].buf, &out);
+    Py_END_ALLOW_THREADS
+    release(&v);
+    Column *columns[6] = {&out.event, &out.id, &out.kind, &out.value, &out.start, &out.length};
+    return columns_tuple(columns, 6, status, &rd);
 }
 
 /* Where the stats of the events land: a row per stat the decoder reads, a
@@ -379,32 +523,15 @@ typedef struct {
  * stat the last id and the last value field win (protobuf's merge rule); across
  * the stats of an event, the last one with a value. */
 static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, Tables *t, Py_ssize_t event) {
-    Field f, value = {0};
-    uint64_t id = 0;
-    int kind = 0;
-    while (pos < end) {
-        if (read_field(rd, &pos, end, &f)) return -1;
-        int value_wire;
-        switch (f.number) {
-        case 1:
-            if (f.wire == VARINT) id = f.value;
-            continue;
-        case 2: value_wire = FIXED64; break;                /* double_value */
-        case 3: case 4: case 7: value_wire = VARINT; break; /* uint64, int64, ref */
-        case 5: case 6: value_wire = LEN; break;            /* str, bytes */
-        default: continue;
-        }
-        if (f.wire != value_wire) continue;
-        kind = (int)f.number;
-        value = f;
-    }
-    Py_ssize_t k = kind ? find(&t->ids, id) : -1;
+    Stat stat;
+    if (parse_stat(rd, pos, end, &stat)) return -1;
+    Py_ssize_t k = stat.kind ? find(&t->ids, stat.id) : -1;
     if (k < 0) return 0;
     Py_ssize_t cell = (Py_ssize_t)t->rows[k] * t->events + event;
-    t->kinds[cell] = (int8_t)kind;
-    t->values[cell] = value.wire == LEN ? 0 : value.value;
-    t->starts[cell] = value.wire == LEN ? value.start : 0;
-    t->lengths[cell] = value.wire == LEN ? value.end - value.start : 0;
+    t->kinds[cell] = (int8_t)stat.kind;
+    t->values[cell] = stat.bits;
+    t->starts[cell] = stat.start;
+    t->lengths[cell] = stat.length;
     return 0;
 }
 
@@ -494,6 +621,7 @@ static PyObject *read_events(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"scan_lines", scan_lines, METH_VARARGS, scan_lines_doc},
     {"read_events", read_events, METH_VARARGS, read_events_doc},
+    {"read_stats", read_stats, METH_VARARGS, read_stats_doc},
     {NULL, NULL, 0, NULL},
 };
 

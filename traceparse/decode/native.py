@@ -14,6 +14,7 @@ import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,27 +49,51 @@ def use_native(on: bool) -> Iterator[None]:
         _enabled = before
 
 
+_NO_IDS = np.zeros(0, dtype=np.uint64)
+
+
+@dataclass
+class Scanned:
+    """What ``scan_lines`` found: the picked events (start, end, metadata id,
+    line, index in line), the run records (start, end, metadata id, line), per
+    ``timed`` id the count and total duration_ps of the other events, and each
+    line's timestamp_ns."""
+
+    picked: list[np.ndarray]
+    runs: list[np.ndarray]
+    counts: np.ndarray
+    totals: np.ndarray
+    stamps: np.ndarray
+
+
 def scan_lines(
     data: bytes,
     lines: list[tuple[int, int]],
     picked: np.ndarray,
     timed: np.ndarray,
     markers: np.ndarray,
-) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
-    """Every event of ``lines`` (``(start, end)`` in ``data``): (the picked events
-    as int64 columns: start, end, metadata id, line, index in line; per
-    ``timed`` id, events and total duration_ps of the others; each line's
-    timestamp_ns). The id arrays are sorted and unique (``wire.metadata_ids``)."""
+    run_named: np.ndarray = _NO_IDS,
+    run_stats: np.ndarray = _NO_IDS,
+) -> Scanned:
+    """Every event of ``lines`` (``(start, end)`` in ``data``), once: an event is
+    picked by its metadata id (``picked``) or by an integer stat of a
+    ``markers`` id; a run record by its id (``run_named``) or by a stat of a
+    ``run_stats`` id; else its duration counts for its id if ``timed``. The id
+    arrays are sorted and unique (``wire.metadata_ids``)."""
     bounds = np.array(lines, dtype=np.int64).reshape(-1, 2)
     counts = np.zeros(timed.size, dtype=np.int64)
     totals = np.zeros(timed.size, dtype=np.int64)
     stamps = np.zeros(len(bounds), dtype=np.int64)
-    ids = [np.ascontiguousarray(i, dtype=np.uint64) for i in (picked, timed, markers)]
+    ids = [
+        np.ascontiguousarray(i, dtype=np.uint64)
+        for i in (picked, timed, markers, run_named, run_stats)
+    ]
     try:
-        columns = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
+        raw = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
     except ValueError as exc:
         raise wire.WireError(str(exc)) from exc
-    return [np.frombuffer(c, dtype=np.int64) for c in columns], counts, totals, stamps
+    columns = [np.frombuffer(c, dtype=np.int64) for c in raw]
+    return Scanned(columns[:5], columns[5:], counts, totals, stamps)
 
 
 def read_events(
@@ -94,3 +119,20 @@ def read_events(
     except ValueError as exc:
         raise wire.WireError(str(exc)) from exc
     return offsets, durations, tables
+
+
+def read_stats(
+    data: bytes, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Every stat of the events ``data[starts[i]:ends[i]]`` (meant for a few):
+    (offset_ps, duration_ps as uint64, int64 columns of the stats in wire order:
+    event, metadata id, value kind, value bits, payload start, payload length)."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    offsets = np.zeros(starts.size, dtype=np.uint64)
+    durations = np.zeros(starts.size, dtype=np.uint64)
+    try:
+        raw = _native.read_stats(data, starts, ends, offsets, durations)
+    except ValueError as exc:
+        raise wire.WireError(str(exc)) from exc
+    return offsets, durations, [np.frombuffer(c, dtype=np.int64) for c in raw]

@@ -136,6 +136,19 @@ class OpTimes:
     total_ps: np.ndarray
 
 
+@dataclass
+class RunEvents:
+    """The events of a plane that may be run records (``runs.py``): where they
+    are, their metadata ids, their lines' indexes in the plane, and each line's
+    timestamp on the capture's clock (ns)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    metadata_ids: np.ndarray
+    line: np.ndarray
+    line_ts_ns: np.ndarray
+
+
 def select(
     data: bytes,
     lines: list[tuple[int, int]],
@@ -143,17 +156,22 @@ def select(
     ops: np.ndarray,
     markers: np.ndarray,
     relative_ns: Callable[[int], int],
-) -> tuple[Selected, OpTimes]:
+    runs: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[Selected, OpTimes, RunEvents | None]:
     """One pass over every line: picks memory events and step markers (decoded
     later with their stats) and sums the duration of TF op events per metadata
     id, without building a Python object per skipped event.
 
     ``memory`` and ``ops`` are event metadata ids, ``markers`` the stat ids of
     "step_num" (``wire.metadata_ids``). A step marker carries an integer stat
-    with one of those: the reader marks events that may; decoding confirms."""
+    with one of those: the reader marks events that may; decoding confirms.
+
+    ``runs`` (event ids, stat ids) asks the compiled pass to find the events
+    with one of those ids or a stat of one of those (the run records' events)
+    on the way; the numpy path does not, and returns None for them."""
     memory, ops, markers = np.unique(memory), np.unique(ops), np.unique(markers)
     if native.available():
-        return _select_native(data, lines, memory, ops, markers, relative_ns)
+        return _select_native(data, lines, memory, ops, markers, relative_ns, runs)
     buf = np.frombuffer(data, dtype=np.uint8)
     picked = _Picker(data)
     op_counts = np.zeros(ops.size, dtype=np.int64)
@@ -172,7 +190,7 @@ def select(
                 np.add.at(op_totals, code[rows], events.durations[rows])
         picked.stamp(relative_ns(reader.timestamp_ns))
     used = op_counts > 0
-    return picked.done(), OpTimes(ops[used], op_counts[used], op_totals[used])
+    return picked.done(), OpTimes(ops[used], op_counts[used], op_totals[used]), None
 
 
 def _select_native(
@@ -182,17 +200,24 @@ def _select_native(
     ops: np.ndarray,
     markers: np.ndarray,
     relative_ns: Callable[[int], int],
-) -> tuple[Selected, OpTimes]:
+    runs: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[Selected, OpTimes, RunEvents | None]:
     """``select`` in one compiled loop: every event read whole, so a marker is
     found exactly (not guessed from a byte pattern)."""
-    columns, counts, totals, stamps = native.scan_lines(data, lines, memory, ops, markers)
-    starts, ends, ids, line, index = columns
-    line_ts = np.array([relative_ns(t) for t in stamps.tolist()], dtype=np.int64)
+    run_ids = [np.unique(ids) for ids in runs] if runs else []
+    scanned = native.scan_lines(data, lines, memory, ops, markers, *run_ids)
+    starts, ends, ids, line, index = scanned.picked
+    line_ts = np.array([relative_ns(t) for t in scanned.stamps.tolist()], dtype=np.int64)
     order = line << 32
     order += index
     selected = Selected(data, starts, ends, ids.view(np.uint64), line_ts[line], order)
-    used = counts > 0
-    return selected, OpTimes(ops[used], counts[used], totals[used])
+    used = scanned.counts > 0
+    times = OpTimes(ops[used], scanned.counts[used], scanned.totals[used])
+    if runs is None:
+        return selected, times, None
+    run_starts, run_ends, run_ids_found, run_line = scanned.runs
+    found = RunEvents(run_starts, run_ends, run_ids_found.view(np.uint64), run_line, line_ts)
+    return selected, times, found
 
 
 class _Picker:

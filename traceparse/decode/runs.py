@@ -35,6 +35,8 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import xplane_pb2
+from traceparse.decode import native
+from traceparse.decode.planes import RunEvents
 
 _EXECUTE = re.compile(
     r"(?:LoadedExecutable::Execute(?:Helper)?|LoadedExecutable_Execute|"
@@ -91,25 +93,20 @@ class _Event:
     stats: dict[str, object]
 
 
+# (event names, stat names, line byte ranges) of a host plane.
+HostPlane = tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]
+
+
 def read_runs(
-    data: bytes,
-    planes: Sequence[tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]],
-    relative_ns: Callable[[int], int],
+    data: bytes, planes: Sequence[HostPlane], relative_ns: Callable[[int], int]
 ) -> RunRecords:
-    """Run records of the host ``planes``: (event names, stat names, line byte ranges)."""
+    """Run records of the host ``planes``, each line parsed by upb: what the
+    decoder does where the compiled pass did not find them (``from_events``)."""
     events: list[_Event] = []
     line_no = 0
     for names, stat_names, lines in planes:
-        wanted = {
-            k: n
-            for k, n in stat_names.items()
-            if n in (*_MODULE_STATS, "program_id", "_p", "_c", "addr")
-        }
-        # Whether an event's name alone keeps it, worked out once per name.
-        named = {
-            k: n == _ALLOCATION or n.startswith(("$", _CALL)) or bool(_EXECUTE.search(n))
-            for k, n in names.items()
-        }
+        wanted = _wanted(stat_names)
+        named = _named(names)
         for start, end in lines:
             line = xplane_pb2.XLine()
             try:
@@ -118,23 +115,92 @@ def read_runs(
                 continue  # the hot path reports a bad line; run records are a bonus
             base = relative_ns(line.timestamp_ns) * 1000
             for event in line.events:
-                name = names.get(event.metadata_id, "")
                 stats: dict[str, object] = {}
                 for stat in event.stats:
                     key = wanted.get(stat.metadata_id)
-                    if key is None:
-                        continue
                     kind = stat.WhichOneof("value")
-                    if kind == "ref_value":
-                        stats[key] = stat_names.get(stat.ref_value)
-                    elif kind in ("str_value", "int64_value", "uint64_value"):
-                        stats[key] = getattr(stat, kind)
-                keep = named.get(event.metadata_id, False) or stats.keys() & _KEEP_STATS
-                if keep:
+                    if key is not None and kind is not None:
+                        _add_stat(stats, key, kind, getattr(stat, kind), stat_names)
+                if named.get(event.metadata_id, False) or stats.keys() & _KEEP_STATS:
                     t = base + event.offset_ps
+                    name = names.get(event.metadata_id, "")
                     events.append(_Event(line_no, t, t + event.duration_ps, name, stats))
             line_no += 1
     return _resolve(events)
+
+
+def run_ids(names: dict[int, str], stat_names: dict[int, str]) -> tuple[list[int], list[int]]:
+    """(event metadata ids whose name keeps an event as a run record, stat ids
+    whose stat keeps any event): what the compiled pass looks for."""
+    wanted = _wanted(stat_names)
+    named = [k for k, keep in _named(names).items() if keep]
+    return named, [k for k, key in wanted.items() if key in _KEEP_STATS]
+
+
+def from_events(data: bytes, planes: Sequence[tuple[HostPlane, RunEvents]]) -> RunRecords:
+    """Run records from the events the compiled pass found on the host planes
+    (``planes.RunEvents``, with their plane): the same records ``read_runs``
+    makes, without parsing every line again."""
+    events: list[_Event] = []
+    line_no = 0
+    for (names, stat_names, lines), found in planes:
+        wanted = _wanted(stat_names)
+        named = _named(names)
+        offsets, durations, stat_columns = native.read_stats(data, found.starts, found.ends)
+        owner, stat_id, kind, bits, start, length = (c.tolist() for c in stat_columns)
+        per_event: list[dict[str, object]] = [{} for _ in range(len(found.starts))]
+        for i, sid, k, value, at, size in zip(
+            owner, stat_id, kind, bits, start, length, strict=True
+        ):
+            key = wanted.get(sid)
+            if key is None or k not in _KIND_NAMES:
+                continue
+            # As upb hands them out: text decoded, uint64 and refs unsigned.
+            if k == _STR:
+                value = data[at : at + size].decode("utf-8", errors="replace")
+            elif k != _INT64:
+                value &= _U64
+            _add_stat(per_event[i], key, _KIND_NAMES[k], value, stat_names)
+        base = found.line_ts_ns[found.line] * 1000
+        times = base + offsets.view(np.int64)
+        ends = times + durations.view(np.int64)
+        mids = found.metadata_ids.view(np.int64).tolist()  # map keys are int64
+        rows = zip(found.line.tolist(), times.tolist(), ends.tolist(), mids, per_event, strict=True)
+        for line, t, end, mid, stats in rows:
+            if named.get(mid, False) or stats.keys() & _KEEP_STATS:
+                events.append(_Event(line_no + line, t, end, names.get(mid, ""), stats))
+        line_no += len(lines)
+    return _resolve(events)
+
+
+_INT64, _STR = 4, 5
+# The XStat value fields run records read, by field number, as WhichOneof names them.
+_KIND_NAMES = {3: "uint64_value", 4: "int64_value", 5: "str_value", 7: "ref_value"}
+
+
+def _wanted(stat_names: dict[int, str]) -> dict[int, str]:
+    """The stats run records read, by id."""
+    keys = (*_MODULE_STATS, "program_id", "_p", "_c", "addr")
+    return {k: n for k, n in stat_names.items() if n in keys}
+
+
+def _named(names: dict[int, str]) -> dict[int, bool]:
+    """Whether an event's name alone keeps it, worked out once per name."""
+    return {
+        k: n == _ALLOCATION or n.startswith(("$", _CALL)) or bool(_EXECUTE.search(n))
+        for k, n in names.items()
+    }
+
+
+def _add_stat(
+    stats: dict[str, object], key: str, kind: str, value: object, stat_names: dict[int, str]
+) -> None:
+    """A stat's value under ``key`` (the last one wins): a ref is the stat name it
+    points to; text and whole numbers are kept as they are, other kinds not."""
+    if kind == "ref_value":
+        stats[key] = stat_names.get(value)  # type: ignore[call-overload]
+    elif kind in ("str_value", "int64_value", "uint64_value"):
+        stats[key] = value
 
 
 # Stats that make any event a run record: a module or program it names, a flow.

@@ -30,8 +30,10 @@ from traceparse.decode.limits import (
     problem_notes,
 )
 from traceparse.decode.lines import index_in
-from traceparse.decode.planes import OpTimes, Plane, Selected, select, split_planes
+from traceparse.decode.planes import OpTimes, Plane, RunEvents, Selected, select, split_planes
 from traceparse.decode.runs import RunRecords, read_runs
+from traceparse.decode.runs import from_events as runs_from_events
+from traceparse.decode.runs import run_ids as run_ids_of
 from traceparse.decode.trace import FUNCTION_RUN_COLUMNS, MemoryTrace, empty_frame
 from traceparse.decode.xla import XlaSource
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError
@@ -104,6 +106,7 @@ class _Decoder:
         self.path = path
         self.host = host
         self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
+        self.has_programs = any(p.deferred is not None for p in planes)
         self.diagnostics: list[str] = []
         if self.start_ns is None:
             # No 'Task Environment' plane (older TensorFlow): lines stamped with
@@ -148,6 +151,7 @@ class _Decoder:
             int(np.count_nonzero(index_in(p.detailed.metadata_ids, p.memory) >= 0)) for p in picked
         )
         memory_events = MemoryEvents(self.problems, memory_count)
+        runs_read = self._run_records(picked) if xla is not None else RunRecords()
         while picked:
             found = picked.pop(0)  # each plane's selection is let go once decoded
             plane = found.plane
@@ -173,14 +177,6 @@ class _Decoder:
                 (names, np.ones(len(names), np.int64), spent) for names, _, spent in runs
             )
         events = memory_events.frame()
-        runs_read = RunRecords()
-        if xla is not None:  # what ran when, for linking allocations to programs
-            host_planes = [
-                (_names(p.meta.event_metadata), _names(p.meta.stat_metadata), p.lines)
-                for p in self.planes
-                if p.deferred is None and text(p.meta.name).startswith("/host:")
-            ]
-            runs_read = read_runs(self.data, host_planes, self._relative_ns)
         check_allocators(events, self.path)
         self.diagnostics.extend(checked_bytes(events, self.path))
         self.diagnostics.extend(problem_notes(self.problems, self.path, EXPECTED))
@@ -230,13 +226,20 @@ class _Decoder:
         functions = np.unique(
             wire.metadata_ids(k for k, name in op_ids.items() if name.startswith(_FUNCTION_PREFIX))
         )
-        detailed, timing = select(
+        # Where the capture holds programs, the host lines' run records are found on
+        # the same pass (where the compiled loops run; else read_runs reads them).
+        run_ids = None
+        if is_host and self.has_programs:
+            named, stats = run_ids_of(names, stat_names)
+            run_ids = (wire.metadata_ids(named), wire.metadata_ids(stats))
+        detailed, timing, run_events = select(
             self.data,
             parts.lines,
             np.concatenate([memory, functions]) if functions.size else memory,
             wire.metadata_ids(op_ids),
             markers,
             self._relative_ns,
+            run_ids,
         )
         return _PlaneEvents(
             index=plane_index,
@@ -252,7 +255,23 @@ class _Decoder:
             functions=functions,
             detailed=detailed,
             timing=timing,
+            host=is_host,
+            run_events=run_events,
         )
+
+    def _run_records(self, picked: list[_PlaneEvents]) -> RunRecords:
+        """What ran when on the host lines, for linking allocations to programs:
+        from the events the compiled pass found, or by parsing the lines."""
+        hosts = [p for p in picked if p.host]
+        planes = [(p.names, p.stat_names, self.planes[p.index].lines) for p in hosts]
+        found = [
+            (plane, p.run_events)
+            for plane, p in zip(planes, hosts, strict=True)
+            if p.run_events is not None
+        ]
+        if len(found) == len(hosts):
+            return runs_from_events(self.data, found)
+        return read_runs(self.data, planes, self._relative_ns)
 
     def _relative_ns(self, timestamp_ns: int) -> int:
         # Host lines count from the capture start; device lines may carry
@@ -278,6 +297,8 @@ class _PlaneEvents:
     functions: np.ndarray
     detailed: Selected
     timing: OpTimes
+    host: bool
+    run_events: RunEvents | None  # found on the way, where asked and compiled
 
 
 def _function_runs(
