@@ -248,52 +248,56 @@ static int append(Reader *rd, Column *columns, const int64_t *values, int count)
     return 0;
 }
 
-/* What an event's stats (data[pos:end] holds its fields, read cleanly once
- * already) say, where asked: whether an integer stat of a marker id marks it,
- * whether a stat of a run id keeps it as a run record. A stat that does not
+/* What one stat says, where still asked: an integer stat of a marker id marks
+ * its event, a stat of a run id keeps it as a run record. A stat that does not
  * read cleanly says neither (the numpy path cannot see into it either). */
-static void read_marks(Scan *s, Py_ssize_t pos, Py_ssize_t end, int want_mark, int want_run,
-                       int *marked, int *run) {
-    Reader *rd = &s->rd;
-    Field f;
+static void read_mark(Scan *s, const Field *stat, int want_mark, int want_run, int *marked,
+                      int *kept) {
     uint64_t id;
     int integer;
-    while (pos < end && (want_mark > *marked || want_run > *run)) {
-        if (read_field(rd, &pos, end, &f)) return;
-        if (f.number != 4 || f.wire != LEN || !stat_id(rd, f.start, f.end, &id, &integer)) continue;
-        if (want_mark && integer && find(&s->markers, id) >= 0) *marked = 1;
-        if (want_run && find(&s->run_stats, id) >= 0) *run = 1;
-    }
+    if (!stat_id(&s->rd, stat->start, stat->end, &id, &integer)) return;
+    if (want_mark && integer && find(&s->markers, id) >= 0) *marked = 1;
+    if (want_run && find(&s->run_stats, id) >= 0) *kept = 1;
 }
 
 static int scan_event(Scan *s, Py_ssize_t start, Py_ssize_t end, int64_t line, int64_t index) {
     Reader *rd = &s->rd;
     uint64_t metadata_id = 0, duration = 0;
-    int has_stats = 0;
+    int picked = find(&s->picked, 0) >= 0, named = find(&s->run_named, 0) >= 0;
+    int marked = 0, kept = 0, skipped = 0;
     Py_ssize_t pos = start;
     Field f;
+    /* Stats are read only for what they may still decide: a marker of an event
+     * its id does not pick, a run record its id does not name. Serializers write
+     * the id first; a stat skipped under an id that a later one replaces is read
+     * again below. */
     while (pos < end) {
         if (read_field(rd, &pos, end, &f)) return -1;
-        if (f.number == 1 && f.wire == VARINT) metadata_id = f.value;
-        else if (f.number == 3 && f.wire == VARINT) duration = f.value;
-        else if (f.number == 4 && f.wire == LEN) has_stats = 1;
+        if (f.number == 1 && f.wire == VARINT) {
+            metadata_id = f.value;
+            picked = find(&s->picked, metadata_id) >= 0;
+            named = find(&s->run_named, metadata_id) >= 0;
+        } else if (f.number == 3 && f.wire == VARINT) {
+            duration = f.value;
+        } else if (f.number == 4 && f.wire == LEN) {
+            int want_mark = s->markers.n && !picked && !marked;
+            int want_run = s->run_stats.n && !named && !kept;
+            if (want_mark || want_run) read_mark(s, &f, want_mark, want_run, &marked, &kept);
+            skipped |= (s->markers.n && !marked && picked) || (s->run_stats.n && !kept && named);
+        }
     }
-    int picked = find(&s->picked, metadata_id) >= 0;
-    int run = find(&s->run_named, metadata_id) >= 0;
-    /* The stats are read only for what they may still decide: a marker of an
-     * event its id does not pick, a run record its name does not keep. */
-    int want_mark = s->markers.n && !picked, want_run = s->run_stats.n && !run;
-    if (has_stats && (want_mark || want_run)) {
-        int marked = 0, kept = 0;
-        read_marks(s, start, end, want_mark, want_run, &marked, &kept);
-        picked = picked || marked;
-        run = run || kept;
+    if (skipped && ((s->markers.n && !picked && !marked) || (s->run_stats.n && !named && !kept))) {
+        for (pos = start; pos < end;) {
+            if (read_field(rd, &pos, end, &f)) return -1;
+            if (f.number == 4 && f.wire == LEN)
+                read_mark(s, &f, s->markers.n && !picked, s->run_stats.n && !named, &marked, &kept);
+        }
     }
-    if (run) {
+    if (named || kept) {
         int64_t record[4] = {start, end, (int64_t)metadata_id, line};
         if (append(rd, s->runs, record, 4)) return -1;
     }
-    if (picked) {
+    if (picked || marked) {
         int64_t record[5] = {start, end, (int64_t)metadata_id, line, index};
         return append(rd, s->out, record, 5);
     }
