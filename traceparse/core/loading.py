@@ -18,6 +18,7 @@ from traceparse.files.discover import (
     MAX_PROTOBUF_BYTES,
     CaptureFile,
     find_captures,
+    read_buffer,
     read_bytes,
     sidecar,
 )
@@ -30,11 +31,13 @@ Reader = Callable[[Sequence[CaptureFile]], list[MemoryTrace]]
 def read_trace(capture: CaptureFile) -> MemoryTrace:
     """Decode one capture file, whatever its format."""
     # Protobuf files stop at protobuf's limit; JSON at the decompression limit.
-    binary = capture.format in ("xplane", "memory_profile")
-    data = read_bytes(capture, MAX_PROTOBUF_BYTES if binary else MAX_DECOMPRESSED_BYTES)
     if capture.format == "xplane":
-        trace = decode_xspace(data, path=capture.path, host=capture.host)
+        # A large file's pages are given back as the decoder passes them.
+        buffer = read_buffer(capture, MAX_PROTOBUF_BYTES)
+        trace = decode_xspace(buffer, path=capture.path, host=capture.host)
     else:
+        binary = capture.format == "memory_profile"
+        data = read_bytes(capture, MAX_PROTOBUF_BYTES if binary else MAX_DECOMPRESSED_BYTES)
         trace = decode_memory_profile(
             data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
         )

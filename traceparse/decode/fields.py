@@ -166,7 +166,7 @@ class DecodedEvents:
 
     def _text_codes(
         self,
-        raw: bytes,
+        raw: wire.Buffer,
         kinds: np.ndarray,
         values: np.ndarray,
         starts: np.ndarray,
@@ -231,7 +231,7 @@ def _frozen(table: np.ndarray) -> np.ndarray:
 
 def _read(
     selected: Selected, layout: StatLayout
-) -> tuple[bytes, np.ndarray, np.ndarray, StatTables]:
+) -> tuple[wire.Buffer, np.ndarray, np.ndarray, StatTables]:
     """The bytes the payload positions index, each event's offset_ps and
     duration_ps (int64), and the stats ``layout`` names, in their tables."""
     rows = len(layout.names)

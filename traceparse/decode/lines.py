@@ -88,7 +88,7 @@ class LineReader:
     the durations of the ``timed`` ones; ``timestamp_ns`` is known once they
     have all been read."""
 
-    data: bytes
+    data: wire.Buffer
     buf: np.ndarray
     lo: int
     hi: int
@@ -171,7 +171,7 @@ class LineReader:
         return events
 
 
-def _event_head(data: bytes, start: int, end: int) -> tuple[int, int]:
+def _event_head(data: wire.Buffer, start: int, end: int) -> tuple[int, int]:
     """(metadata_id, duration_ps bits) of one event, by protobuf's rules: the
     last occurrence wins, absent is 0."""
     metadata_id = duration = 0

@@ -67,7 +67,7 @@ class Scanned:
 
 
 def scan_lines(
-    data: bytes,
+    data: wire.Buffer,
     lines: list[tuple[int, int]],
     picked: np.ndarray,
     timed: np.ndarray,
@@ -97,7 +97,7 @@ def scan_lines(
 
 
 def read_events(
-    data: bytes,
+    data: wire.Buffer,
     starts: np.ndarray,
     ends: np.ndarray,
     ids: np.ndarray,
@@ -122,7 +122,7 @@ def read_events(
 
 
 def read_stats(
-    data: bytes, starts: np.ndarray, ends: np.ndarray
+    data: wire.Buffer, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Every stat of the events ``data[starts[i]:ends[i]]`` (meant for a few):
     (offset_ps, duration_ps as uint64, int64 columns of the stats in wire order:

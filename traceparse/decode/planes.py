@@ -36,7 +36,7 @@ class Plane:
     # (the metadata plane: see METADATA_PLANE).
     deferred: tuple[int, int] | None = None
 
-    def line_timestamps(self, data: bytes) -> Iterator[int]:
+    def line_timestamps(self, data: wire.Buffer) -> Iterator[int]:
         """Each line's timestamp_ns, read off its first fields without reading its
         events (serializers write the timestamp before the events)."""
         for start, end in self.lines:
@@ -47,7 +47,7 @@ class Plane:
                     break
 
 
-def split_planes(data: bytes) -> list[Plane]:
+def split_planes(data: wire.Buffer) -> list[Plane]:
     """Find the planes and their lines without reading the lines.
 
     Serializers write a plane's id and name, then its lines, then the metadata
@@ -94,7 +94,7 @@ def _merge(message: xplane_skim_pb2.SkimPlane, data: memoryview) -> None:
 class Selected:
     """Events picked from one plane, with the facts known before decoding them."""
 
-    data: bytes
+    data: wire.Buffer
     starts: np.ndarray  # where each event's XEvent bytes lie in ``data``
     ends: np.ndarray
     metadata_ids: np.ndarray
@@ -150,7 +150,7 @@ class RunEvents:
 
 
 def select(
-    data: bytes,
+    data: wire.Buffer,
     lines: list[tuple[int, int]],
     memory: np.ndarray,
     ops: np.ndarray,
@@ -194,7 +194,7 @@ def select(
 
 
 def _select_native(
-    data: bytes,
+    data: wire.Buffer,
     lines: list[tuple[int, int]],
     memory: np.ndarray,
     ops: np.ndarray,
@@ -223,7 +223,7 @@ def _select_native(
 class _Picker:
     """Collects the chosen events of each line."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: wire.Buffer) -> None:
         self.data = data
         self.starts: list[np.ndarray] = []
         self.ends: list[np.ndarray] = []

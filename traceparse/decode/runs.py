@@ -35,7 +35,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceparse._proto import xplane_pb2
-from traceparse.decode import native
+from traceparse.decode import native, wire
 from traceparse.decode.planes import RunEvents
 
 _EXECUTE = re.compile(
@@ -98,7 +98,7 @@ HostPlane = tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]
 
 
 def read_runs(
-    data: bytes, planes: Sequence[HostPlane], relative_ns: Callable[[int], int]
+    data: wire.Buffer, planes: Sequence[HostPlane], relative_ns: Callable[[int], int]
 ) -> RunRecords:
     """Run records of the host ``planes``, each line parsed by upb: what the
     decoder does where the compiled pass did not find them (``from_events``)."""
@@ -137,7 +137,7 @@ def run_ids(names: dict[int, str], stat_names: dict[int, str]) -> tuple[list[int
     return named, [k for k, key in wanted.items() if key in _KEEP_STATS]
 
 
-def from_events(data: bytes, planes: Sequence[tuple[HostPlane, RunEvents]]) -> RunRecords:
+def from_events(data: wire.Buffer, planes: Sequence[tuple[HostPlane, RunEvents]]) -> RunRecords:
     """Run records from the events the compiled pass found on the host planes
     (``planes.RunEvents``, with their plane): the same records ``read_runs``
     makes, without parsing every line again."""

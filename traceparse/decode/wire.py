@@ -14,10 +14,15 @@ message's end and a malformed message raises ``WireError``.
 from __future__ import annotations
 
 import itertools
+import mmap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+# A capture's bytes: a bytes object, or the mapping a large file is read into
+# (files.discover.read_buffer); both index, slice (to bytes) and export a buffer.
+Buffer = bytes | mmap.mmap
 
 # Bytes after the last message, so a read that runs past a message's end (a
 # varint is at most 10 bytes) is caught by the bounds check instead of indexing
@@ -51,7 +56,7 @@ class Chunks:
     """Many messages in one buffer: message i is ``buf[starts[i]:ends[i]]``, and
     ``raw`` is the same bytes."""
 
-    raw: bytes
+    raw: Buffer
     buf: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
@@ -276,7 +281,7 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
 
 
 def iter_fields(
-    data: bytes | memoryview, start: int, end: int
+    data: Buffer | memoryview, start: int, end: int
 ) -> Iterator[tuple[int, int, int, int, int]]:
     """The top-level fields of one message, one at a time, in plain Python:
     (field number, wire type, field start, field end, value), where value is
@@ -291,7 +296,7 @@ def iter_fields(
         pos = field_end
 
 
-def read_field(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
+def read_field(data: Buffer | memoryview, pos: int, end: int) -> tuple[int, int, int, int]:
     """The field at ``pos``: (number, wire type, field end, value), value as in
     ``iter_fields``."""
     tag, pos = _read_varint(data, pos, end)
@@ -327,7 +332,7 @@ def as_int64(value: int) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
-def _read_varint(data: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+def _read_varint(data: Buffer | memoryview, pos: int, end: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= end or shift > 63:

@@ -9,6 +9,7 @@ of the tables.
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -72,7 +73,7 @@ def events_per_batch(file_bytes: int) -> int:
     return max(_EVENTS_PER_BATCH, min(_MAX_EVENTS_PER_BATCH, wanted))
 
 
-def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
+def decode_xspace(data: wire.Buffer, *, path: str, host: str) -> MemoryTrace:
     """Decode one host's XSpace bytes. Raises ``CorruptCaptureError`` for bad bytes."""
     if len(data) > MAX_XSPACE_BYTES:
         raise CaptureTooLargeError(
@@ -100,13 +101,14 @@ def decode_xspace(data: bytes, *, path: str, host: str) -> MemoryTrace:
 
 
 class _Decoder:
-    def __init__(self, data: bytes, planes: list[Plane], path: str, host: str) -> None:
+    def __init__(self, data: wire.Buffer, planes: list[Plane], path: str, host: str) -> None:
         self.data = data
         self.planes = planes
         self.path = path
         self.host = host
         self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
         self.has_programs = any(p.deferred is not None for p in planes)
+        self.given_back = 0  # bytes of a mapped buffer handed back (see _give_back)
         self.diagnostics: list[str] = []
         if self.start_ns is None:
             # No 'Task Environment' plane (older TensorFlow): lines stamped with
@@ -152,12 +154,22 @@ class _Decoder:
         )
         memory_events = MemoryEvents(self.problems, memory_count)
         runs_read = self._run_records(picked) if xla is not None else RunRecords()
+        # From here on only the picked events are read, in file order: what lies
+        # before the next one to decode is given back as the batches go.
+        end = len(self.data)
+        firsts = [int(p.detailed.starts.min()) if len(p.detailed) else end for p in picked]
+        later_planes = [*np.minimum.accumulate(firsts[::-1])[::-1][1:].tolist(), end]
+        batch_size = events_per_batch(len(self.data))
         while picked:
             found = picked.pop(0)  # each plane's selection is let go once decoded
             plane = found.plane
+            # What the plane's batches still read: from each row's start on.
+            still = np.minimum.accumulate(found.detailed.starts[::-1])[::-1]
+            after_plane = later_planes.pop(0)
             # In batches: the column-wise decode makes temporaries per field.
             layout = StatLayout(found.stat_names)
-            for batch in found.detailed.batches(events_per_batch(len(self.data))):
+            for number, batch in enumerate(found.detailed.batches(batch_size)):
+                next_row = (number + 1) * batch_size
                 decoded = DecodedEvents(batch, layout)
                 mids = batch.metadata_ids
                 is_memory = index_in(mids, found.memory) >= 0
@@ -170,6 +182,8 @@ class _Decoder:
                     step_markers.add(decoded, found.names, mids)
                 if found.functions.size:
                     runs.append(_function_runs(decoded, mids, found.functions, found.op_ids))
+                rest = int(still[next_row]) if next_row < len(still) else after_plane
+                self._give_back(min(rest, after_plane))
             del found
         function_runs = _runs_table(runs)
         if runs:  # picked for their times, so select() did not time them: add them back
@@ -272,6 +286,17 @@ class _Decoder:
         if len(found) == len(hosts):
             return runs_from_events(self.data, found)
         return read_runs(self.data, planes, self._relative_ns)
+
+    def _give_back(self, before: int) -> None:
+        """Give the pages of the buffer that lie wholly before ``before`` back to the
+        system: nothing reads them again. Only a mapped buffer can be (a large
+        file, ``files.discover.read_buffer``); its pages then read as zeros."""
+        if not isinstance(self.data, mmap.mmap):
+            return
+        before -= before % mmap.PAGESIZE
+        if before > self.given_back:
+            self.data.madvise(mmap.MADV_DONTNEED, self.given_back, before - self.given_back)
+            self.given_back = before
 
     def _relative_ns(self, timestamp_ns: int) -> int:
         # Host lines count from the capture start; device lines may carry

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import mmap
 import os
 import re
 import stat
@@ -210,6 +211,13 @@ def sidecar(capture: CaptureFile, suffix: str) -> CaptureFile | None:
     return CaptureFile(capture.run_dir, capture.host, path, suffix.strip(".")) if found else None
 
 
+# Local captures this large are read into an anonymous private mapping rather
+# than a bytes object: the decoder hands its pages back to the system as it
+# passes them (decode/xspace.py), so the file does not stay in memory beside the
+# tables it becomes. Smaller files are not worth a mapping.
+RELEASABLE_BYTES = 64 * 2**20
+
+
 def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """The file's bytes, gunzipped when its name ends in .gz, within ``limit``.
 
@@ -217,14 +225,28 @@ def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> byt
     gzip is expanded a chunk at a time, so an input past ``limit`` raises
     ``CaptureTooLargeError`` without first filling memory.
     """
+    data = read_buffer(capture, limit, releasable=False)
+    assert isinstance(data, bytes)
+    return data
+
+
+def read_buffer(
+    capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES, *, releasable: bool = True
+) -> bytes | mmap.mmap:
+    """``read_bytes``; with ``releasable``, a local file of ``RELEASABLE_BYTES``
+    or more (not gzip) comes in a private anonymous mapping that the reader may
+    give back page by page (``mmap.madvise(MADV_DONTNEED)``) once it has read
+    them: what was given back then reads as zeros, so only a reader that owns
+    the buffer may do it."""
     path = capture.path
+    data: bytes | mmap.mmap
     try:
         if is_url(path):
             fs, inner = _filesystem(path)
             _check_size(path, fs.size(inner), limit)
-            data: bytes = fs.cat_file(inner)
+            data = fs.cat_file(inner)
         else:
-            data = _read_local(path, limit)
+            data = _read_local(path, limit, releasable and not path.endswith(".gz"))
     except FileNotFoundError as exc:
         raise CaptureNotFoundError(f"{path}: the file disappeared while reading it", path) from exc
     except OSError as exc:
@@ -232,6 +254,7 @@ def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> byt
     _check_size(path, len(data), limit)
     if not path.endswith(".gz"):
         return data
+    assert isinstance(data, bytes)  # gzip files are never mapped
     chunks: list[bytes] = []
     total = 0
     try:
@@ -252,7 +275,7 @@ def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> byt
     return b"".join(chunks)
 
 
-def _read_local(path: str, limit: int) -> bytes:
+def _read_local(path: str, limit: int, releasable: bool) -> bytes | mmap.mmap:
     # A FIFO or a device (a link to /dev/zero, say) would block or never end: look
     # before opening, and open without blocking, so that a FIFO put there after the
     # look is refused too (by the descriptor's own type).
@@ -265,10 +288,27 @@ def _read_local(path: str, limit: int) -> bytes:
             if kind is None:
                 _check_size(path, info.st_size, limit)
                 note_input(info)  # so that no output of this process replaces it
+                if releasable and info.st_size >= RELEASABLE_BYTES:
+                    return _read_mapped(handle, info.st_size)
                 # At most one byte past the size it had: a file that is still growing
                 # cannot take the read past the limit (the caller's check catches it).
                 return handle.read(info.st_size + 1)
     raise InputError(f"{path}: not a regular file ({kind}); point at the file itself", path)
+
+
+def _read_mapped(handle: io.BufferedReader, size: int) -> bytes | mmap.mmap:
+    """The file's ``size`` bytes in a private anonymous mapping (``read_buffer``);
+    plain bytes if the file changed size meanwhile, as ``handle.read`` gives."""
+    buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    with memoryview(buffer) as view:
+        got = 0
+        while got < size and (n := handle.readinto(view[got:])):
+            got += n
+    extra = handle.read(1)
+    if got == size and not extra:
+        return buffer
+    with buffer:  # shrank or grew while read: what a plain read would have given
+        return buffer[:got] + extra
 
 
 def not_regular(mode: int) -> str | None:
