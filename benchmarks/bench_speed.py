@@ -58,8 +58,8 @@ import json, resource, sys, time
 path, what, warm_up, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 import traceparse, traceparse.core.loading
 from traceparse._proto import xplane_pb2
-def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def rss_mb():  # MB of 10**6 bytes, as the files' sizes (ru_maxrss is in KiB)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 def ours(p):
     prof = traceparse.load(p)
     prof.allocations, prof.timeline
@@ -173,7 +173,8 @@ def summary_command(path: Path) -> dict[str, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"traceparse summary {path} failed")
     cpu = usage.ru_utime + usage.ru_stime
-    return {"wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024}
+    # MB of 10**6 bytes, as the file's size (ru_maxrss is in KiB).
+    return {"wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss * 1024 / 1e6}
 
 
 def profile_top(path: Path, entries: int) -> str:
@@ -275,7 +276,8 @@ def report(
             f"({big['file_mb']:.0f} MB)",
             "",
             f"wall {summary['wall']:.1f} s, CPU {summary['cpu']:.1f} s, peak RSS "
-            f"{summary['rss_mb']:.0f} MB ({summary['rss_mb'] / big['file_mb']:.2f}x the file).",
+            f"{summary['rss_mb']:.0f} MB ({summary['rss_mb'] / big['file_mb']:.2f}x the file; "
+            "MB are 10^6 bytes throughout).",
             "",
         ]
     for name, text in profiles.items():

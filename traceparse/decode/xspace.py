@@ -159,31 +159,9 @@ class _Decoder:
         end = len(self.data)
         firsts = [int(p.detailed.starts.min()) if len(p.detailed) else end for p in picked]
         later_planes = [*np.minimum.accumulate(firsts[::-1])[::-1][1:].tolist(), end]
-        batch_size = events_per_batch(len(self.data))
         while picked:
             found = picked.pop(0)  # each plane's selection is let go once decoded
-            plane = found.plane
-            # What the plane's batches still read: from each row's start on.
-            still = np.minimum.accumulate(found.detailed.starts[::-1])[::-1]
-            after_plane = later_planes.pop(0)
-            # In batches: the column-wise decode makes temporaries per field.
-            layout = StatLayout(found.stat_names)
-            for number, batch in enumerate(found.detailed.batches(batch_size)):
-                next_row = (number + 1) * batch_size
-                decoded = DecodedEvents(batch, layout)
-                mids = batch.metadata_ids
-                is_memory = index_in(mids, found.memory) >= 0
-                if is_memory.any():
-                    is_allocation = index_in(mids, found.alloc_ids) >= 0
-                    memory_events.add(
-                        decoded, is_memory, is_allocation, text(plane.name), found.index
-                    )
-                if found.markers.size:
-                    step_markers.add(decoded, found.names, mids)
-                if found.functions.size:
-                    runs.append(_function_runs(decoded, mids, found.functions, found.op_ids))
-                rest = int(still[next_row]) if next_row < len(still) else after_plane
-                self._give_back(min(rest, after_plane))
+            self._decode(found, later_planes.pop(0), memory_events, step_markers, runs)
             del found
         function_runs = _runs_table(runs)
         if runs:  # picked for their times, so select() did not time them: add them back
@@ -272,6 +250,38 @@ class _Decoder:
             host=is_host,
             run_events=run_events,
         )
+
+    def _decode(
+        self,
+        found: _PlaneEvents,
+        later_planes: int,
+        memory_events: MemoryEvents,
+        step_markers: StepMarkers,
+        runs: list[tuple[list[str], np.ndarray, np.ndarray]],
+    ) -> None:
+        """Decode a plane's picked events in batches (the column-wise decode makes
+        temporaries per field) into the memory events, the step markers and the
+        function ``runs``; ``later_planes`` is where the next planes' picked
+        events start."""
+        batch_size = events_per_batch(len(self.data))
+        # Where the plane's batches still read: from each row's start on.
+        still = np.minimum.accumulate(found.detailed.starts[::-1])[::-1]
+        layout = StatLayout(found.stat_names)
+        plane_name = text(found.plane.name)
+        for number, batch in enumerate(found.detailed.batches(batch_size)):
+            decoded = DecodedEvents(batch, layout)
+            mids = batch.metadata_ids
+            is_memory = index_in(mids, found.memory) >= 0
+            if is_memory.any():
+                is_allocation = index_in(mids, found.alloc_ids) >= 0
+                memory_events.add(decoded, is_memory, is_allocation, plane_name, found.index)
+            if found.markers.size:
+                step_markers.add(decoded, found.names, mids)
+            if found.functions.size:
+                runs.append(_function_runs(decoded, mids, found.functions, found.op_ids))
+            next_row = (number + 1) * batch_size
+            rest = int(still[next_row]) if next_row < len(still) else later_planes
+            self._give_back(min(rest, later_planes))
 
     def _run_records(self, picked: list[_PlaneEvents]) -> RunRecords:
         """What ran when on the host lines, for linking allocations to programs:
