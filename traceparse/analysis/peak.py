@@ -124,13 +124,17 @@ def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame
     )
 
 
-def live_at_peak_table(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
+def live_at_peak_table(
+    allocations: pd.DataFrame, peak: pd.DataFrame, ends: np.ndarray | None = None
+) -> pd.DataFrame:
     """Every allocation live at its allocator's peak, largest first, plus ``in_peak_step``.
 
-    The index is the allocation's row in ``Profile.allocations``.
+    The index is the allocation's row in ``Profile.allocations``; ``ends`` is
+    ``end_events(allocations)`` where the caller has it already.
     """
     at_peak = peak_event_of(allocations, peak)
-    live = live_mask(allocations, end_events(allocations), at_peak["event"].to_numpy())
+    ends = end_events(allocations) if ends is None else ends
+    live = live_mask(allocations, ends, at_peak["event"].to_numpy())
     rows = allocations[live].copy()
     peak_step = at_peak["step"][live]
     same = rows["step"].astype("Int64") == peak_step.astype("Int64")

@@ -100,10 +100,12 @@ def steps_table(
     allocations: pd.DataFrame,
     markers: pd.DataFrame,
     numbered_hosts: Collection[str] = (),
+    ends: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The steps of every allocator; empty when the capture has no memory events.
 
-    ``numbered_hosts`` are hosts whose step ids are xprof's step numbers.
+    ``numbered_hosts`` are hosts whose step ids are xprof's step numbers; ``ends``
+    is ``end_events(allocations)`` where the caller has it already.
     """
     if timeline.empty:
         return _empty()
@@ -114,7 +116,8 @@ def steps_table(
         return _empty()
     table = table.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
     table = table.reset_index(drop=True)
-    table = _add_counts(table, timeline, allocations)
+    ends = end_events(allocations) if ends is None else ends
+    table = _add_counts(table, timeline, allocations, ends)
     table = _add_in_use(table, timeline)
     table["duration_ps"] = table["end_ps"] - table["start_ps"]
     table["growth_bytes"] = table["in_use_end_bytes"] - table["in_use_start_bytes"]
@@ -122,13 +125,13 @@ def steps_table(
 
 
 def _add_counts(
-    table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame
+    table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame, ends: np.ndarray
 ) -> pd.DataFrame:
     keys = ["host", "allocator", "step"]
     stepped = allocations["step"].notna().to_numpy()
     picked = ["host", "allocator", "step", "allocated_bytes", "requested_bytes"]
     allocs = allocations.loc[stepped, picked]  # not a copy of every column
-    ends = end_events(allocations)[stepped]
+    ends = ends[stepped]
     held = held_bytes(allocs)
     # Grouped on the categorical host and allocator (codes, observed only), then
     # made text for the merge: the tables can have millions of rows.
