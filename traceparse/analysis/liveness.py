@@ -44,6 +44,15 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     return grouped.ngroup().to_numpy(dtype=np.int64)
 
 
+def first_rows(group: np.ndarray) -> np.ndarray:
+    """The first row of each group, for groups numbered in order of first appearance
+    (as ``group_codes`` numbers them)."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(group)
+    return np.flatnonzero(np.append(True, seen[1:] > seen[:-1]))
+
+
 def end_events(allocations: pd.DataFrame) -> np.ndarray:
     """The timeline row where each allocation stops holding memory, or ``STILL_LIVE``.
 

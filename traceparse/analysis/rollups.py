@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
 from traceparse.analysis.layer_names import model_scopes, written_scopes
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.liveness import STILL_LIVE, end_events, first_rows, held_bytes
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS
@@ -230,8 +230,7 @@ def _keys(
     packed = (host + 1) * (len(allocators) + 1) + allocator + 1
     packed = packed * (len(names) + 1) + key + 1
     group = pd.factorize(packed)[0]
-    seen = np.maximum.accumulate(group)
-    first = np.flatnonzero(np.append(True, seen[1:] > seen[:-1]))
+    first = first_rows(group)
     values = np.asarray([*names, None], dtype=object)  # code -1 picks None
     keys = pd.DataFrame(
         {
