@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import end_events, group_codes, live_mask
+from traceparse.analysis.liveness import end_events, first_rows, group_codes, live_mask
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import ALLOCATIONS, declare
 
@@ -110,18 +110,26 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
 
 def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
     """Per allocation, its allocator's peak ``event`` and ``step`` (-1 / NA without one)."""
-    left = allocations[["host", "allocator"]].astype(object)
-    right = peak[["host", "allocator", "event", "step"]].astype(
-        {"host": object, "allocator": object}
-    )
-    merged = left.merge(right, on=["host", "allocator"], how="left")
-    return pd.DataFrame(
-        {
-            "event": merged["event"].fillna(-1).to_numpy(dtype=np.int64),
-            "step": merged["step"].astype("Int64").to_numpy(),
-        },
-        index=allocations.index,
-    )
+    # Looked up once per (host, allocator), NA matching NA, then spread over the rows
+    # by their group: no name per allocation (there can be millions).
+    found = {
+        (_key(host), _key(allocator)): (event, step)
+        for host, allocator, event, step in zip(
+            peak["host"], peak["allocator"], peak["event"], peak["step"], strict=True
+        )
+    }
+    group = group_codes(allocations, ["host", "allocator"])
+    owners = allocations[["host", "allocator"]].iloc[first_rows(group)]
+    keys = zip(owners["host"], owners["allocator"], strict=True)
+    hits = [found.get((_key(host), _key(allocator))) for host, allocator in keys]
+    event = np.asarray([-1 if hit is None else int(hit[0]) for hit in hits], dtype=np.int64)
+    step = pd.array([pd.NA if hit is None else hit[1] for hit in hits], dtype="Int64")
+    return pd.DataFrame({"event": event[group], "step": step.take(group)}, index=allocations.index)
+
+
+def _key(name: object) -> str | None:
+    """A host or allocator name as a key, NA as None (NA matches NA)."""
+    return None if pd.isna(name) else str(name)
 
 
 def live_at_peak_table(

@@ -154,6 +154,7 @@ def _work_frame(allocations: pd.DataFrame, ends: np.ndarray | None) -> pd.DataFr
             "lifetime_ps": allocations["lifetime_ps"].astype("Float64"),
         },
         index=allocations.index,
+        copy=False,  # columns added later never write into these
     )
     return work
 
