@@ -52,6 +52,7 @@ STEP_COLUMNS = STEPS.dtypes
 # single executions (one eager op, one tf.function call), not training steps:
 # those "steps" are executions numbered 1, 2, ... in time order (tables.build).
 MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "execution"
+_NO_STEP = np.iinfo(np.int64).min  # an event's step where it has none
 
 
 def step_windows(
@@ -127,51 +128,59 @@ def steps_table(
 def _add_counts(
     table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame, ends: np.ndarray
 ) -> pd.DataFrame:
-    keys = ["host", "allocator", "step"]
-    stepped = allocations["step"].notna().to_numpy()
-    picked = ["host", "allocator", "step", "allocated_bytes", "requested_bytes"]
-    allocs = allocations.loc[stepped, picked]  # not a copy of every column
-    ends = ends[stepped]
-    held = held_bytes(allocs)
-    # Grouped on the categorical host and allocator (codes, observed only), then
-    # made text for the merge: the tables can have millions of rows.
-    made = pd.DataFrame(
-        {
-            "host": allocs["host"].array,
-            "allocator": allocs["allocator"].array,
-            "step": allocs["step"].to_numpy(dtype=np.int64),
-            "allocated_bytes": held,
-            "requested_bytes": allocs["requested_bytes"].fillna(0).to_numpy(dtype=np.int64),
-            "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
-        }
-    )
-    made_sums = made.groupby(keys, as_index=False, observed=True).agg(
-        allocations=("allocated_bytes", "size"),
-        allocated_bytes=("allocated_bytes", "sum"),
-        requested_bytes=("requested_bytes", "sum"),
-        retained_bytes=("retained_bytes", "sum"),
-    )
-    is_free = (timeline["kind"] == "deallocation").to_numpy() & timeline["step"].notna().to_numpy()
-    frees = timeline.loc[is_free, ["host", "allocator", "step", "allocation_bytes"]]
-    freed = pd.DataFrame(
-        {
-            "host": frees["host"].array,
-            "allocator": frees["allocator"].array,
-            "step": frees["step"].to_numpy(dtype=np.int64),
-            "freed_bytes": frees["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64),
-        }
-    )
-    freed_sums = freed.groupby(keys, as_index=False, observed=True).agg(
-        frees=("freed_bytes", "size"), freed_bytes=("freed_bytes", "sum")
-    )
-    for sums in (made_sums, freed_sums):
-        sums["host"] = sums["host"].astype(object)
-        sums["allocator"] = sums["allocator"].astype(object)
-    table = table.merge(made_sums, on=keys, how="left").merge(freed_sums, on=keys, how="left")
-    counts = ["allocations", "allocated_bytes", "requested_bytes", "retained_bytes"]
-    for column in [*counts, "frees", "freed_bytes"]:
-        table[column] = table[column].fillna(0).astype("int64")
+    # Each allocation and free is summed into its step's row of the table directly
+    # (integer positions, np.add.at): the tables can have millions of rows, the
+    # steps are few.
+    at = _table_rows(table, allocations)
+    # Rows naming no host or allocator count in no step's sums (they never have).
+    at[_unnamed(allocations)] = -1
+    held = held_bytes(allocations)
+    requested = allocations["requested_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    sums = {
+        "allocations": np.ones(len(allocations), dtype=np.int64),
+        "allocated_bytes": held,
+        "requested_bytes": requested,
+        "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
+    }
+    for column, values in sums.items():
+        table[column] = _summed(at, values, len(table))
+    is_free = (timeline["kind"] == "deallocation").to_numpy()
+    at = np.where(is_free & ~_unnamed(timeline), _table_rows(table, timeline), -1)
+    freed = timeline["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    table["frees"] = _summed(at, np.ones(len(timeline), dtype=np.int64), len(table))
+    table["freed_bytes"] = _summed(at, freed, len(table))
     return table
+
+
+def _table_rows(table: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
+    """The row of ``table`` with each row's (host, allocator, step); -1 where none has it."""
+    found = np.full(len(frame), -1, dtype=np.int64)
+    steps = frame["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    table_steps = table["step"].to_numpy(dtype=np.int64)
+    table_owner = _owner_rows(table)
+    for owner, rows in _owner_rows(frame).items():
+        if owner not in table_owner:
+            continue
+        mine = table_owner[owner]
+        order = np.argsort(table_steps[mine], kind="stable")
+        known, mine = table_steps[mine][order], mine[order]
+        wanted = steps[rows]
+        slot = np.minimum(np.searchsorted(known, wanted), known.size - 1)
+        hit = known[slot] == wanted
+        found[rows[hit]] = mine[slot[hit]]
+    return found
+
+
+def _unnamed(frame: pd.DataFrame) -> np.ndarray:
+    return (frame["host"].isna() | frame["allocator"].isna()).to_numpy(dtype=bool)
+
+
+def _summed(at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Sums of ``values`` per row ``at`` (-1: counted nowhere), exact in int64."""
+    out = np.zeros(size, dtype=np.int64)
+    counted = at >= 0
+    np.add.at(out, at[counted], values[counted])
+    return out
 
 
 def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +188,7 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     values = in_use(timeline)
     times = timeline["time_ps"].to_numpy(dtype=np.int64)
     delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    steps = timeline["step"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
+    steps = timeline["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
     start_bytes = np.zeros(len(table), dtype=np.int64)
     end_bytes = np.zeros(len(table), dtype=np.int64)
     peak_bytes = np.zeros(len(table), dtype=np.int64)
@@ -203,7 +212,7 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
         # its highest value, as for the allocator's peak (arrays, not a frame: an
         # allocator can have millions of events).
         own_step = steps[events]
-        own = np.flatnonzero(own_step != np.iinfo(np.int64).min)
+        own = np.flatnonzero(own_step != _NO_STEP)
         if not own.size:
             continue
         own_step, own_value, own_time = own_step[own], v[own], t[own]

@@ -27,7 +27,7 @@ from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_l
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
-from traceparse.analysis.liveness import end_events
+from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -145,11 +145,13 @@ class Profile:
                 "earlier to see those allocations."
             )
         allocations = self.allocations
-        # An allocation without an address pairs with nothing: it is not a reuse.
+        # An allocation without an address pairs with nothing: it is not a reuse. One
+        # with no free ends at a later allocation at its address (rows are in time
+        # order), which is what _ends found.
         reused = (
-            allocations["free_ps"].isna()
-            & allocations["address"].notna()
-            & allocations.duplicated(["host", "allocator", "address"], keep="last")
+            allocations["free_ps"].isna().to_numpy(dtype=bool)
+            & allocations["address"].notna().to_numpy(dtype=bool)
+            & (self._ends != STILL_LIVE)
         )
         notes.extend(self._xla.notes)
         if reused.any():
