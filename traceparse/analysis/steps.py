@@ -16,7 +16,13 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.liveness import (
+    STILL_LIVE,
+    end_events,
+    first_rows,
+    group_codes,
+    held_bytes,
+)
 from traceparse.analysis.peak import in_use
 from traceparse.tables.contracts import declare
 
@@ -111,27 +117,33 @@ def steps_table(
     if timeline.empty:
         return _empty()
     windows = step_windows(timeline, markers, numbered_hosts)
-    allocators = timeline[["host", "allocator"]].astype(object).drop_duplicates()
+    owners = timeline[["host", "allocator"]]
+    allocators = owners.iloc[first_rows(group_codes(owners, ["host", "allocator"]))].astype(object)
     table = allocators.merge(windows, on="host", how="inner")
     if table.empty:
         return _empty()
     table = table.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
     table = table.reset_index(drop=True)
     ends = end_events(allocations) if ends is None else ends
-    table = _add_counts(table, timeline, allocations, ends)
-    table = _add_in_use(table, timeline)
+    event_owner = _owner_rows(timeline)
+    table = _add_counts(table, timeline, allocations, ends, event_owner)
+    table = _add_in_use(table, timeline, event_owner)
     table["duration_ps"] = table["end_ps"] - table["start_ps"]
     table["growth_bytes"] = table["in_use_end_bytes"] - table["in_use_start_bytes"]
     return table[list(STEP_COLUMNS)].astype(STEP_COLUMNS)
 
 
 def _add_counts(
-    table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame, ends: np.ndarray
+    table: pd.DataFrame,
+    timeline: pd.DataFrame,
+    allocations: pd.DataFrame,
+    ends: np.ndarray,
+    event_owner: dict[tuple[str, str], np.ndarray],
 ) -> pd.DataFrame:
     # Each allocation and free is summed into its step's row of the table directly
     # (integer positions, np.add.at): the tables can have millions of rows, the
     # steps are few.
-    at = _table_rows(table, allocations)
+    at = _table_rows(table, allocations, _owner_rows(allocations))
     # Rows naming no host or allocator count in no step's sums (they never have).
     at[_unnamed(allocations)] = -1
     held = held_bytes(allocations)
@@ -145,20 +157,23 @@ def _add_counts(
     for column, values in sums.items():
         table[column] = _summed(at, values, len(table))
     is_free = (timeline["kind"] == "deallocation").to_numpy()
-    at = np.where(is_free & ~_unnamed(timeline), _table_rows(table, timeline), -1)
+    at = np.where(is_free & ~_unnamed(timeline), _table_rows(table, timeline, event_owner), -1)
     freed = timeline["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64)
     table["frees"] = _summed(at, np.ones(len(timeline), dtype=np.int64), len(table))
     table["freed_bytes"] = _summed(at, freed, len(table))
     return table
 
 
-def _table_rows(table: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
-    """The row of ``table`` with each row's (host, allocator, step); -1 where none has it."""
+def _table_rows(
+    table: pd.DataFrame, frame: pd.DataFrame, frame_owner: dict[tuple[str, str], np.ndarray]
+) -> np.ndarray:
+    """The row of ``table`` with each row's (host, allocator, step); -1 where none has it.
+    ``frame_owner`` is ``_owner_rows(frame)``."""
     found = np.full(len(frame), -1, dtype=np.int64)
     steps = frame["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
     table_steps = table["step"].to_numpy(dtype=np.int64)
     table_owner = _owner_rows(table)
-    for owner, rows in _owner_rows(frame).items():
+    for owner, rows in frame_owner.items():
         if owner not in table_owner:
             continue
         mine = table_owner[owner]
@@ -183,8 +198,11 @@ def _summed(at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
-    """In use at each step's start and end, and its peak (within the step's own events)."""
+def _add_in_use(
+    table: pd.DataFrame, timeline: pd.DataFrame, event_owner: dict[tuple[str, str], np.ndarray]
+) -> pd.DataFrame:
+    """In use at each step's start and end, and its peak (within the step's own events);
+    ``event_owner`` is ``_owner_rows(timeline)``."""
     values = in_use(timeline)
     times = timeline["time_ps"].to_numpy(dtype=np.int64)
     delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
@@ -194,7 +212,6 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     peak_bytes = np.zeros(len(table), dtype=np.int64)
     peak_time = np.zeros(len(table), dtype=np.int64)
     table_owner = _owner_rows(table)
-    event_owner = _owner_rows(timeline)
     # One pass per allocator (a handful), each vectorised over its steps.
     for owner, rows in table_owner.items():
         events = event_owner[owner]
@@ -254,11 +271,17 @@ def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> 
 def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     """The rows of each (host, allocator), NA spelled as an empty name; grouped
     on the columns (categorical codes in the timeline), not a string per row."""
-    keys = frame[["host", "allocator"]]
-    groups = keys.groupby(["host", "allocator"], observed=True, dropna=False, sort=False).indices
-    return {
-        (_spelled(host), _spelled(allocator)): rows for (host, allocator), rows in groups.items()
-    }
+    if frame.empty:
+        return {}
+    group = group_codes(frame, ["host", "allocator"])
+    first = first_rows(group)
+    # A stable sort keeps each owner's rows in order; few owners: small integers,
+    # which numpy sorts by radix.
+    order = np.argsort(group.astype(np.min_scalar_type(first.size)), kind="stable")
+    rows = np.split(order, np.cumsum(np.bincount(group, minlength=first.size))[:-1])
+    owners = frame[["host", "allocator"]].iloc[first]
+    names = zip(owners["host"], owners["allocator"], strict=True)
+    return {(_spelled(h), _spelled(a)): r for (h, a), r in zip(names, rows, strict=True)}
 
 
 def _spelled(name: object) -> str:
