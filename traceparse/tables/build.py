@@ -87,7 +87,9 @@ def executions_in_time_order(
     meaningless to a person and out of time order. The raw id stays in ``step_id``.
     """
     known = ~np.asarray(ids.isna(), dtype=bool)
-    unique, inverse = np.unique(ids[known].to_numpy(dtype=np.int64), return_inverse=True)
+    # Hashed, not sorted: the ids are few, the events millions; the ranks below
+    # order the ids by value where first times tie, whatever order they come in.
+    inverse, unique = pd.factorize(ids[known].to_numpy(dtype=np.int64))
     first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, times[known])
     rank = np.empty(len(unique), dtype=np.int64)
