@@ -11,7 +11,7 @@ so a step's counts here are those rows.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import numpy as np
 import pandas as pd
@@ -126,11 +126,17 @@ def steps_table(
     table = table.reset_index(drop=True)
     ends = end_events(allocations) if ends is None else ends
     event_owner = _owner_rows(timeline)
-    table = _add_counts(table, timeline, allocations, ends, event_owner)
-    table = _add_in_use(table, timeline, event_owner)
+    event_steps = timeline["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    table = _add_counts(table, timeline, allocations, ends, event_owner, event_steps)
+    table = _add_in_use(table, timeline, event_owner, event_steps)
     table["duration_ps"] = table["end_ps"] - table["start_ps"]
     table["growth_bytes"] = table["in_use_end_bytes"] - table["in_use_start_bytes"]
     return table[list(STEP_COLUMNS)].astype(STEP_COLUMNS)
+
+
+# The timeline can have millions of rows, the steps are few: the functions below
+# work per allocator on arrays, and make as few arrays of a row each as they can
+# (each one is memory the kernel hands over page by page).
 
 
 def _add_counts(
@@ -139,42 +145,59 @@ def _add_counts(
     allocations: pd.DataFrame,
     ends: np.ndarray,
     event_owner: dict[tuple[str, str], np.ndarray],
+    event_steps: np.ndarray,
 ) -> pd.DataFrame:
-    # Each allocation and free is summed into its step's row of the table directly
-    # (integer positions, np.add.at): the tables can have millions of rows, the
-    # steps are few.
-    at = _table_rows(table, allocations, _owner_rows(allocations))
-    # Rows naming no host or allocator count in no step's sums (they never have).
-    at[_unnamed(allocations)] = -1
+    """Per step: its allocations and frees, counted and summed into its row."""
     held = held_bytes(allocations)
-    requested = allocations["requested_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    sums = {
-        "allocations": np.ones(len(allocations), dtype=np.int64),
-        "allocated_bytes": held,
-        "requested_bytes": requested,
-        "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
-    }
+    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=0)
+    retained = np.where(ends == STILL_LIVE, held, 0)
+    made = _named(allocations, _owner_rows(allocations))
+    steps = allocations["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    sums = {c: np.zeros(len(table), dtype=np.int64) for c in _COUNTS}
+    for rows, at in _step_rows(table, steps, made):
+        sums["allocations"] += np.bincount(at, minlength=len(table))
+        np.add.at(sums["allocated_bytes"], at, held[rows])
+        np.add.at(sums["requested_bytes"], at, requested[rows])
+        np.add.at(sums["retained_bytes"], at, retained[rows])
+    is_free = (timeline["kind"] == "deallocation").to_numpy(dtype=bool)
+    frees = {o: rows[is_free[rows]] for o, rows in _named(timeline, event_owner).items()}
+    freed = timeline["allocation_bytes"].array
+    for rows, at in _step_rows(table, event_steps, frees):
+        sums["frees"] += np.bincount(at, minlength=len(table))
+        np.add.at(sums["freed_bytes"], at, freed.take(rows).to_numpy(dtype=np.int64, na_value=0))
     for column, values in sums.items():
-        table[column] = _summed(at, values, len(table))
-    is_free = (timeline["kind"] == "deallocation").to_numpy()
-    at = np.where(is_free & ~_unnamed(timeline), _table_rows(table, timeline, event_owner), -1)
-    freed = timeline["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    table["frees"] = _summed(at, np.ones(len(timeline), dtype=np.int64), len(table))
-    table["freed_bytes"] = _summed(at, freed, len(table))
+        table[column] = values
     return table
 
 
-def _table_rows(
-    table: pd.DataFrame, frame: pd.DataFrame, frame_owner: dict[tuple[str, str], np.ndarray]
-) -> np.ndarray:
-    """The row of ``table`` with each row's (host, allocator, step); -1 where none has it.
-    ``frame_owner`` is ``_owner_rows(frame)``."""
-    found = np.full(len(frame), -1, dtype=np.int64)
-    steps = frame["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+_COUNTS = (
+    "allocations",
+    "allocated_bytes",
+    "requested_bytes",
+    "retained_bytes",
+    "frees",
+    "freed_bytes",
+)
+
+
+def _named(
+    frame: pd.DataFrame, owner_rows: dict[tuple[str, str], np.ndarray]
+) -> dict[tuple[str, str], np.ndarray]:
+    """The owners that name a host and an allocator (the others count in no step's sums,
+    as they never have)."""
+    unnamed = (frame["host"].isna() | frame["allocator"].isna()).to_numpy(dtype=bool)
+    return {owner: rows for owner, rows in owner_rows.items() if not unnamed[rows[0]]}
+
+
+def _step_rows(
+    table: pd.DataFrame, steps: np.ndarray, owner_rows: dict[tuple[str, str], np.ndarray]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per owner: its rows (of ``owner_rows``) whose step (``steps``) has a row in
+    ``table``, and that row of ``table``."""
     table_steps = table["step"].to_numpy(dtype=np.int64)
     table_owner = _owner_rows(table)
-    for owner, rows in frame_owner.items():
-        if owner not in table_owner:
+    for owner, rows in owner_rows.items():
+        if owner not in table_owner or not rows.size:
             continue
         mine = table_owner[owner]
         order = np.argsort(table_steps[mine], kind="stable")
@@ -182,31 +205,20 @@ def _table_rows(
         wanted = steps[rows]
         slot = np.minimum(np.searchsorted(known, wanted), known.size - 1)
         hit = known[slot] == wanted
-        found[rows[hit]] = mine[slot[hit]]
-    return found
-
-
-def _unnamed(frame: pd.DataFrame) -> np.ndarray:
-    return (frame["host"].isna() | frame["allocator"].isna()).to_numpy(dtype=bool)
-
-
-def _summed(at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Sums of ``values`` per row ``at`` (-1: counted nowhere), exact in int64."""
-    out = np.zeros(size, dtype=np.int64)
-    counted = at >= 0
-    np.add.at(out, at[counted], values[counted])
-    return out
+        yield rows[hit], mine[slot[hit]]
 
 
 def _add_in_use(
-    table: pd.DataFrame, timeline: pd.DataFrame, event_owner: dict[tuple[str, str], np.ndarray]
+    table: pd.DataFrame,
+    timeline: pd.DataFrame,
+    event_owner: dict[tuple[str, str], np.ndarray],
+    event_steps: np.ndarray,
 ) -> pd.DataFrame:
     """In use at each step's start and end, and its peak (within the step's own events);
-    ``event_owner`` is ``_owner_rows(timeline)``."""
+    ``event_owner`` is ``_owner_rows(timeline)``, ``event_steps`` the timeline's steps."""
     values = in_use(timeline)
     times = timeline["time_ps"].to_numpy(dtype=np.int64)
-    delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    steps = timeline["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    delta = timeline["delta_bytes"]
     start_bytes = np.zeros(len(table), dtype=np.int64)
     end_bytes = np.zeros(len(table), dtype=np.int64)
     peak_bytes = np.zeros(len(table), dtype=np.int64)
@@ -215,38 +227,50 @@ def _add_in_use(
     # One pass per allocator (a handful), each vectorised over its steps.
     for owner, rows in table_owner.items():
         events = event_owner[owner]
-        t, v = times[events], values[events]
-        before_first = v[0] - delta[events[0]]
-        # The counter after every event, preceded by its value before the first one.
-        counter = np.concatenate(([before_first], v))
+        t, v, own_step = (_rows_of(a, events) for a in (times, values, event_steps))
+        first_delta = delta.iat[events[0]]
+        before_first = v[0] - (0 if pd.isna(first_delta) else int(first_delta))
         start = table["start_ps"].to_numpy(dtype=np.int64)[rows]
         end = table["end_ps"].to_numpy(dtype=np.int64)[rows]
-        start_bytes[rows] = counter[np.searchsorted(t, start, side="left")]
-        end_bytes[rows] = counter[np.searchsorted(t, end, side="right")]
+        # The counter before an event's position: before the first one, the value then.
+        start_bytes[rows] = _counter_before(v, before_first, np.searchsorted(t, start, "left"))
+        end_bytes[rows] = _counter_before(v, before_first, np.searchsorted(t, end, "right"))
         peak_bytes[rows] = start_bytes[rows]
         peak_time[rows] = start
         # The highest event of each step among its own events: the latest event at
-        # its highest value, as for the allocator's peak (arrays, not a frame: an
-        # allocator can have millions of events).
-        own_step = steps[events]
-        own = np.flatnonzero(own_step != _NO_STEP)
-        if not own.size:
+        # its highest value, as for the allocator's peak.
+        has_step = own_step != _NO_STEP
+        if not has_step.all():
+            own = np.flatnonzero(has_step)
+            own_step, v, t = own_step[own], v[own], t[own]
+        if not own_step.size:
             continue
-        own_step, own_value, own_time = own_step[own], v[own], t[own]
-        last = _highest_per_step(own_step, own_value, own_time)
+        last = _highest_per_step(own_step, v, t)
         best_step = own_step[last]  # sorted, one per step
         wanted = table["step"].to_numpy(dtype=np.int64)[rows]
         slot = np.minimum(np.searchsorted(best_step, wanted), best_step.size - 1)
         found = best_step[slot] == wanted
-        value = np.where(found, own_value[last][slot], -1)
+        value = np.where(found, v[last][slot], -1)
         higher = value > peak_bytes[rows]
         peak_bytes[rows[higher]] = value[higher]
-        peak_time[rows[higher]] = own_time[last][slot][higher]
+        peak_time[rows[higher]] = t[last][slot][higher]
     table["in_use_start_bytes"] = start_bytes
     table["in_use_end_bytes"] = end_bytes
     table["peak_in_use_bytes"] = peak_bytes
     table["peak_time_ps"] = peak_time
     return table
+
+
+def _rows_of(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``; the array itself where ``rows`` are all of them in order."""
+    whole = rows.size == values.size and (rows.size == 0 or rows[-1] == rows.size - 1)
+    return values if whole else values[rows]
+
+
+def _counter_before(values: np.ndarray, before_first: int, position: np.ndarray) -> np.ndarray:
+    """The counter just before each ``position`` of ``values`` (the counters after each
+    event, in order): ``before_first`` at 0, else the value after the previous event."""
+    return np.where(position == 0, before_first, values[np.maximum(position - 1, 0)])
 
 
 def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> np.ndarray:
@@ -257,15 +281,21 @@ def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> 
         return order[np.append(step[order][1:] != step[order][:-1], True)]
     # Events in time order (the timeline's): a stable sort on the step alone keeps
     # each step's events in time order, and its last one at the maximum is the one
-    # wanted. Steps mostly rise with time, so this sort is nearly linear, where the
-    # three-key sort above costs seconds on millions of events.
-    order = np.argsort(step, kind="stable")
-    by_step, by_value = step[order], value[order]
+    # wanted. Steps mostly rise with time, so this sort is nearly linear (none at
+    # all where they never fall), where the three-key sort above costs seconds on
+    # millions of events.
+    rising = step.size < 2 or bool((step[1:] >= step[:-1]).all())
+    regroup = None if rising else np.argsort(step, kind="stable")
+    by_step = step if regroup is None else step[regroup]
+    by_value = value if regroup is None else value[regroup]
     starts = np.flatnonzero(np.append(True, by_step[1:] != by_step[:-1]))
     highest = np.maximum.reduceat(by_value, starts)
-    highest = np.repeat(highest, np.diff(np.append(starts, order.size)))  # per event
-    at_highest = np.where(by_value == highest, np.arange(order.size), -1)
-    return order[np.maximum.reduceat(at_highest, starts)]
+    lengths = np.diff(np.append(starts, by_step.size))
+    # Positions at their step's highest value; the last of each step is wanted.
+    at_highest = np.flatnonzero(by_value == np.repeat(highest, lengths))
+    segment = np.searchsorted(starts, at_highest, side="right") - 1
+    last = at_highest[np.append(segment[1:] != segment[:-1], True)]
+    return last if regroup is None else regroup[last]
 
 
 def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
