@@ -33,19 +33,18 @@ def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    allocator = events["allocator"].cat.codes.to_numpy(dtype=np.int64)
     # An address is an opaque 64-bit id: one past 2**63 is negative here, and
     # only a missing one (NA, sorted apart from every real one) pairs with nothing.
     address = events["address"].to_numpy(dtype=np.int64, na_value=0)
     known = events["address"].notna().to_numpy(dtype=bool)
     is_alloc = events["is_allocation"].to_numpy(dtype=bool)
-    order = np.lexsort((np.arange(n), address, known, allocator))
+    # The allocator and whether the address is known, in one key: one sort pass
+    # fewer over millions of events (np.lexsort is stable: equal keys stay in time order).
+    owner = events["allocator"].cat.codes.to_numpy(dtype=np.int32) * 2 + known
+    order = np.lexsort((address, owner))
+    owner, address = owner[order], address[order]
     same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = (
-        (allocator[order][1:] == allocator[order][:-1])
-        & (address[order][1:] == address[order][:-1])
-        & known[order][1:]
-    )
+    same_next[:-1] = (owner[1:] == owner[:-1]) & (address[1:] == address[:-1])
     same_next &= known[order]
     sorted_alloc = is_alloc[order]
     next_is_free = np.zeros(n, dtype=bool)
@@ -134,7 +133,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     times = events["time_ps"].to_numpy(dtype=np.int64)
 
     def at_allocations(column: str) -> pd.Series:
-        return pd.Series(events[column].array.take(allocs))
+        return pd.Series(events[column].array.take(allocs), copy=False)  # a new array
 
     freed = frees >= 0
     free_ps = pd.arrays.IntegerArray(np.where(freed, times[np.maximum(frees, 0)], 0), ~freed)

@@ -156,7 +156,7 @@ def estimate_columns(
     profiler's shape text. Only distinct codes and (dtype, shape) pairs are
     looked at; rows take their values by index.
     """
-    code_series = pd.Series(codes, index=shapes.index, dtype="Int64")
+    code_series = pd.Series(codes, index=shapes.index, dtype="Int64", copy=False)
     code_index, distinct_codes = pd.factorize(code_series)
     # Mapping the distinct codes gives the names' dtype that mapping the rows
     # would (str, or Int64 when no code has a name).
@@ -191,8 +191,8 @@ def estimate_columns(
     estimated = pd.arrays.IntegerArray(sizes[inverse], ~has_size[inverse])
     return (
         dtype_col,
-        pd.Series(elements, index=shapes.index),
-        pd.Series(estimated, index=shapes.index),
+        pd.Series(elements, index=shapes.index, copy=False),
+        pd.Series(estimated, index=shapes.index, copy=False),
     )
 
 
