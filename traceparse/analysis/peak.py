@@ -70,17 +70,20 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per (host, allocator): the latest event at its maximum bytes in use."""
     if timeline.empty:
         return _empty()
+    # Per (host, allocator) group, numbered 0.. in order of first appearance, with
+    # ufuncs over the group numbers: a frame grouped this way costs copies of
+    # columns of millions of events.
     keys = group_codes(timeline, ["host", "allocator"])
+    groups = int(keys.max()) + 1
     values = in_use(timeline)
-    work = pd.DataFrame({"key": keys, "value": values, "event": np.arange(len(timeline))})
-    top = work.groupby("key")["value"].transform("max").to_numpy()
-    at_max = work[values == top]
-    grouped = at_max.groupby("key")["event"]
-    event = grouped.max().to_numpy(dtype=np.int64)
-    ties = grouped.size().to_numpy(dtype=np.int64)
-    by_key = timeline.groupby(keys, sort=True)
-    lifetime = by_key["peak_bytes_in_use"].max().astype("Int64").to_numpy()
-    counts = by_key.size().to_numpy(dtype=np.int64)
+    top = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(top, keys, values)
+    at_max = np.flatnonzero(values == top[keys])
+    event = np.zeros(groups, dtype=np.int64)
+    np.maximum.at(event, keys[at_max], at_max)  # the latest event at the maximum
+    ties = np.bincount(keys[at_max], minlength=groups)
+    counts = np.bincount(keys, minlength=groups)
+    lifetime = _group_max(timeline["peak_bytes_in_use"], keys, groups)
     rows = timeline.iloc[event]
     heap = rows["heap_bytes"].astype("Int64").to_numpy()
     reserved = rows["reserved_bytes"].astype("Int64").to_numpy()
@@ -106,6 +109,16 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
     )
     peak = peak.astype(PEAK_COLUMNS)
     return peak.sort_values(["host", "allocator"], kind="stable").reset_index(drop=True)
+
+
+def _group_max(column: pd.Series, keys: np.ndarray, groups: int) -> pd.arrays.IntegerArray:
+    """The largest value of ``column`` per group; NA where a group has none."""
+    known = column.notna().to_numpy(dtype=bool)
+    values = column.to_numpy(dtype=np.int64, na_value=0)
+    largest = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(largest, keys[known], values[known])
+    has = np.bincount(keys[known], minlength=groups) > 0
+    return pd.arrays.IntegerArray(np.where(has, largest, 0), ~has)
 
 
 def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
