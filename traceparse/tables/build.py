@@ -129,7 +129,9 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
         # Step ids: a free has none of its own; it belongs to its allocation's step.
         released = frees >= 0
         steps[frees[released]] = steps[allocs[released]]
-    host = categorical_take(np.array([trace.host], dtype=object), np.zeros(len(events), np.int64))
+    # Every event is the trace's host: one category (none without events), codes of 0.
+    host_dtype = pd.CategoricalDtype([trace.host] if len(events) else [])
+    host = pd.Categorical.from_codes(np.zeros(len(events), np.int8), dtype=host_dtype)
     times = events["time_ps"].to_numpy(dtype=np.int64)
 
     def at_allocations(column: str) -> pd.Series:
