@@ -39,6 +39,8 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
         for column in columns:
             codes = frame[column].cat.codes.to_numpy(dtype=np.int64) + 1  # NA (-1) -> 0
             packed = packed * (len(frame[column].cat.categories) + 1) + codes
+        if (packed == packed[0]).all():  # one group (one allocator, say): no hashing
+            return np.zeros(len(frame), dtype=np.int64)
         return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
     grouped = frame.groupby(columns, observed=True, dropna=False, sort=False)
     return grouped.ngroup().to_numpy(dtype=np.int64)

@@ -202,10 +202,13 @@ def _step_rows(
         mine = table_owner[owner]
         order = np.argsort(table_steps[mine], kind="stable")
         known, mine = table_steps[mine][order], mine[order]
-        wanted = steps[rows]
+        wanted = _rows_of(steps, rows)
         slot = np.minimum(np.searchsorted(known, wanted), known.size - 1)
         hit = known[slot] == wanted
-        yield rows[hit], mine[slot[hit]]
+        if hit.all():  # every row's step has a row (no copies of millions of rows)
+            yield rows, mine[slot]
+        else:
+            yield rows[hit], mine[slot[hit]]
 
 
 def _add_in_use(
