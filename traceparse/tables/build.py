@@ -198,7 +198,8 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
     op_names = np.asarray(op.cat.categories, dtype=object)
-    sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
+    is_free = ~events["is_allocation"].to_numpy(dtype=bool)
+    sign = np.where(is_free, np.int8(-1), np.int8(1))  # int8: the products stay int64
     # The event columns the timeline repeats are shared, not copied (copy=False):
     # passed as Series, so pandas' copy-on-write knows that two frames hold them.
     timeline = pd.DataFrame(
@@ -207,7 +208,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "allocator": events["allocator"],
             "time_ps": events["time_ps"],
             "kind": pd.Categorical.from_codes(
-                (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
+                is_free.view(np.int8), dtype=_KIND_DTYPE, validate=False
             ),
             "in_use_bytes": events["bytes_reserved"].array + events["bytes_allocated"].array,
             "heap_bytes": events["bytes_allocated"],
