@@ -43,6 +43,7 @@ from traceparse.analysis.layer_names import (
     WEIGHT,
     KnownNames,
 )
+from traceparse.analysis.liveness import first_rows, group_codes
 
 KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",
@@ -146,24 +147,36 @@ def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
 def _allocated_pieces(
     allocations: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
 ) -> pd.DataFrame:
-    """Every allocation of the capture, placed as the breakdown places it, with its bytes."""
+    """Every allocation of the capture, placed as the breakdown places it, with its bytes.
+
+    The placing reads only the op, its type and (with ``shapes``) the shape, so
+    allocations alike in those and in host and allocator are summed first, in
+    order of first appearance, and each kind is placed once: allocations can be
+    millions, their kinds are few.
+    """
+    alike = ["host", "allocator", "op", "op_type", *(["shape"] if shapes else [])]
+    group = group_codes(allocations, alike)
+    first = first_rows(group)
+    allocated = allocations["allocated_bytes"].fillna(0).to_numpy(dtype=np.int64)
+    summed = pd.Series(allocated).groupby(group, sort=True).sum().to_numpy(dtype=np.int64)
+    kinds = allocations.iloc[first]
     frame = pd.DataFrame(
         {
-            "op": allocations["op"].astype(object),
-            "op_type": allocations["op_type"].astype(object),
-            "shape": allocations["shape"].astype(object),
+            "op": kinds["op"].astype(object).to_numpy(),
+            "op_type": kinds["op_type"].astype(object).to_numpy(),
+            "shape": kinds["shape"].astype(object).to_numpy(),
         }
     )
     place(frame, known, shapes)
     return pd.DataFrame(
         {
-            "host": allocations["host"].astype(object).to_numpy(),
-            "allocator": allocations["allocator"].astype(object).to_numpy(),
+            "host": kinds["host"].astype(object).to_numpy(),
+            "allocator": kinds["allocator"].astype(object).to_numpy(),
             "layer": frame["layer"].to_numpy(),
             "kind": frame["role"].to_numpy(),
             "replica": frame["replica"].to_numpy(),
             "bytes": 0,
-            "allocated_bytes": allocations["allocated_bytes"].fillna(0).to_numpy(dtype=np.int64),
+            "allocated_bytes": summed,
             "tensor": None,
             "shape": None,
             "live": False,

@@ -113,16 +113,21 @@ class LeakReport:
 
 
 def leak_report(
-    steps: pd.DataFrame, allocations: pd.DataFrame, variables: pd.Index | None = None
+    steps: pd.DataFrame,
+    allocations: pd.DataFrame,
+    variables: pd.Index | None = None,
+    ends: np.ndarray | None = None,
 ) -> LeakReport:
     """Judge growth from ``Profile.steps`` and find the suspects in ``Profile.allocations``;
-    ``variables``: the rows of ``allocations`` that are variables' current buffers."""
+    ``variables``: the rows of ``allocations`` that are variables' current buffers;
+    ``ends``: ``end_events(allocations)`` where the caller has it already."""
     if allocations.empty and steps.empty:
         return LeakReport(NO_EVENTS)
     growth = growth_table(steps)
     if variables is not None and len(variables):
         allocations = allocations[~allocations.index.isin(variables)]
-    by_op = suspects_by_op(allocations, growth)
+        ends = None  # the ends of fewer allocations: the variables' reuses do not count
+    by_op = suspects_by_op(allocations, growth, ends)
     verdicts = _verdicts(growth, by_op, steps)
     counts = verdicts["verdict"].value_counts()
     if counts.get(GROWING, 0):
@@ -151,7 +156,9 @@ def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
     return out[list(GROWTH_COLUMNS)].astype(GROWTH_COLUMNS)
 
 
-def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFrame:
+def suspects_by_op(
+    allocations: pd.DataFrame, growth: pd.DataFrame, ends: np.ndarray | None = None
+) -> pd.DataFrame:
     """Allocations made after their allocator's first step and live at the end, per op."""
     if allocations.empty or growth.empty:
         return BY_OP.empty()
@@ -170,7 +177,7 @@ def suspects_by_op(allocations: pd.DataFrame, growth: pd.DataFrame) -> pd.DataFr
     for (host, allocator), rows in owners.indices.items():
         first_end[rows] = first_ends.get((_key(host), _key(allocator)), np.inf)
     after = allocations["alloc_ps"].to_numpy() > first_end
-    live = end_events(allocations) == STILL_LIVE
+    live = (end_events(allocations) if ends is None else ends) == STILL_LIVE
     rows = allocations[after & live]
     if rows.empty:
         return BY_OP.empty()

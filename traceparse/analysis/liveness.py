@@ -32,8 +32,27 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """One integer per distinct combination of ``columns`` (NA is its own value)."""
     if frame.empty:
         return np.zeros(0, dtype=np.int64)
+    if all(isinstance(frame[c].dtype, pd.CategoricalDtype) for c in columns):
+        # The categories' codes packed into one integer, numbered in order of first
+        # appearance as groupby(sort=False).ngroup() does: no strings per row.
+        packed = np.zeros(len(frame), dtype=np.int64)
+        for column in columns:
+            codes = frame[column].cat.codes.to_numpy(dtype=np.int64) + 1  # NA (-1) -> 0
+            packed = packed * (len(frame[column].cat.categories) + 1) + codes
+        if (packed == packed[0]).all():  # one group (one allocator, say): no hashing
+            return np.zeros(len(frame), dtype=np.int64)
+        return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
     grouped = frame.groupby(columns, observed=True, dropna=False, sort=False)
     return grouped.ngroup().to_numpy(dtype=np.int64)
+
+
+def first_rows(group: np.ndarray) -> np.ndarray:
+    """The first row of each group, for groups numbered in order of first appearance
+    (as ``group_codes`` numbers them)."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(group)
+    return np.flatnonzero(np.append(True, seen[1:] > seen[:-1]))
 
 
 def end_events(allocations: pd.DataFrame) -> np.ndarray:
@@ -51,12 +70,13 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     # and NA sorts apart from every real address.
     address = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
     known = allocations["address"].notna().to_numpy(dtype=bool)
-    owner = group_codes(allocations, ["host", "allocator"])
-    order = np.lexsort((alloc, address, known, owner))
+    # Owner and whether the address is known, in one key: a smaller sort.
+    owner = group_codes(allocations, ["host", "allocator"]) * 2 + known
+    order = np.lexsort((alloc, address, owner))
+    owner, address, alloc = owner[order], address[order], alloc[order]
+    same = (owner[1:] == owner[:-1]) & (address[1:] == address[:-1]) & known[order][1:]
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
-    same = (owner[order][1:] == owner[order][:-1]) & (address[order][1:] == address[order][:-1])
-    same &= known[order][:-1] & known[order][1:]
-    nxt[order[:-1][same]] = alloc[order][1:][same]
+    nxt[order[:-1][same]] = alloc[1:][same]
     return np.where(free >= 0, free, nxt)
 
 

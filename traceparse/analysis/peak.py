@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import end_events, group_codes, live_mask
+from traceparse.analysis.liveness import end_events, first_rows, group_codes, live_mask
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import ALLOCATIONS, declare
 
@@ -70,17 +70,20 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per (host, allocator): the latest event at its maximum bytes in use."""
     if timeline.empty:
         return _empty()
+    # Per (host, allocator) group, numbered 0.. in order of first appearance, with
+    # ufuncs over the group numbers: a frame grouped this way costs copies of
+    # columns of millions of events.
     keys = group_codes(timeline, ["host", "allocator"])
+    groups = int(keys.max()) + 1
     values = in_use(timeline)
-    work = pd.DataFrame({"key": keys, "value": values, "event": np.arange(len(timeline))})
-    top = work.groupby("key")["value"].transform("max").to_numpy()
-    at_max = work[values == top]
-    grouped = at_max.groupby("key")["event"]
-    event = grouped.max().to_numpy(dtype=np.int64)
-    ties = grouped.size().to_numpy(dtype=np.int64)
-    by_key = timeline.groupby(keys, sort=True)
-    lifetime = by_key["peak_bytes_in_use"].max().astype("Int64").to_numpy()
-    counts = by_key.size().to_numpy(dtype=np.int64)
+    top = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(top, keys, values)
+    at_max = np.flatnonzero(values == top[keys])
+    event = np.zeros(groups, dtype=np.int64)
+    np.maximum.at(event, keys[at_max], at_max)  # the latest event at the maximum
+    ties = np.bincount(keys[at_max], minlength=groups)
+    counts = np.bincount(keys, minlength=groups)
+    lifetime = _group_max(timeline["peak_bytes_in_use"], keys, groups)
     rows = timeline.iloc[event]
     heap = rows["heap_bytes"].astype("Int64").to_numpy()
     reserved = rows["reserved_bytes"].astype("Int64").to_numpy()
@@ -108,29 +111,51 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
     return peak.sort_values(["host", "allocator"], kind="stable").reset_index(drop=True)
 
 
+def _group_max(column: pd.Series, keys: np.ndarray, groups: int) -> pd.arrays.IntegerArray:
+    """The largest value of ``column`` per group; NA where a group has none."""
+    known = column.notna().to_numpy(dtype=bool)
+    values = column.to_numpy(dtype=np.int64, na_value=0)
+    largest = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(largest, keys[known], values[known])
+    has = np.bincount(keys[known], minlength=groups) > 0
+    return pd.arrays.IntegerArray(np.where(has, largest, 0), ~has)
+
+
 def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
     """Per allocation, its allocator's peak ``event`` and ``step`` (-1 / NA without one)."""
-    left = allocations[["host", "allocator"]].astype(object)
-    right = peak[["host", "allocator", "event", "step"]].astype(
-        {"host": object, "allocator": object}
-    )
-    merged = left.merge(right, on=["host", "allocator"], how="left")
-    return pd.DataFrame(
-        {
-            "event": merged["event"].fillna(-1).to_numpy(dtype=np.int64),
-            "step": merged["step"].astype("Int64").to_numpy(),
-        },
-        index=allocations.index,
-    )
+    # Looked up once per (host, allocator), NA matching NA, then spread over the rows
+    # by their group: no name per allocation (there can be millions).
+    found = {
+        (_key(host), _key(allocator)): (event, step)
+        for host, allocator, event, step in zip(
+            peak["host"], peak["allocator"], peak["event"], peak["step"], strict=True
+        )
+    }
+    group = group_codes(allocations, ["host", "allocator"])
+    owners = allocations[["host", "allocator"]].iloc[first_rows(group)]
+    keys = zip(owners["host"], owners["allocator"], strict=True)
+    hits = [found.get((_key(host), _key(allocator))) for host, allocator in keys]
+    event = np.asarray([-1 if hit is None else int(hit[0]) for hit in hits], dtype=np.int64)
+    step = pd.array([pd.NA if hit is None else hit[1] for hit in hits], dtype="Int64")
+    return pd.DataFrame({"event": event[group], "step": step.take(group)}, index=allocations.index)
 
 
-def live_at_peak_table(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
+def _key(name: object) -> str | None:
+    """A host or allocator name as a key, NA as None (NA matches NA)."""
+    return None if pd.isna(name) else str(name)
+
+
+def live_at_peak_table(
+    allocations: pd.DataFrame, peak: pd.DataFrame, ends: np.ndarray | None = None
+) -> pd.DataFrame:
     """Every allocation live at its allocator's peak, largest first, plus ``in_peak_step``.
 
-    The index is the allocation's row in ``Profile.allocations``.
+    The index is the allocation's row in ``Profile.allocations``; ``ends`` is
+    ``end_events(allocations)`` where the caller has it already.
     """
     at_peak = peak_event_of(allocations, peak)
-    live = live_mask(allocations, end_events(allocations), at_peak["event"].to_numpy())
+    ends = end_events(allocations) if ends is None else ends
+    live = live_mask(allocations, ends, at_peak["event"].to_numpy())
     rows = allocations[live].copy()
     peak_step = at_peak["step"][live]
     same = rows["step"].astype("Int64") == peak_step.astype("Int64")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
 from traceparse.analysis.layer_names import model_scopes, written_scopes
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.liveness import STILL_LIVE, end_events, first_rows, held_bytes
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS
@@ -48,15 +48,21 @@ SCOPE_COLUMNS = SCOPES.dtypes
 
 
 def ops_table(
-    allocations: pd.DataFrame, breakdown: pd.DataFrame, op_time: pd.DataFrame
+    allocations: pd.DataFrame,
+    breakdown: pd.DataFrame,
+    op_time: pd.DataFrame,
+    ends: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """One row per (host, allocator, op); ``op_time`` has ``host, op, count, total_ps``."""
+    """One row per (host, allocator, op); ``op_time`` has ``host, op, count, total_ps``;
+    ``ends`` is ``end_events(allocations)`` where the caller has it already."""
     if allocations.empty:
         return _empty(OPS_COLUMNS)
-    work = _work_frame(allocations)
-    work["op"] = allocations["op"].astype(object)
-    work["op_type"] = allocations["op_type"].astype(object)
-    table = _roll(work, "op", {"op_type": ("op_type", "first")})
+    work = _work_frame(allocations, ends)
+    work["op_type"] = allocations["op_type"]
+    op, ops = _codes(allocations["op"])
+    keys, group = _keys(allocations, op, ops, "op")
+    table = _roll(work, keys, group, {"op_type": ("op_type", "first")})
+    table["op_type"] = table["op_type"].astype(object)
     live = in_capture(breakdown)
     table = _with_live(table, live.assign(key=live["op"].astype(object)), "op")
     new = table["op_type"].isna() & (table["count"] == 0)
@@ -95,21 +101,23 @@ def scopes_table(
     op_time: pd.DataFrame,
     depth: int = 1,
     as_written: bool = False,
+    ends: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """The ops roll-up by name-scope prefix, ``depth`` levels deep (see ``scope_of``)."""
+    """The ops roll-up by name-scope prefix, ``depth`` levels deep (see ``scope_of``);
+    ``ends`` as for ``ops_table``."""
     if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
         raise UsageError(f"scope depth must be a whole number of levels, 1 or more, not {depth!r}")
     depth = int(depth)
     if allocations.empty:
         return _empty(SCOPE_COLUMNS)
-    work = _work_frame(allocations)
-    ops = allocations["op"].astype("category")
-    scope_names = [scope_of(str(op), depth, as_written) for op in ops.cat.categories]
-    codes = ops.cat.codes.to_numpy()
-    # Code -1 (no op) picks the trailing None.
-    work["scope"] = np.asarray([*scope_names, None], dtype=object)[codes]
-    work["op"] = ops.astype(object)
-    table = _roll(work, "scope", {"ops": ("op", "nunique")})
+    work = _work_frame(allocations, ends)
+    op, ops = _codes(allocations["op"])
+    # Each op's scope made once, rows grouped on its number; no op (code -1) has no scope.
+    of_op, scopes = pd.factorize(np.asarray([scope_of(str(o), depth, as_written) for o in ops]))
+    scope = np.where(op >= 0, np.append(of_op, -1)[op], -1)
+    work["op"] = pd.arrays.IntegerArray(op, op < 0)  # counted, never shown
+    keys, group = _keys(allocations, scope, scopes, "scope")
+    table = _roll(work, keys, group, {"ops": ("op", "nunique")})
     live = in_capture(breakdown)
     ops_live = live["op"].astype("category")
     names = [_scope_key(str(op), depth, as_written) for op in ops_live.cat.categories]
@@ -132,15 +140,13 @@ def _scope_key(op: str, depth: int, as_written: bool) -> str:
     return op if op == NO_TF_OP else scope_of(op, depth, as_written)
 
 
-def _work_frame(allocations: pd.DataFrame) -> pd.DataFrame:
+def _work_frame(allocations: pd.DataFrame, ends: np.ndarray | None) -> pd.DataFrame:
     """The columns every roll-up sums, with liveness at the end."""
-    ends = end_events(allocations)
+    ends = end_events(allocations) if ends is None else ends
     held = held_bytes(allocations)
     at_end = ends == STILL_LIVE
     work = pd.DataFrame(
         {
-            "host": allocations["host"].astype(object),
-            "allocator": allocations["allocator"].astype(object),
             **{column: allocations[column].astype("Int64") for column in _SUMS},
             "unestimated": allocations["estimated_bytes"].isna().to_numpy(),
             "live_at_end": at_end,
@@ -148,6 +154,7 @@ def _work_frame(allocations: pd.DataFrame) -> pd.DataFrame:
             "lifetime_ps": allocations["lifetime_ps"].astype("Float64"),
         },
         index=allocations.index,
+        copy=False,  # columns added later never write into these
     )
     return work
 
@@ -202,8 +209,45 @@ def _op_types(live: pd.DataFrame) -> dict[str, object]:
     return found
 
 
-def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd.DataFrame:
-    grouped = work.groupby(["host", "allocator", key], dropna=False, sort=False)
+def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A column's integer codes (-1 for NA) and the values they stand for."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype("category")
+    return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories
+
+
+def _keys(
+    allocations: pd.DataFrame, key: np.ndarray, names: pd.Index | np.ndarray, name: str
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The roll-up's rows, ``host, allocator, <name>`` (``key``: codes into ``names``,
+    -1 for NA), and each allocation's row among them.
+
+    Groups are numbered in order of first appearance, as ``groupby(sort=False)``
+    numbers them, but found on integer codes: allocations can be millions, and
+    grouping on their names as text costs seconds.
+    """
+    host = _codes(allocations["host"])[0]
+    allocator, allocators = _codes(allocations["allocator"])
+    packed = (host + 1) * (len(allocators) + 1) + allocator + 1
+    packed = packed * (len(names) + 1) + key + 1
+    group = pd.factorize(packed)[0]
+    first = first_rows(group)
+    values = np.asarray([*names, None], dtype=object)  # code -1 picks None
+    keys = pd.DataFrame(
+        {
+            "host": allocations["host"].iloc[first].astype(object).to_numpy(),
+            "allocator": allocations["allocator"].iloc[first].astype(object).to_numpy(),
+            name: values[key[first]],
+        }
+    )
+    return keys, group
+
+
+def _roll(
+    work: pd.DataFrame, keys: pd.DataFrame, group: np.ndarray, extra: dict[str, tuple[str, str]]
+) -> pd.DataFrame:
+    """``keys`` with the sums of ``work`` per ``group`` (numbered as ``keys``' rows)."""
+    grouped = work.groupby(group, sort=True)
     table = grouped.agg(
         **extra,
         count=("allocated_bytes", "size"),
@@ -215,7 +259,7 @@ def _roll(work: pd.DataFrame, key: str, extra: dict[str, tuple[str, str]]) -> pd
         mean_lifetime_ps=("lifetime_ps", "mean"),
     )
     table["mean_lifetime_ps"] = table["mean_lifetime_ps"].astype("Float64").round()
-    return table.reset_index()
+    return pd.concat([keys, table.reset_index(drop=True)], axis=1)
 
 
 def _finish(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:

@@ -11,12 +11,18 @@ so a step's counts here are those rows.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.liveness import (
+    STILL_LIVE,
+    end_events,
+    first_rows,
+    group_codes,
+    held_bytes,
+)
 from traceparse.analysis.peak import in_use
 from traceparse.tables.contracts import declare
 
@@ -52,6 +58,7 @@ STEP_COLUMNS = STEPS.dtypes
 # single executions (one eager op, one tf.function call), not training steps:
 # those "steps" are executions numbered 1, 2, ... in time order (tables.build).
 MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "execution"
+_NO_STEP = np.iinfo(np.int64).min  # an event's step where it has none
 
 
 def step_windows(
@@ -100,120 +107,156 @@ def steps_table(
     allocations: pd.DataFrame,
     markers: pd.DataFrame,
     numbered_hosts: Collection[str] = (),
+    ends: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The steps of every allocator; empty when the capture has no memory events.
 
-    ``numbered_hosts`` are hosts whose step ids are xprof's step numbers.
+    ``numbered_hosts`` are hosts whose step ids are xprof's step numbers; ``ends``
+    is ``end_events(allocations)`` where the caller has it already.
     """
     if timeline.empty:
         return _empty()
     windows = step_windows(timeline, markers, numbered_hosts)
-    allocators = timeline[["host", "allocator"]].astype(object).drop_duplicates()
+    owners = timeline[["host", "allocator"]]
+    allocators = owners.iloc[first_rows(group_codes(owners, ["host", "allocator"]))].astype(object)
     table = allocators.merge(windows, on="host", how="inner")
     if table.empty:
         return _empty()
     table = table.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
     table = table.reset_index(drop=True)
-    table = _add_counts(table, timeline, allocations)
-    table = _add_in_use(table, timeline)
+    ends = end_events(allocations) if ends is None else ends
+    event_owner = _owner_rows(timeline)
+    event_steps = timeline["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    table = _add_counts(table, timeline, allocations, ends, event_owner, event_steps)
+    table = _add_in_use(table, timeline, event_owner, event_steps)
     table["duration_ps"] = table["end_ps"] - table["start_ps"]
     table["growth_bytes"] = table["in_use_end_bytes"] - table["in_use_start_bytes"]
     return table[list(STEP_COLUMNS)].astype(STEP_COLUMNS)
 
 
+# The timeline can have millions of rows, the steps are few: the functions below
+# work per allocator on arrays, and make as few arrays of a row each as they can
+# (each one is memory the kernel hands over page by page).
+
+
 def _add_counts(
-    table: pd.DataFrame, timeline: pd.DataFrame, allocations: pd.DataFrame
+    table: pd.DataFrame,
+    timeline: pd.DataFrame,
+    allocations: pd.DataFrame,
+    ends: np.ndarray,
+    event_owner: dict[tuple[str, str], np.ndarray],
+    event_steps: np.ndarray,
 ) -> pd.DataFrame:
-    keys = ["host", "allocator", "step"]
-    stepped = allocations["step"].notna().to_numpy()
-    picked = ["host", "allocator", "step", "allocated_bytes", "requested_bytes"]
-    allocs = allocations.loc[stepped, picked]  # not a copy of every column
-    ends = end_events(allocations)[stepped]
-    held = held_bytes(allocs)
-    # Grouped on the categorical host and allocator (codes, observed only), then
-    # made text for the merge: the tables can have millions of rows.
-    made = pd.DataFrame(
-        {
-            "host": allocs["host"].array,
-            "allocator": allocs["allocator"].array,
-            "step": allocs["step"].to_numpy(dtype=np.int64),
-            "allocated_bytes": held,
-            "requested_bytes": allocs["requested_bytes"].fillna(0).to_numpy(dtype=np.int64),
-            "retained_bytes": np.where(ends == STILL_LIVE, held, 0),
-        }
-    )
-    made_sums = made.groupby(keys, as_index=False, observed=True).agg(
-        allocations=("allocated_bytes", "size"),
-        allocated_bytes=("allocated_bytes", "sum"),
-        requested_bytes=("requested_bytes", "sum"),
-        retained_bytes=("retained_bytes", "sum"),
-    )
-    is_free = (timeline["kind"] == "deallocation").to_numpy() & timeline["step"].notna().to_numpy()
-    frees = timeline.loc[is_free, ["host", "allocator", "step", "allocation_bytes"]]
-    freed = pd.DataFrame(
-        {
-            "host": frees["host"].array,
-            "allocator": frees["allocator"].array,
-            "step": frees["step"].to_numpy(dtype=np.int64),
-            "freed_bytes": frees["allocation_bytes"].fillna(0).to_numpy(dtype=np.int64),
-        }
-    )
-    freed_sums = freed.groupby(keys, as_index=False, observed=True).agg(
-        frees=("freed_bytes", "size"), freed_bytes=("freed_bytes", "sum")
-    )
-    for sums in (made_sums, freed_sums):
-        sums["host"] = sums["host"].astype(object)
-        sums["allocator"] = sums["allocator"].astype(object)
-    table = table.merge(made_sums, on=keys, how="left").merge(freed_sums, on=keys, how="left")
-    counts = ["allocations", "allocated_bytes", "requested_bytes", "retained_bytes"]
-    for column in [*counts, "frees", "freed_bytes"]:
-        table[column] = table[column].fillna(0).astype("int64")
+    """Per step: its allocations and frees, counted and summed into its row."""
+    held = held_bytes(allocations)
+    requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=0)
+    retained = np.where(ends == STILL_LIVE, held, 0)
+    made = _named(allocations, _owner_rows(allocations))
+    steps = allocations["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    sums = {c: np.zeros(len(table), dtype=np.int64) for c in _COUNTS}
+    for rows, at in _step_rows(table, steps, made):
+        sums["allocations"] += np.bincount(at, minlength=len(table))
+        np.add.at(sums["allocated_bytes"], at, held[rows])
+        np.add.at(sums["requested_bytes"], at, requested[rows])
+        np.add.at(sums["retained_bytes"], at, retained[rows])
+    is_free = (timeline["kind"] == "deallocation").to_numpy(dtype=bool)
+    frees = {o: rows[is_free[rows]] for o, rows in _named(timeline, event_owner).items()}
+    freed = timeline["allocation_bytes"].array
+    for rows, at in _step_rows(table, event_steps, frees):
+        sums["frees"] += np.bincount(at, minlength=len(table))
+        np.add.at(sums["freed_bytes"], at, freed.take(rows).to_numpy(dtype=np.int64, na_value=0))
+    for column, values in sums.items():
+        table[column] = values
     return table
 
 
-def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
-    """In use at each step's start and end, and its peak (within the step's own events)."""
+_COUNTS = (
+    "allocations",
+    "allocated_bytes",
+    "requested_bytes",
+    "retained_bytes",
+    "frees",
+    "freed_bytes",
+)
+
+
+def _named(
+    frame: pd.DataFrame, owner_rows: dict[tuple[str, str], np.ndarray]
+) -> dict[tuple[str, str], np.ndarray]:
+    """The owners that name a host and an allocator (the others count in no step's sums,
+    as they never have)."""
+    unnamed = (frame["host"].isna() | frame["allocator"].isna()).to_numpy(dtype=bool)
+    return {owner: rows for owner, rows in owner_rows.items() if not unnamed[rows[0]]}
+
+
+def _step_rows(
+    table: pd.DataFrame, steps: np.ndarray, owner_rows: dict[tuple[str, str], np.ndarray]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per owner: its rows (of ``owner_rows``) whose step (``steps``) has a row in
+    ``table``, and that row of ``table``."""
+    table_steps = table["step"].to_numpy(dtype=np.int64)
+    table_owner = _owner_rows(table)
+    for owner, rows in owner_rows.items():
+        if owner not in table_owner or not rows.size:
+            continue
+        mine = table_owner[owner]
+        order = np.argsort(table_steps[mine], kind="stable")
+        known, mine = table_steps[mine][order], mine[order]
+        wanted = _rows_of(steps, rows)
+        slot = np.minimum(np.searchsorted(known, wanted), known.size - 1)
+        hit = known[slot] == wanted
+        if hit.all():  # every row's step has a row (no copies of millions of rows)
+            yield rows, mine[slot]
+        else:
+            yield rows[hit], mine[slot[hit]]
+
+
+def _add_in_use(
+    table: pd.DataFrame,
+    timeline: pd.DataFrame,
+    event_owner: dict[tuple[str, str], np.ndarray],
+    event_steps: np.ndarray,
+) -> pd.DataFrame:
+    """In use at each step's start and end, and its peak (within the step's own events);
+    ``event_owner`` is ``_owner_rows(timeline)``, ``event_steps`` the timeline's steps."""
     values = in_use(timeline)
     times = timeline["time_ps"].to_numpy(dtype=np.int64)
-    delta = timeline["delta_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    steps = timeline["step"].to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
+    delta = timeline["delta_bytes"]
     start_bytes = np.zeros(len(table), dtype=np.int64)
     end_bytes = np.zeros(len(table), dtype=np.int64)
     peak_bytes = np.zeros(len(table), dtype=np.int64)
     peak_time = np.zeros(len(table), dtype=np.int64)
     table_owner = _owner_rows(table)
-    event_owner = _owner_rows(timeline)
     # One pass per allocator (a handful), each vectorised over its steps.
     for owner, rows in table_owner.items():
         events = event_owner[owner]
-        t, v = times[events], values[events]
-        before_first = v[0] - delta[events[0]]
-        # The counter after every event, preceded by its value before the first one.
-        counter = np.concatenate(([before_first], v))
+        t, v, own_step = (_rows_of(a, events) for a in (times, values, event_steps))
+        first_delta = delta.iat[events[0]]
+        before_first = v[0] - (0 if pd.isna(first_delta) else int(first_delta))
         start = table["start_ps"].to_numpy(dtype=np.int64)[rows]
         end = table["end_ps"].to_numpy(dtype=np.int64)[rows]
-        start_bytes[rows] = counter[np.searchsorted(t, start, side="left")]
-        end_bytes[rows] = counter[np.searchsorted(t, end, side="right")]
+        # The counter before an event's position: before the first one, the value then.
+        start_bytes[rows] = _counter_before(v, before_first, np.searchsorted(t, start, "left"))
+        end_bytes[rows] = _counter_before(v, before_first, np.searchsorted(t, end, "right"))
         peak_bytes[rows] = start_bytes[rows]
         peak_time[rows] = start
         # The highest event of each step among its own events: the latest event at
-        # its highest value, as for the allocator's peak (arrays, not a frame: an
-        # allocator can have millions of events).
-        own_step = steps[events]
-        own = np.flatnonzero(own_step != np.iinfo(np.int64).min)
-        if not own.size:
+        # its highest value, as for the allocator's peak.
+        has_step = own_step != _NO_STEP
+        if not has_step.all():
+            own = np.flatnonzero(has_step)
+            own_step, v, t = own_step[own], v[own], t[own]
+        if not own_step.size:
             continue
-        own_step, own_value, own_time = own_step[own], v[own], t[own]
-        order = np.lexsort((own_time, own_value, own_step))
-        last = order[np.append(own_step[order][1:] != own_step[order][:-1], True)]
+        last = _highest_per_step(own_step, v, t)
         best_step = own_step[last]  # sorted, one per step
         wanted = table["step"].to_numpy(dtype=np.int64)[rows]
         slot = np.minimum(np.searchsorted(best_step, wanted), best_step.size - 1)
         found = best_step[slot] == wanted
-        value = np.where(found, own_value[last][slot], -1)
+        value = np.where(found, v[last][slot], -1)
         higher = value > peak_bytes[rows]
         peak_bytes[rows[higher]] = value[higher]
-        peak_time[rows[higher]] = own_time[last][slot][higher]
+        peak_time[rows[higher]] = t[last][slot][higher]
     table["in_use_start_bytes"] = start_bytes
     table["in_use_end_bytes"] = end_bytes
     table["peak_in_use_bytes"] = peak_bytes
@@ -221,14 +264,57 @@ def _add_in_use(table: pd.DataFrame, timeline: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _rows_of(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``; the array itself where ``rows`` are all of them in order."""
+    whole = rows.size == values.size and (rows.size == 0 or rows[-1] == rows.size - 1)
+    return values if whole else values[rows]
+
+
+def _counter_before(values: np.ndarray, before_first: int, position: np.ndarray) -> np.ndarray:
+    """The counter just before each ``position`` of ``values`` (the counters after each
+    event, in order): ``before_first`` at 0, else the value after the previous event."""
+    return np.where(position == 0, before_first, values[np.maximum(position - 1, 0)])
+
+
+def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """Per step, in step order, the position of its latest event at its highest value
+    (of equal times, the last one)."""
+    if time.size > 1 and not (time[1:] >= time[:-1]).all():
+        order = np.lexsort((time, value, step))
+        return order[np.append(step[order][1:] != step[order][:-1], True)]
+    # Events in time order (the timeline's): a stable sort on the step alone keeps
+    # each step's events in time order, and its last one at the maximum is the one
+    # wanted. Steps mostly rise with time, so this sort is nearly linear (none at
+    # all where they never fall), where the three-key sort above costs seconds on
+    # millions of events.
+    rising = step.size < 2 or bool((step[1:] >= step[:-1]).all())
+    regroup = None if rising else np.argsort(step, kind="stable")
+    by_step = step if regroup is None else step[regroup]
+    by_value = value if regroup is None else value[regroup]
+    starts = np.flatnonzero(np.append(True, by_step[1:] != by_step[:-1]))
+    highest = np.maximum.reduceat(by_value, starts)
+    lengths = np.diff(np.append(starts, by_step.size))
+    # Positions at their step's highest value; the last of each step is wanted.
+    at_highest = np.flatnonzero(by_value == np.repeat(highest, lengths))
+    segment = np.searchsorted(starts, at_highest, side="right") - 1
+    last = at_highest[np.append(segment[1:] != segment[:-1], True)]
+    return last if regroup is None else regroup[last]
+
+
 def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     """The rows of each (host, allocator), NA spelled as an empty name; grouped
     on the columns (categorical codes in the timeline), not a string per row."""
-    keys = frame[["host", "allocator"]]
-    groups = keys.groupby(["host", "allocator"], observed=True, dropna=False, sort=False).indices
-    return {
-        (_spelled(host), _spelled(allocator)): rows for (host, allocator), rows in groups.items()
-    }
+    if frame.empty:
+        return {}
+    group = group_codes(frame, ["host", "allocator"])
+    first = first_rows(group)
+    # A stable sort keeps each owner's rows in order; few owners: small integers,
+    # which numpy sorts by radix.
+    order = np.argsort(group.astype(np.min_scalar_type(first.size)), kind="stable")
+    rows = np.split(order, np.cumsum(np.bincount(group, minlength=first.size))[:-1])
+    owners = frame[["host", "allocator"]].iloc[first]
+    names = zip(owners["host"], owners["allocator"], strict=True)
+    return {(_spelled(h), _spelled(a)): r for (h, a), r in zip(names, rows, strict=True)}
 
 
 def _spelled(name: object) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from traceparse.analysis import (
@@ -26,6 +27,7 @@ from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_l
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
+from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -143,11 +145,13 @@ class Profile:
                 "earlier to see those allocations."
             )
         allocations = self.allocations
-        # An allocation without an address pairs with nothing: it is not a reuse.
+        # An allocation without an address pairs with nothing: it is not a reuse. One
+        # with no free ends at a later allocation at its address (rows are in time
+        # order), which is what _ends found.
         reused = (
-            allocations["free_ps"].isna()
-            & allocations["address"].notna()
-            & allocations.duplicated(["host", "allocator", "address"], keep="last")
+            allocations["free_ps"].isna().to_numpy(dtype=bool)
+            & allocations["address"].notna().to_numpy(dtype=bool)
+            & (self._ends != STILL_LIVE)
         )
         notes.extend(self._xla.notes)
         if reused.any():
@@ -241,7 +245,14 @@ class Profile:
 
     @cached_property
     def _live_at_peak(self) -> pd.DataFrame:
-        return self._conform(live_at_peak_table(self.allocations, self.peak), LIVE_AT_PEAK)
+        table = live_at_peak_table(self.allocations, self.peak, self._ends)
+        return self._conform(table, LIVE_AT_PEAK)
+
+    @cached_property
+    def _ends(self) -> np.ndarray:
+        """Where each allocation stops holding memory (``liveness.end_events``): a sort
+        of every allocation, which several analyses need."""
+        return end_events(self.allocations)
 
     def live_at_peak(
         self, allocator: str | None = None, host: str | None = None, expand_xla: bool = False
@@ -372,7 +383,8 @@ class Profile:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
-        return self._conform(ops_table(self.allocations, self.breakdown, self._op_time), OPS)
+        table = ops_table(self.allocations, self.breakdown, self._op_time, self._ends)
+        return self._conform(table, OPS)
 
     def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep.
@@ -384,7 +396,9 @@ class Profile:
         """
         key = (depth, bool(as_written))
         if key not in self._scopes:
-            table = scopes_table(self.allocations, self.breakdown, self._op_time, depth, as_written)
+            table = scopes_table(
+                self.allocations, self.breakdown, self._op_time, depth, as_written, self._ends
+            )
             self._scopes[key] = self._conform(table, SCOPES)
         return self._scopes[key]
 
@@ -416,14 +430,16 @@ class Profile:
     def steps(self) -> pd.DataFrame:
         """One row per (host, allocator, step): from step markers, else the allocator's step ids."""
         numbered = [t.host for t in self.traces if t.format != "xplane"]
-        table = steps_table(self.timeline, self.allocations, self.step_markers, numbered)
+        table = steps_table(
+            self.timeline, self.allocations, self.step_markers, numbered, self._ends
+        )
         return self._conform(table, STEPS)
 
     @cached_property
     def _leaks(self) -> LeakReport:
         match = self._variable_match
         current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
-        report = leak_report(self.steps, self.allocations, current)
+        report = leak_report(self.steps, self.allocations, current, self._ends)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
         report.allocators = self._conform(report.allocators, VERDICTS)

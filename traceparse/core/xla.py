@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from traceparse.analysis.xla import peak_fill
@@ -63,7 +64,10 @@ class XlaParts:
             labels = allocations.index
             self.shared = {labels[row]: row for row in self.links.named}
         else:
-            program = pd.Series(pd.NA, index=allocations.index, dtype=object).astype("category")
+            # All NA, made from codes: no object per row to turn into categories.
+            unlinked = np.full(len(allocations), -1, dtype=np.int8)
+            none = pd.Index([], dtype=object)
+            program = pd.Series(pd.Categorical.from_codes(unlinked, none), index=allocations.index)
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
         source = allocation_sources(allocations, {t.host: t.runs for t in self.traces})
         return allocations.assign(xla_program=program, xla_allocation_index=index, source=source)

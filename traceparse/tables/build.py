@@ -33,19 +33,18 @@ def pair_events(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    allocator = events["allocator"].cat.codes.to_numpy(dtype=np.int64)
     # An address is an opaque 64-bit id: one past 2**63 is negative here, and
     # only a missing one (NA, sorted apart from every real one) pairs with nothing.
     address = events["address"].to_numpy(dtype=np.int64, na_value=0)
     known = events["address"].notna().to_numpy(dtype=bool)
     is_alloc = events["is_allocation"].to_numpy(dtype=bool)
-    order = np.lexsort((np.arange(n), address, known, allocator))
+    # The allocator and whether the address is known, in one key: one sort pass
+    # fewer over millions of events (np.lexsort is stable: equal keys stay in time order).
+    owner = events["allocator"].cat.codes.to_numpy(dtype=np.int32) * 2 + known
+    order = np.lexsort((address, owner))
+    owner, address = owner[order], address[order]
     same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = (
-        (allocator[order][1:] == allocator[order][:-1])
-        & (address[order][1:] == address[order][:-1])
-        & known[order][1:]
-    )
+    same_next[:-1] = (owner[1:] == owner[:-1]) & (address[1:] == address[:-1])
     same_next &= known[order]
     sorted_alloc = is_alloc[order]
     next_is_free = np.zeros(n, dtype=bool)
@@ -87,7 +86,9 @@ def executions_in_time_order(
     meaningless to a person and out of time order. The raw id stays in ``step_id``.
     """
     known = ~np.asarray(ids.isna(), dtype=bool)
-    unique, inverse = np.unique(ids[known].to_numpy(dtype=np.int64), return_inverse=True)
+    # Hashed, not sorted: the ids are few, the events millions; the ranks below
+    # order the ids by value where first times tie, whatever order they come in.
+    inverse, unique = pd.factorize(ids[known].to_numpy(dtype=np.int64))
     first = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, times[known])
     rank = np.empty(len(unique), dtype=np.int64)
@@ -128,11 +129,13 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
         # Step ids: a free has none of its own; it belongs to its allocation's step.
         released = frees >= 0
         steps[frees[released]] = steps[allocs[released]]
-    host = categorical_take(np.array([trace.host], dtype=object), np.zeros(len(events), np.int64))
+    # Every event is the trace's host: one category (none without events), codes of 0.
+    host_dtype = pd.CategoricalDtype([trace.host] if len(events) else [])
+    host = pd.Categorical.from_codes(np.zeros(len(events), np.int8), dtype=host_dtype)
     times = events["time_ps"].to_numpy(dtype=np.int64)
 
     def at_allocations(column: str) -> pd.Series:
-        return pd.Series(events[column].array.take(allocs))
+        return pd.Series(events[column].array.take(allocs), copy=False)  # a new array
 
     freed = frees >= 0
     free_ps = pd.arrays.IntegerArray(np.where(freed, times[np.maximum(frees, 0)], 0), ~freed)
@@ -195,7 +198,8 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
     op_names = np.asarray(op.cat.categories, dtype=object)
-    sign = np.where(events["is_allocation"].to_numpy(dtype=bool), 1, -1)
+    is_free = ~events["is_allocation"].to_numpy(dtype=bool)
+    sign = np.where(is_free, np.int8(-1), np.int8(1))  # int8: the products stay int64
     # The event columns the timeline repeats are shared, not copied (copy=False):
     # passed as Series, so pandas' copy-on-write knows that two frames hold them.
     timeline = pd.DataFrame(
@@ -204,7 +208,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
             "allocator": events["allocator"],
             "time_ps": events["time_ps"],
             "kind": pd.Categorical.from_codes(
-                (sign < 0).astype(np.int8), dtype=_KIND_DTYPE, validate=False
+                is_free.view(np.int8), dtype=_KIND_DTYPE, validate=False
             ),
             "in_use_bytes": events["bytes_reserved"].array + events["bytes_allocated"].array,
             "heap_bytes": events["bytes_allocated"],

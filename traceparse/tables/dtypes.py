@@ -156,7 +156,7 @@ def estimate_columns(
     profiler's shape text. Only distinct codes and (dtype, shape) pairs are
     looked at; rows take their values by index.
     """
-    code_series = pd.Series(codes, index=shapes.index, dtype="Int64")
+    code_series = pd.Series(codes, index=shapes.index, dtype="Int64", copy=False)
     code_index, distinct_codes = pd.factorize(code_series)
     # Mapping the distinct codes gives the names' dtype that mapping the rows
     # would (str, or Int64 when no code has a name).
@@ -191,8 +191,8 @@ def estimate_columns(
     estimated = pd.arrays.IntegerArray(sizes[inverse], ~has_size[inverse])
     return (
         dtype_col,
-        pd.Series(elements, index=shapes.index),
-        pd.Series(estimated, index=shapes.index),
+        pd.Series(elements, index=shapes.index, copy=False),
+        pd.Series(estimated, index=shapes.index, copy=False),
     )
 
 
@@ -207,11 +207,12 @@ def estimate_status(estimated: pd.Series, requested: pd.Series) -> pd.Series:
     # Compared as integers: a float difference would lose bytes past 2**53.
     est = estimated.to_numpy(dtype=np.int64, na_value=0)
     req = requested.to_numpy(dtype=np.int64, na_value=0)
-    status = np.select(
-        [~known, req == est, req > est],
-        [ESTIMATE_STATUSES.index(s) for s in ("unknown", "match", "over")],
-        ESTIMATE_STATUSES.index("under"),
-    ).astype(np.int8)
+    # The first that holds wins: unknown, match, over, else under (set in reverse,
+    # in int8 codes: the rows can be millions).
+    status = np.full(len(est), ESTIMATE_STATUSES.index("under"), dtype=np.int8)
+    status[req > est] = ESTIMATE_STATUSES.index("over")
+    status[req == est] = ESTIMATE_STATUSES.index("match")
+    status[~known] = ESTIMATE_STATUSES.index("unknown")
     return pd.Series(
         pd.Categorical.from_codes(status, dtype=_STATUS_DTYPE, validate=False),
         index=estimated.index,

@@ -45,8 +45,11 @@ def allocation_sources(
     allocations: pd.DataFrame, records: Mapping[str, RunRecords | None]
 ) -> pd.Series:
     """Each allocation row's source (categorical, NA where no frames say)."""
-    found = np.full(len(allocations), None, dtype=object)
-    hosts = allocations["host"].astype(object).to_numpy()
+    # The rows some frames name, and their sources: categorical codes are made from
+    # these alone, not from an object per allocation (allocations can be millions).
+    rows: list[int] = []
+    found: list[str | None] = []
+    hosts = allocations["host"]
     times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
     addresses = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
     for host, record in records.items():
@@ -63,6 +66,10 @@ def allocation_sources(
             by_key[(t, a)] = user_frame(str(frames).split("\n"))
         if not by_key:
             continue
-        for row in np.flatnonzero(hosts == host).tolist():
-            found[row] = by_key.get((int(times[row]), int(addresses[row])))
-    return pd.Series(found, index=allocations.index, dtype=object).astype("category")
+        for row in np.flatnonzero((hosts == host).to_numpy(dtype=bool, na_value=False)).tolist():
+            rows.append(row)
+            found.append(by_key.get((int(times[row]), int(addresses[row]))))
+    named = pd.Categorical(found) if found else pd.Categorical([], pd.Index([], dtype=object))
+    codes = np.full(len(allocations), -1, dtype=named.codes.dtype)
+    codes[rows] = named.codes
+    return pd.Series(pd.Categorical.from_codes(codes, dtype=named.dtype), index=allocations.index)
