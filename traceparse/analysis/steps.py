@@ -75,17 +75,23 @@ def step_windows(
         )
         frames.append(windows.assign(source=MARKER))
         marked_hosts = set(windows["host"])
-    # Only the columns used are picked, and host stays categorical (codes) until
-    # the few windows are made: the timeline can have millions of rows.
+    # The timeline can have millions of rows: its columns are read as arrays (views
+    # where they can be) and grouped per host code, never copied into a frame.
     host = timeline["host"]
-    unmarked = ~host.isin(marked_hosts).to_numpy(dtype=bool) & timeline["step"].notna().to_numpy()
-    rest = timeline.loc[unmarked, ["host", "step", "time_ps"]]
-    if not rest.empty:
-        by_id = rest.assign(step=rest["step"].astype("int64"))
-        windows = by_id.groupby(["host", "step"], as_index=False, sort=True, observed=True).agg(
-            start_ps=("time_ps", "min"), end_ps=("time_ps", "max")
-        )
-        windows["host"] = windows["host"].astype(object)
+    codes = host.cat.codes.to_numpy()  # int8/int16; -1 (no host) never has a window
+    marked_codes = np.flatnonzero(host.cat.categories.isin(marked_hosts))
+    step_column = timeline["step"].array
+    has_step = ~step_column.isna()
+    step = step_column.to_numpy(dtype=np.int64, na_value=_NO_STEP)
+    times = timeline["time_ps"].to_numpy(dtype=np.int64)
+    found = [
+        _id_windows(code, step, times, has_step & (codes == code))
+        for code in range(len(host.cat.categories))
+        if code not in marked_codes
+    ]
+    if any(len(w) for w in found):
+        windows = pd.concat(found, ignore_index=True)
+        windows["host"] = np.asarray(host.cat.categories, dtype=object)[windows["host"]]
         numbered = windows["host"].isin(set(numbered_hosts)).to_numpy()
         frames.append(windows.assign(name=pd.NA, source=np.where(numbered, XPROF_STEP, STEP_ID)))
     if not frames:
@@ -100,6 +106,34 @@ def step_windows(
             }
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def _id_windows(code: int, step: np.ndarray, times: np.ndarray, mine: np.ndarray) -> pd.DataFrame:
+    """One host's windows from its step ids: per step (ascending), its events' first
+    and last times; ``mine`` marks the host's rows that have a step."""
+    if mine.all():
+        own_step, own_time = step, times
+    else:
+        own_step, own_time = step[mine], times[mine]
+    if own_step.size and not (own_step[1:] >= own_step[:-1]).all():
+        # Steps out of order: numbered by value, then reduced per number.
+        number, values = pd.factorize(own_step, sort=True)
+        start = np.full(values.size, np.iinfo(np.int64).max, dtype=np.int64)
+        end = np.full(values.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(start, number, own_time)
+        np.maximum.at(end, number, own_time)
+        first = np.asarray(values, dtype=np.int64)
+    else:
+        # Steps rising with time (the usual case): each step is one run of rows.
+        starts = np.flatnonzero(np.append(True, own_step[1:] != own_step[:-1]))
+        if not own_step.size:
+            starts = starts[:0]
+        start = np.minimum.reduceat(own_time, starts) if starts.size else starts
+        end = np.maximum.reduceat(own_time, starts) if starts.size else starts
+        first = own_step[starts]
+    return pd.DataFrame(
+        {"host": np.full(first.size, code), "step": first, "start_ps": start, "end_ps": end}
+    )
 
 
 def steps_table(
