@@ -61,9 +61,10 @@ LIVE_AT_PEAK = declare(
 
 def in_use(timeline: pd.DataFrame) -> np.ndarray:
     """Bytes in use after each timeline event (reserved + allocated; missing counts as 0)."""
-    heap = timeline["heap_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    reserved = timeline["reserved_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    return heap + reserved
+    # Read as arrays (views where no counter is missing), summed into one new array.
+    heap = timeline["heap_bytes"].to_numpy(dtype=np.int64, na_value=0)
+    total = np.add(heap, timeline["reserved_bytes"].to_numpy(dtype=np.int64, na_value=0))
+    return total
 
 
 def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:

@@ -226,10 +226,19 @@ def _keys(
     numbers them, but found on integer codes: allocations can be millions, and
     grouping on their names as text costs seconds.
     """
-    host = _codes(allocations["host"])[0]
+    # Packed in place into one new int64 array (host's codes, which _codes casts
+    # from the narrow categorical codes): each step of ``a * b + c`` on millions of
+    # rows would be a new array.
+    packed = _codes(allocations["host"])[0]
+    packed += 1
     allocator, allocators = _codes(allocations["allocator"])
-    packed = (host + 1) * (len(allocators) + 1) + allocator + 1
-    packed = packed * (len(names) + 1) + key + 1
+    packed *= len(allocators) + 1
+    packed += allocator
+    packed += 1
+    del allocator
+    packed *= len(names) + 1
+    packed += key
+    packed += 1
     group = pd.factorize(packed)[0]
     first = first_rows(group)
     values = np.asarray([*names, None], dtype=object)  # code -1 picks None
