@@ -190,9 +190,9 @@ def _add_counts(
     sums = {c: np.zeros(len(table), dtype=np.int64) for c in _COUNTS}
     for rows, at in _step_rows(table, steps, made):
         sums["allocations"] += np.bincount(at, minlength=len(table))
-        np.add.at(sums["allocated_bytes"], at, held[rows])
-        np.add.at(sums["requested_bytes"], at, requested[rows])
-        np.add.at(sums["retained_bytes"], at, retained[rows])
+        np.add.at(sums["allocated_bytes"], at, _rows_of(held, rows))
+        np.add.at(sums["requested_bytes"], at, _rows_of(requested, rows))
+        np.add.at(sums["retained_bytes"], at, _rows_of(retained, rows))
     is_free = (timeline["kind"] == "deallocation").to_numpy(dtype=bool)
     frees = {o: rows[is_free[rows]] for o, rows in _named(timeline, event_owner).items()}
     freed = timeline["allocation_bytes"].array
@@ -316,23 +316,27 @@ def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> 
     if time.size > 1 and not (time[1:] >= time[:-1]).all():
         order = np.lexsort((time, value, step))
         return order[np.append(step[order][1:] != step[order][:-1], True)]
-    # Events in time order (the timeline's): a stable sort on the step alone keeps
-    # each step's events in time order, and its last one at the maximum is the one
-    # wanted. Steps mostly rise with time, so this sort is nearly linear (none at
-    # all where they never fall), where the three-key sort above costs seconds on
-    # millions of events.
-    rising = step.size < 2 or bool((step[1:] >= step[:-1]).all())
-    regroup = None if rising else np.argsort(step, kind="stable")
-    by_step = step if regroup is None else step[regroup]
-    by_value = value if regroup is None else value[regroup]
-    starts = np.flatnonzero(np.append(True, by_step[1:] != by_step[:-1]))
-    highest = np.maximum.reduceat(by_value, starts)
-    lengths = np.diff(np.append(starts, by_step.size))
-    # Positions at their step's highest value; the last of each step is wanted.
-    at_highest = np.flatnonzero(by_value == np.repeat(highest, lengths))
-    segment = np.searchsorted(starts, at_highest, side="right") - 1
-    last = at_highest[np.append(segment[1:] != segment[:-1], True)]
-    return last if regroup is None else regroup[last]
+    # Events in time order (the timeline's): each step's last event at its highest
+    # value is the one wanted.
+    if step.size < 2 or bool((step[1:] >= step[:-1]).all()):
+        # Steps rising with time: each step is one run of rows, reduced in place
+        # (no sort at all, where a three-key sort costs seconds on millions of events).
+        starts = np.flatnonzero(np.append(True, step[1:] != step[:-1]))
+        highest = np.maximum.reduceat(value, starts)
+        lengths = np.diff(np.append(starts, step.size))
+        at_highest = np.flatnonzero(value == np.repeat(highest, lengths))
+        segment = np.searchsorted(starts, at_highest, side="right") - 1
+        return at_highest[np.append(segment[1:] != segment[:-1], True)]
+    # Steps that fall back: each event numbered by its step (in step order), and
+    # the maximum and its last position found per number; a sort that regroups the
+    # events would copy each column of millions of rows.
+    number, steps = pd.factorize(step, sort=True)
+    highest = np.full(steps.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(highest, number, value)
+    at_highest = np.flatnonzero(value == highest[number])
+    last = np.full(steps.size, -1, dtype=np.int64)
+    np.maximum.at(last, number[at_highest], at_highest)
+    return last
 
 
 def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
