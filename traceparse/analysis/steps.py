@@ -330,13 +330,23 @@ def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> 
     # Steps that fall back: each event numbered by its step (in step order), and
     # the maximum and its last position found per number; a sort that regroups the
     # events would copy each column of millions of rows.
-    number, steps = pd.factorize(step, sort=True)
+    # Numbered in order of first appearance (sorting the numbers would copy them
+    # all); the few results are put in step order at the end.
+    number, steps = pd.factorize(step)
     highest = np.full(steps.size, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(highest, number, value)
-    at_highest = np.flatnonzero(value == highest[number])
+    # Compared a block at a time: ``highest[number]`` whole is another array of a row each.
+    block = 1 << 20
+    at_highest = np.concatenate(
+        [
+            start
+            + np.flatnonzero(value[start : start + block] == highest[number[start : start + block]])
+            for start in range(0, step.size, block)
+        ]
+    )
     last = np.full(steps.size, -1, dtype=np.int64)
     np.maximum.at(last, number[at_highest], at_highest)
-    return last
+    return last[np.argsort(steps, kind="stable")]
 
 
 def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
