@@ -255,20 +255,79 @@ def _keys(
 def _roll(
     work: pd.DataFrame, keys: pd.DataFrame, group: np.ndarray, extra: dict[str, tuple[str, str]]
 ) -> pd.DataFrame:
-    """``keys`` with the sums of ``work`` per ``group`` (numbered as ``keys``' rows)."""
-    grouped = work.groupby(group, sort=True)
-    table = grouped.agg(
-        **extra,
-        count=("allocated_bytes", "size"),
-        **{column: (column, "sum") for column in _SUMS},
-        unestimated=("unestimated", "sum"),
-        largest_bytes=("allocated_bytes", "max"),
-        live_at_end=("live_at_end", "sum"),
-        live_at_end_bytes=("live_at_end_bytes", "sum"),
-        mean_lifetime_ps=("lifetime_ps", "mean"),
-    )
-    table["mean_lifetime_ps"] = table["mean_lifetime_ps"].astype("Float64").round()
-    return pd.concat([keys, table.reset_index(drop=True)], axis=1)
+    """``keys`` with the sums of ``work`` per ``group`` (numbered as ``keys``' rows).
+
+    Summed with numpy over the group numbers (allocations can be millions, and
+    pandas' groupby makes copies of them); only the mean is pandas', whose
+    compensated sum it must match bit for bit. ``extra``: a column ``name:
+    (column, "first" | "nunique")`` of ``work``, as groupby's aggregations.
+    """
+    size = len(keys)
+    table: dict[str, object] = {}
+    for name, (column, how) in extra.items():
+        table[name] = (
+            _first(work[column], group, size)
+            if how == "first"
+            else _distinct(work[column], group, size)
+        )
+    table["count"] = np.bincount(group, minlength=size)
+    no_na = np.zeros(size, dtype=bool)
+    for column in _SUMS:
+        values = work[column].to_numpy(dtype=np.int64, na_value=0)
+        table[column] = pd.arrays.IntegerArray(_sum(group, values, size), no_na)
+    for column in ("unestimated", "live_at_end"):
+        table[column] = np.bincount(group, weights=work[column].to_numpy(), minlength=size).astype(
+            np.int64
+        )
+    table["live_at_end_bytes"] = _sum(group, work["live_at_end_bytes"].to_numpy(), size)
+    table["largest_bytes"] = _largest(work["allocated_bytes"], group, size)
+    mean = work["lifetime_ps"].groupby(group, sort=True).mean()
+    table["mean_lifetime_ps"] = mean.astype("Float64").round().array
+    return pd.concat([keys, pd.DataFrame(table)], axis=1)
+
+
+def _sum(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Per group, the sum of int64 ``values`` (wrapping as numpy's and pandas' sums do)."""
+    if not values.size:
+        return np.zeros(size, dtype=np.int64)
+    # Float sums are exact while every partial sum stays under 2**53, and
+    # ``bincount`` is many times faster than ``np.add.at``.
+    bound = max(abs(int(values.max())), abs(int(values.min()))) * values.size
+    if bound < 2**53:
+        return np.bincount(group, weights=values, minlength=size).astype(np.int64)
+    total = np.zeros(size, dtype=np.int64)
+    np.add.at(total, group, values)
+    return total
+
+
+def _largest(column: pd.Series, group: np.ndarray, size: int) -> pd.arrays.IntegerArray:
+    """Per group, the largest known value of an Int64 column; NA where none is known."""
+    known = column.notna().to_numpy(dtype=bool)
+    lowest = np.iinfo(np.int64).min
+    largest = np.full(size, lowest, dtype=np.int64)
+    np.maximum.at(largest, group, column.to_numpy(dtype=np.int64, na_value=lowest))
+    unknown = np.bincount(group, weights=known, minlength=size) == 0
+    return pd.arrays.IntegerArray(np.where(unknown, 0, largest), unknown)
+
+
+def _first(column: pd.Series, group: np.ndarray, size: int) -> pd.Categorical:
+    """Per group, the first known value of a categorical column (NA where none)."""
+    codes = column.cat.codes.to_numpy()
+    rows = np.flatnonzero(codes >= 0)
+    first = np.full(size, codes.size, dtype=np.int64)
+    np.minimum.at(first, group[rows], rows)
+    found = first < codes.size
+    picked = np.full(size, -1, dtype=codes.dtype)
+    picked[found] = codes[first[found]]
+    return pd.Categorical.from_codes(picked, dtype=column.dtype)
+
+
+def _distinct(column: pd.Series, group: np.ndarray, size: int) -> np.ndarray:
+    """Per group, how many distinct known values an integer column has."""
+    values = column.to_numpy(dtype=np.int64, na_value=-1)
+    known = values >= 0
+    pairs = pd.unique(group[known] * (int(values.max(initial=0)) + 1) + values[known])
+    return np.bincount(pairs // (int(values.max(initial=0)) + 1), minlength=size)
 
 
 def _finish(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
