@@ -54,6 +54,20 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     return grouped.ngroup().to_numpy(dtype=np.int64)
 
 
+def group_sums(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Per group, the sum of int64 ``values`` (wrapping as numpy's and pandas' sums do)."""
+    if not values.size:
+        return np.zeros(size, dtype=np.int64)
+    # Float sums are exact while every partial sum stays under 2**53, and
+    # ``bincount`` is many times faster than ``np.add.at``.
+    bound = max(abs(int(values.max())), abs(int(values.min()))) * values.size
+    if bound < 2**53:
+        return np.bincount(group, weights=values, minlength=size).astype(np.int64)
+    total = np.zeros(size, dtype=np.int64)
+    np.add.at(total, group, values)
+    return total
+
+
 def first_rows(group: np.ndarray) -> np.ndarray:
     """The first row of each group, for groups numbered in order of first appearance
     (as ``group_codes`` numbers them)."""

@@ -14,7 +14,13 @@ import pandas as pd
 
 from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
 from traceparse.analysis.layer_names import model_scopes, written_scopes
-from traceparse.analysis.liveness import STILL_LIVE, end_events, first_rows, held_bytes
+from traceparse.analysis.liveness import (
+    STILL_LIVE,
+    end_events,
+    first_rows,
+    group_sums,
+    held_bytes,
+)
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS
@@ -274,30 +280,16 @@ def _roll(
     no_na = np.zeros(size, dtype=bool)
     for column in _SUMS:
         values = work[column].to_numpy(dtype=np.int64, na_value=0)
-        table[column] = pd.arrays.IntegerArray(_sum(group, values, size), no_na)
+        table[column] = pd.arrays.IntegerArray(group_sums(group, values, size), no_na)
     for column in ("unestimated", "live_at_end"):
         table[column] = np.bincount(group, weights=work[column].to_numpy(), minlength=size).astype(
             np.int64
         )
-    table["live_at_end_bytes"] = _sum(group, work["live_at_end_bytes"].to_numpy(), size)
+    table["live_at_end_bytes"] = group_sums(group, work["live_at_end_bytes"].to_numpy(), size)
     table["largest_bytes"] = _largest(work["allocated_bytes"], group, size)
     mean = work["lifetime_ps"].groupby(group, sort=True).mean()
     table["mean_lifetime_ps"] = mean.astype("Float64").round().array
     return pd.concat([keys, pd.DataFrame(table)], axis=1)
-
-
-def _sum(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Per group, the sum of int64 ``values`` (wrapping as numpy's and pandas' sums do)."""
-    if not values.size:
-        return np.zeros(size, dtype=np.int64)
-    # Float sums are exact while every partial sum stays under 2**53, and
-    # ``bincount`` is many times faster than ``np.add.at``.
-    bound = max(abs(int(values.max())), abs(int(values.min()))) * values.size
-    if bound < 2**53:
-        return np.bincount(group, weights=values, minlength=size).astype(np.int64)
-    total = np.zeros(size, dtype=np.int64)
-    np.add.at(total, group, values)
-    return total
 
 
 def _largest(column: pd.Series, group: np.ndarray, size: int) -> pd.arrays.IntegerArray:

@@ -21,6 +21,7 @@ from traceparse.analysis.liveness import (
     end_events,
     first_rows,
     group_codes,
+    group_sums,
     held_bytes,
 )
 from traceparse.analysis.peak import in_use
@@ -184,21 +185,25 @@ def _add_counts(
     """Per step: its allocations and frees, counted and summed into its row."""
     held = held_bytes(allocations)
     requested = allocations["requested_bytes"].to_numpy(dtype=np.int64, na_value=0)
-    retained = np.where(ends == STILL_LIVE, held, 0)
     made = _named(allocations, _owner_rows(allocations))
     steps = allocations["step"].to_numpy(dtype=np.int64, na_value=_NO_STEP)
     sums = {c: np.zeros(len(table), dtype=np.int64) for c in _COUNTS}
     for rows, at in _step_rows(table, steps, made):
-        sums["allocations"] += np.bincount(at, minlength=len(table))
-        np.add.at(sums["allocated_bytes"], at, _rows_of(held, rows))
-        np.add.at(sums["requested_bytes"], at, _rows_of(requested, rows))
-        np.add.at(sums["retained_bytes"], at, _rows_of(retained, rows))
+        size = len(table)
+        sums["allocations"] += np.bincount(at, minlength=size)
+        mine = _rows_of(held, rows)
+        sums["allocated_bytes"] += group_sums(at, mine, size)
+        sums["requested_bytes"] += group_sums(at, _rows_of(requested, rows), size)
+        # Retained: the few allocations still live at the end.
+        kept = _rows_of(ends, rows) == STILL_LIVE
+        sums["retained_bytes"] += group_sums(at[kept], mine[kept], size)
     is_free = (timeline["kind"] == "deallocation").to_numpy(dtype=bool)
     frees = {o: rows[is_free[rows]] for o, rows in _named(timeline, event_owner).items()}
     freed = timeline["allocation_bytes"].array
     for rows, at in _step_rows(table, event_steps, frees):
         sums["frees"] += np.bincount(at, minlength=len(table))
-        np.add.at(sums["freed_bytes"], at, freed.take(rows).to_numpy(dtype=np.int64, na_value=0))
+        freed_bytes = freed.take(rows).to_numpy(dtype=np.int64, na_value=0)
+        sums["freed_bytes"] += group_sums(at, freed_bytes, len(table))
     for column, values in sums.items():
         table[column] = values
     return table
@@ -237,7 +242,8 @@ def _step_rows(
         order = np.argsort(table_steps[mine], kind="stable")
         known, mine = table_steps[mine][order], mine[order]
         wanted = _rows_of(steps, rows)
-        slot = np.minimum(np.searchsorted(known, wanted), known.size - 1)
+        slot = np.searchsorted(known, wanted)
+        np.minimum(slot, known.size - 1, out=slot)  # in place: a row each
         hit = known[slot] == wanted
         if hit.all():  # every row's step has a row (no copies of millions of rows)
             yield rows, mine[slot]
