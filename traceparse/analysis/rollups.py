@@ -149,15 +149,18 @@ def _scope_key(op: str, depth: int, as_written: bool) -> str:
 def _work_frame(allocations: pd.DataFrame, ends: np.ndarray | None) -> pd.DataFrame:
     """The columns every roll-up sums, with liveness at the end."""
     ends = end_events(allocations) if ends is None else ends
-    held = held_bytes(allocations)
     at_end = ends == STILL_LIVE
+    # held_bytes is a new array: zeroed in place where freed, it is the bytes live at the end.
+    live_at_end_bytes = held_bytes(allocations)
+    live_at_end_bytes[~at_end] = 0
     work = pd.DataFrame(
         {
             **{column: allocations[column].astype("Int64") for column in _SUMS},
             "unestimated": allocations["estimated_bytes"].isna().to_numpy(),
             "live_at_end": at_end,
-            "live_at_end_bytes": np.where(at_end, held, 0),
-            "lifetime_ps": allocations["lifetime_ps"].astype("Float64"),
+            "live_at_end_bytes": live_at_end_bytes,
+            # Int64 as it is: groupby's mean reads it as float64, as it would a Float64 copy.
+            "lifetime_ps": allocations["lifetime_ps"],
         },
         index=allocations.index,
         copy=False,  # columns added later never write into these
