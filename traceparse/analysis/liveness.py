@@ -93,13 +93,31 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     address = allocations["address"].to_numpy(dtype=np.int64, na_value=0)
     known = allocations["address"].notna().to_numpy(dtype=bool)
     # Owner and whether the address is known, in one key: a smaller sort.
-    owner = group_codes(allocations, ["host", "allocator"]) * 2 + known
-    order = np.lexsort((alloc, address, owner))
-    owner, address, alloc = owner[order], address[order], alloc[order]
-    same = (owner[1:] == owner[:-1]) & (address[1:] == address[:-1]) & known[order][1:]
+    owner = np.multiply(group_codes(allocations, ["host", "allocator"]), 2)
+    owner += known
+    # Sorted by owner, address, then alloc. Each key is another array of a row
+    # each in the sort, so an owner that is one for all rows is left out, and so
+    # is alloc where the rows are in its order already (the sort is stable).
+    one_owner = bool((owner == owner[0]).all())
+    keys = [address] if one_owner else [address, owner]
+    if not (alloc[1:] >= alloc[:-1]).all():
+        keys.insert(0, alloc)
+    order = np.lexsort(keys)
+    del keys
+    by_address = address[order]
+    same = by_address[1:] == by_address[:-1]
+    del by_address
+    if not one_owner:
+        by_owner = owner[order]
+        same &= by_owner[1:] == by_owner[:-1]
+        del by_owner
+    same &= known[order][1:]
+    # Each row followed by another at its address: that one's allocation ends it.
+    pairs = np.flatnonzero(same)
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
-    nxt[order[:-1][same]] = alloc[1:][same]
-    return np.where(free >= 0, free, nxt)
+    nxt[order[pairs]] = alloc[order[pairs + 1]]
+    np.copyto(nxt, free, where=free >= 0)  # a free ends it first
+    return nxt
 
 
 def live_mask(allocations: pd.DataFrame, ends: np.ndarray, event: np.ndarray) -> np.ndarray:
