@@ -43,10 +43,12 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     if all(isinstance(frame[c].dtype, pd.CategoricalDtype) for c in columns):
         # The categories' codes packed into one integer, numbered in order of first
         # appearance as groupby(sort=False).ngroup() does: no strings per row.
+        # Packed in place, from the narrow codes: no new array per step.
         packed = np.zeros(len(frame), dtype=np.int64)
         for column in columns:
-            codes = frame[column].cat.codes.to_numpy(dtype=np.int64) + 1  # NA (-1) -> 0
-            packed = packed * (len(frame[column].cat.categories) + 1) + codes
+            packed *= len(frame[column].cat.categories) + 1
+            packed += frame[column].cat.codes.to_numpy()
+            packed += 1  # NA (-1) -> 0
         if (packed == packed[0]).all():  # one group (one allocator, say): no hashing
             return np.zeros(len(frame), dtype=np.int64)
         return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
@@ -62,7 +64,13 @@ def group_sums(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     # ``bincount`` is many times faster than ``np.add.at``.
     bound = max(abs(int(values.max())), abs(int(values.min()))) * values.size
     if bound < 2**53:
-        return np.bincount(group, weights=values, minlength=size).astype(np.int64)
+        # A block at a time: bincount reads its weights as a float64 copy.
+        block = 1 << 20
+        total_float = np.zeros(size, dtype=np.float64)
+        for start in range(0, values.size, block):
+            part = slice(start, start + block)
+            total_float += np.bincount(group[part], weights=values[part], minlength=size)
+        return total_float.astype(np.int64)
     total = np.zeros(size, dtype=np.int64)
     np.add.at(total, group, values)
     return total
