@@ -197,6 +197,7 @@ def _add_counts(
         # Retained: the few allocations still live at the end.
         kept = _rows_of(ends, rows) == STILL_LIVE
         sums["retained_bytes"] += group_sums(at[kept], mine[kept], size)
+    del held, requested, made, steps  # a row each: gone before the frees' arrays come
     is_free = (timeline["kind"] == "deallocation").to_numpy(dtype=bool)
     frees = {o: rows[is_free[rows]] for o, rows in _named(timeline, event_owner).items()}
     freed = timeline["allocation_bytes"].array
@@ -365,7 +366,11 @@ def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     # A stable sort keeps each owner's rows in order; few owners: small integers,
     # which numpy sorts by radix.
     order = np.argsort(group.astype(np.min_scalar_type(first.size)), kind="stable")
-    rows = np.split(order, np.cumsum(np.bincount(group, minlength=first.size))[:-1])
+    bounds = np.cumsum(np.bincount(group, minlength=first.size))[:-1]
+    del group
+    if order.size < 2**31:  # row numbers in int32: half the memory, held all along
+        order = order.astype(np.int32)
+    rows = np.split(order, bounds)
     owners = frame[["host", "allocator"]].iloc[first]
     names = zip(owners["host"], owners["allocator"], strict=True)
     return {(_spelled(h), _spelled(a)): r for (h, a), r in zip(names, rows, strict=True)}
