@@ -120,9 +120,11 @@ def scopes_table(
     op, ops = _codes(allocations["op"])
     # Each op's scope made once, rows grouped on its number; no op (code -1) has no scope.
     of_op, scopes = pd.factorize(np.asarray([scope_of(str(o), depth, as_written) for o in ops]))
-    scope = np.where(op >= 0, np.append(of_op, -1)[op], -1)
+    # Code -1 picks the appended -1; int32 holds any scope number, in half the bytes.
+    scope = np.append(of_op, -1).astype(np.int32)[op]
     work["op"] = pd.arrays.IntegerArray(op, op < 0)  # counted, never shown
     keys, group = _keys(allocations, scope, scopes, "scope")
+    del scope  # a row each, not needed past the keys
     table = _roll(work, keys, group, {"ops": ("op", "nunique")})
     live = in_capture(breakdown)
     ops_live = live["op"].astype("category")
