@@ -194,7 +194,8 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     )
 
     # A free carries no op: name it after the allocation it releases.
-    op_by_event = np.full(len(events), -1, dtype=np.int64)
+    # int32 holds any op code, in half the bytes of a row each.
+    op_by_event = np.full(len(events), -1, dtype=np.int32)
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
     op_names = np.asarray(op.cat.categories, dtype=object)
