@@ -198,6 +198,9 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     op_by_event = np.full(len(events), -1, dtype=np.int32)
     op_by_event[allocs] = op_codes
     op_by_event[frees[freed]] = op_codes[freed]
+    # Arrays of an allocation each that no table keeps: gone before the timeline's
+    # new columns are made (each is tens of MB on millions of events).
+    del frees, freed, op_codes, by_row
     op_names = np.asarray(op.cat.categories, dtype=object)
     is_free = ~events["is_allocation"].to_numpy(dtype=bool)
     sign = np.where(is_free, np.int8(-1), np.int8(1))  # int8: the products stay int64
