@@ -50,6 +50,9 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
             packed += frame[column].cat.codes.to_numpy()
             packed += 1  # NA (-1) -> 0
         if (packed == packed[0]).all():  # one group (one allocator, say): no hashing
+            # A new np.zeros, not ``packed`` zeroed: its pages are the kernel's zero
+            # pages, which take no memory until written (callers only read them).
+            del packed
             return np.zeros(len(frame), dtype=np.int64)
         return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
     grouped = frame.groupby(columns, observed=True, dropna=False, sort=False)
@@ -94,7 +97,6 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     n = len(allocations)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    free = allocations["free_event"].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
     alloc = allocations["alloc_event"].to_numpy(dtype=np.int64)
     # Addresses are opaque 64-bit ids (negative past 2**63); only NA has none,
     # and NA sorts apart from every real address.
@@ -107,6 +109,8 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     # each in the sort, so an owner that is one for all rows is left out, and so
     # is alloc where the rows are in its order already (the sort is stable).
     one_owner = bool((owner == owner[0]).all())
+    if one_owner:
+        del owner
     keys = [address] if one_owner else [address, owner]
     if not (alloc[1:] >= alloc[:-1]).all():
         keys.insert(0, alloc)
@@ -124,7 +128,9 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     pairs = np.flatnonzero(same)
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
     nxt[order[pairs]] = alloc[order[pairs + 1]]
-    np.copyto(nxt, free, where=free >= 0)  # a free ends it first
+    # A free ends it first (read last: a copy where some are missing).
+    free = allocations["free_event"].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
+    np.copyto(nxt, free, where=free >= 0)
     return nxt
 
 
