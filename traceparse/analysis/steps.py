@@ -246,10 +246,14 @@ def _step_rows(
         slot = np.searchsorted(known, wanted)
         np.minimum(slot, known.size - 1, out=slot)  # in place: a row each
         hit = known[slot] == wanted
+        del wanted
+        at = mine[slot]
+        del slot  # a row each: gone before the caller sums this owner's rows
         if hit.all():  # every row's step has a row (no copies of millions of rows)
-            yield rows, mine[slot]
+            del hit
+            yield rows, at
         else:
-            yield rows[hit], mine[slot[hit]]
+            yield rows[hit], at[hit]
 
 
 def _add_in_use(
