@@ -75,13 +75,19 @@ if what.startswith("traceparse"):  # the path asked for is the one that runs
 run = {"traceparse": ours, "traceparse-numpy": ours, "parse": parse, "xprof": xprof}[what]
 run(warm_up)
 warm = rss_mb()
-walls, cpus = [], []
+walls, cpus, splits = [], [], []
 for _ in range(repeat):
     wall, cpu = time.perf_counter(), time.process_time()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     run(path)
+    after = resource.getrusage(resource.RUSAGE_SELF)
     cpus.append(time.process_time() - cpu)
     walls.append(time.perf_counter() - wall)
-print(json.dumps({"wall": min(walls), "cpu": min(cpus), "added_mb": rss_mb() - warm}))
+    # user (the code) and system (mostly first touches of new memory) apart
+    splits.append((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
+user, system = splits[cpus.index(min(cpus))]
+print(json.dumps({"wall": min(walls), "cpu": min(cpus), "user": user, "system": system,
+                  "added_mb": rss_mb() - warm}))
 """
 
 _PROFILE = r"""
@@ -194,6 +200,9 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot(sizes, [r["ours"]["cpu"] / r["file_mb"] * 1000 for r in rows], "o-", label="CPU")
     ax.plot(sizes, [r["ours"]["wall"] / r["file_mb"] * 1000 for r in rows], "s--", label="wall")
+    for part, mark in (("user", "v-"), ("system", "x-")):
+        per_mb = [r["ours"][part] / r["file_mb"] * 1000 for r in rows]
+        ax.plot(sizes, per_mb, mark, label=f"CPU, {part}")
     upb = [r for r in rows if r["upb"]]
     ax.plot(
         [r["file_mb"] for r in upb],
@@ -257,15 +266,16 @@ def report(
         "(c) in a fresh process per size after a warm-up load of a 10,000-event capture "
         "(min of 3 runs under 200 MB, else 1); (a) where upb's objects fit in memory.",
         "",
-        "| events | file MB | (c) wall s | (c) CPU s | (c) CPU ms/MB | (c) RSS added MB "
-        "| (a) CPU s | (c)/(a) CPU |",
-        "|---|---|---|---|---|---|---|---|",
+        "| events | file MB | (c) wall s | (c) CPU s | (c) CPU ms/MB | (c) user ms/MB "
+        "| (c) system ms/MB | (c) RSS added MB | (a) CPU s | (c)/(a) CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         c, a = r["ours"], r["upb"]
         out.append(
             f"| {r['events']:,} | {r['file_mb']:.1f} | {c['wall']:.2f} | {c['cpu']:.2f} "
-            f"| {c['cpu'] / r['file_mb'] * 1000:.1f} | {c['added_mb']:.0f} "
+            f"| {c['cpu'] / r['file_mb'] * 1000:.1f} | {c['user'] / r['file_mb'] * 1000:.1f} "
+            f"| {c['system'] / r['file_mb'] * 1000:.1f} | {c['added_mb']:.0f} "
             + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
     out += ["", "![time per MB](speed_per_mb.png)", ""]
