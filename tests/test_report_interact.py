@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
-from helpers.browser import DevTools, _describe, chromium
+from helpers.browser import DevTools, chromium, problems
 
 import traceparse
 from traceparse.core.profile import Profile
@@ -115,20 +115,8 @@ def test_report_at_1400px_fits_sorts_and_filters(fixture: str, tmp_path: Path) -
         browser.send("Runtime.evaluate", {"expression": "1"}, session=session)
     finally:
         browser.close()
-    problems = [
-        _describe(e)
-        for e in browser.events
-        if e.get("method") == "Runtime.exceptionThrown"
-        or (
-            e.get("method") == "Runtime.consoleAPICalled"
-            and e["params"].get("type") in ("error", "warning", "assert")
-        )
-        or (
-            e.get("method") == "Log.entryAdded"
-            and e["params"]["entry"].get("level") in ("error", "warning")
-        )
-    ]
-    assert problems == []  # CSP violations and script errors land here
+    found_problems = problems(browser.events)
+    assert found_problems == []  # CSP violations and script errors land here
     assert found["resources"] == [] and found["scripts"] == 1
     assert found["page"] <= WIDTH, found
     for table in found["tables"]:  # no table wider than its place: nothing cut off

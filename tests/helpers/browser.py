@@ -196,9 +196,16 @@ def open_in_chromium(page: Path, screenshot: Path, profile_dir: Path) -> dict[st
         browser.send("Runtime.evaluate", {"expression": "1"}, session=session)
     finally:
         browser.close()
-    found["problems"] = [
+    found["problems"] = problems(browser.events)
+    return found
+
+
+def problems(events: list[dict[str, Any]]) -> list[str]:
+    """The page's uncaught exceptions, console errors and warnings, and error or
+    warning log entries, described one a line."""
+    return [
         _describe(e)
-        for e in browser.events
+        for e in events
         if e.get("method") == "Runtime.exceptionThrown"
         or (
             e.get("method") == "Runtime.consoleAPICalled"
@@ -209,7 +216,6 @@ def open_in_chromium(page: Path, screenshot: Path, profile_dir: Path) -> dict[st
             and e["params"]["entry"].get("level") in ("error", "warning")
         )
     ]
-    return found
 
 
 def _describe(event: dict[str, Any]) -> str:

@@ -83,9 +83,26 @@ def alloc(
     total: int,
     **extra: object,
 ) -> None:
+    _memory_event(b, line, 1, t, addr, size, total, **extra)
+
+
+def free(b: SpaceBuilder, line: xplane_pb2.XLine, t: int, addr: int, size: int, total: int) -> None:
+    _memory_event(b, line, 2, t, addr, size, total)
+
+
+def _memory_event(
+    b: SpaceBuilder,
+    line: xplane_pb2.XLine,
+    metadata_id: int,  # 1: MemoryAllocation, 2: MemoryDeallocation
+    t: int,
+    addr: int,
+    size: int,
+    total: int,
+    **extra: object,
+) -> None:
     b.event(
         line,
-        1,
+        metadata_id,
         t,
         allocator_name="GPU_0_bfc",
         addr=addr,
@@ -95,19 +112,4 @@ def alloc(
         bytes_reserved=0,
         bytes_available=10**9,
         **extra,
-    )
-
-
-def free(b: SpaceBuilder, line: xplane_pb2.XLine, t: int, addr: int, size: int, total: int) -> None:
-    b.event(
-        line,
-        2,
-        t,
-        allocator_name="GPU_0_bfc",
-        addr=addr,
-        requested_bytes=size,
-        allocation_bytes=size,
-        bytes_allocated=total,
-        bytes_reserved=0,
-        bytes_available=10**9,
     )

@@ -355,6 +355,23 @@ static void release(Views *v) {
     for (int i = 0; i < v->count; i++) PyBuffer_Release(&v->views[i]);
 }
 
+/* The n arguments of a call as buffers: argument i has items of items[i] bytes
+ * and is written to from argument first_writable on. */
+static int unpack(PyObject *args, const char *function, int n, const char *const *names,
+                  const Py_ssize_t *items, int first_writable, Views *v) {
+    if (PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments", function, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (get_view(v, PyTuple_GET_ITEM(args, i), i >= first_writable, items[i], names[i])) {
+            release(v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *fail(Reader *rd) {
     if (rd->out_of_memory) return PyErr_NoMemory();
     PyErr_SetString(PyExc_ValueError, rd->error ? rd->error : "malformed wire format");
@@ -389,20 +406,11 @@ PyDoc_STRVAR(scan_lines_doc,
 "are writable int64.");
 
 static PyObject *scan_lines(PyObject *self, PyObject *args) {
-    enum { N = 10 };
-    PyObject *objs[N];
-    if (!PyArg_UnpackTuple(args, "scan_lines", N, N, &objs[0], &objs[1], &objs[2], &objs[3],
-                           &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9]))
-        return NULL;
+    static const char *const names[] = {"data", "bounds", "picked", "timed", "markers",
+                                        "run_named", "run_stats", "counts", "totals", "stamps"};
+    static const Py_ssize_t items[] = {1, 16, 8, 8, 8, 8, 8, 8, 8, 8};
     Views v = {.count = 0};
-    static const char *names[N] = {"data", "bounds", "picked", "timed", "markers",
-                                   "run_named", "run_stats", "counts", "totals", "stamps"};
-    for (int i = 0; i < N; i++) {
-        if (get_view(&v, objs[i], i >= 7, i == 0 ? 1 : (i == 1 ? 16 : 8), names[i])) {
-            release(&v);
-            return NULL;
-        }
-    }
+    if (unpack(args, "scan_lines", 10, names, items, 7, &v)) return NULL;
     Py_buffer *b = v.views;
     Scan s = {
         .rd = {.data = b[0].buf},
@@ -434,14 +442,14 @@ static PyObject *scan_lines(PyObject *self, PyObject *args) {
     return columns_tuple(columns, 9, status, &s.rd);
 }
 
-/* Each stat of the events, whatever its id, for the few events that need all
- * of theirs (run records). */
-typedef struct {
-    Column event, id, kind, value, start, length;
-} StatColumns;
+/* Where the parsed stats of the events go (read_events' tables, read_stats'
+ * columns): 0, or -1 with the reader's error set. */
+typedef int (*StatSink)(Reader *rd, const Stat *stat, Py_ssize_t event, void *sink);
 
-static int read_all_stats(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
-                          Py_ssize_t n, uint64_t *offsets, uint64_t *durations, StatColumns *out) {
+/* The XEvents data[starts[i]:ends[i]]: offset_ps and duration_ps into
+ * offsets[i] and durations[i] (0 when absent), each stat, parsed, to take. */
+static int read_each(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
+                     Py_ssize_t n, uint64_t *offsets, uint64_t *durations, StatSink take, void *sink) {
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t pos = (Py_ssize_t)starts[i], end = (Py_ssize_t)ends[i];
         if (pos < 0 || end < pos || end > size) {
@@ -450,27 +458,33 @@ static int read_all_stats(Reader *rd, Py_ssize_t size, const int64_t *starts, co
         }
         uint64_t offset = 0, duration = 0;
         Field f;
+        Stat stat;
         while (pos < end) {
             if (read_field(rd, &pos, end, &f)) return -1;
             if (f.wire == VARINT && f.number == 2) offset = f.value;
             else if (f.wire == VARINT && f.number == 3) duration = f.value;
-            if (f.wire != LEN || f.number != 4) continue;
-            Stat stat;
-            if (parse_stat(rd, f.start, f.end, &stat)) return -1;
-            int64_t record[6] = {(int64_t)i, (int64_t)stat.id, stat.kind, (int64_t)stat.bits,
-                                 stat.start, stat.length};
-            Column *columns[6] = {&out->event, &out->id, &out->kind, &out->value, &out->start, &out->length};
-            for (int c = 0; c < 6; c++) {
-                if (column_append(columns[c], record[c])) {
-                    rd->out_of_memory = 1;
-                    return -1;
-                }
+            else if (f.wire == LEN && f.number == 4) {
+                if (parse_stat(rd, f.start, f.end, &stat) || take(rd, &stat, i, sink)) return -1;
             }
         }
         offsets[i] = offset;
         durations[i] = duration;
     }
     return 0;
+}
+
+/* Whether ends (argument 2), offsets and durations (arguments first_out and the
+ * one after) have a slot for each of the events starts (argument 1) names. */
+static int events_agree(const Py_buffer *b, int first_out) {
+    return b[2].len == b[1].len && b[first_out].len == b[1].len && b[first_out + 1].len == b[1].len;
+}
+
+/* Each stat of the few events that need all of theirs (run records), whatever
+ * its id: event, metadata id, kind, value bits, payload start, payload length. */
+static int to_columns(Reader *rd, const Stat *stat, Py_ssize_t event, void *sink) {
+    int64_t record[6] = {event, (int64_t)stat->id, stat->kind, (int64_t)stat->bits,
+                         stat->start, stat->length};
+    return append(rd, (Column *)sink, record, 6);
 }
 
 PyDoc_STRVAR(read_stats_doc,
@@ -482,32 +496,25 @@ PyDoc_STRVAR(read_stats_doc,
 "payload start and length (str/bytes values).");
 
 static PyObject *read_stats(PyObject *self, PyObject *args) {
-    enum { N = 5 };
-    PyObject *objs[N];
-    if (!PyArg_UnpackTuple(args, "read_stats", N, N, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
-        return NULL;
+    static const char *const names[] = {"data", "starts", "ends", "offsets", "durations"};
+    static const Py_ssize_t items[] = {1, 8, 8, 8, 8};
     Views v = {.count = 0};
-    static const char *names[N] = {"data", "starts", "ends", "offsets", "durations"};
-    for (int i = 0; i < N; i++) {
-        if (get_view(&v, objs[i], i >= 3, i == 0 ? 1 : 8, names[i])) {
-            release(&v);
-            return NULL;
-        }
-    }
+    if (unpack(args, "read_stats", 5, names, items, 3, &v)) return NULL;
     Py_buffer *b = v.views;
-    if (b[2].len != b[1].len || b[3].len != b[1].len || b[4].len != b[1].len) {
+    if (!events_agree(b, 3)) {
         release(&v);
         PyErr_SetString(PyExc_TypeError, "read_stats: the arrays' sizes do not agree");
         return NULL;
     }
     Reader rd = {.data = b[0].buf};
-    StatColumns out = {0};
+    Column out[6] = {{0}};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = read_all_stats(&rd, b[0].len, b[1].buf, b[2].buf, b[1].len / 8, b[3].buf, b[4].buf, &out);
+    status = read_each(&rd, b[0].len, b[1].buf, b[2].buf, b[1].len / 8, b[3].buf, b[4].buf,
+                       to_columns, out);
     Py_END_ALLOW_THREADS
     release(&v);
-    Column *columns[6] = {&out.event, &out.id, &out.kind, &out.value, &out.start, &out.length};
+    Column *columns[6] = {&out[0], &out[1], &out[2], &out[3], &out[4], &out[5]};
     return columns_tuple(columns, 6, status, &rd);
 }
 
@@ -526,38 +533,15 @@ typedef struct {
 /* One stat into its cell, if the decoder reads it and it has a value. Within a
  * stat the last id and the last value field win (protobuf's merge rule); across
  * the stats of an event, the last one with a value. */
-static int read_stat(Reader *rd, Py_ssize_t pos, Py_ssize_t end, Tables *t, Py_ssize_t event) {
-    Stat stat;
-    if (parse_stat(rd, pos, end, &stat)) return -1;
-    Py_ssize_t k = stat.kind ? find(&t->ids, stat.id) : -1;
+static int to_table(Reader *rd, const Stat *stat, Py_ssize_t event, void *sink) {
+    Tables *t = sink;
+    Py_ssize_t k = stat->kind ? find(&t->ids, stat->id) : -1;
     if (k < 0) return 0;
     Py_ssize_t cell = (Py_ssize_t)t->rows[k] * t->events + event;
-    t->kinds[cell] = (int8_t)stat.kind;
-    t->values[cell] = stat.bits;
-    t->starts[cell] = stat.start;
-    t->lengths[cell] = stat.length;
-    return 0;
-}
-
-static int read_all(Reader *rd, Py_ssize_t size, const int64_t *starts, const int64_t *ends,
-                    uint64_t *offsets, uint64_t *durations, Tables *t) {
-    for (Py_ssize_t i = 0; i < t->events; i++) {
-        Py_ssize_t pos = (Py_ssize_t)starts[i], end = (Py_ssize_t)ends[i];
-        if (pos < 0 || end < pos || end > size) {
-            rd->error = "event bounds outside the buffer";
-            return -1;
-        }
-        uint64_t offset = 0, duration = 0;
-        Field f;
-        while (pos < end) {
-            if (read_field(rd, &pos, end, &f)) return -1;
-            if (f.wire == VARINT && f.number == 2) offset = f.value;
-            else if (f.wire == VARINT && f.number == 3) duration = f.value;
-            else if (f.wire == LEN && f.number == 4 && read_stat(rd, f.start, f.end, t, i)) return -1;
-        }
-        offsets[i] = offset;
-        durations[i] = duration;
-    }
+    t->kinds[cell] = (int8_t)stat->kind;
+    t->values[cell] = stat->bits;
+    t->starts[cell] = stat->start;
+    t->lengths[cell] = stat->length;
     return 0;
 }
 
@@ -573,20 +557,12 @@ PyDoc_STRVAR(read_events_doc,
 "elsewhere: pass them zeroed.");
 
 static PyObject *read_events(PyObject *self, PyObject *args) {
-    enum { N = 11 };
-    PyObject *objs[N];
-    if (!PyArg_UnpackTuple(args, "read_events", N, N, &objs[0], &objs[1], &objs[2], &objs[3],
-                           &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10]))
-        return NULL;
+    static const char *const names[] = {"data", "starts", "ends", "ids", "rows", "offsets",
+                                        "durations", "kinds", "values", "payload_starts",
+                                        "payload_lengths"};
+    static const Py_ssize_t items[] = {1, 8, 8, 8, 8, 8, 8, 1, 8, 8, 8};
     Views v = {.count = 0};
-    static const char *names[N] = {"data", "starts", "ends", "ids", "rows", "offsets", "durations",
-                                   "kinds", "values", "payload_starts", "payload_lengths"};
-    for (int i = 0; i < N; i++) {
-        if (get_view(&v, objs[i], i >= 5, i == 0 || i == 7 ? 1 : 8, names[i])) {
-            release(&v);
-            return NULL;
-        }
-    }
+    if (unpack(args, "read_events", 11, names, items, 5, &v)) return NULL;
     Py_buffer *b = v.views;
     Py_ssize_t n = b[1].len / 8, ids = b[3].len / 8;
     Tables t = {
@@ -598,8 +574,8 @@ static PyObject *read_events(PyObject *self, PyObject *args) {
         .lengths = b[10].buf,
     };
     Py_ssize_t cells = b[7].len;
-    int bad = b[2].len != b[1].len || b[5].len != b[1].len || b[6].len != b[1].len;
-    bad |= b[4].len != b[3].len || b[8].len != cells * 8 || b[9].len != cells * 8 || b[10].len != cells * 8;
+    int bad = !events_agree(b, 5) || b[4].len != b[3].len;
+    bad |= b[8].len != cells * 8 || b[9].len != cells * 8 || b[10].len != cells * 8;
     for (Py_ssize_t k = 0; k < ids && !bad; k++)
         bad = t.rows[k] < 0 || (n && t.rows[k] >= cells / n);
     if (bad || (n && cells % n)) {
@@ -613,7 +589,7 @@ static PyObject *read_events(PyObject *self, PyObject *args) {
         rd.out_of_memory = 1;
     } else {
         Py_BEGIN_ALLOW_THREADS
-        status = read_all(&rd, b[0].len, b[1].buf, b[2].buf, b[5].buf, b[6].buf, &t);
+        status = read_each(&rd, b[0].len, b[1].buf, b[2].buf, n, b[5].buf, b[6].buf, to_table, &t);
         Py_END_ALLOW_THREADS
     }
     idset_free(&t.ids);

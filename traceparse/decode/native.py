@@ -52,6 +52,14 @@ def use_native(on: bool) -> Iterator[None]:
 _NO_IDS = np.zeros(0, dtype=np.uint64)
 
 
+def _call(loop: Any, *args: object) -> Any:
+    """One of the compiled loops; bad bytes raise ``WireError``, as on the numpy path."""
+    try:
+        return loop(*args)
+    except ValueError as exc:
+        raise wire.WireError(str(exc)) from exc
+
+
 @dataclass
 class Scanned:
     """What ``scan_lines`` found: the picked events (start, end, metadata id,
@@ -88,10 +96,7 @@ def scan_lines(
         np.ascontiguousarray(i, dtype=np.uint64)
         for i in (picked, timed, markers, run_named, run_stats)
     ]
-    try:
-        raw = _native.scan_lines(data, bounds, *ids, counts, totals, stamps)
-    except ValueError as exc:
-        raise wire.WireError(str(exc)) from exc
+    raw = _call(_native.scan_lines, data, bounds, *ids, counts, totals, stamps)
     columns = [np.frombuffer(c, dtype=np.int64) for c in raw]
     return Scanned(columns[:5], columns[5:], counts, totals, stamps)
 
@@ -114,10 +119,7 @@ def read_events(
     tables = StatTables.zeros(row_count, starts.size)
     ids = np.ascontiguousarray(ids, dtype=np.uint64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    try:
-        _native.read_events(data, starts, ends, ids, rows, offsets, durations, *tables.arrays())
-    except ValueError as exc:
-        raise wire.WireError(str(exc)) from exc
+    _call(_native.read_events, data, starts, ends, ids, rows, offsets, durations, *tables.arrays())
     return offsets, durations, tables
 
 
@@ -131,8 +133,5 @@ def read_stats(
     ends = np.ascontiguousarray(ends, dtype=np.int64)
     offsets = np.zeros(starts.size, dtype=np.uint64)
     durations = np.zeros(starts.size, dtype=np.uint64)
-    try:
-        raw = _native.read_stats(data, starts, ends, offsets, durations)
-    except ValueError as exc:
-        raise wire.WireError(str(exc)) from exc
+    raw = _call(_native.read_stats, data, starts, ends, offsets, durations)
     return offsets, durations, [np.frombuffer(c, dtype=np.int64) for c in raw]
