@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes
+from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, owner_groups
 from traceparse.analysis.steps import STEP_ID
 from traceparse.tables.contracts import declare
 
@@ -169,13 +169,15 @@ def suspects_by_op(
             first["host"], first["allocator"], first["end_ps"], strict=True
         )
     }
-    # Per (host, allocator) group, not per row: allocations can be millions.
-    first_end = np.full(len(allocations), np.inf)
-    owners = allocations[["host", "allocator"]].groupby(
-        ["host", "allocator"], observed=True, dropna=False, sort=False
+    group, owners = owner_groups(allocations)
+    ends_of = np.array(
+        [
+            first_ends.get((_key(host), _key(allocator)), np.inf)
+            for host, allocator in zip(owners["host"], owners["allocator"], strict=True)
+        ]
     )
-    for (host, allocator), rows in owners.indices.items():
-        first_end[rows] = first_ends.get((_key(host), _key(allocator)), np.inf)
+    # One owner: its end as one number, not repeated for every row.
+    first_end = ends_of[0] if len(ends_of) == 1 else ends_of[group]
     after = allocations["alloc_ps"].to_numpy() > first_end
     live = (end_events(allocations) if ends is None else ends) == STILL_LIVE
     rows = allocations[after & live]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceparse.decode.trace import unwritten_zeros
+
 # An end event of -1 means "still live when the capture stopped".
 STILL_LIVE = -1
 
@@ -41,22 +43,54 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     if frame.empty:
         return np.zeros(0, dtype=np.int64)
     if all(isinstance(frame[c].dtype, pd.CategoricalDtype) for c in columns):
+        codes = [frame[column].cat.codes.to_numpy() for column in columns]
+        if all((c == c[0]).all() for c in codes):  # one group (one allocator, say)
+            # Zeros on pages never written, which hold no memory (callers only read).
+            return unwritten_zeros(len(frame), np.int64)
         # The categories' codes packed into one integer, numbered in order of first
         # appearance as groupby(sort=False).ngroup() does: no strings per row.
         # Packed in place, from the narrow codes: no new array per step.
         packed = np.zeros(len(frame), dtype=np.int64)
-        for column in columns:
+        for column, code in zip(columns, codes, strict=True):
             packed *= len(frame[column].cat.categories) + 1
-            packed += frame[column].cat.codes.to_numpy()
+            packed += code
             packed += 1  # NA (-1) -> 0
-        if (packed == packed[0]).all():  # one group (one allocator, say): no hashing
-            # A new np.zeros, not ``packed`` zeroed: its pages are the kernel's zero
-            # pages, which take no memory until written (callers only read them).
-            del packed
-            return np.zeros(len(frame), dtype=np.int64)
-        return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
+        return number_in_order_seen(packed)
     grouped = frame.groupby(columns, observed=True, dropna=False, sort=False)
     return grouped.ngroup().to_numpy(dtype=np.int64)
+
+
+def owner_groups(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each row's (host, allocator) group (``group_codes``), and per group its
+    ``host`` and ``allocator``: a value per owner is then spread over the rows by
+    group, never looked up per row (rows can be millions, owners are a handful)."""
+    group = group_codes(frame, ["host", "allocator"])
+    return group, frame[["host", "allocator"]].iloc[first_rows(group)]
+
+
+def number_in_order_seen(packed: np.ndarray) -> np.ndarray:
+    """``pd.factorize(packed)[0]``: each value numbered 0, 1, ... in order of first
+    appearance, for non-negative int64 ``packed``, which it overwrites.
+
+    Where the values span a small range (packed categorical codes), a table of
+    it replaces the hash table, a block of rows at a time: no new array of a
+    row each, in a fraction of the time.
+    """
+    rows = packed.size
+    top = int(packed.max()) if rows else 0
+    if top > 8 * rows + (1 << 16):  # sparse values: hashed
+        return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
+    first = np.full(top + 1, rows, dtype=np.int64)  # each value's first row
+    for begin in range(0, rows, _BLOCK):
+        block = packed[begin : begin + _BLOCK]
+        np.minimum.at(first, block, np.arange(begin, begin + block.size))
+    used = np.flatnonzero(first < rows)
+    number = np.full(top + 1, -1, dtype=np.int64)
+    number[used[np.argsort(first[used], kind="stable")]] = np.arange(used.size)
+    for begin in range(0, rows, _BLOCK):
+        block = packed[begin : begin + _BLOCK]
+        block[...] = number[block]
+    return packed
 
 
 def group_sums(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -82,10 +116,21 @@ def group_sums(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 def first_rows(group: np.ndarray) -> np.ndarray:
     """The first row of each group, for groups numbered in order of first appearance
     (as ``group_codes`` numbers them)."""
-    if not group.size:
-        return np.zeros(0, dtype=np.int64)
-    seen = np.maximum.accumulate(group)
-    return np.flatnonzero(np.append(True, seen[1:] > seen[:-1]))
+    # The highest group so far steps up by one at each group's first row; found
+    # a block of rows at a time (millions of rows: a running maximum of them all
+    # would be one more array of a row each).
+    found = [np.zeros(0, dtype=np.int64)]
+    top = -1
+    for begin in range(0, group.size, _BLOCK):
+        seen = np.maximum.accumulate(group[begin : begin + _BLOCK])
+        np.maximum(seen, top, out=seen)
+        new = np.arange(top + 1, int(seen[-1]) + 1)
+        found.append(begin + np.searchsorted(seen, new, side="left"))
+        top = int(seen[-1])
+    return np.concatenate(found)
+
+
+_BLOCK = 1 << 20
 
 
 def end_events(allocations: pd.DataFrame) -> np.ndarray:
@@ -126,19 +171,28 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     same &= known[order][1:]
     # Each row followed by another at its address: that one's allocation ends it.
     pairs = np.flatnonzero(same)
+    del same
+    # In place where it can be: these arrays are a row each, millions of rows.
+    ended = order[pairs]
+    pairs += 1
+    np.take(order, pairs, out=pairs)  # the row at the same address next
+    del order
+    np.take(alloc, pairs, out=pairs)  # its allocation event
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
-    nxt[order[pairs]] = alloc[order[pairs + 1]]
+    nxt[ended] = pairs
     # A free ends it first (read last: a copy where some are missing).
     free = allocations["free_event"].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
     np.copyto(nxt, free, where=free >= 0)
     return nxt
 
 
-def live_mask(allocations: pd.DataFrame, ends: np.ndarray, event: np.ndarray) -> np.ndarray:
+def live_mask(
+    allocations: pd.DataFrame, ends: np.ndarray, event: np.ndarray | np.integer
+) -> np.ndarray:
     """Whether each allocation is live just after the timeline row ``event[i]``.
 
     ``event`` gives, per allocation, the row to test against (the peak of its
-    own allocator, say); -1 means "not asked" and gives False.
+    own allocator, say), or one row for all; -1 means "not asked" and gives False.
     """
     alloc = allocations["alloc_event"].to_numpy(dtype=np.int64)
     asked = event >= 0

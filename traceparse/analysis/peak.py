@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import end_events, first_rows, group_codes, live_mask
+from traceparse.analysis.liveness import end_events, group_codes, live_mask, owner_groups
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import ALLOCATIONS, declare
 
@@ -60,11 +60,17 @@ LIVE_AT_PEAK = declare(
 
 
 def in_use(timeline: pd.DataFrame) -> np.ndarray:
-    """Bytes in use after each timeline event (reserved + allocated; missing counts as 0)."""
-    # Read as arrays (views where no counter is missing), summed into one new array.
+    """Bytes in use after each timeline event (reserved + allocated; missing counts as 0).
+
+    Read only: where no counter is missing, this is the ``in_use_bytes`` column itself.
+    """
+    column = timeline["in_use_bytes"]
+    if not column.hasnans:  # their sum, as the timeline holds it
+        view = column.to_numpy(dtype=np.int64).view()
+        view.flags.writeable = False  # the table's own memory
+        return view
     heap = timeline["heap_bytes"].to_numpy(dtype=np.int64, na_value=0)
-    total = np.add(heap, timeline["reserved_bytes"].to_numpy(dtype=np.int64, na_value=0))
-    return total
+    return np.add(heap, timeline["reserved_bytes"].to_numpy(dtype=np.int64, na_value=0))
 
 
 def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
@@ -79,7 +85,8 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
     values = in_use(timeline)
     top = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(top, keys, values)
-    at_max = np.flatnonzero(values == top[keys])
+    # One group (one allocator): compared with one number, not a row each.
+    at_max = np.flatnonzero(values == (top[0] if groups == 1 else top[keys]))
     event = np.zeros(groups, dtype=np.int64)
     np.maximum.at(event, keys[at_max], at_max)  # the latest event at the maximum
     ties = np.bincount(keys[at_max], minlength=groups)
@@ -114,31 +121,38 @@ def peak_table(timeline: pd.DataFrame) -> pd.DataFrame:
 
 def _group_max(column: pd.Series, keys: np.ndarray, groups: int) -> pd.arrays.IntegerArray:
     """The largest value of ``column`` per group; NA where a group has none."""
-    known = column.notna().to_numpy(dtype=bool)
     values = column.to_numpy(dtype=np.int64, na_value=0)
+    if column.hasnans:  # only then the known rows, as copies
+        known = column.notna().to_numpy(dtype=bool)
+        keys, values = keys[known], values[known]
     largest = np.full(groups, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(largest, keys[known], values[known])
-    has = np.bincount(keys[known], minlength=groups) > 0
+    np.maximum.at(largest, keys, values)
+    has = np.bincount(keys, minlength=groups) > 0
     return pd.arrays.IntegerArray(np.where(has, largest, 0), ~has)
 
 
-def peak_event_of(allocations: pd.DataFrame, peak: pd.DataFrame) -> pd.DataFrame:
-    """Per allocation, its allocator's peak ``event`` and ``step`` (-1 / NA without one)."""
-    # Looked up once per (host, allocator), NA matching NA, then spread over the rows
-    # by their group: no name per allocation (there can be millions).
+def peak_by_group(
+    allocations: pd.DataFrame, peak: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, pd.arrays.IntegerArray]:
+    """Each allocation's (host, allocator) group (``group_codes``), and per group
+    its allocator's peak ``event`` and ``step`` (-1 / NA without one).
+
+    Per group, not per allocation: a column of a row each for millions of
+    allocations that mostly share one allocator would repeat a few values.
+    """
+    # Looked up once per (host, allocator), NA matching NA.
     found = {
         (_key(host), _key(allocator)): (event, step)
         for host, allocator, event, step in zip(
             peak["host"], peak["allocator"], peak["event"], peak["step"], strict=True
         )
     }
-    group = group_codes(allocations, ["host", "allocator"])
-    owners = allocations[["host", "allocator"]].iloc[first_rows(group)]
+    group, owners = owner_groups(allocations)
     keys = zip(owners["host"], owners["allocator"], strict=True)
     hits = [found.get((_key(host), _key(allocator))) for host, allocator in keys]
     event = np.asarray([-1 if hit is None else int(hit[0]) for hit in hits], dtype=np.int64)
     step = pd.array([pd.NA if hit is None else hit[1] for hit in hits], dtype="Int64")
-    return pd.DataFrame({"event": event[group], "step": step.take(group)}, index=allocations.index)
+    return group, event, step
 
 
 def _key(name: object) -> str | None:
@@ -154,13 +168,15 @@ def live_at_peak_table(
     The index is the allocation's row in ``Profile.allocations``; ``ends`` is
     ``end_events(allocations)`` where the caller has it already.
     """
-    at_peak = peak_event_of(allocations, peak)
+    group, peak_event, peak_step = peak_by_group(allocations, peak)
     ends = end_events(allocations) if ends is None else ends
-    live = live_mask(allocations, ends, at_peak["event"].to_numpy())
+    # One allocator: its peak as one number, not repeated for every row.
+    event = peak_event[0] if len(peak_event) == 1 else peak_event[group]
+    live = live_mask(allocations, ends, event)
+    del event
     rows = allocations[live].copy()
-    peak_step = at_peak["step"][live]
-    same = rows["step"].astype("Int64") == peak_step.astype("Int64")
-    rows["in_peak_step"] = same.fillna(False).astype(bool)
+    same = rows["step"].array == peak_step.take(group[live])
+    rows["in_peak_step"] = same.fillna(False).to_numpy(dtype=bool)
     order = rows.sort_values(
         ["host", "allocator", "allocated_bytes", "alloc_ps"],
         ascending=[True, True, False, True],

@@ -20,6 +20,7 @@ from traceparse.analysis.liveness import (
     first_rows,
     group_sums,
     held_bytes,
+    number_in_order_seen,
 )
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
@@ -221,10 +222,11 @@ def _op_types(live: pd.DataFrame) -> dict[str, object]:
 
 
 def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """A column's integer codes (-1 for NA) and the values they stand for."""
+    """A column's integer codes (-1 for NA; the categorical's own, as narrow as
+    they are: read only) and the values they stand for."""
     if not isinstance(column.dtype, pd.CategoricalDtype):
         column = column.astype("category")
-    return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories
+    return column.cat.codes.to_numpy(), column.cat.categories
 
 
 def _keys(
@@ -237,10 +239,10 @@ def _keys(
     numbers them, but found on integer codes: allocations can be millions, and
     grouping on their names as text costs seconds.
     """
-    # Packed in place into one new int64 array (host's codes, which _codes casts
-    # from the narrow categorical codes): each step of ``a * b + c`` on millions of
-    # rows would be a new array.
-    packed = _codes(allocations["host"])[0]
+    # Packed in place into one new int64 array (host's codes, cast from the narrow
+    # categorical codes): each step of ``a * b + c`` on millions of rows would be
+    # a new array.
+    packed = _codes(allocations["host"])[0].astype(np.int64)  # a new array
     packed += 1
     allocator, allocators = _codes(allocations["allocator"])
     packed *= len(allocators) + 1
@@ -250,7 +252,7 @@ def _keys(
     packed *= len(names) + 1
     packed += key
     packed += 1
-    group = pd.factorize(packed)[0]
+    group = number_in_order_seen(packed)  # in place: packed is the groups now
     first = first_rows(group)
     values = np.asarray([*names, None], dtype=object)  # code -1 picks None
     keys = pd.DataFrame(
@@ -310,9 +312,13 @@ def _largest(column: pd.Series, group: np.ndarray, size: int) -> pd.arrays.Integ
 def _first(column: pd.Series, group: np.ndarray, size: int) -> pd.Categorical:
     """Per group, the first known value of a categorical column (NA where none)."""
     codes = column.cat.codes.to_numpy()
-    rows = np.flatnonzero(codes >= 0)
-    first = np.full(size, codes.size, dtype=np.int64)
-    np.minimum.at(first, group[rows], rows)
+    known = codes >= 0
+    if known.all():  # each group's first row: no row numbers of a row each
+        first = first_rows(group)
+    else:
+        rows = np.flatnonzero(known)
+        first = np.full(size, codes.size, dtype=np.int64)
+        np.minimum.at(first, group[rows], rows)
     found = first < codes.size
     picked = np.full(size, -1, dtype=codes.dtype)
     picked[found] = codes[first[found]]
@@ -321,10 +327,16 @@ def _first(column: pd.Series, group: np.ndarray, size: int) -> pd.Categorical:
 
 def _distinct(column: pd.Series, group: np.ndarray, size: int) -> np.ndarray:
     """Per group, how many distinct known values an integer column has."""
-    values = column.to_numpy(dtype=np.int64, na_value=-1)
+    values = column.to_numpy(dtype=column.dtype.numpy_dtype, na_value=-1)  # as narrow
     known = values >= 0
-    pairs = pd.unique(group[known] * (int(values.max(initial=0)) + 1) + values[known])
-    return np.bincount(pairs // (int(values.max(initial=0)) + 1), minlength=size)
+    width = int(values.max(initial=0)) + 1
+    if known.all():  # (group, value) packed in place into one new array
+        pairs = group.astype(np.int64)
+        pairs *= width
+        pairs += values
+    else:
+        pairs = group[known] * width + values[known]
+    return np.bincount(pd.unique(pairs) // width, minlength=size)
 
 
 def _finish(table: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:

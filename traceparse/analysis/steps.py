@@ -19,10 +19,9 @@ import pandas as pd
 from traceparse.analysis.liveness import (
     STILL_LIVE,
     end_events,
-    first_rows,
-    group_codes,
     group_sums,
     held_bytes,
+    owner_groups,
 )
 from traceparse.analysis.peak import in_use
 from traceparse.tables.contracts import declare
@@ -117,13 +116,21 @@ def _id_windows(code: int, step: np.ndarray, times: np.ndarray, mine: np.ndarray
     else:
         own_step, own_time = step[mine], times[mine]
     if own_step.size and not (own_step[1:] >= own_step[:-1]).all():
-        # Steps out of order: numbered by value, then reduced per number.
-        number, values = pd.factorize(own_step, sort=True)
-        start = np.full(values.size, np.iinfo(np.int64).max, dtype=np.int64)
-        end = np.full(values.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(start, number, own_time)
-        np.maximum.at(end, number, own_time)
-        first = np.asarray(values, dtype=np.int64)
+        # Steps out of order: reduced per number a block of rows at a time (the
+        # numbering of millions of rows at once is a hash table as large as them),
+        # then the blocks' few rows per step are reduced again.
+        blocks = []
+        for begin in range(0, own_step.size, _BLOCK):
+            number, values = pd.factorize(own_step[begin : begin + _BLOCK])
+            block_start = np.full(values.size, np.iinfo(np.int64).max, dtype=np.int64)
+            block_end = np.full(values.size, np.iinfo(np.int64).min, dtype=np.int64)
+            np.minimum.at(block_start, number, own_time[begin : begin + _BLOCK])
+            np.maximum.at(block_end, number, own_time[begin : begin + _BLOCK])
+            blocks.append(pd.DataFrame({"step": values, "start": block_start, "end": block_end}))
+        per_step = pd.concat(blocks).groupby("step", sort=True).agg({"start": "min", "end": "max"})
+        first = per_step.index.to_numpy(dtype=np.int64)
+        start = per_step["start"].to_numpy(dtype=np.int64)
+        end = per_step["end"].to_numpy(dtype=np.int64)
     else:
         # Steps rising with time (the usual case): each step is one run of rows.
         starts = np.flatnonzero(np.append(True, own_step[1:] != own_step[:-1]))
@@ -152,8 +159,7 @@ def steps_table(
     if timeline.empty:
         return _empty()
     windows = step_windows(timeline, markers, numbered_hosts)
-    owners = timeline[["host", "allocator"]]
-    allocators = owners.iloc[first_rows(group_codes(owners, ["host", "allocator"]))].astype(object)
+    allocators = owner_groups(timeline)[1].astype(object)
     table = allocators.merge(windows, on="host", how="inner")
     if table.empty:
         return _empty()
@@ -232,8 +238,12 @@ def _named(
 def _step_rows(
     table: pd.DataFrame, steps: np.ndarray, owner_rows: dict[tuple[str, str], np.ndarray]
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Per owner: its rows (of ``owner_rows``) whose step (``steps``) has a row in
-    ``table``, and that row of ``table``."""
+    """Per owner, a block of rows at a time: its rows (of ``owner_rows``) whose step
+    (``steps``) has a row in ``table``, and that row of ``table``.
+
+    Blocks of ``_BLOCK`` rows: what is found for them is several arrays of a row
+    each, and the callers only add up per block.
+    """
     table_steps = table["step"].to_numpy(dtype=np.int64)
     table_owner = _owner_rows(table)
     for owner, rows in owner_rows.items():
@@ -242,18 +252,17 @@ def _step_rows(
         mine = table_owner[owner]
         order = np.argsort(table_steps[mine], kind="stable")
         known, mine = table_steps[mine][order], mine[order]
-        wanted = _rows_of(steps, rows)
-        slot = np.searchsorted(known, wanted)
-        np.minimum(slot, known.size - 1, out=slot)  # in place: a row each
-        hit = known[slot] == wanted
-        del wanted
-        at = mine[slot]
-        del slot  # a row each: gone before the caller sums this owner's rows
-        if hit.all():  # every row's step has a row (no copies of millions of rows)
-            del hit
-            yield rows, at
-        else:
-            yield rows[hit], at[hit]
+        for start in range(0, rows.size, _BLOCK):
+            block = rows[start : start + _BLOCK]
+            wanted = steps[block]
+            slot = np.searchsorted(known, wanted)
+            np.minimum(slot, known.size - 1, out=slot)  # in place
+            hit = known[slot] == wanted
+            at = mine[slot]
+            yield (block, at) if hit.all() else (block[hit], at[hit])
+
+
+_BLOCK = 1 << 20
 
 
 def _add_in_use(
@@ -365,17 +374,18 @@ def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     on the columns (categorical codes in the timeline), not a string per row."""
     if frame.empty:
         return {}
-    group = group_codes(frame, ["host", "allocator"])
-    first = first_rows(group)
-    # A stable sort keeps each owner's rows in order; few owners: small integers,
-    # which numpy sorts by radix.
-    order = np.argsort(group.astype(np.min_scalar_type(first.size)), kind="stable")
-    bounds = np.cumsum(np.bincount(group, minlength=first.size))[:-1]
+    group, owners = owner_groups(frame)
+    # Row numbers in int32 where they fit: half the memory, held all along.
+    kind = np.int32 if group.size < 2**31 else np.int64
+    if len(owners) == 1:  # one owner (one allocator): every row, in order
+        rows = [np.arange(group.size, dtype=kind)]
+    else:
+        # A stable sort keeps each owner's rows in order; few owners: small
+        # integers, which numpy sorts by radix.
+        order = np.argsort(group.astype(np.min_scalar_type(len(owners))), kind="stable")
+        bounds = np.cumsum(np.bincount(group, minlength=len(owners)))[:-1]
+        rows = np.split(order.astype(kind, copy=False), bounds)
     del group
-    if order.size < 2**31:  # row numbers in int32: half the memory, held all along
-        order = order.astype(np.int32)
-    rows = np.split(order, bounds)
-    owners = frame[["host", "allocator"]].iloc[first]
     names = zip(owners["host"], owners["allocator"], strict=True)
     return {(_spelled(h), _spelled(a)): r for (h, a), r in zip(names, rows, strict=True)}
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS
 from traceparse.analysis.leaks import LeakReport
+from traceparse.analysis.liveness import owner_groups
 
 TOP = 10
 
@@ -128,7 +129,14 @@ def build_summaries(
     (None without an inventory), ``parameters`` ``Profile.xla_parameters`` (used
     when ``xla_parameter_bytes`` was measured). The split of the bytes from
     before the capture is the breakdown's, as in ``attribution`` and ``layers``."""
-    counts = allocations.groupby(["host", "allocator"], observed=True).size()
+    group, owners = owner_groups(allocations)
+    counts = {
+        (str(host), str(allocator)): int(count)
+        for host, allocator, count in zip(
+            owners["host"], owners["allocator"], np.bincount(group), strict=True
+        )
+        if not (pd.isna(host) or pd.isna(allocator))
+    }
     unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
     out: list[AllocatorSummary] = []

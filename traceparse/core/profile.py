@@ -35,7 +35,7 @@ from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.xla import XlaParts
-from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -177,9 +177,9 @@ class Profile:
             timelines.append(t)
         return (
             # Linking adds xla_program / xla_allocation_index (NA when not linked).
-            self._conform(self._xla.link(concat(allocations)), contracts.ALLOCATIONS),
+            lean_masks(self._conform(self._xla.link(concat(allocations)), contracts.ALLOCATIONS)),
             self._conform(concat(frees), contracts.FREES_WITHOUT_ALLOCATION),
-            self._conform(concat(timelines), contracts.TIMELINE),
+            lean_masks(self._conform(concat(timelines), contracts.TIMELINE)),
         )
 
     @cached_property

@@ -23,6 +23,7 @@ from traceparse.decode.trace import (
     categorical_take,
     codes_used,
     empty_frame,
+    masked,
 )
 
 
@@ -238,7 +239,6 @@ class MemoryEvents:
             elif dtype in ("Int64", "Float64"):
                 values, valid = columns.take(name, order), columns.take(f"{name}.valid", order)
                 np.logical_not(valid, out=valid)  # the mask, in place
-                masked = pd.arrays.IntegerArray if dtype == "Int64" else pd.arrays.FloatingArray
                 table[name] = masked(values, valid)
             else:
                 table[name] = columns.take(name, order)

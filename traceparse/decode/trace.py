@@ -7,11 +7,13 @@ table from it and never looks at the file again.
 
 from __future__ import annotations
 
+import mmap
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
@@ -57,6 +59,54 @@ FUNCTION_RUN_COLUMNS: dict[str, str] = {
     "start_ps": "int64",
     "end_ps": "int64",
 }
+
+
+# Zeros of this many bytes or more come on private anonymous pages that are
+# never written: the kernel backs them with its one page of zeros, so they hold
+# no memory until written (an all-False mask, one group's codes). Smaller ones
+# are not worth a mapping each.
+_UNWRITTEN_BYTES = 1 << 20
+
+
+def unwritten_zeros(rows: int, dtype: npt.DTypeLike) -> np.ndarray:
+    """``np.zeros(rows, dtype)`` that holds no memory until written.
+
+    ``np.zeros`` may reuse the C heap, which writes the zeros; these pages are
+    the kernel's (private: a shared mapping would take memory when read).
+    """
+    size = rows * np.dtype(dtype).itemsize
+    if size < _UNWRITTEN_BYTES:
+        return np.zeros(rows, dtype=dtype)
+    pages = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(pages, dtype=dtype)
+
+
+def masked(values: np.ndarray, mask: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``values`` as Int64 or Float64 with NA where ``mask``; a large mask with
+    no NA is replaced by one that holds no memory (``unwritten_zeros``)."""
+    if values.size >= _UNWRITTEN_BYTES and not mask.any():
+        mask = unwritten_zeros(values.size, bool)
+    if values.dtype.kind == "f":
+        return pd.arrays.FloatingArray(values, mask)
+    return pd.arrays.IntegerArray(values, mask)
+
+
+def lean_masks(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each large Int64 or Float64 column that has no NA on a
+    mask that holds no memory (``unwritten_zeros``); values are shared, not copied."""
+    columns: dict[str, Any] = {}
+    for column in frame.columns:
+        columns[column] = series = frame[column]
+        array = series.array
+        if (
+            isinstance(array, (pd.arrays.IntegerArray, pd.arrays.FloatingArray))
+            and len(array) >= _UNWRITTEN_BYTES
+            and not array.isna().any()
+        ):
+            values = array.to_numpy(dtype=array.dtype.numpy_dtype)  # no NA: no copy
+            columns[column] = masked(values, unwritten_zeros(len(values), bool))
+    # A new frame from arrays and Series, copy=False: assigning would copy arrays.
+    return pd.DataFrame(columns, index=frame.index, copy=False)
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
