@@ -14,10 +14,14 @@ Four measurements, written as the "Speed" section of benchmarks/RESULTS.md
      the same file again and again reuses its heap and runs faster than a
      user's one load: upb took half the CPU time that way here.)
   2. synthetic dense captures (make_dense.py) from 10 MB to 1.2 GB: (c) in a
-     fresh process per size, wall, CPU and peak RSS over the warm-up, and (a)
-     where upb can hold the parse (up to --upb-max-mb);
-  3. ``traceparse summary`` on the largest dense capture, as a user runs it:
-     wall, CPU (user + system) and peak RSS from wait4;
+     fresh process per size, wall, CPU (user and system apart) and peak RSS
+     over the warm-up, with glibc's and NumPy's defaults and (c*) with the
+     memory settings of the commands that read captures
+     (``traceparse.cli.process``), and (a) where upb can hold the parse (up to
+     --upb-max-mb);
+  3. (s*) as (c*), then ``summary()``: what ``traceparse summary`` computes,
+     per size; and that command on the largest capture, as a user runs it:
+     wall, CPU and peak RSS from wait4;
   4. cProfile's top entries (CPU timer) of (c) on the real capture and on the
      1M-event dense capture.
 
@@ -47,6 +51,8 @@ sys.path.insert(0, str(HERE))
 from make_captures import capture_path, make_capture  # noqa: E402
 from make_dense import make_dense  # noqa: E402
 
+from traceparse.cli.process import LIBRARY_ENVIRONMENT  # noqa: E402
+
 RESNET_STEPS = 55
 WARM_UP_STEPS = 3
 SECTION = "# Speed (issue 28)"
@@ -63,16 +69,20 @@ def rss_mb():  # MB of 10**6 bytes, as the files' sizes (ru_maxrss is in KiB)
 def ours(p):
     prof = traceparse.load(p)
     prof.allocations, prof.timeline
+def summary(p):  # what `traceparse summary` computes
+    prof = traceparse.load(p)
+    prof.allocations, prof.timeline, prof.summary()
 def parse(p):
     with open(p, "rb") as f:
         xplane_pb2.XSpace.FromString(f.read())
 def xprof(p):
     from xprof.convert import raw_to_tool_data
     raw_to_tool_data.xspace_to_tool_data([p], "memory_profile", {})
-if what.startswith("traceparse"):  # the path asked for is the one that runs
+if what != "parse" and what != "xprof":  # the path asked for is the one that runs
     from traceparse.decode import native
-    assert native.available() == (what == "traceparse"), "compiled loops: not as asked"
-run = {"traceparse": ours, "traceparse-numpy": ours, "parse": parse, "xprof": xprof}[what]
+    assert native.available() == (what != "traceparse-numpy"), "compiled loops: not as asked"
+run = {"traceparse": ours, "traceparse-numpy": ours, "summary": summary, "parse": parse,
+       "xprof": xprof}[what]
 run(warm_up)
 warm = rss_mb()
 walls, cpus, splits = [], [], []
@@ -106,11 +116,14 @@ print(out.getvalue())
 """
 
 
-def _python(code: str, *args: object, pure: bool = False) -> str:
-    """Run ``code`` in a fresh interpreter; ``pure``: without the compiled loops."""
+def _python(code: str, *args: object, pure: bool = False, settled: bool = False) -> str:
+    """Run ``code`` in a fresh interpreter; ``pure``: without the compiled loops;
+    ``settled``: with the memory settings of the commands that read captures."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     if pure:
         env["TRACEPARSE_PURE_PYTHON"] = "1"
+    if settled:
+        env.update(LIBRARY_ENVIRONMENT)
     out = subprocess.run(
         [sys.executable, "-c", code, *map(str, args)],
         check=True,
@@ -122,12 +135,13 @@ def _python(code: str, *args: object, pure: bool = False) -> str:
     return out.stdout
 
 
-def one(path: Path, what: str, warm_up: Path, repeat: int = 1) -> dict[str, float]:
-    result: dict[str, float] = json.loads(
-        _python(_ONE, path, what, warm_up, repeat, pure=what == "traceparse-numpy")
-        .strip()
-        .splitlines()[-1]
+def one(
+    path: Path, what: str, warm_up: Path, repeat: int = 1, settled: bool = False
+) -> dict[str, float]:
+    out = _python(
+        _ONE, path, what, warm_up, repeat, pure=what == "traceparse-numpy", settled=settled
     )
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return result
 
 
@@ -152,15 +166,23 @@ def real_capture(path: Path, warm_up: Path, turns: int) -> dict[str, Any]:
 
 
 def per_size(events: list[int], upb_max_mb: float) -> list[dict[str, Any]]:
+    """Per size: (c), (c*) and (s*) (see the module's docstring), and (a)."""
     warm_up, _ = make_dense(10_000)
     rows = []
     for count in events:
         path, _ = make_dense(count)
         size_mb = path.stat().st_size / 1e6
         repeat = 3 if size_mb < 200 else 1
-        ours = one(path, "traceparse", warm_up, repeat)
-        upb = one(path, "parse", warm_up, repeat) if size_mb <= upb_max_mb else None
-        rows.append({"events": count, "file_mb": size_mb, "ours": ours, "upb": upb})
+        rows.append(
+            {
+                "events": count,
+                "file_mb": size_mb,
+                "ours": one(path, "traceparse", warm_up, repeat),
+                "settled": one(path, "traceparse", warm_up, repeat, settled=True),
+                "summary": one(path, "summary", warm_up, repeat, settled=True),
+                "upb": one(path, "parse", warm_up, repeat) if size_mb <= upb_max_mb else None,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -178,9 +200,14 @@ def summary_command(path: Path) -> dict[str, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"traceparse summary {path} failed")
-    cpu = usage.ru_utime + usage.ru_stime
-    # MB of 10**6 bytes, as the file's size (ru_maxrss is in KiB).
-    return {"wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss * 1024 / 1e6}
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "user": usage.ru_utime,
+        "system": usage.ru_stime,
+        # MB of 10**6 bytes, as the file's size (ru_maxrss is in KiB).
+        "rss_mb": usage.ru_maxrss * 1024 / 1e6,
+    }
 
 
 def profile_top(path: Path, entries: int) -> str:
@@ -197,25 +224,26 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = [r["file_mb"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(sizes, [r["ours"]["cpu"] / r["file_mb"] * 1000 for r in rows], "o-", label="CPU")
-    ax.plot(sizes, [r["ours"]["wall"] / r["file_mb"] * 1000 for r in rows], "s--", label="wall")
-    for part, mark in (("user", "v-"), ("system", "x-")):
-        per_mb = [r["ours"][part] / r["file_mb"] * 1000 for r in rows]
-        ax.plot(sizes, per_mb, mark, label=f"CPU, {part}")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    runs = (("ours", "(c)", "o"), ("settled", "(c*)", "s"), ("summary", "(s*)", "D"))
+    for key, name, mark in runs:
+        for part, line in (("cpu", "-"), ("system", ":")):
+            per_mb = [r[key][part] / r["file_mb"] * 1000 for r in rows]
+            ax.plot(sizes, per_mb, mark + line, label=f"{name} {'CPU' if part == 'cpu' else part}")
     upb = [r for r in rows if r["upb"]]
     ax.plot(
         [r["file_mb"] for r in upb],
         [r["upb"]["cpu"] / r["file_mb"] * 1000 for r in upb],
-        "^:",
-        label="upb parse, CPU",
+        "^--",
+        label="(a) upb parse, CPU",
     )
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("capture size (MB, dense synthetic)")
     ax.set_ylabel("ms per MB")
-    ax.set_title("load() + allocations + timeline, time per MB")
-    ax.legend()
+    ax.set_title("Time per MB: (c) load + tables, (c*) with the CLI's settings, (s*) + summary()")
+    ax.title.set_fontsize("small")
+    ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
 
@@ -224,7 +252,7 @@ def report(
     real: dict[str, Any] | None,
     real_mb: float,
     rows: list[dict[str, Any]],
-    summary: dict[str, float] | None,
+    summary: dict[str, float],
     profiles: dict[str, str],
     command: str,
 ) -> str:
@@ -264,32 +292,53 @@ def report(
         "## Time per MB, 10 MB to 1.2 GB (dense synthetic captures)",
         "",
         "(c) in a fresh process per size after a warm-up load of a 10,000-event capture "
-        "(min of 3 runs under 200 MB, else 1); (a) where upb's objects fit in memory.",
+        "(min of 3 runs under 200 MB, else 1), with the defaults of glibc and NumPy and "
+        "(c*) with the memory settings the commands that read captures make "
+        "(`traceparse/cli/process.py`, given here as environment variables); (a) where "
+        "upb's objects fit in memory. System time is mostly the kernel handing over "
+        "fresh pages.",
         "",
-        "| events | file MB | (c) wall s | (c) CPU s | (c) CPU ms/MB | (c) user ms/MB "
-        "| (c) system ms/MB | (c) RSS added MB | (a) CPU s | (c)/(a) CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| events | file MB | (c) CPU s | (c) CPU ms/MB | (c) user ms/MB | (c) system ms/MB "
+        "| (c*) CPU ms/MB | (c*) system ms/MB | (c) RSS added MB | (a) CPU s | (c)/(a) CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        c, a = r["ours"], r["upb"]
+        c, settled, a, mb = r["ours"], r["settled"], r["upb"], r["file_mb"] / 1000
         out.append(
-            f"| {r['events']:,} | {r['file_mb']:.1f} | {c['wall']:.2f} | {c['cpu']:.2f} "
-            f"| {c['cpu'] / r['file_mb'] * 1000:.1f} | {c['user'] / r['file_mb'] * 1000:.1f} "
-            f"| {c['system'] / r['file_mb'] * 1000:.1f} | {c['added_mb']:.0f} "
+            f"| {r['events']:,} | {r['file_mb']:.1f} | {c['cpu']:.2f} | {c['cpu'] / mb:.1f} "
+            f"| {c['user'] / mb:.1f} | {c['system'] / mb:.1f} | {settled['cpu'] / mb:.1f} "
+            f"| {settled['system'] / mb:.1f} | {c['added_mb']:.0f} "
             + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
-    out += ["", "![time per MB](speed_per_mb.png)", ""]
-    if summary:
-        big = rows[-1]
-        out += [
-            f"## `traceparse summary` end to end, {big['events']:,} events "
-            f"({big['file_mb']:.0f} MB)",
-            "",
-            f"wall {summary['wall']:.1f} s, CPU {summary['cpu']:.1f} s, peak RSS "
-            f"{summary['rss_mb']:.0f} MB ({summary['rss_mb'] / big['file_mb']:.2f}x the file; "
-            "MB are 10^6 bytes throughout).",
-            "",
-        ]
+    out += [
+        "",
+        "(s*) the same process and settings as (c*), then `summary()`: what `traceparse "
+        "summary` computes, without starting Python and importing pandas, which cost "
+        "the same at every size.",
+        "",
+        "| events | file MB | (s*) CPU s | (s*) CPU ms/MB | (s*) user ms/MB "
+        "| (s*) system ms/MB | (s*) RSS added MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        run, mb = r["summary"], r["file_mb"] / 1000
+        out.append(
+            f"| {r['events']:,} | {r['file_mb']:.1f} | {run['cpu']:.2f} | {run['cpu'] / mb:.1f} "
+            f"| {run['user'] / mb:.1f} | {run['system'] / mb:.1f} | {run['added_mb']:.0f} |"
+        )
+    big = rows[-1]
+    out += [
+        "",
+        "![time per MB](speed_per_mb.png)",
+        "",
+        f"## `traceparse summary` end to end, {big['events']:,} events ({big['file_mb']:.0f} MB)",
+        "",
+        f"As a user runs it, in a fresh process: wall {summary['wall']:.1f} s, CPU "
+        f"{summary['cpu']:.1f} s (user {summary['user']:.1f}, system {summary['system']:.1f}), "
+        f"peak RSS {summary['rss_mb']:.0f} MB ({summary['rss_mb'] / big['file_mb']:.2f}x the "
+        "file; MB are 10^6 bytes throughout).",
+        "",
+    ]
     for name, text in profiles.items():
         out += [
             f"## Profile: {name} (cProfile, CPU timer, by own time)",

@@ -141,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from traceparse.version import check_installed
 
         check_installed()
+        if command.reads_captures:
+            from traceparse.cli.process import settle_for_captures
+
+            settle_for_captures()
         from traceparse.output.terminal import Terminal
 
         term = Terminal(

@@ -61,6 +61,9 @@ class Command:
 
     name: ClassVar[str] = ""
     aliases: ClassVar[tuple[str, ...]] = ()
+    # False for a command that runs the user's code or TensorFlow in this process:
+    # it keeps the process's memory settings as they are (``cli.process``).
+    reads_captures: ClassVar[bool] = True
 
     @classmethod
     def summary_line(cls) -> str:

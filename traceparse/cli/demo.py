@@ -33,6 +33,7 @@ class DemoCommand(Command):
     """
 
     name = "demo"
+    reads_captures = False  # TensorFlow trains a model in this process
 
     @classmethod
     def epilog(cls) -> str:

@@ -36,6 +36,7 @@ class RunCommand(Command):
     """
 
     name = "run"
+    reads_captures = False  # the user's script runs in a child of this process
 
     @classmethod
     def epilog(cls) -> str:
