@@ -68,3 +68,9 @@ def test_summary_runs_without_huge_pages_and_run_keeps_the_defaults() -> None:
     assert not COMMANDS["run"].reads_captures and not COMMANDS["demo"].reads_captures
     readers = [name for name, command in COMMANDS.items() if command.reads_captures]
     assert {"summary", "report", "batch", "check", "steps"} <= set(readers)
+
+
+def test_readme_gives_the_same_environment() -> None:
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    for name, value in LIBRARY_ENVIRONMENT.items():
+        assert f"{name}={value}" in readme
