@@ -43,7 +43,7 @@ from traceparse.analysis.layer_names import (
     WEIGHT,
     KnownNames,
 )
-from traceparse.analysis.liveness import first_rows, group_codes
+from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 
 KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",
@@ -157,8 +157,8 @@ def _allocated_pieces(
     alike = ["host", "allocator", "op", "op_type", *(["shape"] if shapes else [])]
     group = group_codes(allocations, alike)
     first = first_rows(group)
-    allocated = allocations["allocated_bytes"].fillna(0).to_numpy(dtype=np.int64)
-    summed = pd.Series(allocated).groupby(group, sort=True).sum().to_numpy(dtype=np.int64)
+    allocated = allocations["allocated_bytes"].to_numpy(dtype=np.int64, na_value=0)
+    summed = group_sums(group, allocated, first.size)
     kinds = allocations.iloc[first]
     frame = pd.DataFrame(
         {

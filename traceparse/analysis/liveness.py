@@ -170,19 +170,16 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
         del by_owner
     same &= known[order][1:]
     # Each row followed by another at its address: that one's allocation ends it.
-    pairs = np.flatnonzero(same)
-    del same
-    # In place where it can be: these arrays are a row each, millions of rows.
-    ended = order[pairs]
-    pairs += 1
-    np.take(order, pairs, out=pairs)  # the row at the same address next
-    del order
-    np.take(alloc, pairs, out=pairs)  # its allocation event
+    # A free ends it first. Both a block of rows at a time: millions of rows.
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
-    nxt[ended] = pairs
-    # A free ends it first (read last: a copy where some are missing).
-    free = allocations["free_event"].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
-    np.copyto(nxt, free, where=free >= 0)
+    for begin in range(0, same.size, _BLOCK):
+        at = begin + np.flatnonzero(same[begin : begin + _BLOCK])
+        nxt[order[at]] = alloc[order[at + 1]]
+    del order, same
+    free = allocations["free_event"].array
+    for begin in range(0, n, _BLOCK):
+        ends = free[begin : begin + _BLOCK].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
+        np.copyto(nxt[begin : begin + _BLOCK], ends, where=ends >= 0)
     return nxt
 
 

@@ -104,7 +104,7 @@ def lean_masks(frame: pd.DataFrame) -> pd.DataFrame:
             and not array.isna().any()
         ):
             values = array.to_numpy(dtype=array.dtype.numpy_dtype)  # no NA: no copy
-            columns[column] = masked(values, unwritten_zeros(len(values), bool))
+            columns[column] = type(array)(values, unwritten_zeros(len(values), bool))
     # A new frame from arrays and Series, copy=False: assigning would copy arrays.
     return pd.DataFrame(columns, index=frame.index, copy=False)
 
