@@ -73,7 +73,8 @@ def step_windows(
         windows = grouped.agg(
             name=("name", "first"), start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
         )
-        frames.append(windows.assign(source=MARKER))
+        # Names as objects, as the step-id windows' (all NA) are: one dtype to concatenate.
+        frames.append(windows.assign(name=windows["name"].astype(object), source=MARKER))
         marked_hosts = set(windows["host"])
     # The timeline can have millions of rows: its columns are read as arrays (views
     # where they can be) and grouped per host code, never copied into a frame.
@@ -93,7 +94,8 @@ def step_windows(
         windows = pd.concat(found, ignore_index=True)
         windows["host"] = np.asarray(host.cat.categories, dtype=object)[windows["host"]]
         numbered = windows["host"].isin(set(numbered_hosts)).to_numpy()
-        frames.append(windows.assign(name=pd.NA, source=np.where(numbered, XPROF_STEP, STEP_ID)))
+        source = np.where(numbered, XPROF_STEP, STEP_ID)
+        frames.append(windows.assign(name=np.full(len(windows), None, dtype=object), source=source))
     if not frames:
         return pd.DataFrame(
             {
