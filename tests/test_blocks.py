@@ -71,7 +71,7 @@ def test_masked_builds_int_and_float_arrays() -> None:
 
 @pytest.mark.parametrize("block", [1, 3, 1 << 20])
 def test_number_in_order_seen_is_factorize(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
-    monkeypatch.setattr(liveness, "_BLOCK", block)
+    monkeypatch.setattr(liveness, "BLOCK_ROWS", block)
     rng = np.random.default_rng(block)
     for rows in (0, 1, 9, 500):
         for top in (1, 4, 300, 10**12):  # the last is hashed: too wide for a table
@@ -94,8 +94,8 @@ def test_analyses_by_blocks_match_whole_arrays(
         return [prof.steps, prof.ops, prof.scopes(1), prof.leaks().by_op, prof.peak]
 
     whole = tables()
-    monkeypatch.setattr(liveness, "_BLOCK", 7)
-    monkeypatch.setattr(steps, "_BLOCK", 7)
+    monkeypatch.setattr(liveness, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(steps, "BLOCK_ROWS", 7)
     for expected, got in zip(whole, tables(), strict=True):
         pd.testing.assert_frame_equal(got, expected)
 
@@ -109,6 +109,6 @@ def test_step_windows_out_of_time_order_by_blocks(monkeypatch: pytest.MonkeyPatc
         events += [alloc(100 * n, n + 1, MiB, step_id=step), free(100 * n + 150, n + 1, MiB)]
     whole = profile_of(events).steps
     assert len(whole) == 3 and whole["start_ps"].tolist() == [0, 100, 200]
-    monkeypatch.setattr(steps, "_BLOCK", 2)
-    monkeypatch.setattr(liveness, "_BLOCK", 2)
+    monkeypatch.setattr(steps, "BLOCK_ROWS", 2)
+    monkeypatch.setattr(liveness, "BLOCK_ROWS", 2)
     pd.testing.assert_frame_equal(profile_of(events).steps, whole)

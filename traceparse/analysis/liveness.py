@@ -9,6 +9,8 @@ same way). Everything here works on whole columns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -16,6 +18,9 @@ from traceparse.decode.trace import unwritten_zeros
 
 # An end event of -1 means "still live when the capture stopped".
 STILL_LIVE = -1
+# Passes over millions of rows take this many at a time: what each finds is
+# arrays of a row each, and a block of them is a few MB, not hundreds.
+BLOCK_ROWS = 1 << 20
 
 
 def held_bytes(allocations: pd.DataFrame) -> np.ndarray:
@@ -47,15 +52,8 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
         if all((c == c[0]).all() for c in codes):  # one group (one allocator, say)
             # Zeros on pages never written, which hold no memory (callers only read).
             return unwritten_zeros(len(frame), np.int64)
-        # The categories' codes packed into one integer, numbered in order of first
-        # appearance as groupby(sort=False).ngroup() does: no strings per row.
-        # Packed in place, from the narrow codes: no new array per step.
-        packed = np.zeros(len(frame), dtype=np.int64)
-        for column, code in zip(columns, codes, strict=True):
-            packed *= len(frame[column].cat.categories) + 1
-            packed += code
-            packed += 1  # NA (-1) -> 0
-        return number_in_order_seen(packed)
+        sizes = [len(frame[column].cat.categories) for column in columns]
+        return numbered_combinations(codes, sizes)
     grouped = frame.groupby(columns, observed=True, dropna=False, sort=False)
     return grouped.ngroup().to_numpy(dtype=np.int64)
 
@@ -66,6 +64,23 @@ def owner_groups(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     group, never looked up per row (rows can be millions, owners are a handful)."""
     group = group_codes(frame, ["host", "allocator"])
     return group, frame[["host", "allocator"]].iloc[first_rows(group)]
+
+
+def numbered_combinations(codes: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+    """Each row's combination of ``codes`` (each in ``[-1, size)``, -1 for NA),
+    numbered 0, 1, ... in order of first appearance as ``groupby(sort=False).ngroup()``
+    numbers them: no strings per row.
+
+    The codes are packed into one int64 a row, in place, from the narrow codes:
+    each step of ``a * b + c`` on millions of rows would be a new array.
+    """
+    packed = codes[0].astype(np.int64)  # a new array
+    packed += 1  # NA (-1) -> 0
+    for code, size in zip(codes[1:], sizes[1:], strict=True):  # the first is the highest digit
+        packed *= size + 1
+        packed += code
+        packed += 1
+    return number_in_order_seen(packed)
 
 
 def number_in_order_seen(packed: np.ndarray) -> np.ndarray:
@@ -81,14 +96,14 @@ def number_in_order_seen(packed: np.ndarray) -> np.ndarray:
     if top > 8 * rows + (1 << 16):  # sparse values: hashed
         return pd.factorize(packed, sort=False)[0].astype(np.int64, copy=False)
     first = np.full(top + 1, rows, dtype=np.int64)  # each value's first row
-    for begin in range(0, rows, _BLOCK):
-        block = packed[begin : begin + _BLOCK]
+    for begin in range(0, rows, BLOCK_ROWS):
+        block = packed[begin : begin + BLOCK_ROWS]
         np.minimum.at(first, block, np.arange(begin, begin + block.size))
     used = np.flatnonzero(first < rows)
     number = np.full(top + 1, -1, dtype=np.int64)
     number[used[np.argsort(first[used], kind="stable")]] = np.arange(used.size)
-    for begin in range(0, rows, _BLOCK):
-        block = packed[begin : begin + _BLOCK]
+    for begin in range(0, rows, BLOCK_ROWS):
+        block = packed[begin : begin + BLOCK_ROWS]
         block[...] = number[block]
     return packed
 
@@ -102,10 +117,9 @@ def group_sums(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     bound = max(abs(int(values.max())), abs(int(values.min()))) * values.size
     if bound < 2**53:
         # A block at a time: bincount reads its weights as a float64 copy.
-        block = 1 << 20
         total_float = np.zeros(size, dtype=np.float64)
-        for start in range(0, values.size, block):
-            part = slice(start, start + block)
+        for start in range(0, values.size, BLOCK_ROWS):
+            part = slice(start, start + BLOCK_ROWS)
             total_float += np.bincount(group[part], weights=values[part], minlength=size)
         return total_float.astype(np.int64)
     total = np.zeros(size, dtype=np.int64)
@@ -121,16 +135,13 @@ def first_rows(group: np.ndarray) -> np.ndarray:
     # would be one more array of a row each).
     found = [np.zeros(0, dtype=np.int64)]
     top = -1
-    for begin in range(0, group.size, _BLOCK):
-        seen = np.maximum.accumulate(group[begin : begin + _BLOCK])
+    for begin in range(0, group.size, BLOCK_ROWS):
+        seen = np.maximum.accumulate(group[begin : begin + BLOCK_ROWS])
         np.maximum(seen, top, out=seen)
         new = np.arange(top + 1, int(seen[-1]) + 1)
         found.append(begin + np.searchsorted(seen, new, side="left"))
         top = int(seen[-1])
     return np.concatenate(found)
-
-
-_BLOCK = 1 << 20
 
 
 def end_events(allocations: pd.DataFrame) -> np.ndarray:
@@ -172,14 +183,14 @@ def end_events(allocations: pd.DataFrame) -> np.ndarray:
     # Each row followed by another at its address: that one's allocation ends it.
     # A free ends it first. Both a block of rows at a time: millions of rows.
     nxt = np.full(n, STILL_LIVE, dtype=np.int64)
-    for begin in range(0, same.size, _BLOCK):
-        at = begin + np.flatnonzero(same[begin : begin + _BLOCK])
+    for begin in range(0, same.size, BLOCK_ROWS):
+        at = begin + np.flatnonzero(same[begin : begin + BLOCK_ROWS])
         nxt[order[at]] = alloc[order[at + 1]]
     del order, same
     free = allocations["free_event"].array
-    for begin in range(0, n, _BLOCK):
-        ends = free[begin : begin + _BLOCK].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
-        np.copyto(nxt[begin : begin + _BLOCK], ends, where=ends >= 0)
+    for begin in range(0, n, BLOCK_ROWS):
+        ends = free[begin : begin + BLOCK_ROWS].to_numpy(dtype=np.int64, na_value=STILL_LIVE)
+        np.copyto(nxt[begin : begin + BLOCK_ROWS], ends, where=ends >= 0)
     return nxt
 
 

@@ -20,7 +20,7 @@ from traceparse.analysis.liveness import (
     first_rows,
     group_sums,
     held_bytes,
-    number_in_order_seen,
+    numbered_combinations,
 )
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
@@ -239,20 +239,9 @@ def _keys(
     numbers them, but found on integer codes: allocations can be millions, and
     grouping on their names as text costs seconds.
     """
-    # Packed in place into one new int64 array (host's codes, cast from the narrow
-    # categorical codes): each step of ``a * b + c`` on millions of rows would be
-    # a new array.
-    packed = _codes(allocations["host"])[0].astype(np.int64)  # a new array
-    packed += 1
+    host, hosts = _codes(allocations["host"])
     allocator, allocators = _codes(allocations["allocator"])
-    packed *= len(allocators) + 1
-    packed += allocator
-    packed += 1
-    del allocator
-    packed *= len(names) + 1
-    packed += key
-    packed += 1
-    group = number_in_order_seen(packed)  # in place: packed is the groups now
+    group = numbered_combinations([host, allocator, key], [len(hosts), len(allocators), len(names)])
     first = first_rows(group)
     values = np.asarray([*names, None], dtype=object)  # code -1 picks None
     keys = pd.DataFrame(

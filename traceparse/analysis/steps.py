@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import (
+    BLOCK_ROWS,
     STILL_LIVE,
     end_events,
     group_sums,
@@ -122,12 +123,12 @@ def _id_windows(code: int, step: np.ndarray, times: np.ndarray, mine: np.ndarray
         # numbering of millions of rows at once is a hash table as large as them),
         # then the blocks' few rows per step are reduced again.
         blocks = []
-        for begin in range(0, own_step.size, _BLOCK):
-            number, values = pd.factorize(own_step[begin : begin + _BLOCK])
+        for begin in range(0, own_step.size, BLOCK_ROWS):
+            number, values = pd.factorize(own_step[begin : begin + BLOCK_ROWS])
             block_start = np.full(values.size, np.iinfo(np.int64).max, dtype=np.int64)
             block_end = np.full(values.size, np.iinfo(np.int64).min, dtype=np.int64)
-            np.minimum.at(block_start, number, own_time[begin : begin + _BLOCK])
-            np.maximum.at(block_end, number, own_time[begin : begin + _BLOCK])
+            np.minimum.at(block_start, number, own_time[begin : begin + BLOCK_ROWS])
+            np.maximum.at(block_end, number, own_time[begin : begin + BLOCK_ROWS])
             blocks.append(pd.DataFrame({"step": values, "start": block_start, "end": block_end}))
         per_step = pd.concat(blocks).groupby("step", sort=True).agg({"start": "min", "end": "max"})
         first = per_step.index.to_numpy(dtype=np.int64)
@@ -243,7 +244,7 @@ def _step_rows(
     """Per owner, a block of rows at a time: its rows (of ``owner_rows``) whose step
     (``steps``) has a row in ``table``, and that row of ``table``.
 
-    Blocks of ``_BLOCK`` rows: what is found for them is several arrays of a row
+    Blocks of ``BLOCK_ROWS`` rows: what is found for them is several arrays of a row
     each, and the callers only add up per block.
     """
     table_steps = table["step"].to_numpy(dtype=np.int64)
@@ -254,17 +255,14 @@ def _step_rows(
         mine = table_owner[owner]
         order = np.argsort(table_steps[mine], kind="stable")
         known, mine = table_steps[mine][order], mine[order]
-        for start in range(0, rows.size, _BLOCK):
-            block = rows[start : start + _BLOCK]
+        for start in range(0, rows.size, BLOCK_ROWS):
+            block = rows[start : start + BLOCK_ROWS]
             wanted = steps[block]
             slot = np.searchsorted(known, wanted)
             np.minimum(slot, known.size - 1, out=slot)  # in place
             hit = known[slot] == wanted
             at = mine[slot]
             yield (block, at) if hit.all() else (block[hit], at[hit])
-
-
-_BLOCK = 1 << 20
 
 
 def _add_in_use(
@@ -358,12 +356,13 @@ def _highest_per_step(step: np.ndarray, value: np.ndarray, time: np.ndarray) -> 
     highest = np.full(steps.size, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(highest, number, value)
     # Compared a block at a time: ``highest[number]`` whole is another array of a row each.
-    block = 1 << 20
     at_highest = np.concatenate(
         [
             start
-            + np.flatnonzero(value[start : start + block] == highest[number[start : start + block]])
-            for start in range(0, step.size, block)
+            + np.flatnonzero(
+                value[start : start + BLOCK_ROWS] == highest[number[start : start + BLOCK_ROWS]]
+            )
+            for start in range(0, step.size, BLOCK_ROWS)
         ]
     )
     last = np.full(steps.size, -1, dtype=np.int64)
