@@ -32,8 +32,9 @@ XDIST := -n $(PYTEST_JOBS) --dist loadfile
 
 .PHONY: demo test quick lint typecheck pytest compat protos fixtures bench browser clean
 
-# The decoder's C loops are built by the install: a change to them reinstalls.
-NATIVE := traceparse/decode/_native.c
+# The C extensions (the decoder's loops, the array pool) are built by the
+# install: a change to them reinstalls.
+NATIVE := traceparse/decode/_native.c traceparse/core/_pool.c
 
 $(STAMP): pyproject.toml $(NATIVE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -13,12 +13,18 @@ Four measurements, written as the "Speed" section of benchmarks/RESULTS.md
      the turns, wall and CPU. (A process that parses
      the same file again and again reuses its heap and runs faster than a
      user's one load: upb took half the CPU time that way here.)
-  2. synthetic dense captures (make_dense.py) from 10 MB to 1.2 GB: (c) in a
-     fresh process per size, wall, CPU (user and system apart) and peak RSS
-     over the warm-up, with glibc's and NumPy's defaults and (c*) with the
+  2. synthetic dense captures (make_dense.py) from 10 MB to 1.2 GB, one load
+     per fresh process after a warm-up load of a 10,000-event capture, as a
+     user's command makes it, in turns, the minimum of --processes processes
+     (two from 200 MB): wall, CPU (user and system apart) and peak RSS over the
+     warm-up of (c) as a library user runs it (NumPy's arrays from
+     traceparse's pool, ``traceparse.core.memory``), (c0) without the pool
+     (``TRACEPARSE_NO_POOL=1``: NumPy's and glibc's defaults), (c*) with the
      memory settings of the commands that read captures
      (``traceparse.cli.process``), and (a) where upb can hold the parse (up to
-     --upb-max-mb);
+     --upb-max-mb). Every size gets the same kind of run: a process that loads
+     the same file again reuses memory the first load faulted in, which a
+     user's one load never does;
   3. (s*) as (c*), then ``summary()``: what ``traceparse summary`` computes,
      per size; and that command on the largest capture, as a user runs it:
      wall, CPU and peak RSS from wait4;
@@ -61,7 +67,7 @@ SECTION = "# Speed (issue 28)"
 # small capture (first-use costs: pandas' lazy imports, caches); prints JSON.
 _ONE = r"""
 import json, resource, sys, time
-path, what, warm_up, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+path, what, warm_up = sys.argv[1], sys.argv[2], sys.argv[3]
 import traceparse, traceparse.core.loading
 from traceparse._proto import xplane_pb2
 def rss_mb():  # MB of 10**6 bytes, as the files' sizes (ru_maxrss is in KiB)
@@ -85,18 +91,14 @@ run = {"traceparse": ours, "traceparse-numpy": ours, "summary": summary, "parse"
        "xprof": xprof}[what]
 run(warm_up)
 warm = rss_mb()
-walls, cpus, splits = [], [], []
-for _ in range(repeat):
-    wall, cpu = time.perf_counter(), time.process_time()
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    run(path)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpus.append(time.process_time() - cpu)
-    walls.append(time.perf_counter() - wall)
-    # user (the code) and system (mostly first touches of new memory) apart
-    splits.append((after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
-user, system = splits[cpus.index(min(cpus))]
-print(json.dumps({"wall": min(walls), "cpu": min(cpus), "user": user, "system": system,
+wall, cpu = time.perf_counter(), time.process_time()
+before = resource.getrusage(resource.RUSAGE_SELF)
+run(path)
+after = resource.getrusage(resource.RUSAGE_SELF)
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+# user (the code) and system (mostly first touches of new memory) apart
+user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+print(json.dumps({"wall": wall, "cpu": cpu, "user": user, "system": system,
                   "added_mb": rss_mb() - warm}))
 """
 
@@ -116,14 +118,16 @@ print(out.getvalue())
 """
 
 
-def _python(code: str, *args: object, pure: bool = False, settled: bool = False) -> str:
+# The memory settings of a run on a dense capture (see the module's docstring).
+MEMORY = {"ours": {}, "no_pool": {"TRACEPARSE_NO_POOL": "1"}, "settled": LIBRARY_ENVIRONMENT}
+
+
+def _python(code: str, *args: object, pure: bool = False, memory: str = "ours") -> str:
     """Run ``code`` in a fresh interpreter; ``pure``: without the compiled loops;
-    ``settled``: with the memory settings of the commands that read captures."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    ``memory``: a key of ``MEMORY``."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **MEMORY[memory]}
     if pure:
         env["TRACEPARSE_PURE_PYTHON"] = "1"
-    if settled:
-        env.update(LIBRARY_ENVIRONMENT)
     out = subprocess.run(
         [sys.executable, "-c", code, *map(str, args)],
         check=True,
@@ -135,12 +139,8 @@ def _python(code: str, *args: object, pure: bool = False, settled: bool = False)
     return out.stdout
 
 
-def one(
-    path: Path, what: str, warm_up: Path, repeat: int = 1, settled: bool = False
-) -> dict[str, float]:
-    out = _python(
-        _ONE, path, what, warm_up, repeat, pure=what == "traceparse-numpy", settled=settled
-    )
+def one(path: Path, what: str, warm_up: Path, memory: str = "ours") -> dict[str, float]:
+    out = _python(_ONE, path, what, warm_up, pure=what == "traceparse-numpy", memory=memory)
     result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return result
 
@@ -165,26 +165,41 @@ def real_capture(path: Path, warm_up: Path, turns: int) -> dict[str, Any]:
     return best
 
 
-def per_size(events: list[int], upb_max_mb: float) -> list[dict[str, Any]]:
-    """Per size: (c), (c*) and (s*) (see the module's docstring), and (a)."""
+# Per size: (key, what runs, memory settings); see the module's docstring.
+KINDS = (
+    ("ours", "traceparse", "ours"),
+    ("no_pool", "traceparse", "no_pool"),
+    ("settled", "traceparse", "settled"),
+    ("summary", "summary", "settled"),
+    ("upb", "parse", "ours"),
+)
+
+
+def per_size(events: list[int], upb_max_mb: float, processes: int) -> list[dict[str, Any]]:
+    """Per size: (c), (c0), (c*), (s*) and (a), one fresh process per run, in
+    turns; the run of least CPU time of each."""
     warm_up, _ = make_dense(10_000)
     rows = []
     for count in events:
         path, _ = make_dense(count)
         size_mb = path.stat().st_size / 1e6
-        repeat = 3 if size_mb < 200 else 1
-        rows.append(
-            {
-                "events": count,
-                "file_mb": size_mb,
-                "ours": one(path, "traceparse", warm_up, repeat),
-                "settled": one(path, "traceparse", warm_up, repeat, settled=True),
-                "summary": one(path, "summary", warm_up, repeat, settled=True),
-                "upb": one(path, "parse", warm_up, repeat) if size_mb <= upb_max_mb else None,
-            }
-        )
+        kinds = [k for k in KINDS if k[0] != "upb" or size_mb <= upb_max_mb]
+        runs: dict[str, list[dict[str, float]]] = {key: [] for key, _, _ in kinds}
+        for _ in range(processes if size_mb < 200 else min(processes, 2)):
+            for key, what, memory in kinds:
+                runs[key].append(one(path, what, warm_up, memory))
+        row: dict[str, Any] = {"events": count, "file_mb": size_mb, "upb": None}
+        row.update({key: min(results, key=lambda r: r["cpu"]) for key, results in runs.items()})
+        row["processes"] = len(runs["ours"])
+        rows.append(row)
         print(json.dumps(rows[-1]), flush=True)
     return rows
+
+
+def spread(rows: list[dict[str, Any]], key: str) -> float:
+    """Highest CPU ms per MB over the lowest, across the sizes: 1.0 is flat."""
+    per_mb = [r[key]["cpu"] / r["file_mb"] for r in rows]
+    return max(per_mb) / min(per_mb)
 
 
 def summary_command(path: Path) -> dict[str, float]:
@@ -225,7 +240,12 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
 
     sizes = [r["file_mb"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
-    runs = (("ours", "(c)", "o"), ("settled", "(c*)", "s"), ("summary", "(s*)", "D"))
+    runs = (
+        ("ours", "(c)", "o"),
+        ("no_pool", "(c0)", "v"),
+        ("settled", "(c*)", "s"),
+        ("summary", "(s*)", "D"),
+    )
     for key, name, mark in runs:
         for part, line in (("cpu", "-"), ("system", ":")):
             per_mb = [r[key][part] / r["file_mb"] * 1000 for r in rows]
@@ -241,7 +261,10 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     ax.set_ylim(bottom=0)
     ax.set_xlabel("capture size (MB, dense synthetic)")
     ax.set_ylabel("ms per MB")
-    ax.set_title("Time per MB: (c) load + tables, (c*) with the CLI's settings, (s*) + summary()")
+    ax.set_title(
+        "Time per MB: (c) load + tables, (c0) without the pool, (c*) with the CLI's "
+        "settings, (s*) + summary()"
+    )
     ax.title.set_fontsize("small")
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
@@ -291,25 +314,37 @@ def report(
     out += [
         "## Time per MB, 10 MB to 1.2 GB (dense synthetic captures)",
         "",
-        "(c) in a fresh process per size after a warm-up load of a 10,000-event capture "
-        "(min of 3 runs under 200 MB, else 1), with the defaults of glibc and NumPy and "
-        "(c*) with the memory settings the commands that read captures make "
-        "(`traceparse/cli/process.py`, given here as environment variables); (a) where "
-        "upb's objects fit in memory. System time is mostly the kernel handing over "
-        "fresh pages.",
+        "One load per fresh process after a warm-up load of a 10,000-event capture, "
+        "in turns; the run of least CPU time of "
+        + ", ".join(f"{r['processes']}" for r in rows)
+        + " processes per size. (c) as a library user runs it (NumPy's arrays from "
+        "traceparse's pool, `traceparse/core/memory.py`); (c0) without the pool "
+        "(`TRACEPARSE_NO_POOL=1`: NumPy's and glibc's defaults); (c*) with the memory "
+        "settings the commands that read captures make (`traceparse/cli/process.py`, "
+        "given here as environment variables); (a) where upb's objects fit in memory. "
+        "System time is mostly the kernel handing over fresh pages.",
         "",
         "| events | file MB | (c) CPU s | (c) CPU ms/MB | (c) user ms/MB | (c) system ms/MB "
-        "| (c*) CPU ms/MB | (c*) system ms/MB | (c) RSS added MB | (a) CPU s | (c)/(a) CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| (c0) CPU ms/MB | (c0) system ms/MB | (c*) CPU ms/MB | (c*) system ms/MB "
+        "| (c) RSS added MB | (a) CPU s | (c)/(a) CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        c, settled, a, mb = r["ours"], r["settled"], r["upb"], r["file_mb"] / 1000
+        c, bare, settled, a = r["ours"], r["no_pool"], r["settled"], r["upb"]
+        mb = r["file_mb"] / 1000
         out.append(
             f"| {r['events']:,} | {r['file_mb']:.1f} | {c['cpu']:.2f} | {c['cpu'] / mb:.1f} "
-            f"| {c['user'] / mb:.1f} | {c['system'] / mb:.1f} | {settled['cpu'] / mb:.1f} "
+            f"| {c['user'] / mb:.1f} | {c['system'] / mb:.1f} | {bare['cpu'] / mb:.1f} "
+            f"| {bare['system'] / mb:.1f} | {settled['cpu'] / mb:.1f} "
             f"| {settled['system'] / mb:.1f} | {c['added_mb']:.0f} "
             + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
+    out += [
+        "",
+        "Spread of the CPU time per MB across the sizes, highest over lowest (1.00x is "
+        f"flat): (c) {spread(rows, 'ours'):.2f}x, (c0) {spread(rows, 'no_pool'):.2f}x, "
+        f"(c*) {spread(rows, 'settled'):.2f}x, (s*) {spread(rows, 'summary'):.2f}x.",
+    ]
     out += [
         "",
         "(s*) the same process and settings as (c*), then `summary()`: what `traceparse "
@@ -376,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         "--events", type=int, nargs="+", default=[100_000, 300_000, 1_000_000, 3_000_000]
     )
     parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--processes", type=int, default=5, help="per dense size (2 from 200 MB)")
     parser.add_argument("--upb-max-mb", type=float, default=400)
     parser.add_argument("--profile-entries", type=int, default=15)
     parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
@@ -385,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     small = args.warm_up or capture_path(WARM_UP_STEPS) or make_capture(WARM_UP_STEPS)
     real = real_capture(resnet, small, args.turns)
     print(json.dumps(real), flush=True)
-    rows = per_size(sorted(args.events), args.upb_max_mb)
+    rows = per_size(sorted(args.events), args.upb_max_mb, args.processes)
     summary = summary_command(make_dense(max(args.events))[0])
     print(json.dumps(summary), flush=True)
     profiles = {f"ResNet50 {RESNET_STEPS} steps": profile_top(resnet, args.profile_entries)}

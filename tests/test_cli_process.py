@@ -38,6 +38,17 @@ def test_settles_a_fresh_process() -> None:
     assert _settled() == {"malloc": True, "numpy_hugepages_off": True}
 
 
+@pytest.mark.skipif(not ON_GLIBC, reason="mallopt is glibc's")
+def test_the_pool_is_off_where_glibc_keeps_freed_memory() -> None:
+    """Two caches of freed memory would each hold their own peak."""
+    code = (
+        "from traceparse.cli.process import settle_for_captures as s; "
+        "from traceparse.core import memory; s(); print(memory.available())"
+    )
+    assert _python(code) == "False"
+    assert LIBRARY_ENVIRONMENT["TRACEPARSE_NO_POOL"] == "1"
+
+
 def test_leaves_the_users_own_settings() -> None:
     assert _settled(MALLOC_MMAP_THRESHOLD_="65536", NUMPY_MADVISE_HUGEPAGE="1") == {
         "malloc": False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile
 from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
@@ -28,6 +29,7 @@ PathLike = str | os.PathLike[str]
 Reader = Callable[[Sequence[CaptureFile]], list[MemoryTrace]]
 
 
+@pooled_call
 def read_trace(capture: CaptureFile) -> MemoryTrace:
     """Decode one capture file, whatever its format."""
     # Protobuf files stop at protobuf's limit; JSON at the decompression limit.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -34,6 +33,7 @@ from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.tables import contracts
@@ -125,7 +125,7 @@ class Profile:
         """Allocator names seen in the capture, in name order."""
         return sorted(self.timeline["allocator"].dropna().unique().tolist())
 
-    @cached_property
+    @pooled_property
     def diagnostics(self) -> list[str]:
         """Plain sentences about what the capture lacks or what looked wrong."""
         notes: list[str] = []
@@ -161,7 +161,7 @@ class Profile:
             )
         return notes
 
-    @cached_property
+    @pooled_property
     def _tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         allocations, frees, timelines = [], [], []
         offset = 0
@@ -182,7 +182,7 @@ class Profile:
             lean_masks(self._conform(concat(timelines), contracts.TIMELINE)),
         )
 
-    @cached_property
+    @pooled_property
     def _categories(self) -> dict[str, pd.CategoricalDtype]:
         """The hosts and allocators: every table of this Profile has these categories,
         so tables merge and compare on them as they are."""
@@ -208,7 +208,7 @@ class Profile:
         """Every memory event per allocator, with the allocator's counters after it."""
         return self._tables[2]
 
-    @cached_property
+    @pooled_property
     def variables(self) -> pd.DataFrame:
         """The variables alive while the capture was made: one row per variable and host.
 
@@ -225,7 +225,7 @@ class Profile:
             table.attrs["diagnostic"] = _NO_INVENTORY
         return table
 
-    @cached_property
+    @pooled_property
     def step_markers(self) -> pd.DataFrame:
         """The step markers (``Trace(name, step_num=n, _r=1)`` events) of every host."""
         frames = [t.step_markers.assign(host=t.host) for t in self.traces]
@@ -234,7 +234,7 @@ class Profile:
     # Analyses: built by traceparse.analysis, once each. Each module declares its
     # tables (tables.contracts.declare); docs/analyses.md describes the columns.
 
-    @cached_property
+    @pooled_property
     def peak(self) -> pd.DataFrame:
         """Per (host, allocator): the latest event at its maximum bytes in use (xprof's rule).
 
@@ -243,12 +243,12 @@ class Profile:
         """
         return self._conform(peak_table(self.timeline), PEAK)
 
-    @cached_property
+    @pooled_property
     def _live_at_peak(self) -> pd.DataFrame:
         table = live_at_peak_table(self.allocations, self.peak, self._ends)
         return self._conform(table, LIVE_AT_PEAK)
 
-    @cached_property
+    @pooled_property
     def _ends(self) -> np.ndarray:
         """Where each allocation stops holding memory (``liveness.end_events``): a sort
         of every allocation, which several analyses need."""
@@ -270,11 +270,11 @@ class Profile:
         live = self._live_at_peak_xla if expand_xla else self._live_at_peak
         return select(live, allocator, host, self.timeline)
 
-    @cached_property
+    @pooled_property
     def _xla_slabs(self) -> pd.DataFrame:
         return self._xla.slabs(self._live_at_peak)
 
-    @cached_property
+    @pooled_property
     def _live_at_peak_xla(self) -> pd.DataFrame:
         return expanded_live(self.breakdown, self._live_at_peak)
 
@@ -283,24 +283,24 @@ class Profile:
         their values live there, largest first; empty without linked programs."""
         return self._xla_at_peak
 
-    @cached_property
+    @pooled_property
     def _xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not self._xla.present:
             return programs_at_peak(self._live_at_peak.iloc[:0].assign(allocation=0))
         return programs_at_peak(self._live_at_peak_xla)
 
-    @cached_property
+    @pooled_property
     def xla_programs(self) -> pd.DataFrame:
         """One row per XLA program and host stored in the capture (docs/xla.md)."""
         _ = self._tables  # linking counts each program's runs
         return self._conform(self._xla.programs_table(), contracts.XLA_PROGRAMS)
 
-    @cached_property
+    @pooled_property
     def xla_buffers(self) -> pd.DataFrame:
         """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
         return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
 
-    @cached_property
+    @pooled_property
     def xla_parameters(self) -> pd.DataFrame:
         """One row per entry parameter of each XLA program and host: its shape,
         dtype, size, whether the program updates it, and whether it counts
@@ -315,7 +315,7 @@ class Profile:
         )
         return self._conform(table, contracts.XLA_PARAMETERS)
 
-    @cached_property
+    @pooled_property
     def _parameters(self) -> pd.DataFrame | None:
         """The XLA parameters standing for distinct buffers read by programs that
         ran; None (not measured) with an inventory or without such a program."""
@@ -326,7 +326,7 @@ class Profile:
             return None
         return representatives(judged)
 
-    @cached_property
+    @pooled_property
     def _known(self) -> tuple[KnownNames, dict[str, str]]:
         """Model, layer and optimizer names (``analysis.layer_owners``), and the
         weight shapes only one layer has."""
@@ -337,7 +337,7 @@ class Profile:
         known = known_names(sorted(ops), variables, self._parameters)
         return known, unique_weight_shapes(variables, known)
 
-    @cached_property
+    @pooled_property
     def breakdown(self) -> pd.DataFrame:
         """Every byte at each allocator's peak, one row per holder (docs/analyses.md).
 
@@ -360,7 +360,7 @@ class Profile:
         )
         return self._conform(table, BREAKDOWN)
 
-    @cached_property
+    @pooled_property
     def _variable_match(self) -> VariableMatch | None:
         """The allocations of the capture holding inventoried variables (created or
         replaced during it); None without an inventory."""
@@ -368,24 +368,25 @@ class Profile:
             return None
         return match_variables(self.allocations, self.variables, self.frees_without_allocation)
 
-    @cached_property
+    @pooled_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
         measured: tuple[str, ...] = ("variable_bytes",) if self._has_inventory else ()
         measured += ("xla_parameter_bytes",) if self._parameters is not None else ()
         return self._conform(attribution_table(self.peak, self.breakdown, measured), ATTRIBUTION)
 
-    @cached_property
+    @pooled_property
     def _op_time(self) -> pd.DataFrame:
         frames = [t.op_time.assign(host=t.host) for t in self.traces]
         return pd.concat(frames, ignore_index=True)
 
-    @cached_property
+    @pooled_property
     def ops(self) -> pd.DataFrame:
         """One row per (host, allocator, op): counts, byte sums, bytes at the peak and the end."""
         table = ops_table(self.allocations, self.breakdown, self._op_time, self._ends)
         return self._conform(table, OPS)
 
+    @pooled_call
     def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep.
 
@@ -402,7 +403,7 @@ class Profile:
             self._scopes[key] = self._conform(table, SCOPES)
         return self._scopes[key]
 
-    @cached_property
+    @pooled_property
     def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
@@ -417,16 +418,17 @@ class Profile:
             self._layer_tables[key] = self._layers(by_replica=key)
         return self._layer_tables[key]
 
-    @cached_property
+    @pooled_property
     def _layer_tables(self) -> dict[bool, pd.DataFrame]:
         return {}
 
+    @pooled_call
     def _layers(self, *, by_replica: bool) -> pd.DataFrame:
         known, shapes = self._known
         table = layers_table(self.breakdown, self.allocations, known, shapes, by_replica=by_replica)
         return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
 
-    @cached_property
+    @pooled_property
     def steps(self) -> pd.DataFrame:
         """One row per (host, allocator, step): from step markers, else the allocator's step ids."""
         numbered = [t.host for t in self.traces if t.format != "xplane"]
@@ -435,7 +437,7 @@ class Profile:
         )
         return self._conform(table, STEPS)
 
-    @cached_property
+    @pooled_property
     def _leaks(self) -> LeakReport:
         match = self._variable_match
         current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
@@ -453,7 +455,7 @@ class Profile:
         """One headline record per (host, allocator); empty without memory events."""
         return list(self._summaries)
 
-    @cached_property
+    @pooled_property
     def _summaries(self) -> list[AllocatorSummary]:
         return build_summaries(
             self.peak,

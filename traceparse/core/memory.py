@@ -1,0 +1,115 @@
+"""Where the arrays of loading and analysing a capture get their memory.
+
+Decoding a capture and building its tables makes and frees a few hundred
+arrays of a row each, tens to hundreds of MB apiece. With NumPy's default
+allocator each one is fresh memory from the kernel (glibc maps large
+allocations anew and unmaps them on free), zeroed a page at a time, and on a
+1.2 GB capture that made the time per MB grow with the file
+(``benchmarks/RESULTS.md``, "Speed"). Inside ``pooled()``, NumPy arrays of
+1 MiB or more come from a pool (``_pool.c``) that gives the pages of a freed
+array to the next one, and unmaps what it holds when the outermost scope ends.
+It never holds more than the peak of the arrays alive at once.
+
+The pool is NumPy's own mechanism for this (a data allocator, chosen per
+context and thread, NumPy 1.22 on): arrays made inside a scope may outlive it,
+and anything else running in the process keeps NumPy's default. Where the
+extension was not built (no C compiler at install) ``pooled()`` does nothing;
+``TRACEPARSE_NO_POOL=1`` in the environment, ``enable(False)`` or
+``use_pool(False)`` turn it off. The commands that read captures turn it off
+and have glibc keep freed memory instead (``traceparse.cli.process``): in
+their own process that covers every allocation, NumPy's sort buffers and
+pandas' hash tables too, and two caches would each hold their own peak.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+_pool: Any
+try:
+    _pool = importlib.import_module("traceparse.core._pool")
+except ImportError:  # not built: no compiler where it was installed
+    _pool = None
+
+_enabled = _pool is not None and not os.environ.get("TRACEPARSE_NO_POOL")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def available() -> bool:
+    """Whether the pool was built and is in use."""
+    return _enabled
+
+
+def enable(on: bool) -> bool:
+    """Use the pool (where built) from now on, or not; returns whether it was in use."""
+    global _enabled
+    before = _enabled
+    _enabled = on and _pool is not None
+    return before
+
+
+@contextmanager
+def use_pool(on: bool) -> Iterator[None]:
+    """With (``True``, where built) or without the pool inside the block; for
+    tests and benchmarks."""
+    before = enable(on)
+    try:
+        yield
+    finally:
+        enable(before)
+
+
+@contextmanager
+def pooled() -> Iterator[None]:
+    """NumPy arrays made in this thread inside the block come from the pool."""
+    if not _enabled:
+        yield
+        return
+    before = _pool.enter()
+    try:
+        yield
+    finally:
+        _pool.leave(before)
+
+
+@contextmanager
+def pooling_from(size: int) -> Iterator[None]:
+    """Arrays of ``size`` bytes or more come from the pool inside the block (1 MiB
+    otherwise); for tests, whose captures make no array that large."""
+    if _pool is None:
+        yield
+        return
+    before = _pool.set_pooled_from(size)
+    try:
+        yield
+    finally:
+        _pool.set_pooled_from(before)
+
+
+def pooled_call(func: Callable[P, R]) -> Callable[P, R]:
+    """``func``, run inside ``pooled()``."""
+
+    @functools.wraps(func)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        with pooled():
+            return func(*args, **kwargs)
+
+    return call
+
+
+def stats() -> dict[str, int]:
+    """Bytes the pool mapped fresh and reused since the process started, and
+    what it holds now; empty where it was not built."""
+    return {} if _pool is None else dict(_pool.stats())
+
+
+def pooled_property(func: Callable[[Any], R]) -> functools.cached_property[R]:
+    """A ``cached_property`` computed inside ``pooled()``."""
+    return functools.cached_property(pooled_call(func))
