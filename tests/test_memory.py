@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,15 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 MiB = 1 << 20
 OURS, NUMPYS = "traceparse_pool", "default_allocator"
 
-built = pytest.mark.skipif(not memory.available(), reason="the pool was not built or is off")
+built = pytest.mark.skipif(memory._pool is None, reason="the pool was not built")
+
+
+@pytest.fixture(autouse=True)
+def _pool_on() -> Iterator[None]:
+    """On, whatever an earlier test in this process did: a command run in process
+    turns it off (``cli/process.py``)."""
+    with memory.use_pool(True):
+        yield
 
 
 @built
