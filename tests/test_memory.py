@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.compiled import expect_built
 
 import traceparse
 from traceparse.core import memory, profile
@@ -231,10 +231,5 @@ def test_off_by_the_environment() -> None:
 
 
 def test_the_pool_is_built_where_a_compiler_is() -> None:
-    """A silent fallback would hide a build that broke (as tests/test_native.py)."""
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        pytest.skip("no C compiler here: NumPy's allocator serves alone")
-    if os.environ.get("TRACEPARSE_NO_POOL"):
-        pytest.skip("TRACEPARSE_NO_POOL turns the pool off")
-    assert memory._pool is not None, "traceparse/core/_pool.c was not built"
+    expect_built(memory._pool, "traceparse/core/_pool.c", "TRACEPARSE_NO_POOL")
     assert memory.available()

@@ -5,7 +5,6 @@ tables both ways, and bad bytes fail the same way."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO
 from helpers import xplane_lines
+from helpers.compiled import expect_built
 from helpers.xplane_lines import MARKERS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -280,13 +280,7 @@ def test_bounds_outside_the_buffer_raise() -> None:
 
 
 def test_the_loops_are_built_where_a_compiler_is() -> None:
-    """A silent fallback would hide a build that broke: where pip had a C
-    compiler (as on CI), the extension must be there and in use."""
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        pytest.skip("no C compiler here: the numpy path decodes alone")
-    if os.environ.get("TRACEPARSE_PURE_PYTHON"):
-        pytest.skip("TRACEPARSE_PURE_PYTHON asks for the numpy path")
-    assert native._native is not None, "traceparse/decode/_native.c was not built"
+    expect_built(native._native, "traceparse/decode/_native.c", "TRACEPARSE_PURE_PYTHON")
     assert native.available()
 
 

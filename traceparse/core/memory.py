@@ -24,19 +24,13 @@ pandas' hash tables too, and two caches would each hold their own peak.
 from __future__ import annotations
 
 import functools
-import importlib
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-_pool: Any
-try:
-    _pool = importlib.import_module("traceparse.core._pool")
-except ImportError:  # not built: no compiler where it was installed
-    _pool = None
+from traceparse.compiled import optional
 
-_enabled = _pool is not None and not os.environ.get("TRACEPARSE_NO_POOL")
+_pool, _enabled = optional("traceparse.core._pool", off_by="TRACEPARSE_NO_POOL")
 
 P = ParamSpec("P")
 R = TypeVar("R")

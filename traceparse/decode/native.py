@@ -10,8 +10,6 @@ never shows in a table. ``TRACEPARSE_PURE_PYTHON=1`` in the environment, or
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,16 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from traceparse.compiled import optional
 from traceparse.decode import wire
 from traceparse.decode.stat_tables import StatTables
 
-_native: Any
-try:
-    _native = importlib.import_module("traceparse.decode._native")
-except ImportError:  # not built: no compiler where it was installed
-    _native = None
-
-_enabled = _native is not None and not os.environ.get("TRACEPARSE_PURE_PYTHON")
+_native, _enabled = optional("traceparse.decode._native", off_by="TRACEPARSE_PURE_PYTHON")
 
 
 def available() -> bool:
