@@ -19,6 +19,7 @@ from helpers.xplane_lines import MARKERS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import traceparse
 from traceparse._proto import xplane_pb2
 from traceparse.decode import native, wire
 from traceparse.decode.planes import select, split_planes
@@ -26,6 +27,7 @@ from traceparse.decode.stat_tables import StatTables
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xspace import decode_xspace
 from traceparse.errors import CorruptCaptureError
+from traceparse.tables import build
 
 built = pytest.mark.skipif(native._native is None, reason="the compiled loops were not built")
 CAPTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
@@ -277,6 +279,52 @@ def test_bounds_outside_the_buffer_raise() -> None:
         native.scan_lines(b"\x22\x00", [(0, 3)], none, none, none)
     with pytest.raises(wire.WireError, match="outside"):
         native.read_events(b"\x10\x01", np.array([1]), np.array([0]), none, none, 0)
+
+
+@built
+@pytest.mark.parametrize("seed", range(4))
+def test_pairing_in_one_pass_is_pairing_by_sorting(seed: int) -> None:
+    """Few addresses (many reuses, frees with no allocation, allocations with no
+    free), unknown ones, negative ids, several allocators; the last seed has
+    more addresses than the pass's first table holds."""
+    rng = np.random.default_rng(seed)
+    for events, addresses in ((0, 1), (1, 1), (300, 6), (5000, 40), (40_000, 30_000)):
+        if seed < 3 and addresses > 10_000:
+            continue
+        owner = rng.integers(-1, 3, events).astype(np.int32)
+        address = rng.integers(-addresses, addresses, events).astype(np.int64)
+        known = rng.random(events) < 0.9
+        is_allocation = rng.random(events) < 0.55
+        one_pass = native.pair_events(owner, address, known, is_allocation)
+        sorting = build._pair_by_sorting(owner, address, known, is_allocation)
+        for got, want in zip(one_pass, sorting, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@built
+@pytest.mark.parametrize("capture", ["keras_train", "two_runs", "layers_cnn_xla", "legacy"])
+def test_tables_are_the_same_both_ways(capture: str) -> None:
+    def tables(on: bool) -> list[pd.DataFrame]:
+        with native.use_native(on):
+            prof = traceparse.load(FIXTURES / capture)
+            return [prof.allocations, prof.timeline, prof.frees_without_allocation]
+
+    for got, want in zip(tables(True), tables(False), strict=True):
+        pd.testing.assert_frame_equal(got, want)
+
+
+@built
+def test_pairing_checks_its_arguments() -> None:
+    pair, owner = native._native.pair_events, np.zeros(1, np.int32)
+    one, empty = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    with pytest.raises(TypeError, match="one owner"):
+        pair(np.zeros(2, np.int32), one, b"\x01", b"\x01", one, one, one)
+    with pytest.raises(ValueError, match="more allocations than slots"):
+        pair(owner, one, b"\x01", b"\x01", empty, empty, one)
+    with pytest.raises(ValueError, match="fewer allocations than slots"):
+        pair(owner, one, b"\x01", b"\x00", one, one, one)
+    with pytest.raises(ValueError, match="more orphans than slots"):
+        pair(owner, one, b"\x01", b"\x00", empty, empty, empty)
 
 
 def test_the_loops_are_built_where_a_compiler_is() -> None:

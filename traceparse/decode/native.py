@@ -128,3 +128,25 @@ def read_stats(
     durations = np.zeros(starts.size, dtype=np.uint64)
     raw = _call(_native.read_stats, data, starts, ends, offsets, durations)
     return offsets, durations, [np.frombuffer(c, dtype=np.int64) for c in raw]
+
+
+def pair_events(
+    owner: np.ndarray, address: np.ndarray, known: np.ndarray, is_allocation: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tables.build.pair_events`` in one pass: (allocation event indices, their
+    frees' or -1, frees that pair with nothing), each in time order."""
+    is_allocation = np.ascontiguousarray(is_allocation, dtype=bool)
+    allocations = np.empty(int(np.count_nonzero(is_allocation)), dtype=np.int64)
+    frees = np.empty_like(allocations)
+    orphans = np.empty(is_allocation.size - allocations.size, dtype=np.int64)
+    count = _call(
+        _native.pair_events,
+        np.ascontiguousarray(owner, dtype=np.int32),
+        np.ascontiguousarray(address, dtype=np.int64),
+        np.ascontiguousarray(known, dtype=bool),
+        is_allocation,
+        allocations,
+        frees,
+        orphans,
+    )
+    return allocations, frees, orphans[:count]
