@@ -299,6 +299,7 @@ def test_pairing_in_one_pass_is_pairing_by_sorting(seed: int) -> None:
         sorting = build._pair_by_sorting(owner, address, known, is_allocation)
         for got, want in zip(one_pass, sorting, strict=True):
             np.testing.assert_array_equal(got, want)
+        assert one_pass[2].base is None  # not a view that keeps a slot per free
 
 
 @built

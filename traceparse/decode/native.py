@@ -149,4 +149,5 @@ def pair_events(
         frees,
         orphans,
     )
-    return allocations, frees, orphans[:count]
+    # Frees with no allocation are few: a copy lets the array for every free go.
+    return allocations, frees, orphans[:count].copy()
