@@ -202,6 +202,16 @@ def spread(rows: list[dict[str, Any]], key: str) -> float:
     return max(per_mb) / min(per_mb)
 
 
+def exponent(rows: list[dict[str, Any]], key: str) -> float:
+    """k of the least-squares fit CPU = c * MB**k (in logs): 1.0 is linear, where
+    spread also counts each size's noise."""
+    import numpy as np
+
+    sizes = np.log([r["file_mb"] for r in rows])
+    times = np.log([r[key]["cpu"] for r in rows])
+    return float(np.polyfit(sizes, times, 1)[0])
+
+
 def summary_command(path: Path) -> dict[str, float]:
     """`traceparse summary FILE` as a user runs it: wall, CPU, peak RSS (wait4)."""
     start = time.perf_counter()
@@ -339,11 +349,16 @@ def report(
             f"| {settled['system'] / mb:.1f} | {c['added_mb']:.0f} "
             + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
+    kinds = (("(c)", "ours"), ("(c0)", "no_pool"), ("(c*)", "settled"), ("(s*)", "summary"))
     out += [
         "",
-        "Spread of the CPU time per MB across the sizes, highest over lowest (1.00x is "
-        f"flat): (c) {spread(rows, 'ours'):.2f}x, (c0) {spread(rows, 'no_pool'):.2f}x, "
-        f"(c*) {spread(rows, 'settled'):.2f}x, (s*) {spread(rows, 'summary'):.2f}x.",
+        "How flat, per kind of run: k of the fit CPU = c x MB^k over the sizes (1.00 is "
+        "linear: time per MB that neither grows nor falls with the file), and the highest "
+        "CPU time per MB over the lowest (which also counts each size's noise): "
+        + ", ".join(
+            f"{name} k = {exponent(rows, key):.2f}, {spread(rows, key):.2f}x" for name, key in kinds
+        )
+        + ".",
     ]
     out += [
         "",
