@@ -21,12 +21,13 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "traceparse"
 
-# In pipeline order; ``errors``, the versions and the generated ``_proto`` code
-# come before all. capture (profiling, TensorFlow present) reads what it wrote
+# In pipeline order; ``errors``, the versions, the loading of the optional C
+# extensions (``compiled``) and the generated ``_proto`` code come before all. capture (profiling, TensorFlow present) reads what it wrote
 # with core; the integrations (Keras, pytest) use the gate and the reports.
 STAGES = [
     "errors",
     "version",
+    "compiled",
     "_proto",
     "files",
     "decode",
@@ -44,7 +45,7 @@ STAGES = [
 # The package face and ``python -m traceparse``: they glue the stages together.
 EXEMPT = {"__init__", "__main__"}
 # The only modules at the top of the package: the rest is in stage packages.
-TOP_MODULES = {"__init__", "__main__", "errors", "version"}
+TOP_MODULES = {"__init__", "__main__", "errors", "version", "compiled"}
 # Reading a capture from disk is the job of the stages that take paths from a
 # user or write the capture themselves.
 LOADERS = {"capture", "integrations", "batching", "cli"}
