@@ -22,8 +22,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "traceparse"
 
 # In pipeline order; ``errors``, the versions, the loading of the optional C
-# extensions (``compiled``) and the generated ``_proto`` code come before all. capture (profiling, TensorFlow present) reads what it wrote
-# with core; the integrations (Keras, pytest) use the gate and the reports.
+# extensions (``compiled``) and the generated ``_proto`` code come before all.
+# capture (profiling, TensorFlow present) reads what it wrote with core; the
+# integrations (Keras, pytest) use the gate and the reports.
 STAGES = [
     "errors",
     "version",
