@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-from traceparse.compiled import optional
+from traceparse.compiled import Extension
 
-_pool, _enabled = optional("traceparse.core._pool", off_by="TRACEPARSE_NO_POOL")
+_extension = Extension("traceparse.core._pool", off_by="TRACEPARSE_NO_POOL")
+_pool = _extension.module
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,32 +39,24 @@ R = TypeVar("R")
 
 def available() -> bool:
     """Whether the pool was built and is in use."""
-    return _enabled
+    return _extension.on
 
 
 def enable(on: bool) -> bool:
     """Use the pool (where built) from now on, or not; returns whether it was in use."""
-    global _enabled
-    before = _enabled
-    _enabled = on and _pool is not None
-    return before
+    return _extension.enable(on)
 
 
-@contextmanager
-def use_pool(on: bool) -> Iterator[None]:
+def use_pool(on: bool) -> AbstractContextManager[None]:
     """With (``True``, where built) or without the pool inside the block; for
     tests and benchmarks."""
-    before = enable(on)
-    try:
-        yield
-    finally:
-        enable(before)
+    return _extension.used(on)
 
 
 @contextmanager
 def pooled() -> Iterator[None]:
     """NumPy arrays made in this thread inside the block come from the pool."""
-    if not _enabled:
+    if not _extension.on:
         yield
         return
     before = _pool.enter()

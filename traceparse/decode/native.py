@@ -10,36 +10,29 @@ never shows in a table. ``TRACEPARSE_PURE_PYTHON=1`` in the environment, or
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from traceparse.compiled import optional
+from traceparse.compiled import Extension
 from traceparse.decode import wire
 from traceparse.decode.stat_tables import StatTables
 
-_native, _enabled = optional("traceparse.decode._native", off_by="TRACEPARSE_PURE_PYTHON")
+_extension = Extension("traceparse.decode._native", off_by="TRACEPARSE_PURE_PYTHON")
+_native = _extension.module
 
 
 def available() -> bool:
     """Whether the compiled loops were built and are in use."""
-    return _enabled
+    return _extension.on
 
 
-@contextmanager
-def use_native(on: bool) -> Iterator[None]:
+def use_native(on: bool) -> AbstractContextManager[None]:
     """Decode with (``True``, where built) or without the compiled loops inside
     the block; for tests and benchmarks."""
-    global _enabled
-    before = _enabled
-    _enabled = on and _native is not None
-    try:
-        yield
-    finally:
-        _enabled = before
+    return _extension.used(on)
 
 
 _NO_IDS = np.zeros(0, dtype=np.uint64)
