@@ -718,16 +718,11 @@ static PyObject *pair_events(PyObject *self, PyObject *args) {
     Table table = {NULL, 0, 0};
     Py_ssize_t a = 0, o = 0;
     const char *error = NULL;
+    int out_of_memory = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t e = 0; e < n && !error; e++) {
-        Slot *s = NULL;
-        if (known[e]) {
-            if (2 * (table.used + 1) > (table.slots ? table.mask + 1 : 0) && table_grow(&table)) {
-                error = "out of memory";
-                break;
-            }
-            s = slot_of(&table, owner[e], address[e]);
-        }
+    out_of_memory = table_grow(&table) != 0;
+    for (Py_ssize_t e = 0; e < n && !error && !out_of_memory; e++) {
+        Slot *s = known[e] ? slot_of(&table, owner[e], address[e]) : NULL;
         if (is_alloc[e]) {
             if (a == slots) {
                 error = "more allocations than slots";
@@ -735,13 +730,18 @@ static PyObject *pair_events(PyObject *self, PyObject *args) {
             }
             allocs[a] = e;
             frees[a] = -1;
-            if (s) {
-                if (!s->used) {
-                    *s = (Slot){address[e], owner[e], 1, -1};
-                    table.used++;
+            if (s && !s->used) {  /* a new address: the table grows before it fills */
+                if (2 * (table.used + 1) > table.mask + 1) {
+                    if (table_grow(&table)) {
+                        out_of_memory = 1;
+                        break;
+                    }
+                    s = slot_of(&table, owner[e], address[e]);
                 }
-                s->pending = a;
+                *s = (Slot){address[e], owner[e], 1, -1};
+                table.used++;
             }
+            if (s) s->pending = a;
             a++;
         } else if (s && s->used && s->pending >= 0) {
             frees[s->pending] = e;
@@ -755,7 +755,7 @@ static PyObject *pair_events(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_RawFree(table.slots);
     release(&v);
-    if (error && !strcmp(error, "out of memory")) return PyErr_NoMemory();
+    if (out_of_memory) return PyErr_NoMemory();
     if (!error && a != slots) error = "fewer allocations than slots";
     if (error) {
         PyErr_SetString(PyExc_ValueError, error);
