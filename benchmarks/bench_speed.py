@@ -173,6 +173,13 @@ KINDS = (
     ("summary", "summary", "settled"),
     ("upb", "parse", "ours"),
 )
+# Their names in the tables and the plot (upb's is drawn apart), and the plot's marks.
+LABELS = {
+    "ours": ("(c)", "o"),
+    "no_pool": ("(c0)", "v"),
+    "settled": ("(c*)", "s"),
+    "summary": ("(s*)", "D"),
+}
 
 
 def per_size(events: list[int], upb_max_mb: float, processes: int) -> list[dict[str, Any]]:
@@ -250,13 +257,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
 
     sizes = [r["file_mb"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
-    runs = (
-        ("ours", "(c)", "o"),
-        ("no_pool", "(c0)", "v"),
-        ("settled", "(c*)", "s"),
-        ("summary", "(s*)", "D"),
-    )
-    for key, name, mark in runs:
+    for key, (name, mark) in LABELS.items():
         for part, line in (("cpu", "-"), ("system", ":")):
             per_mb = [r[key][part] / r["file_mb"] * 1000 for r in rows]
             ax.plot(sizes, per_mb, mark + line, label=f"{name} {'CPU' if part == 'cpu' else part}")
@@ -349,14 +350,14 @@ def report(
             f"| {settled['system'] / mb:.1f} | {c['added_mb']:.0f} "
             + (f"| {a['cpu']:.2f} | {c['cpu'] / a['cpu']:.2f}x |" if a else "| not run | |")
         )
-    kinds = (("(c)", "ours"), ("(c0)", "no_pool"), ("(c*)", "settled"), ("(s*)", "summary"))
     out += [
         "",
         "How flat, per kind of run: k of the fit CPU = c x MB^k over the sizes (1.00 is "
         "linear: time per MB that neither grows nor falls with the file), and the highest "
         "CPU time per MB over the lowest (which also counts each size's noise): "
         + ", ".join(
-            f"{name} k = {exponent(rows, key):.2f}, {spread(rows, key):.2f}x" for name, key in kinds
+            f"{name} k = {exponent(rows, key):.2f}, {spread(rows, key):.2f}x"
+            for key, (name, _) in LABELS.items()
         )
         + ".",
     ]
