@@ -508,6 +508,7 @@ static int read_each(Reader *rd, Py_ssize_t size, const int64_t *starts, const i
         while (pos < end) {
             if (read_field(rd, &pos, end, &f)) return -1;
             if (f.wire == VARINT && f.number == 2) offset = f.value;
+            else if (f.wire == VARINT && f.number == 5) offset = 0; /* oneof: clears offset_ps */
             else if (f.wire == VARINT && f.number == 3) duration = f.value;
             else if (f.wire == LEN && f.number == 4) {
                 if (parse_stat(rd, f.start, f.end, &stat) || take(rd, &stat, i, sink)) return -1;
@@ -660,13 +661,22 @@ typedef struct {
     size_t used;
 } Table;
 
-static inline size_t slot_hash(int32_t owner, int64_t address) {
-    uint64_t x = (uint64_t)address + 0x9e3779b97f4a7c15ULL * ((uint64_t)(uint32_t)owner + 1);
+/* A key drawn once per process (module init): slots cannot be chosen from the
+ * input. Unkeyed, the hash was a bijection of the address, so a capture could
+ * put every address in one slot and make the probing quadratic (issue 37). */
+static uint64_t hash_key[2] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL};
+
+static inline uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
     x *= 0x94d049bb133111ebULL;
-    return (size_t)(x ^ (x >> 31));
+    return x ^ (x >> 31);
+}
+
+static inline size_t slot_hash(int32_t owner, int64_t address) {
+    uint64_t x = ((uint64_t)address ^ hash_key[0]) + 0x9e3779b97f4a7c15ULL * ((uint64_t)(uint32_t)owner + 1);
+    return (size_t)mix64(mix64(x) ^ hash_key[1]);
 }
 
 /* The slot of (owner, address): its own, or the empty one where it would go. */
@@ -777,7 +787,20 @@ static struct PyModuleDef module = {
     "Compiled loops of traceparse's decoder (see traceparse.decode.native).", -1, methods,
 };
 
+/* hash_key from os.urandom. */
+static int draw_hash_key(void) {
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *drawn = os ? PyObject_CallMethod(os, "urandom", "i", (int)sizeof hash_key) : NULL;
+    Py_XDECREF(os);
+    if (!drawn) return -1;
+    int ok = PyBytes_Check(drawn) && PyBytes_GET_SIZE(drawn) == (Py_ssize_t)sizeof hash_key;
+    if (ok) memcpy(hash_key, PyBytes_AS_STRING(drawn), sizeof hash_key);
+    Py_DECREF(drawn);
+    if (!ok) PyErr_SetString(PyExc_RuntimeError, "os.urandom gave no key");
+    return ok ? 0 : -1;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&OwnedColumnType) < 0) return NULL;
+    if (PyType_Ready(&OwnedColumnType) < 0 || draw_hash_key() < 0) return NULL;
     return PyModule_Create(&module);
 }

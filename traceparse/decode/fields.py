@@ -323,13 +323,27 @@ def _read_events(
     slow = np.flatnonzero(~ok)
     if slow.size:
         fields = wire.scan_fields(buf, starts[slow], ends[slow])
-        offset[slow] = fields.last_value(2, wire.VARINT, slow.size)
+        offset[slow] = _offsets(fields, slow.size)
         duration[slow] = fields.last_value(3, wire.VARINT, slow.size)
         found = fields.select(4, wire.LEN)
         stat_event = np.concatenate([stat_event, slow[fields.message[found]]])
         stat_start = np.concatenate([stat_start, fields.start[found]])
         stat_end = np.concatenate([stat_end, fields.start[found] + fields.length[found]])
     return offset.view(np.int64), duration.view(np.int64), stat_event, stat_start, stat_end
+
+
+def _offsets(fields: wire.Fields, count: int) -> np.ndarray:
+    """Per message, offset_ps as protobuf reads it: offset_ps and num_occurrences
+    are a oneof, so a num_occurrences after the last offset_ps clears it."""
+    offset = fields.last_value(2, wire.VARINT, count)
+    last = []
+    for number in (2, 5):
+        rows = fields.select(number, wire.VARINT)
+        at = np.full(count, -1, dtype=np.int64)
+        at[fields.message[rows]] = rows  # rows of one message are in wire order
+        last.append(at)
+    offset[last[1] > last[0]] = 0
+    return offset
 
 
 def _read_stats(

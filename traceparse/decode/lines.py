@@ -16,29 +16,29 @@ guessed and then proved, with numpy:
 
 Whatever the candidates miss (the line's own fields, an event laid out some
 other way) is read one field at a time in plain Python, so every well-formed
-line splits exactly; a malformed one raises ``WireError``.
+line splits exactly; a malformed one raises ``WireError``. Every event found
+is then read whole (``heads.read_heads``): its fields checked, its last
+metadata id and duration taken, as protobuf and the compiled scan do.
 
-The candidates that fail step 1 are mostly the events' stats, which open the
-same way (``0x22 <length> 0x08 <stat id>``). Those with an integer value and a
-wanted stat id (``markers``: step numbers) mark their event for decoding.
+Events that may carry a step marker (an integer stat of a ``markers`` id) are
+found by a byte search and confirmed by reading their stats
+(``heads.marked_exactly``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from traceparse.decode import wire
+from traceparse.decode.heads import event_head, marked_exactly, marker_hits, read_heads
 
 _EVENTS_TAG = 0x22  # XLine.events: field 4, length-delimited
 _LINE_TIMESTAMP = 3  # XLine.timestamp_ns
 _METADATA_TAG = 0x08  # XEvent.metadata_id: field 1, varint
 _DATA_TAGS = (0x10, 0x28)  # XEvent.offset_ps (field 2) or num_occurrences (5)
-_DURATION_TAG = 0x18  # XEvent.duration_ps: field 3, varint
-_INT_STAT_TAGS = (0x18, 0x20)  # XStat.uint64_value (field 3) or int64_value (4)
 # A candidate's reads end at most this far past its tag: four tags, four varints.
 _LOOKAHEAD = 4 * (1 + 10)
 # Bytes scanned for candidates at once: bounds the temporary arrays.
@@ -101,12 +101,8 @@ class LineReader:
     _odd: list[tuple[int, int, int, int]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # For the bytes the candidates do not cover: ``0x08 <stat id>`` then an
-        # integer value tag, anywhere.
-        self._marker_patterns = [
-            re.compile(re.escape(b"\x08" + wire.encode_varint(int(i))) + b"[\x18\x20]")
-            for i in self.markers.tolist()
-        ]
+        self._marker_set = frozenset(self.markers.tolist())
+        self._hits = np.zeros(0, dtype=np.int64)
 
     def events(self) -> Iterator[Events]:
         data, hi = self.data, self.hi
@@ -114,44 +110,59 @@ class LineReader:
         fast_stop = min(hi, len(self.buf) - _LOOKAHEAD)
         window = _Candidates.empty()
         pos = self.lo
+        if self._marker_set:
+            self._hits = np.concatenate(
+                [np.zeros(0, dtype=np.int64)]
+                + [
+                    marker_hits(self.buf, lo, min(lo + _WINDOW + 1, hi), self.markers)
+                    for lo in range(self.lo, hi, _WINDOW)
+                ]
+            )
         while pos < hi:
             if pos < fast_stop and data[pos] == _EVENTS_TAG:
                 if not window.start <= pos < window.stop:
                     window = _Candidates.empty()  # let it go before making the next
                     stop = min(pos + _WINDOW, fast_stop)
-                    window = _Candidates.scan(self.buf, pos, stop, hi, self.timed, self.markers)
+                    window = _Candidates.scan(self.buf, pos, stop, hi)
                 first = window.index(pos)
                 if first >= 0:
                     last = window.run_end(first)
                     if self._odd:
                         yield self._flush_odd()
                     yield self._marked(window, first, last)
-                    pos = int(window.events.ends[last])
+                    pos = int(window.ends[last])
                     continue
             pos = self._read_one_field(pos)
         if self._odd:
             yield self._flush_odd()
 
     def _marked(self, window: _Candidates, first: int, last: int) -> Events:
-        """The run of events from row ``first`` to ``last``, with their marks."""
-        events = window.events[first : last + 1]
-        if self._marker_patterns:
-            events.mark(window.hits)
-            # Stats past the window's end were not candidates: search their bytes.
-            late = np.flatnonzero(events.ends > window.stop)
-            self._mark_by_search(events, late, start=window.stop)
-        return events
+        """The run of events from row ``first`` to ``last``, each read whole
+        (``heads.read_heads``: its last metadata id and duration), with their marks."""
+        starts = window.starts[first : last + 1]
+        ends = window.ends[first : last + 1]
+        mids, durations = read_heads(self.data, self.buf, starts, ends)
+        return self._events(starts, ends, mids, durations)
 
-    def _mark_by_search(self, events: Events, rows: np.ndarray, start: int = 0) -> None:
-        for row in rows.tolist():
-            lo, hi = max(int(events.starts[row]), start), int(events.ends[row])
-            if any(p.search(self.data, lo, hi) for p in self._marker_patterns):
-                events.marked[row] = True
+    def _events(
+        self, starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, durations: np.ndarray
+    ) -> Events:
+        timed_index = index_in(mids, self.timed)
+        durations = durations.view(np.int64)
+        durations[timed_index < 0] = 0
+        events = Events(starts, ends, mids, timed_index, durations, np.zeros(len(starts), bool))
+        if self._hits.size:
+            events.mark(self._hits)
+            # A byte search only says where a marker may be; the stats decide.
+            for row in np.flatnonzero(events.marked).tolist():
+                start, end = int(starts[row]), int(ends[row])
+                events.marked[row] = marked_exactly(self.data, start, end, self._marker_set)
+        return events
 
     def _read_one_field(self, pos: int) -> int:
         number, kind, end, value = wire.read_field(self.data, pos, self.hi)
         if number == 4 and kind == wire.LEN:
-            self._odd.append((value, end, *_event_head(self.data, value, end)))
+            self._odd.append((value, end, *event_head(self.data, value, end)))
         elif number == _LINE_TIMESTAMP and kind == wire.VARINT:
             self.timestamp_ns = wire.as_int64(value)
         return end
@@ -159,103 +170,53 @@ class LineReader:
     def _flush_odd(self) -> Events:
         starts, ends, mids, durations = (np.array(c) for c in zip(*self._odd, strict=True))
         self._odd.clear()
-        mids = mids.astype(np.uint64)
-        durations = durations.astype(np.uint64).view(np.int64)
-        timed_index = index_in(mids, self.timed)
-        durations[timed_index < 0] = 0
-        marked = np.zeros(len(starts), dtype=bool)
-        events = Events(
-            starts.astype(np.int64), ends.astype(np.int64), mids, timed_index, durations, marked
+        return self._events(
+            starts.astype(np.int64),
+            ends.astype(np.int64),
+            mids.astype(np.uint64),
+            durations.astype(np.uint64),
         )
-        self._mark_by_search(events, np.arange(len(events)))
-        return events
-
-
-def _event_head(data: wire.Buffer, start: int, end: int) -> tuple[int, int]:
-    """(metadata_id, duration_ps bits) of one event, by protobuf's rules: the
-    last occurrence wins, absent is 0."""
-    metadata_id = duration = 0
-    for number, kind, _, _, value in wire.iter_fields(data, start, end):
-        if kind == wire.VARINT and number == 1:
-            metadata_id = value
-        elif kind == wire.VARINT and number == 3:
-            duration = value
-    return metadata_id, duration
 
 
 @dataclass
 class _Candidates:
-    """Candidate events whose tags lie in ``buf[start:stop]``, in file order."""
+    """Candidate events whose tags lie in ``buf[start:stop]``, in file order: where
+    each one's ``XEvent`` bytes would lie."""
 
     start: int
     stop: int
     tags: np.ndarray
-    events: Events
+    starts: np.ndarray
+    ends: np.ndarray
     breaks: np.ndarray  # rows whose event does not end where the next candidate starts
-    hits: np.ndarray  # tags of integer stats with a marker id
 
     @classmethod
     def empty(cls) -> _Candidates:
         none = np.zeros(0, dtype=np.int64)
-        events = Events(none, none, none.astype(np.uint64), none, none, none.astype(bool))
-        return cls(0, 0, none, events, none, none)
+        return cls(0, 0, none, none, none, none)
 
     @classmethod
-    def scan(
-        cls,
-        buf: np.ndarray,
-        start: int,
-        stop: int,
-        line_end: int,
-        timed: np.ndarray,
-        markers: np.ndarray,
-    ) -> _Candidates:
+    def scan(cls, buf: np.ndarray, start: int, stop: int, line_end: int) -> _Candidates:
         # Positions count from ``start`` and byte lengths are uint8 while every
-        # 0x22 is a candidate; values are read once only events are left.
+        # 0x22 is a candidate; lengths are read once only likely events are left.
         here = buf[start:]
         tags = np.flatnonzero(here[: stop - start] == _EVENTS_TAG)
         size_length, ok = wire.varint_lengths(here[1:], tags)
         payload = tags + 1 + size_length
         ok &= here[payload] == _METADATA_TAG
-        mid_first = here[1:][payload]
-        mid_length, mid_ok = wire.varint_lengths(here[1:], payload, mid_first)
+        mid_length, mid_ok = wire.varint_lengths(here[1:], payload, here[1:][payload])
         ok &= mid_ok
         data_tag = here[1:][payload + mid_length]
-        hits = _marker_hits(here, tags, payload, mid_first, mid_length, ok, data_tag, markers)
         ok &= (data_tag == _DATA_TAGS[0]) | (data_tag == _DATA_TAGS[1])
         keep = np.flatnonzero(ok)
-        tags, payload = tags[keep] + start, payload[keep] + start
-        size_length, mid_length = size_length[keep], mid_length[keep]
+        tags, payload, size_length = tags[keep] + start, payload[keep] + start, size_length[keep]
         size = wire.varint_values(buf, tags + 1, size_length)
         room = np.maximum(line_end - payload, 0).astype(np.uint64)
-        ok = size <= room
-        ends = payload + np.minimum(size, room).astype(np.int64)
-        mids = wire.varint_values(buf, payload + 1, mid_length)
-
-        # For timed events: skip the offset_ps (or num_occurrences) value, then
-        # read duration_ps, written after it when it is not zero.
-        timed_index = index_in(mids, timed)
-        rows = np.flatnonzero(ok & (timed_index >= 0))
-        value_at = payload[rows] + 2 + mid_length[rows]
-        _, value_length, value_ok = wire.wide_varints(buf, value_at)
-        after = value_at + value_length
-        ok[rows] &= value_ok & (after <= ends[rows])
-        has_duration = ok[rows] & (after < ends[rows])
-        has_duration &= buf[np.minimum(after, ends[rows])] == _DURATION_TAG
-        rows, at = rows[has_duration], after[has_duration] + 1
-        durations = np.zeros(len(tags), dtype=np.uint64)
-        durations[rows], duration_length, duration_ok = wire.wide_varints(buf, at)
-        ok[rows] &= duration_ok & (at + duration_length <= ends[rows])
-
-        events = Events(
-            payload, ends, mids, timed_index, durations.view(np.int64), np.zeros(len(ok), bool)
-        )
-        if not ok.all():  # rare: candidates that fail on a closer look
-            keep = np.flatnonzero(ok)
-            tags, events = tags[keep], events[keep]
-            ends = events.ends
+        fits = np.flatnonzero(size <= room)  # the others are read in Python, and fail
+        tags, payload = tags[fits], payload[fits]
+        ends = payload + size[fits].astype(np.int64)
         breaks = np.append(np.flatnonzero(ends[:-1] != tags[1:]), len(tags) - 1)
-        return cls(start, stop, tags, events, breaks, hits + start)
+        return cls(start, stop, tags, payload, ends, breaks)
 
     def index(self, pos: int) -> int:
         """The row of the candidate at ``pos``, or -1."""
@@ -265,29 +226,6 @@ class _Candidates:
     def run_end(self, first: int) -> int:
         """The last row of the run that starts at row ``first``."""
         return int(self.breaks[np.searchsorted(self.breaks, first)])
-
-
-def _marker_hits(
-    here: np.ndarray,
-    tags: np.ndarray,
-    payload: np.ndarray,
-    mid_first: np.ndarray,
-    mid_length: np.ndarray,
-    ok: np.ndarray,
-    data_tag: np.ndarray,
-    markers: np.ndarray,
-) -> np.ndarray:
-    """The candidates (positions in ``here``) that read as an integer stat whose id
-    is one of ``markers``. A first-byte test picks the few worth a full read."""
-    if not markers.size:
-        return np.zeros(0, dtype=np.int64)
-    opens_a_marker = np.zeros(256, dtype=bool)  # by the first byte of the stat id
-    opens_a_marker[[wire.encode_varint(int(i))[0] for i in markers.tolist()]] = True
-    maybe = ok & ((data_tag == _INT_STAT_TAGS[0]) | (data_tag == _INT_STAT_TAGS[1]))
-    maybe &= opens_a_marker[mid_first]
-    rows = np.flatnonzero(maybe)
-    ids = wire.varint_values(here[1:], payload[rows], mid_length[rows])
-    return tags[rows[index_in(ids, markers) >= 0]]
 
 
 def index_in(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
