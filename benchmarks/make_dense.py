@@ -27,6 +27,7 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ class Plan:
     op_names: list[str]
     op_types: list[str]
     shapes: list[str]
+    # int64 per allocation, to replace the reused slots (benchmarks/bench_pairing.py).
+    address_of_alloc: np.ndarray | None = None
 
 
 def plan(events: int, seed: int = 0) -> Plan:
@@ -257,16 +260,23 @@ def chunk_columns(p: Plan, lo: int, hi: int, carry: dict[str, int]) -> dict[str,
         "fragmentation": rng.random(hi - lo).round(4),
         "requested_bytes": requested,
         "allocation_bytes": allocated,
-        "address": _BASE_ADDRESS + (alloc % _SLOTS) * (1 << 20),
+        "address": _BASE_ADDRESS + (alloc % _SLOTS) * (1 << 20)
+        if p.address_of_alloc is None
+        else p.address_of_alloc[alloc],
         "op_ref": op.astype(np.int64),
         "shape_ref": p.shape_of_op[op],
         "step_id": p.step_of_alloc[alloc],
     }
 
 
-def write_capture(events: int, out: Path, seed: int = 0) -> dict[str, int]:
-    """Write the capture; return what decoding it must find (``expected``)."""
+def write_capture(
+    events: int, out: Path, seed: int = 0, addresses: Callable[[int], np.ndarray] | None = None
+) -> dict[str, int]:
+    """Write the capture; return what decoding it must find (``expected``).
+    ``addresses(n)``, when given, is the address of each of the n allocations."""
     p = plan(events, seed)
+    if addresses is not None:
+        p.address_of_alloc = addresses(len(p.op_of))
     space, ids, first = build_template(p)
     host = next(plane for plane in space.planes if plane.name.startswith("/host:"))
     lines = list(host.lines)
