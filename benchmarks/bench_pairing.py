@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: {str(n): round(s, 4) for n, s in v.items()} for k, v in found.items()}))
     for kind, times in found.items():
         ratio = times[large] / max(times[small], 1e-6)
-        print(f"{kind}: {times[small]:.4f} s at {small:,}, {times[large]:.4f} s at {large:,}: "
-              f"{ratio:.1f}x for {large / small:.0f}x the allocations")
+        print(
+            f"{kind}: {times[small]:.4f} s at {small:,}, {times[large]:.4f} s at {large:,}: "
+            f"{ratio:.1f}x for {large / small:.0f}x the allocations"
+        )
     for path in ("compiled", "numpy"):
         if f"{path} colliding" in found:
             flood = found[f"{path} colliding"][large] / max(found[f"{path} random"][large], 1e-6)

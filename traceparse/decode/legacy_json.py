@@ -150,9 +150,7 @@ def _snapshot(raw: Any) -> Snapshot:
         time_offset_ps=_int(_get(obj, "timeOffsetPs", "time_offset_ps"), "timeOffsetPs"),
         memory_activity=_activity(_get(meta, "memoryActivity", "memory_activity")),
         requested_bytes=_int(_get(meta, "requestedBytes", "requested_bytes"), "requestedBytes"),
-        allocation_bytes=_int(
-            _get(meta, "allocationBytes", "allocation_bytes"), "allocationBytes"
-        ),
+        allocation_bytes=_int(_get(meta, "allocationBytes", "allocation_bytes"), "allocationBytes"),
         address=_int(_get(meta, "address", "address"), "address", _UINT64),
         tf_op_name=_str(_get(meta, "tfOpName", "tf_op_name"), "tfOpName"),
         step_id=_int(_get(meta, "stepId", "step_id"), "stepId"),
