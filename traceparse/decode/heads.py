@@ -72,8 +72,13 @@ def _general_step(
     durations: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One field of each event, whatever it is: (where each field ends, bad)."""
-    tag, tag_length, well_formed = wire.small_varints(buf, pos)
-    bad = ~well_formed
+    first = buf[pos]
+    if (first < 0x80).all():  # one-byte tags: fields 1 to 15, the usual
+        tag, tag_length = first.astype(np.uint64), np.ones(len(pos), dtype=np.uint8)
+        bad = np.zeros(len(pos), dtype=bool)
+    else:
+        tag, tag_length, well_formed = wire.small_varints(buf, pos)
+        bad = ~well_formed
     at = pos + tag_length
     number = tag >> np.uint64(3)
     kind = (tag & np.uint64(7)).astype(np.int8)
@@ -82,12 +87,15 @@ def _general_step(
     after = at.copy()
     varint = np.flatnonzero(kind == wire.VARINT)
     if varint.size:
-        value, length, ok = wire.wide_varints(buf, at[varint])
+        # Lengths for every varint; values only for the two fields wanted.
+        length, ok = wire.varint_lengths(buf, at[varint])
         bad[varint] |= ~ok
         after[varint] += length
         for field, out in ((1, mids), (3, durations)):
-            hit = varint[number[varint] == field]
-            out[rows[hit]] = value[number[varint] == field]
+            hit = np.flatnonzero((number[varint] == field) & ok)
+            if hit.size:
+                rows_hit = varint[hit]
+                out[rows[rows_hit]] = wire.varint_values(buf, at[rows_hit], length[hit])
     for width_kind, width in ((1, 8), (5, 4)):
         after[kind == width_kind] += width
     delimited = np.flatnonzero(kind == wire.LEN)
