@@ -50,8 +50,9 @@ class Events:
     """Consecutive events of a line: the bounds of each one's ``XEvent`` bytes in
     the file, its metadata id, where that id is in the reader's ``timed`` ids
     (-1 if not there), its duration_ps (0 when absent, and for events that
-    are not timed), and whether it may carry one of the reader's ``markers``
-    stats (decoding it tells)."""
+    are not timed), and whether it carries an integer stat of one of the
+    reader's ``markers`` ids (``heads.marked_exactly``; decoding it tells
+    whether it is a step marker)."""
 
     starts: np.ndarray
     ends: np.ndarray
