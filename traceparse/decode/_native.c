@@ -508,6 +508,7 @@ static int read_each(Reader *rd, Py_ssize_t size, const int64_t *starts, const i
         while (pos < end) {
             if (read_field(rd, &pos, end, &f)) return -1;
             if (f.wire == VARINT && f.number == 2) offset = f.value;
+            else if (f.wire == VARINT && f.number == 5) offset = 0; /* num_occurrences: oneof */
             else if (f.wire == VARINT && f.number == 3) duration = f.value;
             else if (f.wire == LEN && f.number == 4) {
                 if (parse_stat(rd, f.start, f.end, &stat) || take(rd, &stat, i, sink)) return -1;
