@@ -106,7 +106,7 @@ def test_a_line_with_a_non_utf8_string_keeps_its_records(line: str) -> None:
     place = _find(space, line, event)
     bad = xplane_pb2.XStat(metadata_id=9999).SerializeToString() + _field(5, b"\xff\xfe")
     crafted = _encode(space, {place: _field(4, bad)})
-    with pytest.raises(Exception, match="UTF-8|utf-8|parse"):
+    with pytest.raises(Exception, match=r"UTF-8|utf-8|parse"):
         xplane_pb2.XSpace().ParseFromString(crafted)
     assert_same_trace(crafted)
     expected = _records(_decode(_encode(space, {}), True))
