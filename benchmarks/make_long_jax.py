@@ -55,7 +55,9 @@ def repeat(source: Path, times: int) -> bytes:
                     for stat in added.stats:
                         if stat.metadata_id in flows and stat.WhichOneof("value") == "uint64_value":
                             stat.uint64_value += copy * _FLOW_STEP
-                        elif stat.metadata_id in flows and stat.WhichOneof("value") == "int64_value":
+                        elif (
+                            stat.metadata_id in flows and stat.WhichOneof("value") == "int64_value"
+                        ):
                             stat.int64_value += copy * _FLOW_STEP
     return space.SerializeToString()
 

@@ -169,7 +169,10 @@ def _variable_groups(usable: pd.DataFrame) -> dict[GroupKey, list[Slot]]:
         ordered["estimated_bytes"].astype("int64").tolist(),
         strict=True,
     )
-    records = ordered.to_dict("records")
+    # Only the columns a slot reads: to_dict costs per cell.
+    records = ordered[["path", "role", "layer", "belongs_to", "model", "at_start"]].to_dict(
+        "records"
+    )
     for label, key, row in zip(ordered.index, keys, records, strict=True):
         if all(part is not None for part in key):
             groups.setdefault(key, []).append(_slot(label, row))
