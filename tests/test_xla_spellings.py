@@ -103,6 +103,9 @@ def _respell_line(
         del event.stats[:]
         event.stats.extend(stats)
         module = _GPU_MODULE.match(name)
+        if name == "MemoryAllocation" and how == "xla_gpu_module":
+            # As that JAX's allocator events read: an op, named "(null)".
+            event.stats.add(metadata_id=_stat_id(plane, "tf_op"), str_value="(null)")
         if name == _HELPER:
             helper = event
         if name == _THUNKS and how == "program_id":
