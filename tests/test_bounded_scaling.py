@@ -15,8 +15,8 @@ from test_run_records import ATTENTION, _encode, _field, _find, _space
 from traceparse._proto import xplane_pb2
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from make_inventory_capture import write_capture as inventory_capture  # noqa: E402
-from make_long_jax import write_capture as jax_capture  # noqa: E402
+from make_inventory_capture import write_capture as inventory_capture
+from make_long_jax import write_capture as jax_capture
 
 
 def _crafted(out: Path) -> list[Path]:
