@@ -4,23 +4,28 @@ it made an allocation, and where the Python frames say it came from.
 Read only for captures with a ``/host:metadata`` plane (XLA programs), from the
 host planes' lines, each parsed on its own by upb (``xplane.proto``):
 
-- a *module marker* is an event with an ``hlo_module`` or ``module_name`` stat
-  (an HLO op run on the CPU, a kernel launch, ``GpuExecutable::ExecuteThunks``),
-  optionally with a ``program_id``;
+- a *module marker* is an event that names a program the capture holds: by an
+  ``hlo_module`` or ``module_name`` stat (an HLO op run on the CPU, a kernel
+  launch, ``GpuExecutable::ExecuteThunks``), by its name (``<module>:XLA GPU
+  module``, ``CommonPjRtLoadedExecutable::Execute (<module>)``), or by a
+  ``program_id`` alone; optionally with a ``program_id``;
 - an *execute window* is an event whose name says the runtime is running a
   program (``_EXECUTE``: PJRT's ``Execute`` / ``ExecuteHelper``, XLA's
   ``CpuExecutable::ExecuteAsyncOnStream``, TensorFlow's ``_XlaRun`` /
-  ``XlaLaunch``); it runs the module of the markers nested in it on its line,
-  or of those nested in the events its flow (``_p``/``_c``) leads to. Its
+  ``XlaLaunch``); it runs the module it names or of the markers nested in it on
+  its line, or of those nested in the events its flow (``_p``/``_c``) or its
+  ``run_id`` leads to. Its
   program id is its markers' one, else that of the markers of the same module
   on other lines of the plane during it (JAX's kernel launches), when one;
 - a ``MemoryAllocation`` covered by a window with a module, on its own line,
-  is tied to that run (``RunRecords.allocation_runs``); one made inside JAX's
+  is tied to that run (``RunRecords.allocation_runs``), and one that no window
+  covers to the innermost marker around it; one made inside JAX's
   ``PjitFunction(<fn>)`` before its program runs (``DevicePut`` of a Python
   scalar or a host array) is an argument of the run that call makes.
 
 The Python tracer's frames (``$file.py:LINE function`` events) enclosing an
 allocation on its line are kept with it (``tables/sources.py`` picks the user's).
+The rules are applied in one pass over time-sorted events (``run_windows.py``).
 """
 
 from __future__ import annotations
