@@ -212,3 +212,46 @@ def test_unrecognised_runs_are_said_with_the_bytes_they_leave(tmp_path: Path) ->
     linked = original[original["xla_program"].notna()]
     assert int(found.group(1)) >= len(linked) > 0
     assert int(found.group(2).replace(",", "")) >= int(linked["requested_bytes"].sum())
+
+
+def test_a_run_id_leads_to_the_program_on_another_thread(tmp_path: Path) -> None:
+    """A window with no marker of its own and no flow, whose ``run_id`` an event on
+    another thread shares, and that event's name names the program: the
+    allocation in the window is that program's. A program that never ran
+    (same output size) gets nothing."""
+    from test_xla_runs import COS, SIN, _Plane
+
+    space = xplane_pb2.XSpace()
+    meta = _Plane(space.planes.add(id=0, name="/host:metadata"))
+    for name, data in {"jit_sin(3)": SIN, "jit_cos(5)": COS}.items():
+        meta.plane.event_metadata[meta.event_id(name)].stats.add(
+            metadata_id=meta.stat_id("Hlo Proto"), bytes_value=data
+        )
+    host = _Plane(space.planes.add(id=1, name="/host:CPU"))
+    python = host.plane.lines.add(id=1, name="python", timestamp_ns=0)
+    worker = host.plane.lines.add(id=2, name="tpu_execute/7", timestamp_ns=0)
+    size = 4 << 20
+    host.event(python, "TpuLoadedExecutable::Execute", 1000, 80_000, run_id=42)
+    host.event(worker, "jit_sin:XLA TPU module", 5000, 50_000, run_id=42)
+    for when, name, in_use in ((2000, "MemoryAllocation", size), (90_000, "MemoryDeallocation", 0)):
+        host.event(
+            python,
+            name,
+            when,
+            0,
+            allocator_name="TPU_0_bfc",
+            addr=0x1000,
+            requested_bytes=size,
+            allocation_bytes=size,
+            bytes_allocated=in_use,
+            bytes_reserved=0,
+            bytes_available=1 << 34,
+            peak_bytes_in_use=size,
+        )
+    run = tmp_path / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    (run / "host0.xplane.pb").write_bytes(space.SerializeToString())
+    prof = traceparse.load(tmp_path)
+    assert prof.allocations["xla_program"].astype(object).tolist() == ["jit_sin(3)"]
+    runs = dict(zip(prof.xla_programs["program"], prof.xla_programs["runs"], strict=True))
+    assert runs == {"jit_sin(3)": 1, "jit_cos(5)": 0}
