@@ -124,9 +124,9 @@ def resolve(events: list[Event], programs: Programs) -> Resolved:
     modules: dict[str, set[int]] = {}
     for module, pid in zip(own, pids, strict=True):
         if module is not None:
-            ids = modules.setdefault(module, set())
+            seen = modules.setdefault(module, set())
             if pid is not None:
-                ids.add(pid)
+                seen.add(pid)
     # Each line sorted once; an event's parent is the stack's top when it is pushed
     # (events on one thread nest like a call stack).
     parent = [-1] * n
@@ -212,10 +212,10 @@ def resolve(events: list[Event], programs: Programs) -> Resolved:
             if marker not in run_of:
                 m = events[marker]
                 module = str(own[marker])
-                ids = [pids[marker]] if pids[marker] is not None else []
+                own_ids: list[object] = [pids[marker]] if pids[marker] is not None else []
                 run_of[marker] = len(rows)
-                ids = ids or launches.during(module, m.start, m.end)
-                rows.append((m.line, m.start, m.end, module, _one(ids)))
+                own_ids = own_ids or launches.during(module, m.start, m.end)
+                rows.append((m.line, m.start, m.end, module, _one(own_ids)))
             run = run_of[marker]
         # Made in a call but before its program runs: one of its arguments.
         argument = -1

@@ -187,7 +187,8 @@ def _wire_event(data: wire.Buffer, start: int, end: int) -> _LineEvent:
 
 
 def _wire_stat(data: wire.Buffer, start: int, end: int) -> tuple[int, str, object] | None:
-    stat_id, found = 0, None
+    stat_id = 0
+    found: tuple[int, object] | None = None
     for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
         if number == 1 and kind == wire.VARINT:
             stat_id = value
