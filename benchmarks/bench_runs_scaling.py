@@ -16,7 +16,7 @@ minimum of ``--repeat`` runs, garbage collector off while timing):
 
 Exits 1 when a ratio passes its bound (``--bound`` for the 10x inputs: 12).
 
-    python benchmarks/bench_runs_scaling.py [--copies 16] [--variables 1000] [--repeat 3]
+    python benchmarks/bench_runs_scaling.py [--copies 32] [--variables 1000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def breakdown(path: Path) -> Callable[[], object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--copies", type=int, default=16)
+    parser.add_argument("--copies", type=int, default=32)
     parser.add_argument("--variables", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bound", type=float, default=12.0)
