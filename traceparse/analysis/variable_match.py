@@ -47,8 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-CREATED = "inventory: created during capture"
-ASSIGNED = "inventory: assigned during capture"
+from traceparse.analysis.variable_slots import (
+    ASSIGNED,
+    BEFORE,
+    CREATED,
+    Slot,
+    SlotIndex,
+)
 
 NAMED_COLUMNS: dict[str, str] = {
     "variable": "object",
@@ -66,7 +71,6 @@ COVERED_COLUMNS: dict[str, str] = {"variable": "object", "covered_from_ps": "Int
 _ASSIGN = re.compile(r"^(Assign\w*VariableOp|ResourceApply\w+|ResourceScatter\w+)$")
 _ROLE_ORDER = {"weight": 0, "optimizer": 1, "other": 2}
 _TEXT = ["host", "allocator", "op", "op_type", "dtype", "shape"]
-_BEFORE = object()  # a current buffer allocated before the capture
 
 
 @dataclass(frozen=True)
@@ -120,23 +124,23 @@ def match_variables(
             strict=True,
         )
     )
-    # One pass groups the candidates by where and how much they asked for (in time order).
-    by_size: dict[tuple[str | None, str | None, int], list[int]] = {}
+    # One pass groups the candidates by where and how much they asked for, and what
+    # (shape and dtype, or neither), in time order: each group then reads only its own.
+    by_kind: dict[tuple[str | None, str | None, int, str | None, str | None], list[int]] = {}
     where = zip(
         _names(sized["host"]), _names(sized["allocator"]), sized["requested_bytes"], strict=True
     )
     for position, (host, allocator, requested) in enumerate(where):
-        by_size.setdefault((host, allocator, int(requested)), []).append(position)
+        shape, dtype = rows[position][6], rows[position][7]
+        key = (host, allocator, int(requested), shape, dtype)
+        by_kind.setdefault(key, []).append(position)
     spares = _free_times(frees)
     for (host, allocator, dtype, shape, size), slots in groups.items():
-        positions = by_size.get((host, allocator, size), [])
+        exact = by_kind.get((host, allocator, size, shape, dtype), [])
+        bare = by_kind.get((host, allocator, size, None, None), [])
+        positions = sorted(exact + bare) if exact and bare else exact or bare
         before = all(slot.at_start for slot in slots)
-        candidates = [
-            rows[i]
-            for i in positions
-            if (rows[i][6] == shape and rows[i][7] == dtype)
-            or (rows[i][6] is None and rows[i][7] is None)
-        ]
+        candidates = [rows[i] for i in positions]
         if before:  # only an assign can give a variable from before a new buffer
             candidates = [row for row in candidates if row[3]]
         if candidates:
@@ -153,10 +157,10 @@ def _names(column: pd.Series) -> list[str | None]:
 GroupKey = tuple[str | None, str | None, str | None, str | None, int]
 
 
-def _variable_groups(usable: pd.DataFrame) -> dict[GroupKey, list[_Slot]]:
+def _variable_groups(usable: pd.DataFrame) -> dict[GroupKey, list[Slot]]:
     """Variables by (host, allocator, dtype, shape, bytes), each group weights first,
     then optimizer slots, then the rest, by path."""
-    groups: dict[GroupKey, list[_Slot]] = {}
+    groups: dict[GroupKey, list[Slot]] = {}
     ordered = usable.assign(
         _order=usable["role"].astype(object).map(_ROLE_ORDER).fillna(9)
     ).sort_values(["_order", "path"], kind="stable")
@@ -165,7 +169,10 @@ def _variable_groups(usable: pd.DataFrame) -> dict[GroupKey, list[_Slot]]:
         ordered["estimated_bytes"].astype("int64").tolist(),
         strict=True,
     )
-    records = ordered.to_dict("records")
+    # Only the columns a slot reads: to_dict costs per cell.
+    records = ordered[["path", "role", "layer", "belongs_to", "model", "at_start"]].to_dict(
+        "records"
+    )
     for label, key, row in zip(ordered.index, keys, records, strict=True):
         if all(part is not None for part in key):
             groups.setdefault(key, []).append(_slot(label, row))
@@ -245,24 +252,12 @@ def _spare_frees(
     return sorted(int(t) for t in times[(sizes >= size) & (times >= 0)])
 
 
-@dataclass
-class _Slot:
-    """One variable of a group and its current buffer during the walk."""
-
-    row: object  # the variable's row label
-    facts: dict[str, object]
-    at_start: bool
-    initializer: re.Pattern[str]
-    buffer: object = None  # an allocation's label, _BEFORE, or None (none yet)
-    buffer_free: int | None = None  # when the current buffer is freed (None: never)
-
-
 # A candidate allocation: label, op, kind, is an assign, alloc_ps, free_ps, shape, dtype.
 Candidate = tuple[object, str | None, str, bool, int, int | None, str | None, str | None]
 
 
 def _walk(
-    slots: list[_Slot],
+    slots: list[Slot],
     candidates: list[Candidate],
     spare: list[int] | None,
     named: dict[object, dict[str, object]],
@@ -272,22 +267,22 @@ def _walk(
     assigns = np.array(
         sorted(row[4] for row in candidates if row[3] and row[6] is not None), dtype=np.int64
     )
+    index = SlotIndex(slots)
     for label, op_name, _kind, is_assign, when, free, shape, _dtype in candidates:
         op = op_name or ""
         has_shape = shape is not None
-        own = [s for s in slots if s.buffer is None and not s.at_start and s.initializer.search(op)]
-        if own:
-            _claim(own[0], label, when, free, CREATED, named, covered)
+        own = index.initialized_by(op)
+        if own is not None:
+            index.claim(own, label, when, free, CREATED, named, covered)
         elif is_assign and has_shape:
-            slot = _replaced(slots, when, spare)
+            slot = index.replaced(when, spare)
             if slot is not None:
-                _claim(slot, label, when, free, ASSIGNED, named, covered)
+                index.claim(slot, label, when, free, ASSIGNED, named, covered)
         elif has_shape and (free is None or _replaced_later(op, when, free, assigns)):
-            fresh = [s for s in slots if s.buffer is None and not s.at_start]
-            if free is not None:  # only a weight's initializer runs eagerly
-                fresh = [s for s in fresh if s.facts["role"] == "weight"]
-            if fresh:
-                _claim(fresh[0], label, when, free, CREATED, named, covered)
+            # Only a weight's initializer runs eagerly (a buffer freed in the capture).
+            fresh = index.fresh.first() if free is None else index.fresh_weights.first()
+            if fresh is not None:
+                index.claim(fresh, label, when, free, CREATED, named, covered)
 
 
 def _replaced_later(op: str, when: int, free: int, assigns: np.ndarray) -> bool:
@@ -298,12 +293,11 @@ def _replaced_later(op: str, when: int, free: int, assigns: np.ndarray) -> bool:
     return first < len(assigns) and int(assigns[first]) <= free
 
 
-def _slot(label: object, row: dict[str, object]) -> _Slot:
+def _slot(label: object, row: dict[str, object]) -> Slot:
     path = str(row["path"])
     # Keras names a slot's initializer after the slot's path; an older optimizer
     # after the variable with "/" as "_".
-    names = {re.escape(path), re.escape(path.replace("/", "_"))}
-    pattern = re.compile(r"(^|/)(" + "|".join(sorted(names)) + r")(/|$)")
+    names = tuple(sorted({path, path.replace("/", "_")}))
     facts: dict[str, object] = {
         "variable": path,
         "role": _text(row["role"]),
@@ -312,50 +306,7 @@ def _slot(label: object, row: dict[str, object]) -> _Slot:
         "model": _text(row["model"]),
     }
     at_start = bool(row["at_start"])
-    return _Slot(label, facts, at_start, pattern, _BEFORE if at_start else None)
-
-
-def _replaced(slots: list[_Slot], when: int, spare: list[int] | None) -> _Slot | None:
-    """The variable an assign at ``when`` gave a new buffer: one whose current buffer is
-    freed at or after it (soonest first), then one from before the capture with a
-    matching free, then one with no buffer yet."""
-    freed = [
-        s
-        for s in slots
-        if s.buffer is not None
-        and s.buffer is not _BEFORE
-        and s.buffer_free is not None
-        and s.buffer_free >= when
-    ]
-    if freed:
-        return min(freed, key=lambda s: s.buffer_free or 0)
-    before = [s for s in slots if s.buffer is _BEFORE]
-    if before:
-        if spare is None:
-            return before[0]
-        later = [t for t in spare if t >= when]
-        if later:
-            spare.remove(later[0])
-            return before[0]
-    fresh = [s for s in slots if s.buffer is None and not s.at_start]
-    return fresh[0] if fresh else None
-
-
-def _claim(
-    slot: _Slot,
-    label: object,
-    when: int,
-    free: int | None,
-    how: str,
-    named: dict[object, dict[str, object]],
-    covered: dict[object, dict[str, object]],
-) -> None:
-    if slot.buffer is not None and slot.buffer is not _BEFORE:
-        named[slot.buffer]["holds_until_ps"] = when
-    named[label] = {**slot.facts, "named_by": how, "holds_from_ps": when, "holds_until_ps": None}
-    covered.setdefault(slot.row, {"variable": slot.facts["variable"], "covered_from_ps": when})
-    slot.buffer = label
-    slot.buffer_free = free
+    return Slot(label, facts, at_start, names, BEFORE if at_start else None)
 
 
 def _text(value: object) -> str | None:

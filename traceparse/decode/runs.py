@@ -4,30 +4,33 @@ it made an allocation, and where the Python frames say it came from.
 Read only for captures with a ``/host:metadata`` plane (XLA programs), from the
 host planes' lines, each parsed on its own by upb (``xplane.proto``):
 
-- a *module marker* is an event with an ``hlo_module`` or ``module_name`` stat
-  (an HLO op run on the CPU, a kernel launch, ``GpuExecutable::ExecuteThunks``),
-  optionally with a ``program_id``;
+- a *module marker* is an event that names a program the capture holds: by an
+  ``hlo_module`` or ``module_name`` stat (an HLO op run on the CPU, a kernel
+  launch, ``GpuExecutable::ExecuteThunks``), by its name (``<module>:XLA GPU
+  module``, ``CommonPjRtLoadedExecutable::Execute (<module>)``), or by a
+  ``program_id`` alone; optionally with a ``program_id``;
 - an *execute window* is an event whose name says the runtime is running a
   program (``_EXECUTE``: PJRT's ``Execute`` / ``ExecuteHelper``, XLA's
   ``CpuExecutable::ExecuteAsyncOnStream``, TensorFlow's ``_XlaRun`` /
-  ``XlaLaunch``); it runs the module of the markers nested in it on its line,
-  or of those nested in the events its flow (``_p``/``_c``) leads to. Its
+  ``XlaLaunch``); it runs the module it names or of the markers nested in it on
+  its line, or of those nested in the events its flow (``_p``/``_c``) or its
+  ``run_id`` leads to. Its
   program id is its markers' one, else that of the markers of the same module
   on other lines of the plane during it (JAX's kernel launches), when one;
 - a ``MemoryAllocation`` covered by a window with a module, on its own line,
-  is tied to that run (``RunRecords.allocation_runs``); one made inside JAX's
+  is tied to that run (``RunRecords.allocation_runs``), and one that no window
+  covers to the innermost marker around it; one made inside JAX's
   ``PjitFunction(<fn>)`` before its program runs (``DevicePut`` of a Python
   scalar or a host array) is an argument of the run that call makes.
 
 The Python tracer's frames (``$file.py:LINE function`` events) enclosing an
 allocation on its line are kept with it (``tables/sources.py`` picks the user's).
+The rules are applied in one pass over time-sorted events (``run_windows.py``).
 """
 
 from __future__ import annotations
 
-import bisect
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,16 +40,16 @@ from google.protobuf.message import DecodeError
 from traceparse._proto import xplane_pb2
 from traceparse.decode import native, wire
 from traceparse.decode.planes import RunEvents
-
-_EXECUTE = re.compile(
-    r"(?:LoadedExecutable::Execute(?:Helper)?|LoadedExecutable_Execute|"
-    r"Executable::ExecuteAsyncOnStream|Executable::ExecuteOnStream|"
-    r"^[^:]*:(?:_XlaRun|XlaLaunch)$|^(?:_XlaRun|XlaLaunch)$)"
+from traceparse.decode.run_windows import (
+    _EXECUTE,
+    ALLOCATION,
+    CALL,
+    MODULE_STATS,
+    Event,
+    Programs,
+    resolve,
 )
-_MODULE_STATS = ("hlo_module", "module_name")
-_ALLOCATION = "MemoryAllocation"
-# JAX's call of a jitted function: around the transfer of its arguments and its run.
-_CALL = "PjitFunction("
+
 _U64 = (1 << 64) - 1
 
 # One row per execute window with a module: on which line, when, what ran.
@@ -84,68 +87,149 @@ class RunRecords:
     modules: dict[str, set[int]] = field(default_factory=dict)
 
 
-@dataclass
-class _Event:
-    line: int
-    start: int
-    end: int
-    name: str
-    stats: dict[str, object]
-
-
 # (event names, stat names, line byte ranges) of a host plane.
 HostPlane = tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]
 
 
 def read_runs(
-    data: wire.Buffer, planes: Sequence[HostPlane], relative_ns: Callable[[int], int]
+    data: wire.Buffer,
+    planes: Sequence[HostPlane],
+    relative_ns: Callable[[int], int],
+    programs: Mapping[str, set[int]] | None = None,
 ) -> RunRecords:
     """Run records of the host ``planes``, each line parsed by upb: what the
-    decoder does where the compiled pass did not find them (``from_events``)."""
-    events: list[_Event] = []
-    line_no = 0
+    decoder does where the compiled pass did not find them (``from_events``).
+    ``programs``: the capture's modules and their program ids."""
+    known = Programs(programs)
+    events: list[Event] = []
+    line_no = -1
     for names, stat_names, lines in planes:
         wanted = _wanted(stat_names)
-        named = _named(names)
+        named = _named(names, known)
         for start, end in lines:
-            line = xplane_pb2.XLine()
-            try:
-                line.ParseFromString(data[start:end])
-            except DecodeError:
+            line_no += 1  # a line read or not, the next is the next (as from_events counts)
+            read = _read_line(data, start, end)
+            if read is None:
                 continue  # the hot path reports a bad line; run records are a bonus
-            base = relative_ns(line.timestamp_ns) * 1000
-            for event in line.events:
+            timestamp_ns, line_events = read
+            base = relative_ns(timestamp_ns) * 1000
+            for metadata_id, offset_ps, duration_ps, line_stats in line_events:
                 stats: dict[str, object] = {}
-                for stat in event.stats:
-                    key = wanted.get(stat.metadata_id)
-                    kind = stat.WhichOneof("value")
-                    if key is not None and kind is not None:
-                        _add_stat(stats, key, kind, getattr(stat, kind), stat_names)
-                if named.get(event.metadata_id, False) or stats.keys() & _KEEP_STATS:
-                    t = base + event.offset_ps
-                    name = names.get(event.metadata_id, "")
-                    events.append(_Event(line_no, t, t + event.duration_ps, name, stats))
-            line_no += 1
-    return _resolve(events)
+                for stat_id, kind, value in line_stats:
+                    key = wanted.get(stat_id)
+                    if key is not None:
+                        _add_stat(stats, key, kind, value, stat_names)
+                if named.get(metadata_id, False) or stats.keys() & _KEEP_STATS:
+                    t = base + offset_ps
+                    name = names.get(metadata_id, "")
+                    events.append(Event(line_no, t, t + duration_ps, name, stats))
+    return _resolve(events, known)
 
 
-def run_ids(names: dict[int, str], stat_names: dict[int, str]) -> tuple[list[int], list[int]]:
+# (metadata id, offset_ps, duration_ps, [(stat id, value kind, value)]) of an event.
+_LineEvent = tuple[int, int, int, list[tuple[int, str, object]]]
+
+
+def _read_line(data: wire.Buffer, start: int, end: int) -> tuple[int, list[_LineEvent]] | None:
+    """A line's timestamp_ns and events: parsed by upb, or, where upb refuses it (a
+    string that is not UTF-8), read off the wire as the compiled pass reads it
+    (``_wire_line``); None when neither can."""
+    line = xplane_pb2.XLine()
+    try:
+        line.ParseFromString(data[start:end])
+    except DecodeError:
+        try:
+            return _wire_line(data, start, end)
+        except wire.WireError:
+            return None
+    found: list[_LineEvent] = []
+    for event in line.events:
+        stats = []
+        for stat in event.stats:
+            kind = stat.WhichOneof("value")
+            if kind is not None:
+                stats.append((stat.metadata_id, kind, getattr(stat, kind)))
+        found.append((event.metadata_id, event.offset_ps, event.duration_ps, stats))
+    return line.timestamp_ns, found
+
+
+def _wire_line(data: wire.Buffer, start: int, end: int) -> tuple[int, list[_LineEvent]]:
+    """``_read_line`` off the wire, with protobuf's rules: the last value of a field
+    wins, ``num_occurrences`` clears ``offset_ps`` (a oneof) and the last value
+    field of a stat is its value; text is decoded with replacement characters."""
+    timestamp_ns = 0
+    found: list[_LineEvent] = []
+    for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
+        if number == 3 and kind == wire.VARINT:
+            timestamp_ns = wire.as_int64(value)
+        elif number == 4 and kind == wire.LEN:
+            found.append(_wire_event(data, value, field_end))
+    return timestamp_ns, found
+
+
+def _wire_event(data: wire.Buffer, start: int, end: int) -> _LineEvent:
+    metadata_id = offset = duration = 0
+    stats: list[tuple[int, str, object]] = []
+    for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
+        if kind == wire.VARINT and number == 1:
+            metadata_id = wire.as_int64(value)
+        elif kind == wire.VARINT and number == 2:
+            offset = wire.as_int64(value)
+        elif kind == wire.VARINT and number == 5:
+            offset = 0  # num_occurrences: the other member of offset_ps's oneof
+        elif kind == wire.VARINT and number == 3:
+            duration = wire.as_int64(value)
+        elif kind == wire.LEN and number == 4:
+            stat = _wire_stat(data, value, field_end)
+            if stat is not None:
+                stats.append(stat)
+    return metadata_id, offset, duration, stats
+
+
+def _wire_stat(data: wire.Buffer, start: int, end: int) -> tuple[int, str, object] | None:
+    stat_id = 0
+    found: tuple[int, object] | None = None
+    for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
+        if number == 1 and kind == wire.VARINT:
+            stat_id = value
+        elif number in _KIND_NAMES and kind == (wire.LEN if number == _STR else wire.VARINT):
+            if number == _STR:
+                found = (number, bytes(data[value:field_end]).decode("utf-8", errors="replace"))
+            else:
+                found = (number, value if number != _INT64 else wire.as_int64(value))
+        elif (number == 2 and kind == _FIXED64) or (number == 6 and kind == wire.LEN):
+            found = None  # a double or bytes value: one run records do not read
+    if found is None:
+        return None
+    return wire.as_int64(stat_id), _KIND_NAMES[found[0]], found[1]
+
+
+def run_ids(
+    names: dict[int, str],
+    stat_names: dict[int, str],
+    programs: Mapping[str, set[int]] | None = None,
+) -> tuple[list[int], list[int]]:
     """(event metadata ids whose name keeps an event as a run record, stat ids
     whose stat keeps any event): what the compiled pass looks for."""
     wanted = _wanted(stat_names)
-    named = [k for k, keep in _named(names).items() if keep]
+    named = [k for k, keep in _named(names, Programs(programs)).items() if keep]
     return named, [k for k, key in wanted.items() if key in _KEEP_STATS]
 
 
-def from_events(data: wire.Buffer, planes: Sequence[tuple[HostPlane, RunEvents]]) -> RunRecords:
+def from_events(
+    data: wire.Buffer,
+    planes: Sequence[tuple[HostPlane, RunEvents]],
+    programs: Mapping[str, set[int]] | None = None,
+) -> RunRecords:
     """Run records from the events the compiled pass found on the host planes
     (``planes.RunEvents``, with their plane): the same records ``read_runs``
     makes, without parsing every line again."""
-    events: list[_Event] = []
+    known = Programs(programs)
+    events: list[Event] = []
     line_no = 0
     for (names, stat_names, lines), found in planes:
         wanted = _wanted(stat_names)
-        named = _named(names)
+        named = _named(names, known)
         offsets, durations, stat_columns = native.read_stats(data, found.starts, found.ends)
         owner, stat_id, kind, bits, start, length = (c.tolist() for c in stat_columns)
         per_event: list[dict[str, object]] = [{} for _ in range(len(found.starts))]
@@ -168,26 +252,32 @@ def from_events(data: wire.Buffer, planes: Sequence[tuple[HostPlane, RunEvents]]
         rows = zip(found.line.tolist(), times.tolist(), ends.tolist(), mids, per_event, strict=True)
         for line, t, end, mid, stats in rows:
             if named.get(mid, False) or stats.keys() & _KEEP_STATS:
-                events.append(_Event(line_no + line, t, end, names.get(mid, ""), stats))
+                events.append(Event(line_no + line, t, end, names.get(mid, ""), stats))
         line_no += len(lines)
-    return _resolve(events)
+    return _resolve(events, known)
 
 
 _INT64, _STR = 4, 5
+_FIXED64 = 1  # wire type of a double
 # The XStat value fields run records read, by field number, as WhichOneof names them.
 _KIND_NAMES = {3: "uint64_value", 4: "int64_value", 5: "str_value", 7: "ref_value"}
 
 
 def _wanted(stat_names: dict[int, str]) -> dict[int, str]:
     """The stats run records read, by id."""
-    keys = (*_MODULE_STATS, "program_id", "_p", "_c", "addr")
+    keys = (*MODULE_STATS, "program_id", "run_id", "_p", "_c", "addr")
     return {k: n for k, n in stat_names.items() if n in keys}
 
 
-def _named(names: dict[int, str]) -> dict[int, bool]:
-    """Whether an event's name alone keeps it, worked out once per name."""
+def _named(names: dict[int, str], programs: Programs) -> dict[int, bool]:
+    """Whether an event's name alone keeps it, worked out once per name: the
+    allocator's, a frame's, a call's, an execute window's, or one naming a
+    program of the capture (``<module>:XLA GPU module``)."""
     return {
-        k: n == _ALLOCATION or n.startswith(("$", _CALL)) or bool(_EXECUTE.search(n))
+        k: n == ALLOCATION
+        or n.startswith(("$", CALL))
+        or bool(_EXECUTE.search(n))
+        or programs.named(n) is not None
         for k, n in names.items()
     }
 
@@ -203,83 +293,16 @@ def _add_stat(
         stats[key] = value
 
 
-# Stats that make any event a run record: a module or program it names, a flow.
-_KEEP_STATS = frozenset({*_MODULE_STATS, "_p", "_c"})
+# Stats that make any event a run record: a module or program it names, a flow,
+# a run id other events of the run share.
+_KEEP_STATS = frozenset({*MODULE_STATS, "program_id", "run_id", "_p", "_c"})
 
 
-def _module_of(event: _Event) -> str | None:
-    for key in _MODULE_STATS:
-        value = event.stats.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _program_id(event: _Event) -> int | None:
-    value = event.stats.get("program_id")
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def _resolve(events: list[_Event]) -> RunRecords:
+def _resolve(events: list[Event], programs: Programs) -> RunRecords:
     records = RunRecords()
-    markers = [e for e in events if _module_of(e) is not None]
-    for m in markers:
-        ids = records.modules.setdefault(str(_module_of(m)), set())
-        if (pid := _program_id(m)) is not None:
-            ids.add(pid)
-    # Per event: the markers nested in it on its line (a sweep per line: events
-    # on one thread nest like a call stack).
-    inside: dict[int, list[_Event]] = {}
-    enclosing: dict[int, list[_Event]] = {}  # allocation -> windows and frames around it
-    lines: dict[int, list[_Event]] = {}
-    for e in events:
-        lines.setdefault(e.line, []).append(e)
-    for line_events in lines.values():
-        line_events.sort(key=lambda e: (e.start, -e.end))
-        stack: list[_Event] = []
-        for e in line_events:
-            while stack and stack[-1].end < e.start:
-                stack.pop()
-            if _module_of(e) is not None:
-                for outer in stack:
-                    inside.setdefault(id(outer), []).append(e)
-            if e.name == _ALLOCATION:
-                enclosing[id(e)] = list(stack)
-            stack.append(e)
-    consumers: dict[object, list[_Event]] = {}
-    for e in events:
-        if "_c" in e.stats:
-            consumers.setdefault(e.stats["_c"], []).append(e)
-    by_module: dict[str, list[_Event]] = {}
-    for m in markers:
-        if _program_id(m) is not None:
-            by_module.setdefault(str(_module_of(m)), []).append(m)
-
-    rows: list[tuple[int, int, int, str, int | None]] = []
-    run_of: dict[int, int] = {}
-    for window in (e for e in events if _EXECUTE.search(e.name)):
-        found = list(inside.get(id(window), []))
-        if not found and "_p" in window.stats:  # the flow leads to where it ran
-            for consumer in consumers.get(window.stats["_p"], []):
-                found += inside.get(id(consumer), [])
-                found += [consumer] if _module_of(consumer) else []
-        modules = {str(_module_of(m)) for m in found}
-        if len(modules) != 1:
-            continue  # no module, or several: this window names no one program
-        module = modules.pop()
-        ids = {p for m in found if (p := _program_id(m)) is not None}
-        if not ids:  # kernel launches of the module on other threads during the window
-            ids = {
-                p
-                for m in by_module.get(module, [])
-                if m.line != window.line
-                and window.start <= m.start <= window.end
-                and (p := _program_id(m)) is not None
-            }
-        run_of[id(window)] = len(rows)
-        rows.append(
-            (window.line, window.start, window.end, module, ids.pop() if len(ids) == 1 else None)
-        )
+    found = resolve(events, programs)
+    records.modules = found.modules
+    rows = found.rows
     if rows:
         records.runs = pd.DataFrame(
             {
@@ -290,44 +313,16 @@ def _resolve(events: list[_Event]) -> RunRecords:
                 "program_id": pd.array([r[4] for r in rows], dtype="Int64"),
             }
         )
-    # A call's run: the first run window that starts inside it on its line.
-    starts: dict[int, list[tuple[int, int]]] = {}
-    for i, (line, start, *_) in enumerate(rows):
-        starts.setdefault(line, []).append((start, i))
-    for line_starts in starts.values():
-        line_starts.sort()
-
-    def call_run(call: _Event) -> int:
-        line_starts = starts.get(call.line, [])
-        at = bisect.bisect_left(line_starts, (call.start, -1))
-        if at < len(line_starts) and line_starts[at][0] <= call.end:
-            return line_starts[at][1]
-        return -1
-
-    found_rows: list[tuple[int, int, int, int, str | None]] = []
-    for e in events:
-        address = e.stats.get("addr")
-        if e.name != _ALLOCATION or not isinstance(address, int):
-            continue
-        stack = enclosing.get(id(e), [])
-        runs = [run_of[id(w)] for w in stack if id(w) in run_of]
-        calls = [w for w in stack if w.name.startswith(_CALL)]
-        # Made in a call but before its program runs: one of its arguments.
-        argument = call_run(calls[-1]) if calls and not runs else -1
-        frames = [w.name[1:] for w in stack if w.name.startswith("$")]
-        if runs or frames or argument >= 0:
-            text = "\n".join(frames) if frames else None
-            run = runs[-1] if runs else -1
-            found_rows.append((e.start, address & _U64, run, argument, text))
-    if found_rows:
+    tied = found.allocations
+    if tied:
         records.allocation_runs = pd.DataFrame(
             {
-                "time_ps": np.array([f[0] for f in found_rows], dtype=np.int64),
+                "time_ps": np.array([f[0] for f in tied], dtype=np.int64),
                 # Addresses past 2**63 wrap, as the events table reads them.
-                "address": np.array([f[1] for f in found_rows], dtype=np.uint64).view(np.int64),
-                "run": np.array([f[2] for f in found_rows], dtype=np.int64),
-                "argument_of": np.array([f[3] for f in found_rows], dtype=np.int64),
-                "frames": pd.Series([f[4] for f in found_rows], dtype=object),
+                "address": np.array([f[1] & _U64 for f in tied], dtype=np.uint64).view(np.int64),
+                "run": np.array([f[2] for f in tied], dtype=np.int64),
+                "argument_of": np.array([f[3] for f in tied], dtype=np.int64),
+                "frames": pd.Series([f[4] for f in tied], dtype=object),
             }
         )
     return records

@@ -27,6 +27,7 @@ depths:
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ HLO_PROTO_STAT = "Hlo Proto"
 # short) are shortened where they are copied into table rows (``short_name``).
 NAME_LIMIT = 1024
 _KEEP = 200
+# A program's metadata name: its module and program id, ``jit_sin(3)``.
+_NAMED_ID = re.compile(r"(.+)\((\d+)\)")
 
 # Field numbers (upstream xplane.proto and hlo.proto).
 _PLANE_EVENT_METADATA, _PLANE_STAT_METADATA = 4, 5  # XPlane maps
@@ -255,6 +258,22 @@ class XlaSource:
         if self._programs is None:
             self._programs = self._parse()
         return self._programs
+
+    def modules(self) -> dict[str, set[int]]:
+        """Each program's module, as its metadata name gives it (``<module>(<id>)``),
+        with the program ids: no HloProto is read."""
+        found: dict[str, set[int]] = {}
+        try:
+            stats = _hlo_stats(memoryview(self.data))
+        except WireError:
+            return found  # programs() says so
+        for name, _ in stats:
+            match = _NAMED_ID.fullmatch(name)
+            if match:
+                found.setdefault(match.group(1), set()).add(int(match.group(2)))
+            else:
+                found.setdefault(name, set())
+        return found
 
     def _parse(self) -> list[XlaProgram]:
         view = memoryview(self.data)

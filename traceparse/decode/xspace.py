@@ -108,6 +108,7 @@ class _Decoder:
         self.host = host
         self.start_ns, self.stop_ns = _capture_window([p.meta for p in planes])
         self.has_programs = any(p.deferred is not None for p in planes)
+        self.modules: dict[str, set[int]] = {}  # of the programs, by name (run())
         self.given_back = 0  # bytes of a mapped buffer handed back (see _give_back)
         self.diagnostics: list[str] = []
         if self.start_ns is None:
@@ -133,10 +134,14 @@ class _Decoder:
         # First every plane's events are found, so the memory events' columns can be
         # made once at their final size (at most the events picked for decoding).
         picked: list[_PlaneEvents] = []
-        for plane_index, parts in enumerate(self.planes):
+        for parts in self.planes:
             if parts.deferred is not None:
                 start, end = parts.deferred
                 xla = XlaSource(self.path, self.data[start:end])
+        # Run records keep the events whose name names one of these programs.
+        self.modules = xla.modules() if xla is not None else {}
+        for plane_index, parts in enumerate(self.planes):
+            if parts.deferred is not None:
                 continue
             found = self._select(plane_index, parts, op_types)
             referenced.update(found.stat_names.values())
@@ -222,7 +227,7 @@ class _Decoder:
         # the same pass (where the compiled loops run; else read_runs reads them).
         run_ids = None
         if is_host and self.has_programs:
-            named, stats = run_ids_of(names, stat_names)
+            named, stats = run_ids_of(names, stat_names, self.modules)
             run_ids = (wire.metadata_ids(named), wire.metadata_ids(stats))
         detailed, timing, run_events = select(
             self.data,
@@ -294,8 +299,8 @@ class _Decoder:
             if p.run_events is not None
         ]
         if len(found) == len(hosts):
-            return runs_from_events(self.data, found)
-        return read_runs(self.data, planes, self._relative_ns)
+            return runs_from_events(self.data, found, self.modules)
+        return read_runs(self.data, planes, self._relative_ns, self.modules)
 
     def _give_back(self, before: int) -> None:
         """Give the pages of the buffer that lie wholly before ``before`` back to the

@@ -159,7 +159,7 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     dtype, elements, estimated = estimate_columns(at_allocations("data_type"), shapes)
     requested = at_allocations("requested_bytes")
     allocated = at_allocations("allocation_bytes")
-    op = at_allocations("tf_op")
+    op = no_op_names(at_allocations("tf_op"))
     op_codes = op.cat.codes.to_numpy(dtype=np.int64)
     # Map each op name used once, not once per row.
     used, by_row = codes_used(op_codes, len(op.cat.categories))
@@ -248,3 +248,14 @@ def build_tables(trace: MemoryTrace) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     # Columns in the order of contracts.ALLOCATIONS, FREES_WITHOUT_ALLOCATION and
     # TIMELINE; Profile applies those contracts, with the categories all hosts share.
     return allocations, frees_without_allocation, timeline
+
+
+# What older runtimes write where an allocation has no op: no op, not an op's name.
+NO_OP_NAMES = ("", "(null)")
+
+
+def no_op_names(op: pd.Series) -> pd.Series:
+    """``op`` (categorical) with the spellings of "no op" (``NO_OP_NAMES``) missing,
+    so every table and output shows them as the allocations with no op recorded."""
+    gone = [name for name in NO_OP_NAMES if name in op.cat.categories]
+    return op.cat.remove_categories(gone) if gone else op

@@ -82,6 +82,9 @@ class Links:
     ends: dict[int, int] = field(default_factory=dict)
     size_only: int = 0  # rows linked by size alone, inside a run window on another thread
     unlinked: int = 0  # rows with a program allocation's size that no run supports
+    unlinked_bytes: int = 0  # and the bytes they requested
+    # No run of any program recognised on any host (no event names one).
+    no_runs: bool = False
     _agreed: dict[tuple[str, str, tuple[int, ...]], Held | None] = field(default_factory=dict)
 
     def columns(self, like: pd.Index) -> tuple[pd.Series, pd.Series]:
@@ -162,7 +165,15 @@ class Links:
                 f"{self.size_only} allocator events were linked to an XLA program by their "
                 "size alone, made while a run of that program was under way on another thread."
             )
-        if self.unlinked:
+        if self.unlinked and self.no_runs and not self.runs:
+            notes.append(
+                f"{self.unlinked} allocator events ({self.unlinked_bytes:,} bytes requested) "
+                "have the size of an XLA program allocation, but the capture records no run "
+                "of any program that traceparse recognises (no event on the allocating "
+                "thread names a program, in its name or in a hlo_module, program_id or "
+                "run_id stat): those bytes are left unnamed."
+            )
+        elif self.unlinked:
             notes.append(
                 f"{self.unlinked} allocator events have the size of an XLA program allocation "
                 "but no run of that program covers them: they were not linked."
@@ -197,6 +208,7 @@ def link_allocations(
                 candidates.setdefault((host, alloc.size), []).append(found)
             if alloc.is_entry_computation_parameter and alloc.size > 0:
                 parameters.setdefault((host, alloc.size), []).append(found)
+    links.no_runs = all(r is None or r.runs.empty for r in records.values())
     covering, arguments = covering_runs(allocations, records) if n else ({}, {})
     links.arguments = argument_links(allocations, arguments, parameters)
     if not candidates or not n:
@@ -237,7 +249,9 @@ def link_allocations(
                 fits = [c for c in fits if op is None and within(active.get(c.module), time, c.pid)]
         if not fits:
             # A candidate left unlinked: no op, a program allocation's size, no run.
-            links.unlinked += run is None and op is None and row not in links.arguments
+            left = run is None and op is None and row not in links.arguments
+            links.unlinked += left
+            links.unlinked_bytes += int(requested[row]) if left else 0
             continue
         names = {c.program for c in fits}
         if len(names) == 1:

@@ -10,8 +10,10 @@ run of a module on any thread, for links by size alone.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import pandas as pd
@@ -98,7 +100,44 @@ def argument_links(
     return found
 
 
-def windows(record: RunRecords) -> dict[str, list[tuple[int, int, int | None]]]:
+class Windows:
+    """A module's run windows, for "is one of them under way at ``time``" in
+    log n: per program id (and for any id) the windows sorted by start with
+    the latest end so far, so the answer is one binary search (a scan of every
+    window per allocation made long captures quadratic)."""
+
+    def __init__(self, windows: list[tuple[int, int, int | None]]) -> None:
+        groups: dict[object, list[tuple[int, int]]] = {}
+        for start, end, pid in windows:
+            groups.setdefault(_ANY, []).append((start, end))
+            groups.setdefault(pid, []).append((start, end))
+        self._groups: dict[object, tuple[list[int], list[int]]] = {}
+        for key, spans in groups.items():
+            spans.sort()
+            self._groups[key] = (
+                [s for s, _ in spans],
+                list(accumulate((e for _, e in spans), max)),
+            )
+
+    def covers(self, time: int, pid: int | None) -> bool:
+        """Whether a window covers ``time`` whose id is ``pid``, unknown, or any
+        when ``pid`` is None."""
+        keys = (_ANY,) if pid is None else (pid, None)
+        return any(self._covers(key, time) for key in keys)
+
+    def _covers(self, key: object, time: int) -> bool:
+        found = self._groups.get(key)
+        if found is None:
+            return False
+        starts, latest = found
+        at = bisect_right(starts, time)
+        return at > 0 and latest[at - 1] >= time
+
+
+_ANY = object()  # every window of the module, whatever its id
+
+
+def windows(record: RunRecords) -> dict[str, Windows]:
     """Module -> its run windows (start, end, program id) on any thread."""
     found: dict[str, list[tuple[int, int, int | None]]] = {}
     runs = record.runs
@@ -110,11 +149,8 @@ def windows(record: RunRecords) -> dict[str, list[tuple[int, int, int | None]]]:
         strict=True,
     ):
         found.setdefault(module, []).append((start, end, None if pid is pd.NA else int(pid)))
-    return found
+    return {module: Windows(spans) for module, spans in found.items()}
 
 
-def within(windows: list[tuple[int, int, int | None]] | None, time: int, pid: int | None) -> bool:
-    return any(
-        start <= time <= end and (p is None or pid is None or p == pid)
-        for start, end, p in windows or []
-    )
+def within(windows: Windows | None, time: int, pid: int | None) -> bool:
+    return windows is not None and windows.covers(time, pid)
