@@ -37,7 +37,15 @@ from traceparse.analysis.layer_owners import known_names
 from traceparse.core.profile import Profile
 from traceparse.errors import UsageError
 
-KERAS2_FIXTURES = ["keras2_sequential", "keras2_functional", "keras2_subclassed", "keras2_mirrored"]
+# TensorFlow 2.21 with tf_keras 2.21, and the oldest pair the compat job uses (2.16).
+KERAS2_FIXTURES = [
+    "keras2_sequential",
+    "keras2_functional",
+    "keras2_subclassed",
+    "keras2_mirrored",
+    "keras2_tf216_functional",
+    "keras2_tf216_mirrored",
+]
 KERAS3_FIXTURES = ["layers_cnn", "layers_functional", "layers_sequential", "keras_train"]
 KINDS = ["activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"]
 MARKERS = ("gradient_tape", "StatefulPartitionedCall")
@@ -137,8 +145,9 @@ def test_suffixed_keras2_layers_are_two_rows_not_one() -> None:
     assert "conv2d" not in table.index and "batch_normalization" not in table.index
 
 
-def test_a_nested_model_is_one_row_and_opens_into_its_layers() -> None:
-    prof = load("keras2_functional")
+@pytest.mark.parametrize("name", ["keras2_functional", "keras2_tf216_functional"])
+def test_a_nested_model_is_one_row_and_opens_into_its_layers(name: str) -> None:
+    prof = load(name)
     top = prof.layers().set_index("layer")
     assert "backbone" in top.index and "block" not in top.index
     deep = prof.layers(depth=3)
@@ -167,8 +176,9 @@ def test_a_keras3_nested_model_opens_by_its_users_names() -> None:
     }
 
 
-def test_the_mirrored_fixture_keeps_replicas_apart_by_layer() -> None:
-    prof = load("keras2_mirrored")
+@pytest.mark.parametrize("name", ["keras2_mirrored", "keras2_tf216_mirrored"])
+def test_the_mirrored_fixture_keeps_replicas_apart_by_layer(name: str) -> None:
+    prof = load(name)
     ops = set(prof.allocations["op"].dropna().astype(str))
     assert any(op.startswith("replica_1/") for op in ops)
     split = prof.layers(by_replica=True, depth=2)
@@ -295,3 +305,17 @@ def test_the_layers_command_opens_nested_models_with_depth() -> None:
     plain = run_traceparse("layers", "fixtures/keras2_functional", "--format", "json")
     assert plain.returncode == 0, plain.stderr
     assert all("path" not in row for row in json.loads(plain.stdout))
+
+
+def test_a_keras2_loss_scope_is_not_a_model_and_tf1_updates_are_the_optimizers() -> None:
+    ops = [
+        "Adam/mul_3",
+        "gradient_tape/mlp/hidden/MatMul/MatMul",
+        "sparse_categorical_crossentropy/weighted_loss/Mul",
+        "gradient_tape/sparse_categorical_crossentropy/weighted_loss/Mul/Mul",
+    ]
+    known = known_names(ops, None, None)
+    assert known.models == {"mlp"}
+    assert place_op(ops[3], known).layer == NO_LAYER
+    tf1 = known_names(["gradients/dense/MatMul_grad/MatMul", "training/Adam/mul_1"], None, None)
+    assert place_op("training/Adam/mul_1", tf1).kind == OPTIMIZER

@@ -82,6 +82,11 @@ OPTIMIZER_SCOPES = frozenset(
 )
 # Scopes Keras puts loss and metric ops under: not layers of the model.
 _NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
+# Keras 2 computes a loss under the loss's own name (sparse_categorical_crossentropy/
+# weighted_loss/...), which its backward pass shows like a model's layer: not a model.
+_LOSS_SCOPE = re.compile(
+    r"(?:crossentropy|_error|_loss|hinge|divergence|poisson|similarity|huber)(?:_\d+)?$"
+)
 # TF1 graphs' scopes of training machinery, never a layer.
 _NOT_LAYERS = frozenset({"gradients", "training", "loss", "metrics", "global_step", "save", "init"})
 
@@ -199,8 +204,11 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     parsed = parse_op(op, known)
     if not parsed.rest:
         return Placement(NO_LAYER, OTHER, parsed.replica)
-    if is_optimizer_scope(parsed.rest[0], known):
-        return Placement(_slot_layer(parsed.rest[1:], known), OPTIMIZER, parsed.replica)
+    rest = parsed.rest
+    if rest[0] == "training" and len(rest) > 1 and known.generation in TF1_LIKE:
+        rest = rest[1:]  # a TF1 graph's update: training/Adam/...
+    if is_optimizer_scope(rest[0], known):
+        return Placement(_slot_layer(rest[1:], known), OPTIMIZER, parsed.replica)
     kind = GRADIENT if parsed.backward else ACTIVATION
     if parsed.layer is None:
         return Placement(NO_LAYER, GRADIENT if parsed.backward else OTHER, parsed.replica)
@@ -335,7 +343,12 @@ def learn_scopes(ops: list[str], generation: str) -> tuple[set[str], set[str]]:
         if generation in TF1_LIKE:
             if len(rest) > 1 and rest[0] not in _NOT_LAYERS:
                 found[parsed.backward].add(rest[0])
-        elif len(rest) > 1 and is_layer_like(rest[1]) and strip_suffix(rest[0]) not in _NOT_MODELS:
+        elif (
+            len(rest) > 1
+            and is_layer_like(rest[1])
+            and strip_suffix(rest[0]) not in _NOT_MODELS
+            and not _LOSS_SCOPE.search(rest[0])
+        ):
             found[parsed.backward].add(rest[0])
     learnt = found[True] or found[False]
     return (set(), learnt) if generation in TF1_LIKE else (learnt, set())

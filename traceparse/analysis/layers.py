@@ -246,12 +246,13 @@ def _order(table: pd.DataFrame) -> pd.DataFrame:
     table = table[~(explicit & empty)].copy()
     rank = {name: i + 1 for i, name in enumerate(EXPLICIT_ROWS)}
     table["_rank"] = table["layer"].map(rank).fillna(0)
-    layer = table.groupby(["host", "allocator", "layer"], dropna=False, sort=False)
-    table["_live"] = layer["live_at_peak_bytes"].transform("sum")
-    table["_allocated"] = layer["allocated_bytes"].transform("sum")
-    keys = ["host", "allocator", "_rank", "_live", "_allocated", "layer"]
+    keys = ["host", "allocator", "_rank", "live_at_peak_bytes", "allocated_bytes", "layer"]
     if "path" in table:
-        keys += ["live_at_peak_bytes", "allocated_bytes", "path"]
+        # A layer's rows by the layer's own totals, then its paths by theirs.
+        layer = table.groupby(["host", "allocator", "layer"], dropna=False, sort=False)
+        table["_live"] = layer["live_at_peak_bytes"].transform("sum")
+        table["_allocated"] = layer["allocated_bytes"].transform("sum")
+        keys = [*keys[:3], "_live", "_allocated", "layer", *keys[3:5], "path"]
     return table.sort_values(
         keys,
         ascending=[
