@@ -335,10 +335,11 @@ def learn_scopes(ops: list[str], generation: str) -> tuple[set[str], set[str]]:
     if generation == KERAS3:
         return names_in_ops(ops, KnownNames())[0], set()
     found: dict[bool, set[str]] = {True: set(), False: set()}
+    blank = KnownNames(generation=generation)
     for op in ops:
-        parsed = parse_op(op, KnownNames(generation=generation))
+        parsed = parse_op(op, blank)
         rest = parsed.rest
-        if not rest or is_optimizer_scope(rest[0], KnownNames()) or not is_layer_like(rest[0]):
+        if not rest or is_optimizer_scope(rest[0], blank) or not is_layer_like(rest[0]):
             continue
         if generation in TF1_LIKE:
             if len(rest) > 1 and rest[0] not in _NOT_LAYERS:
