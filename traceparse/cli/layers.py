@@ -18,7 +18,8 @@ class LayersCommand(TableCommand):
 
     One row per allocator and layer in the newest run under PATH, the layer
     named as the user wrote it (Keras 3's trace suffixes removed: mycnn_1/conv_a_1
-    is conv_a; Keras 2's scopes kept as written: conv2d_3 is conv2d_3). Bytes live at the allocator's peak split into activations
+    is conv_a; Keras 2's scopes kept as written: conv2d_3 is conv2d_3). Bytes
+    live at the allocator's peak split into activations
     (forward ops), gradients (the backward pass), weights and optimizer state
     (from a variable inventory when the capture has one) and other; plus
     bytes allocated over the capture and the largest tensor. Rows for the
