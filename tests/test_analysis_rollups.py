@@ -92,7 +92,7 @@ def test_scopes_lose_no_bytes(prof: Profile, depth: int) -> None:
 
 
 def test_scopes_roll_up_by_prefix_without_call_wrappers(prof: Profile) -> None:
-    one = prof.scopes(1)
+    one = prof.scopes(1, as_written=True)
     gpu = one[one["allocator"] == GPU].set_index(
         one["scope"].astype(object)[one["allocator"] == GPU]
     )
@@ -102,9 +102,21 @@ def test_scopes_roll_up_by_prefix_without_call_wrappers(prof: Profile) -> None:
     assert gpu.loc["model", "ops"] == 2
     # Op time of every op under the scope, with or without allocations.
     assert gpu.loc["model", "compute_ps"] == 9000 + 600 + 50
-    two = prof.scopes(2)
+    two = prof.scopes(2, as_written=True)
     names = set(two["scope"].dropna().astype(str))
     assert {"model/dense", "model/conv", "gradient_tape/model", NO_SCOPE} <= names
+
+
+def test_unsuffixed_scopes_with_a_backward_pass_are_keras2_layers(prof: Profile) -> None:
+    # model/dense/... and gradient_tape/model/dense/...: Keras 2's functional model
+    # 'model' (issue 41), so by default the scopes start at its layers, as written.
+    one = prof.scopes(1)
+    gpu = one[one["allocator"] == GPU].set_index(
+        one["scope"].astype(object)[one["allocator"] == GPU]
+    )
+    assert gpu.loc["dense", "allocated_bytes"] == 4096 + 1024 + 512
+    assert gpu.loc["conv", "allocated_bytes"] == 2048
+    assert gpu.loc["dense", "compute_ps"] == 9000 + 600
 
 
 def test_scope_names() -> None:

@@ -63,6 +63,8 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "leaks.allocators", leaks.allocators
     yield "layers", prof.layers()
     yield "layers_by_replica", prof.layers(by_replica=True)
+    yield "layer_paths", prof.layers(depth=2)
+    yield "layer_paths_by_replica", prof.layers(by_replica=True, depth=3)
     yield "variables", prof.variables
     yield "xla_programs", prof.xla_programs
     yield "xla_buffers", prof.xla_buffers

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.attribution import counted_variables, split_bytes
+from traceparse.analysis.layer_generation import KERAS3
 from traceparse.analysis.layer_names import (
     BEFORE_CAPTURE,
     OPTIMIZER,
@@ -342,16 +343,17 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
         tied = np.asarray([shapes.get(k, "") if k else "" for k in keys], dtype=object)
         mask = (kind == OPTIMIZER) & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
         layer[mask], kind[mask] = tied[mask], OTHER
-    scopes = [_scope(op) for op in names] + [None]
+    scopes = [_scope(op, known) for op in names] + [None]
     rows["layer"], rows["role"], rows["replica"] = layer, kind, replica
     rows["scope"] = np.asarray(scopes, dtype=object)[codes]
 
 
-def _scope(op: str) -> str:
-    """An op's scope path relative to its model (``scope_of`` takes its prefixes)."""
+def _scope(op: str, known: KnownNames) -> str:
+    """An op's scope path relative to its model (``scope_of`` takes its prefixes); by
+    the op names' own rules in a Keras 3 capture (scopes read no inventory)."""
     if op == NO_TF_OP:
         return NO_TF_OP  # names no scope: one row of its own
-    parts = model_scopes(op)
+    parts = model_scopes(op) if known.generation == KERAS3 else model_scopes(op, known)
     return "/".join(parts) if parts else NO_SCOPE
 
 

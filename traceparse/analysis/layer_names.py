@@ -1,21 +1,35 @@
 """Which model layer an op name belongs to, and what part of training made it.
 
-The rules, from real Keras 3 captures (see docs/analyses.md):
+The rules, from real Keras 3 and Keras 2 captures (see docs/analyses.md):
 
 - Function-call wrappers (``StatefulPartitionedCall/``, ``__inference_...``)
   are dropped, then leading ``gradient_tape/`` (or TF1 ``gradients/``) marks
   the backward pass and leading ``replica_N/`` / ``tower_N/`` (distribution
   strategies) give the replica; both can come in either order.
-- What is left is ``<model>/<layer>/...op``. A Keras 3 trace suffixes every
-  model and layer scope with ``_N`` once (``mycnn_1/conv_a_1``,
-  ``sequential_1/dense_1_2`` for the layer the user called ``dense_1``), so the
-  user's name is the scope minus exactly one ``_N``. When the model's own
-  names are known (a variable inventory), a stripped name that is a known
-  layer wins, then the scope as written if that is a known layer.
-- Without known names, a scope counts as a Keras model or layer only if it has
-  that suffix: plain ``tf.name_scope`` blocks (``augment/resize``) are not
-  layers. The layer is the level right under the model, so a nested model is
-  one row, as in ``model.layers``.
+- What is left is ``<model>/<layer>/...op``, read by the generation that
+  wrote it (:mod:`traceparse.analysis.layer_generation`, in
+  ``KnownNames.generation``):
+
+  - Keras 3 suffixes every model and layer scope with ``_N`` once
+    (``mycnn_1/conv_a_1``, ``sequential_1/dense_1_2`` for the layer the user
+    called ``dense_1``), so the user's name is the scope minus exactly one
+    ``_N``. When the model's own names are known (a variable inventory), a
+    stripped name that is a known layer wins, then the scope as written if
+    that is a known layer. Without known names, a scope counts as a Keras
+    model or layer only if it has that suffix: plain ``tf.name_scope`` blocks
+    (``augment/resize``) are not layers.
+  - Keras 2 writes each scope as the layer is named (``conv2d_3`` is layer
+    ``conv2d_3``; ``conv2d_3`` and ``conv2d_4`` are two layers), so names are
+    kept as written. A first scope is a model when the inventory names it or
+    when the backward pass shows it (``gradient_tape/<model>/<layer>/...``);
+    a layer scope is written in snake case (``MatMul``, ``Tensordot`` are an
+    op's own scopes).
+  - TF1-style and Estimator graphs have no model scope to rely on: the layer
+    is the first scope, as written, when the backward pass
+    (``gradients/<scope>/...``) shows it.
+
+  The layer is the level right under the model, so a nested model is one
+  row, as in ``model.layers``; ``layer_path`` opens it, level by level.
 - An optimizer's ops (``adam/...``) are tied to a layer through a slot name in
   the op (``adam/hidden_kernel_momentum/...``: ``<model>_<layer>_<weight>_<slot>``).
 """
@@ -23,8 +37,10 @@ The rules, from real Keras 3 captures (see docs/analyses.md):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+
+from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, is_layer_like
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
@@ -66,6 +82,13 @@ OPTIMIZER_SCOPES = frozenset(
 )
 # Scopes Keras puts loss and metric ops under: not layers of the model.
 _NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
+# Keras 2 computes a loss under the loss's own name (sparse_categorical_crossentropy/
+# weighted_loss/...), which its backward pass shows like a model's layer: not a model.
+_LOSS_SCOPE = re.compile(
+    r"(?:crossentropy|_error|_loss|hinge|divergence|poisson|similarity|huber)(?:_\d+)?$"
+)
+# TF1 graphs' scopes of training machinery, never a layer.
+_NOT_LAYERS = frozenset({"gradients", "training", "loss", "metrics", "global_step", "save", "init"})
 
 
 def strip_suffix(scope: str) -> str:
@@ -83,15 +106,36 @@ class KnownNames:
     optimizers: set[str] = field(default_factory=set)
     # slot prefix ("mycnn_conv_a_kernel") -> layer, longest first when matching
     slot_prefixes: dict[str, str] = field(default_factory=dict)
+    # Who wrote the op names (layer_generation): Keras 3 unless told otherwise.
+    generation: str = KERAS3
 
     def user_name(self, scope: str) -> str | None:
         """The user's name for a model or layer scope, or None if it is not one."""
+        if self.generation != KERAS3:
+            return scope if scope in self.layers or scope in self.models else None
         stripped = strip_suffix(scope)
         if stripped in self.layers or stripped in self.models:
             return stripped
         if scope in self.layers or scope in self.models:
             return scope
         return stripped if stripped != scope else None
+
+    def layer_name(self, scope: str) -> str | None:
+        """The name of a layer scope right under a model, or None if it is not a layer's."""
+        if self.generation == KERAS3:
+            return self.user_name(scope)
+        return scope if scope in self.layers or is_layer_like(scope) else None
+
+    def sublayer_name(self, scope: str) -> str | None:
+        """The name of a layer inside a layer (a nested model's), or None when the scope
+        is the op's own (``MatMul``, ``Tensordot``, ``convolution``)."""
+        if self.generation == KERAS3:
+            # Keras 3 suffixes every layer scope, nested ones too; an op's scopes not.
+            stripped = strip_suffix(scope)
+            if scope in self.layers or stripped in self.layers:
+                return stripped if stripped in self.layers else scope
+            return stripped if stripped != scope and is_layer_like(scope) else None
+        return self.layer_name(scope)
 
 
 @dataclass(frozen=True)
@@ -118,6 +162,8 @@ class ParsedOp:
     backward: bool
     replica: int
     layer: str | None
+    # Where the layer is in ``rest``: 1 under a model, 0 in a TF1 graph (no model scope).
+    at: int = 1
 
 
 def written_scopes(op: str) -> list[str]:
@@ -142,9 +188,12 @@ def parse_op(op: str, known: KnownNames) -> ParsedOp:
             break
         parts = parts[1:]
     layer = None
+    if known.generation in TF1_LIKE:
+        layer = parts[0] if parts and parts[0] in known.layers else None
+        return ParsedOp(written, parts, backward, replica, layer, at=0)
     if len(parts) > 1 and not is_optimizer_scope(parts[0], known):
         model = known.user_name(parts[0]) if strip_suffix(parts[0]) not in _NOT_MODELS else None
-        layer = known.user_name(parts[1]) if model is not None else None
+        layer = known.layer_name(parts[1]) if model is not None else None
     return ParsedOp(written, parts, backward, replica, layer)
 
 
@@ -155,8 +204,11 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     parsed = parse_op(op, known)
     if not parsed.rest:
         return Placement(NO_LAYER, OTHER, parsed.replica)
-    if is_optimizer_scope(parsed.rest[0], known):
-        return Placement(_slot_layer(parsed.rest[1:], known), OPTIMIZER, parsed.replica)
+    rest = parsed.rest
+    if rest[0] == "training" and len(rest) > 1 and known.generation in TF1_LIKE:
+        rest = rest[1:]  # a TF1 graph's update: training/Adam/...
+    if is_optimizer_scope(rest[0], known):
+        return Placement(_slot_layer(rest[1:], known), OPTIMIZER, parsed.replica)
     kind = GRADIENT if parsed.backward else ACTIVATION
     if parsed.layer is None:
         return Placement(NO_LAYER, GRADIENT if parsed.backward else OTHER, parsed.replica)
@@ -181,7 +233,34 @@ def model_scopes(op: str, known: KnownNames | None = None) -> list[str]:
     parsed = parse_op(op, known)
     if parsed.layer is None:
         return parsed.written
-    return [parsed.layer, *parsed.rest[2:]]
+    return [parsed.layer, *parsed.rest[parsed.at + 1 :]]
+
+
+def layer_path(op: str | None, known: KnownNames, depth: int) -> str | None:
+    """The op's layer and the layers nested in it, ``depth`` levels at most, as a path
+    (``bert_encoder_1/transformer/layer_2``); None when the op is under no layer.
+
+    A level counts only if it is a layer's scope (``KnownNames.sublayer_name``):
+    a plain layer's own op scopes (``dense/MatMul``, ``conv/convolution``) keep
+    its ops in the layer's own row at every depth.
+
+    >>> layer_path("net_1/block_1/block_dense_1/Relu", KnownNames(), 2)
+    'block/block_dense'
+    >>> layer_path("gradient_tape/mycnn_1/dense_1_1/MatMul/MatMul_1", KnownNames(), 3)
+    'dense_1'
+    """
+    if not op:
+        return None
+    parsed = parse_op(op, known)
+    if parsed.layer is None:
+        return None
+    path = [parsed.layer]
+    for scope in parsed.rest[parsed.at + 1 :]:
+        name = known.sublayer_name(scope) if len(path) < depth else None
+        if name is None:
+            break
+        path.append(name)
+    return "/".join(path)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -191,7 +270,7 @@ def _model_scopes(op: str) -> tuple[str, ...]:
     parsed = parse_op(op, KnownNames())
     if parsed.layer is None:
         return tuple(parsed.written)
-    return (parsed.layer, *parsed.rest[2:])
+    return (parsed.layer, *parsed.rest[parsed.at + 1 :])
 
 
 def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
@@ -220,7 +299,7 @@ def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]
             parts = [p for p in op.split("/")[:-1] if not _WRAPPER.match(p)]
             for part in parts:
                 if not _BACKWARD.match(part) and not _REPLICA.match(part):
-                    models.add(strip_suffix(part))
+                    models.add(strip_suffix(part) if known.generation == KERAS3 else part)
                     break
     return models, layers
 
@@ -240,4 +319,37 @@ def learn_from_ops(ops: list[str], known: KnownNames) -> KnownNames:
         prefixes[layer] = layer
         for model in models:
             prefixes[f"{model}_{layer}"] = layer
-    return KnownNames(known.layers, known.models, known.optimizers, prefixes)
+    return replace(known, slot_prefixes=prefixes)
+
+
+def learn_scopes(ops: list[str], generation: str) -> tuple[set[str], set[str]]:
+    """(models, layers) a capture's op names show by ``generation``'s rules, without
+    an inventory.
+
+    Keras 3: the models of the forward and backward ops (suffix stripped). Keras
+    2: the first scopes the backward pass shows above a layer scope
+    (``gradient_tape/<model>/<layer>/...``), or, in a capture with no backward
+    pass, the forward ops do. TF1 graphs: the layers are the first scopes the
+    backward pass (``gradients/<layer>/...``) shows.
+    """
+    if generation == KERAS3:
+        return names_in_ops(ops, KnownNames())[0], set()
+    found: dict[bool, set[str]] = {True: set(), False: set()}
+    blank = KnownNames(generation=generation)
+    for op in ops:
+        parsed = parse_op(op, blank)
+        rest = parsed.rest
+        if not rest or is_optimizer_scope(rest[0], blank) or not is_layer_like(rest[0]):
+            continue
+        if generation in TF1_LIKE:
+            if len(rest) > 1 and rest[0] not in _NOT_LAYERS:
+                found[parsed.backward].add(rest[0])
+        elif (
+            len(rest) > 1
+            and is_layer_like(rest[1])
+            and strip_suffix(rest[0]) not in _NOT_MODELS
+            and not _LOSS_SCOPE.search(rest[0])
+        ):
+            found[parsed.backward].add(rest[0])
+    learnt = found[True] or found[False]
+    return (set(), learnt) if generation in TF1_LIKE else (learnt, set())

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.layer_generation import Generation, read_generation
 from traceparse.analysis.layer_names import (
     ACTIVATION,
     GRADIENT,
@@ -36,7 +37,7 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     is_optimizer_scope,
     learn_from_ops,
-    names_in_ops,
+    learn_scopes,
     place_op,
 )
 
@@ -44,12 +45,19 @@ ROLE_KIND = {"weight": WEIGHT, "optimizer": OPTIMIZER}
 
 
 def known_names(
-    ops: Iterable[str], variables: pd.DataFrame | None, parameters: pd.DataFrame | None
+    ops: Iterable[str],
+    variables: pd.DataFrame | None,
+    parameters: pd.DataFrame | None,
+    generation: Generation | None = None,
 ) -> KnownNames:
     """Model, layer, optimizer names and slot prefixes: from the inventory when
-    there is one, else learnt from the op names (those reading parameters too)."""
+    there is one, else learnt from the op names (those reading parameters too),
+    by the rules of the generation that wrote them (read here unless given)."""
     names = sorted({*ops, *reader_ops(parameters)})
-    known = KnownNames(models=set(names_in_ops(names, KnownNames())[0]))
+    if generation is None:
+        generation = read_generation(names, inventory_names(variables))
+    models, layers = learn_scopes(names, generation.name)
+    known = KnownNames(models=models, layers=layers, generation=generation.name)
     if variables is not None:
         for model in variables["model"].dropna().astype(str):
             if model:
@@ -63,6 +71,13 @@ def known_names(
                 known.layers.add(layer)
                 known.slot_prefixes[str(row["path"]).replace("/", "_")] = layer
     return learn_from_ops(names, known)
+
+
+def inventory_names(variables: pd.DataFrame | None) -> list[str]:
+    """The variables' own names (``dense/kernel:0`` in TensorFlow 2, ``kernel`` in Keras 3)."""
+    if variables is None or variables.empty or "name" not in variables:
+        return []
+    return [str(n) for n in variables["name"].dropna()]
 
 
 def reader_ops(parameters: pd.DataFrame | None) -> list[str]:

@@ -24,7 +24,11 @@ allocator sum exactly to its in-use bytes at the peak:
 - ``(allocator reserved)``: the allocator's reservation counter.
 
 The table groups ``Profile.breakdown`` on ``layer`` and ``role``, so it agrees
-with ``attribution`` and the summary by construction. The naming rules are in
+with ``attribution`` and the summary by construction. At ``depth`` 2 or more a
+``path`` column opens nested models (``block/block_dense``: the layers inside
+a layer, ``depth`` levels at most, ``layer_names.layer_path``); what a layer
+holds outside its nested layers (its own ops, its variables) keeps the
+layer's own path, so the rows still sum to the peak. The naming rules are in
 :mod:`traceparse.analysis.layer_names` and :mod:`traceparse.analysis.layer_owners`.
 """
 
@@ -42,6 +46,7 @@ from traceparse.analysis.layer_names import (
     OTHER,
     WEIGHT,
     KnownNames,
+    layer_path,
 )
 from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 
@@ -76,26 +81,42 @@ def layers_table(
     shapes: dict[str, str],
     *,
     by_replica: bool = False,
+    depth: int = 1,
 ) -> pd.DataFrame:
-    """The per-layer table; ``by_replica`` adds a ``replica`` column and keeps replicas apart.
+    """The per-layer table; ``by_replica`` adds a ``replica`` column and keeps replicas
+    apart; ``depth`` > 1 adds ``path`` and opens nested models that many levels.
 
     The bytes at the peak group ``breakdown`` (``Profile.breakdown``) on
     ``layer`` and ``role``; ``allocated_bytes`` places every allocation of the
     capture (``allocations``) by the same rules, with ``known`` and ``shapes``.
     """
-    columns = _columns(by_replica)
+    columns = _columns(by_replica, depth > 1)
     if breakdown.empty:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
     pieces = [_peak_pieces(breakdown), _allocated_pieces(allocations, known, shapes)]
-    table = _aggregate(pd.concat([p for p in pieces if len(p)], ignore_index=True), by_replica)
+    table = pd.concat([p for p in pieces if len(p)], ignore_index=True)
+    if depth > 1:
+        table["path"] = _paths(table, known, depth)
+    table = _aggregate(table.drop(columns="op"), by_replica, depth > 1)
     return _order(table)[list(columns)].astype(columns).reset_index(drop=True)
 
 
-def _columns(by_replica: bool) -> dict[str, str]:
-    if not by_replica:
-        return LAYER_COLUMNS
+def _columns(by_replica: bool, paths: bool = False) -> dict[str, str]:
     items = list(LAYER_COLUMNS.items())
-    return dict([*items[:3], ("replica", "Int64"), *items[3:]])
+    extra = [("path", "category")] if paths else []
+    extra += [("replica", "Int64")] if by_replica else []
+    return dict([*items[:3], *extra, *items[3:]])
+
+
+def _paths(pieces: pd.DataFrame, known: KnownNames, depth: int) -> np.ndarray:
+    """Each piece's path: its op's ``layer_path`` when that starts at the piece's layer,
+    else the layer's own name (variables, explicit rows, optimizer temporaries)."""
+    ops = pd.Categorical(pieces["op"].astype(object))
+    found = [layer_path(str(op), known, depth) for op in ops.categories] + [None]
+    path = np.asarray(found, dtype=object)[ops.codes]
+    layer = pieces["layer"].astype(object).to_numpy()
+    head = np.asarray([p.split("/", 1)[0] if isinstance(p, str) else None for p in path])
+    return np.where(head == layer, path, layer)
 
 
 def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
@@ -140,6 +161,7 @@ def _peak_pieces(breakdown: pd.DataFrame) -> pd.DataFrame:
             "tensor": tensor,
             "shape": shape,
             "live": live,
+            "op": pieces["op"].astype(object).to_numpy(),
         }
     )
 
@@ -180,12 +202,14 @@ def _allocated_pieces(
             "tensor": None,
             "shape": None,
             "live": False,
+            "op": frame["op"].to_numpy(),
         }
     )
 
 
-def _aggregate(pieces: pd.DataFrame, by_replica: bool) -> pd.DataFrame:
-    keys = ["host", "allocator", "layer", *(["replica"] if by_replica else [])]
+def _aggregate(pieces: pd.DataFrame, by_replica: bool, paths: bool = False) -> pd.DataFrame:
+    keys = ["host", "allocator", "layer", *(["path"] if paths else [])]
+    keys += ["replica"] if by_replica else []
     pieces = pieces.astype({"bytes": "int64", "allocated_bytes": "int64", "live": bool})
     pieces["replica"] = pieces["replica"].astype("Int64")
     for kind, column in KIND_COLUMNS.items():
@@ -212,7 +236,8 @@ def _aggregate(pieces: pd.DataFrame, by_replica: bool) -> pd.DataFrame:
 
 
 def _order(table: pd.DataFrame) -> pd.DataFrame:
-    """Layers by bytes at the peak, then the explicit rows in a fixed order.
+    """Layers by bytes at the peak, then the explicit rows in a fixed order; the paths
+    of one layer together, under the layer's own order, by bytes.
 
     An explicit row that holds nothing and allocated nothing is left out.
     """
@@ -221,8 +246,17 @@ def _order(table: pd.DataFrame) -> pd.DataFrame:
     table = table[~(explicit & empty)].copy()
     rank = {name: i + 1 for i, name in enumerate(EXPLICIT_ROWS)}
     table["_rank"] = table["layer"].map(rank).fillna(0)
+    keys = ["host", "allocator", "_rank", "live_at_peak_bytes", "allocated_bytes", "layer"]
+    if "path" in table:
+        # A layer's rows by the layer's own totals, then its paths by theirs.
+        layer = table.groupby(["host", "allocator", "layer"], dropna=False, sort=False)
+        table["_live"] = layer["live_at_peak_bytes"].transform("sum")
+        table["_allocated"] = layer["allocated_bytes"].transform("sum")
+        keys = [*keys[:3], "_live", "_allocated", "layer", *keys[3:5], "path"]
     return table.sort_values(
-        ["host", "allocator", "_rank", "live_at_peak_bytes", "allocated_bytes", "layer"],
-        ascending=[True, True, True, False, False, True],
+        keys,
+        ascending=[
+            k not in ("_live", "_allocated", "live_at_peak_bytes", "allocated_bytes") for k in keys
+        ],
         kind="stable",
     )

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
-from traceparse.analysis.layer_names import model_scopes, written_scopes
+from traceparse.analysis.layer_names import KnownNames, model_scopes, written_scopes
 from traceparse.analysis.liveness import (
     STILL_LIVE,
     end_events,
@@ -82,14 +82,15 @@ def ops_table(
     return _finish(table, OPS_COLUMNS)
 
 
-def scope_of(op: str, depth: int, as_written: bool = False) -> str:
+def scope_of(op: str, depth: int, as_written: bool = False, known: KnownNames | None = None) -> str:
     """The first ``depth`` name-scope levels of an op name, relative to its model.
 
     Under a Keras model layer the path starts at the layer, by the user's name
     (``layer_names.model_scopes``: call wrappers, ``gradient_tape/``,
     ``replica_N/`` and the model's scope dropped), so a layer's forward and
     backward ops share one scope. Other ops keep their scopes as written, minus
-    the call wrappers; ``as_written=True`` does that for every op.
+    the call wrappers; ``as_written=True`` does that for every op. ``known``
+    gives the names and generation learnt from a capture not written by Keras 3.
 
     >>> scope_of("StatefulPartitionedCall/gradient_tape/mlp_1/hidden_1/MatMul", 1)
     'hidden'
@@ -98,7 +99,7 @@ def scope_of(op: str, depth: int, as_written: bool = False) -> str:
     >>> scope_of("Fill", 1)
     '(top level)'
     """
-    parts = written_scopes(op) if as_written else model_scopes(op)
+    parts = written_scopes(op) if as_written else model_scopes(op, known)
     return "/".join(parts[:depth]) if parts else NO_SCOPE
 
 
@@ -109,9 +110,10 @@ def scopes_table(
     depth: int = 1,
     as_written: bool = False,
     ends: np.ndarray | None = None,
+    known: KnownNames | None = None,
 ) -> pd.DataFrame:
-    """The ops roll-up by name-scope prefix, ``depth`` levels deep (see ``scope_of``);
-    ``ends`` as for ``ops_table``."""
+    """The ops roll-up by name-scope prefix, ``depth`` levels deep (see ``scope_of``,
+    with ``known``); ``ends`` as for ``ops_table``."""
     if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
         raise UsageError(f"scope depth must be a whole number of levels, 1 or more, not {depth!r}")
     depth = int(depth)
@@ -120,7 +122,9 @@ def scopes_table(
     work = _work_frame(allocations, ends)
     op, ops = _codes(allocations["op"])
     # Each op's scope made once, rows grouped on its number; no op (code -1) has no scope.
-    of_op, scopes = pd.factorize(np.asarray([scope_of(str(o), depth, as_written) for o in ops]))
+    of_op, scopes = pd.factorize(
+        np.asarray([scope_of(str(o), depth, as_written, known) for o in ops])
+    )
     # Code -1 picks the appended -1; int32 holds any scope number, in half the bytes.
     scope = np.append(of_op, -1).astype(np.int32)[op]
     work["op"] = pd.arrays.IntegerArray(op, op < 0)  # counted, never shown
@@ -129,12 +133,12 @@ def scopes_table(
     table = _roll(work, keys, group, {"ops": ("op", "nunique")})
     live = in_capture(breakdown)
     ops_live = live["op"].astype("category")
-    names = [_scope_key(str(op), depth, as_written) for op in ops_live.cat.categories]
+    names = [_scope_key(str(op), depth, as_written, known) for op in ops_live.cat.categories]
     keys = np.asarray([*names, None], dtype=object)[ops_live.cat.codes.to_numpy()]
     table = _with_live(table, live.assign(key=keys), "scope")
     if not op_time.empty:
         timing = op_time.assign(
-            scope=[scope_of(str(op), depth, as_written) for op in op_time["op"]]
+            scope=[scope_of(str(op), depth, as_written, known) for op in op_time["op"]]
         )
         timing = timing.groupby(["host", "scope"], as_index=False).agg(
             compute_count=("count", "sum"), compute_ps=("total_ps", "sum")
@@ -144,9 +148,9 @@ def scopes_table(
     return _finish(table, SCOPE_COLUMNS)
 
 
-def _scope_key(op: str, depth: int, as_written: bool) -> str:
+def _scope_key(op: str, depth: int, as_written: bool, known: KnownNames | None) -> str:
     # NO_TF_OP names no scope: it stays one row of its own.
-    return op if op == NO_TF_OP else scope_of(op, depth, as_written)
+    return op if op == NO_TF_OP else scope_of(op, depth, as_written, known)
 
 
 def _work_frame(allocations: pd.DataFrame, ends: np.ndarray | None) -> pd.DataFrame:

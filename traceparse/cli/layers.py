@@ -17,15 +17,17 @@ class LayersCommand(TableCommand):
     """Memory per model layer: which layer holds the bytes at the peak.
 
     One row per allocator and layer in the newest run under PATH, the layer
-    named as the user wrote it (Keras' trace suffixes removed: mycnn_1/conv_a_1
-    is conv_a). Bytes live at the allocator's peak split into activations
+    named as the user wrote it (Keras 3's trace suffixes removed: mycnn_1/conv_a_1
+    is conv_a; Keras 2's scopes kept as written: conv2d_3 is conv2d_3). Bytes
+    live at the allocator's peak split into activations
     (forward ops), gradients (the backward pass), weights and optimizer state
     (from a variable inventory when the capture has one) and other; plus
     bytes allocated over the capture and the largest tensor. Rows for the
     optimizer's unassigned state, ops outside any layer and bytes from before
     the capture make each allocator's rows sum to its bytes in use at the
     peak. Layers come first, largest first; --by-replica keeps replica_N/
-    scopes of distribution strategies apart.
+    scopes of distribution strategies apart; --depth 2 or more opens nested
+    models into the layers inside them (a path column: block/block_dense).
     """
 
     name = "layers"
@@ -33,6 +35,7 @@ class LayersCommand(TableCommand):
     default_sort = ()  # the table's own order: layers by bytes, then the explicit rows
     display_columns = (
         "layer",
+        "path",
         "replica",
         "activation_bytes",
         "gradient_bytes",
@@ -51,6 +54,14 @@ class LayersCommand(TableCommand):
             action="store_true",
             help="one row per layer and replica (replica_N/ or tower_N/ op scopes)",
         )
+        parser.add_argument(
+            "--depth",
+            type=int,
+            default=1,
+            metavar="N",
+            help="open nested models N levels deep: a row per layer inside them, "
+            "with a path column (default 1: one row per layer of the model)",
+        )
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
-        return profile.layers(by_replica=args.by_replica)
+        return profile.layers(by_replica=args.by_replica, depth=args.depth)

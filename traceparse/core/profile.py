@@ -23,8 +23,9 @@ from traceparse.analysis import (
 )
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
+from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
 from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
+from traceparse.analysis.layer_owners import inventory_names, known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
@@ -36,6 +37,7 @@ from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
+from traceparse.errors import UsageError
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -60,6 +62,23 @@ _ONEDNN_OFF = (
     "events at all. Set TF_ENABLE_ONEDNN_OPTS=1 before importing TensorFlow and capture "
     "again (`traceparse run` does this for you)."
 )
+
+
+def _generation_note(generation: Generation) -> str:
+    """Which generation's layer rules were used and the clues, when they disagree or are weak."""
+    clues = "; ".join(
+        f"{count} op name{'s' if count != 1 else ''} with {key} ({gen})"
+        for key, gen, count in generation.clues
+    )
+    rule = (
+        "each scope minus one Keras 3 _N suffix"
+        if generation.strips_suffix
+        else "each scope as written"
+    )
+    return (
+        f"layer names: the op names were read as written by {generation.name} ({rule}), "
+        f"but the clues are not conclusive: {clues}."
+    )
 
 
 class Profile:
@@ -154,6 +173,9 @@ class Profile:
             & (self._ends != STILL_LIVE)
         )
         notes.extend(self._xla.notes)
+        generation = self._generation
+        if not generation.sure and generation.clues:
+            notes.append(_generation_note(generation))
         if reused.any():
             notes.append(
                 f"{int(reused.sum())} allocations share an address with a later allocation "
@@ -334,8 +356,28 @@ class Profile:
         slabs = self._xla_slabs
         ops = {str(o) for o in self.allocations["op"].dropna().unique()}
         ops |= {str(o) for o in slabs["tf_op"].dropna().unique()} if len(slabs) else set()
-        known = known_names(sorted(ops), variables, self._parameters)
+        known = known_names(sorted(ops), variables, self._parameters, self._generation)
         return known, unique_weight_shapes(variables, known)
+
+    @pooled_property
+    def _generation(self) -> Generation:
+        """Which Keras (or TensorFlow) generation named the ops (``analysis.layer_generation``),
+        read from the op names and the inventory's variable names."""
+        ops = sorted({str(o) for o in self.allocations["op"].dropna().unique()})
+        slabs = self._xla.present and len(self._xla_slabs)
+        if slabs:
+            ops = sorted({*ops, *(str(o) for o in self._xla_slabs["tf_op"].dropna().unique())})
+        variables = self.variables if self._has_inventory and len(self.variables) else None
+        return read_generation(ops, inventory_names(variables))
+
+    @pooled_property
+    def _op_known(self) -> KnownNames | None:
+        """Names learnt from the op names alone (no inventory), for ``scopes`` in a
+        capture not written by Keras 3 (whose rules need none)."""
+        if self._generation.name == KERAS3:
+            return None
+        ops = sorted({str(o) for o in self.allocations["op"].dropna().unique()})
+        return known_names(ops, None, None, self._generation)
 
     @pooled_property
     def breakdown(self) -> pd.DataFrame:
@@ -398,7 +440,13 @@ class Profile:
         key = (depth, bool(as_written))
         if key not in self._scopes:
             table = scopes_table(
-                self.allocations, self.breakdown, self._op_time, depth, as_written, self._ends
+                self.allocations,
+                self.breakdown,
+                self._op_time,
+                depth,
+                as_written,
+                self._ends,
+                known=self._op_known,
             )
             self._scopes[key] = self._conform(table, SCOPES)
         return self._scopes[key]
@@ -407,26 +455,40 @@ class Profile:
     def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
-    def layers(self, by_replica: bool = False) -> pd.DataFrame:
+    def layers(self, by_replica: bool = False, depth: int = 1) -> pd.DataFrame:
         """One row per (host, allocator, layer): bytes at the peak by kind, rows summing to
         the allocator's in-use bytes (explicit rows for what no layer holds).
 
         ``by_replica=True`` keeps ``replica_N/`` / ``tower_N/`` scopes apart (column
-        ``replica``)."""
-        key = bool(by_replica)
+        ``replica``). ``depth=2`` or more opens nested models: one row per layer
+        inside them, ``depth`` levels at most, named by a ``path`` column
+        (``block/block_dense``); the rows still sum to the in-use bytes."""
+        if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
+            raise UsageError(
+                f"layer depth must be a whole number of levels, 1 or more, not {depth!r}"
+            )
+        key = (bool(by_replica), int(depth))
         if key not in self._layer_tables:
-            self._layer_tables[key] = self._layers(by_replica=key)
+            self._layer_tables[key] = self._layers(by_replica=key[0], depth=key[1])
         return self._layer_tables[key]
 
     @pooled_property
-    def _layer_tables(self) -> dict[bool, pd.DataFrame]:
+    def _layer_tables(self) -> dict[tuple[bool, int], pd.DataFrame]:
         return {}
 
     @pooled_call
-    def _layers(self, *, by_replica: bool) -> pd.DataFrame:
+    def _layers(self, *, by_replica: bool, depth: int = 1) -> pd.DataFrame:
         known, shapes = self._known
-        table = layers_table(self.breakdown, self.allocations, known, shapes, by_replica=by_replica)
-        return self._conform(table, contracts.LAYERS_BY_REPLICA if by_replica else contracts.LAYERS)
+        table = layers_table(
+            self.breakdown, self.allocations, known, shapes, by_replica=by_replica, depth=depth
+        )
+        contract = {
+            (False, False): contracts.LAYERS,
+            (True, False): contracts.LAYERS_BY_REPLICA,
+            (False, True): contracts.LAYER_PATHS,
+            (True, True): contracts.LAYER_PATHS_BY_REPLICA,
+        }[(by_replica, depth > 1)]
+        return self._conform(table, contract)
 
     @pooled_property
     def steps(self) -> pd.DataFrame:

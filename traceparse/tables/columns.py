@@ -128,7 +128,12 @@ _DECLARED = [
         "replica", "Int64", "the replica (tower) the layer's ops ran on; NA when not replicated"
     ),
     Column("device", CATEGORY, "the device the variable lives on, as TensorFlow names it"),
-    Column("path", CATEGORY, "the variable's path in its model, e.g. dense/kernel"),
+    Column(
+        "path",
+        CATEGORY,
+        "the variable's path in its model, e.g. dense/kernel; in layers(depth=N), the layer "
+        "and the layers nested in it, e.g. backbone/block/block_norm",
+    ),
     Column("role", CATEGORY, "weight, optimizer or other"),
     Column("belongs_to", CATEGORY, "for an optimizer slot, the path of the weight it is kept for"),
     Column("model", CATEGORY, "the Keras model the variable belongs to"),

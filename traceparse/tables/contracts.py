@@ -323,6 +323,15 @@ LAYERS_BY_REPLICA = declare(
     ["host", "allocator", "layer", "replica", *_LAYER_BYTES],
     ["replica", *_LAYER_NA],
 )
+# layers(depth=N > 1): a row per layer and path of nested layers inside it.
+LAYER_PATHS = declare(
+    "layer_paths", ["host", "allocator", "layer", "path", *_LAYER_BYTES], _LAYER_NA
+)
+LAYER_PATHS_BY_REPLICA = declare(
+    "layer_paths_by_replica",
+    ["host", "allocator", "layer", "path", "replica", *_LAYER_BYTES],
+    ["replica", *_LAYER_NA],
+)
 
 VARIABLES = declare(
     "variables",
