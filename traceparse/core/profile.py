@@ -28,6 +28,9 @@ from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.predict import Capture as PredictionInput
+from traceparse.analysis.predict import Predictor, make_predictor
+from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
@@ -468,6 +471,67 @@ class Profile:
             self.leaks(),
             self.variables if self._has_inventory else None,
             self.xla_parameters if self._parameters is not None else None,
+        )
+
+    # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
+    def predict(
+        self, batch_size: int, from_batch: int | None = None, other: Profile | None = None
+    ) -> pd.DataFrame:
+        """Per (host, allocator): the predicted peak at ``batch_size`` (with
+        ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
+        role and a ``basis``; ``attrs["breakdown"]`` has them by layer and role.
+
+        The captured batch size is read off the capture unless ``from_batch``
+        gives it; ``other`` (a Profile of the same program at another batch
+        size) fits each allocation's size through both (docs/predict.md).
+        """
+        predictor = self.predictor(batch_size, from_batch, other)
+        table = predictor.at(batch_size)
+        table.attrs["breakdown"] = predictor.breakdown(batch_size)
+        return table
+
+    def predictor(
+        self,
+        batch_size: int | None = None,
+        from_batch: int | None = None,
+        other: Profile | None = None,
+    ) -> Predictor:
+        """The ``analysis.predict.Predictor`` behind ``predict`` (for many batch sizes)."""
+        return make_predictor(
+            self._prediction_input,
+            from_batch,
+            None if other is None else other._prediction_input,
+            batch_size,
+        )
+
+    @pooled_property
+    def _prediction_input(self) -> PredictionInput:
+        known, shapes = self._known
+        fill = {}
+        if self._xla.present:  # each linked slab's buffers at its program's peak
+            a = self.allocations
+            linked = a[a["xla_program"].notna() & a["xla_allocation_index"].notna()]
+            wanted = set(
+                zip(
+                    linked["host"].astype(str),
+                    linked["xla_program"].astype(str),
+                    linked["xla_allocation_index"].astype(int),
+                    strict=True,
+                )
+            )
+            fill = slab_spans(self._xla.programs, wanted)
+        return PredictionInput(
+            self.allocations,
+            self.timeline,
+            self._ends,
+            known,
+            shapes,
+            self.peak,
+            self.breakdown,
+            self.variables if self._has_inventory else None,
+            self.xla_buffers,
+            self.xla_parameters,
+            fill,
         )
 
     @property
