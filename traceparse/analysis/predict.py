@@ -57,8 +57,6 @@ ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 BEFORE = "before the capture: kept as captured"
 # oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
 POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", 256 * 1024
-# The largest batch ``largest_fitting`` tries.
-MAX_BATCH = 1 << 24
 
 
 @dataclass
@@ -190,7 +188,7 @@ class Predictor:
         for key in self.rows:
             event, peak = point.peak(key)
             _, lo = low.peak(key)
-            lo -= self._before_slack(key)
+            lo -= self.before_slack(key)
             _, hi = high.peak(key)
             parts = self._parts(key, event, peak, sizes)
             basis = parts.groupby("basis")["bytes"].sum().sort_values(ascending=False)
@@ -216,7 +214,7 @@ class Predictor:
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def _before_slack(self, key: tuple[object, object]) -> int:
+    def before_slack(self, key: tuple[object, object]) -> int:
         """Bytes held from before the capture beyond the inventoried variables
         there (rounded to the granule): the slack of their chunks, which another
         run may not have. 0 without an inventory."""
@@ -343,45 +341,23 @@ def _other_batch(other: Capture, given: int | None) -> int:
 
 
 def make_predictor(
-    base: Capture, from_batch: int | None, other: Capture | None, target: int | None
+    base: Capture,
+    from_batch: int | None,
+    other: Capture | None,
+    target: int | None,
+    other_batch: int | None = None,
 ) -> Predictor:
     """A Predictor of ``base`` (at ``from_batch``, else found), fitted through
-    ``other`` when given; with two captures the one nearer ``target`` (in ratio)
-    gives the order of events."""
+    ``other`` (at ``other_batch``, else found) when given; with two captures the
+    one nearer ``target`` (in ratio) gives the order of events."""
     if other is None:
         return Predictor(base, from_batch)
-    first = Predictor(base, from_batch, other)
+    first = Predictor(base, from_batch, other, other_batch)
     if target is None or first.other_batch is None:
         return first
     if abs(np.log(target / first.other_batch)) < abs(np.log(target / first.batch)):
         return Predictor(other, first.other_batch, base, first.batch)
     return first
-
-
-def largest_fitting(
-    predictor: Predictor, capacity: int, key: tuple[object, object]
-) -> tuple[int, int] | None:
-    """The largest batch whose predicted peak for ``key`` fits in ``capacity``
-    bytes, with that peak; None when not even a batch of 1 fits."""
-
-    def peak(batch: int) -> int:
-        point, _, _, _ = predictor.replay(batch)
-        return point.peak(key)[1]
-
-    if peak(1) > capacity:
-        return None
-    low, high = 1, 2
-    while high < MAX_BATCH and peak(high) <= capacity:
-        low, high = high, high * 2
-    if high >= MAX_BATCH and peak(high) <= capacity:
-        return high, peak(high)
-    while high - low > 1:  # peaks grow with the batch: bisect
-        mid = (low + high) // 2
-        if peak(mid) <= capacity:
-            low = mid
-        else:
-            high = mid
-    return low, peak(low)
 
 
 __all__ = [
@@ -390,6 +366,5 @@ __all__ = [
     "Capture",
     "Predictor",
     "Sizing",
-    "largest_fitting",
     "make_predictor",
 ]

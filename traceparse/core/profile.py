@@ -475,7 +475,11 @@ class Profile:
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
     def predict(
-        self, batch_size: int, from_batch: int | None = None, other: Profile | None = None
+        self,
+        batch_size: int,
+        from_batch: int | None = None,
+        other: Profile | None = None,
+        other_batch: int | None = None,
     ) -> pd.DataFrame:
         """Per (host, allocator): the predicted peak at ``batch_size`` (with
         ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
@@ -483,9 +487,12 @@ class Profile:
 
         The captured batch size is read off the capture unless ``from_batch``
         gives it; ``other`` (a Profile of the same program at another batch
-        size) fits each allocation's size through both (docs/predict.md).
+        size, ``other_batch`` when it cannot be read off it) fits each
+        allocation's size through both (docs/predict.md).
+
+        >>> prof.predict(256)  # doctest: +SKIP
         """
-        predictor = self.predictor(batch_size, from_batch, other)
+        predictor = self.predictor(batch_size, from_batch, other, other_batch)
         table = predictor.at(batch_size)
         table.attrs["breakdown"] = predictor.breakdown(batch_size)
         return table
@@ -495,6 +502,7 @@ class Profile:
         batch_size: int | None = None,
         from_batch: int | None = None,
         other: Profile | None = None,
+        other_batch: int | None = None,
     ) -> Predictor:
         """The ``analysis.predict.Predictor`` behind ``predict`` (for many batch sizes)."""
         return make_predictor(
@@ -502,6 +510,7 @@ class Profile:
             from_batch,
             None if other is None else other._prediction_input,
             batch_size,
+            other_batch,
         )
 
     @pooled_property
