@@ -9,6 +9,10 @@ from traceparse.cli.base import Command, count_type, size_type
 from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.analysis.predict import Predictor
+    from traceparse.analysis.predict_capacity import Fit
     from traceparse.output.terminal import Terminal
 
 
@@ -80,6 +84,13 @@ class PredictCommand(Command):
         parser.add_argument(
             "--format", choices=["table", "json"], default="table", help="output format"
         )
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE.html",
+            help="also write an HTML page with the plot of the predicted peak against "
+            "the batch size and the capacity line",
+        )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.analysis.predict_capacity import capacity_fit
@@ -111,8 +122,29 @@ class PredictCommand(Command):
                 continue
             key = (row.host, row.allocator)
             fits.append(capacity_fit(predictor, key, int(capacity), args.batch))
+        if args.output:
+            _write_page(args.output, profile.path, predictor, table, fits)
         if args.format == "json":
             term.raw(dumps(words.as_json(table, breakdown, fits)) + "\n")
             return 0
         words.render(term, table, breakdown, fits)
         return 0
+
+
+def _write_page(
+    path: str, source: str, predictor: Predictor, table: pd.DataFrame, fits: list[Fit]
+) -> None:
+    """The HTML page: per allocator its prediction and the plot against the batch size."""
+    from traceparse.analysis.predict_capacity import curve, plot_batches
+    from traceparse.files.atomic import atomic_write
+    from traceparse.report.predict import prediction_page, prediction_section
+
+    by_key = {(f.host, f.allocator): f for f in fits}
+    sections = []
+    for _, row in table.iterrows():
+        key = (row["host"], row["allocator"])
+        fit = by_key.get(key)
+        largest = None if fit is None else fit.largest
+        batches = plot_batches(int(row["from_batch"]), int(row["batch_size"]), largest)
+        sections.append(prediction_section(row, curve(predictor, key, batches), fit))
+    atomic_write(path, prediction_page(f"Predicted peak: {source}", sections))
