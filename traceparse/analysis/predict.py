@@ -157,7 +157,10 @@ class Predictor:
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high."""
         point, low, high = self.sizing.at(batch)
-        held_point, _, _ = chunks(point, self.requested, self.settled, self.held)
+        # At the captured batch every allocation keeps the chunk it got: the
+        # prediction is the capture itself.
+        settled = self.held if batch == self.batch else self.settled
+        held_point, _, _ = chunks(point, self.requested, settled, self.held)
         _, held_low, _ = chunks(low, self.requested, self.settled, self.held)
         _, _, held_high = chunks(high, self.requested, self.settled, self.held)
         # oneDNN's CPU allocator serves requests under 256 KiB from a pool that is
@@ -185,11 +188,9 @@ class Predictor:
         timeline = self.base.timeline
         captured = _captured_peaks(self.base.peak)
         rows: list[dict[str, Any]] = []
+        bounds = self.bounds(batch, (point, low, high, sizes))
         for key in self.rows:
-            event, peak = point.peak(key)
-            _, lo = low.peak(key)
-            lo -= self.before_slack(key)
-            _, hi = high.peak(key)
+            event, peak, lo, hi = bounds[key]
             parts = self._parts(key, event, peak, sizes)
             basis = parts.groupby("basis")["bytes"].sum().sort_values(ascending=False)
             by_role = parts.groupby("role")["bytes"].sum()
@@ -214,6 +215,51 @@ class Predictor:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def bounds(
+        self, batch: int, runs: tuple[Replayed, Replayed, Replayed, np.ndarray] | None = None
+    ) -> dict[tuple[object, object], tuple[int, int, int, int]]:
+        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``.
+
+        Low: no chunk slack, no slack on what was held before the capture, and
+        the largest growing allocation live at that peak left out (TensorFlow may
+        write an op's output into a dying input's buffer, or free it sooner, in
+        another run). High: every chunk as large as the allocator hands out
+        whole, what was held before the capture included (its chunks too)."""
+        point, low, high, _ = runs if runs is not None else self.replay(batch)
+        _, low_sizes, _ = self.sizes(batch)
+        grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
+        out = {}
+        for key in self.rows:
+            event, peak = point.peak(key)
+            low_event, lo = low.peak(key)
+            _, hi = high.peak(key)
+            lo -= self.before_slack(key)
+            if low_event >= 0:
+                live = self._mine(key) & live_at(self.base.allocations, self.base.ends, low_event)
+                growing = low_sizes[live & grows]
+                lo -= int(growing.max()) if len(growing) else 0
+            hi += self._before(key)
+            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+        return out
+
+    def _mine(self, key: tuple[object, object]) -> np.ndarray:
+        a = self.base.allocations
+        return (a["host"].astype(object).to_numpy() == key[0]) & (
+            a["allocator"].astype(object).to_numpy() == key[1]
+        )
+
+    def _before(self, key: tuple[object, object]) -> int:
+        """Bytes the allocator held when the capture started (its reservation aside)."""
+        events = self.rows[key]
+        if not len(events):
+            return 0
+        timeline = self.base.timeline
+        first = int(events[0])
+        delta = timeline["delta_bytes"].iloc[first]
+        reserved = timeline["reserved_bytes"].iloc[first]
+        before = float(in_use(timeline)[first]) - (0.0 if pd.isna(delta) else float(delta))
+        return int(max(before - (0.0 if pd.isna(reserved) else float(reserved)), 0.0))
+
     def before_slack(self, key: tuple[object, object]) -> int:
         """Bytes held from before the capture beyond the inventoried variables
         there (rounded to the granule): the slack of their chunks, which another
@@ -222,13 +268,7 @@ class Predictor:
         events = self.rows[key]
         if variables is None or variables.empty or not len(events):
             return 0
-        timeline = self.base.timeline
-        first = int(events[0])
-        before = float(in_use(timeline)[first]) - float(
-            0
-            if pd.isna(timeline["delta_bytes"].iloc[first])
-            else timeline["delta_bytes"].iloc[first]
-        )
+        before = float(self._before(key))
         mine = variables[
             (variables["allocator"].astype(object) == key[1])
             & variables["at_start"].fillna(False).to_numpy(dtype=bool)

@@ -54,8 +54,8 @@ class Fit:
 
 
 def _peaks(predictor: Predictor, batch: int, key: Key) -> tuple[int, int, int]:
-    point, low, high, _ = predictor.replay(batch)
-    return point.peak(key)[1], low.peak(key)[1] - predictor.before_slack(key), high.peak(key)[1]
+    _, point, low, high = predictor.bounds(batch)[key]
+    return point, low, high
 
 
 def _largest(fits: Any, limit: int = MAX_BATCH) -> int | None:

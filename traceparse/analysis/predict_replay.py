@@ -23,6 +23,8 @@ GRANULE = 256
 # It splits a free chunk unless that leaves less than the request, or less than
 # this much (kMaxInternalFragmentation in bfc_allocator.cc: 128 MiB).
 MAX_INTERNAL_FRAGMENTATION = 128 << 20
+# An allocator that grows on demand starts with regions of 2 MiB and doubles them.
+FIRST_REGION = 2 << 20
 
 
 def rounded(requested: np.ndarray) -> np.ndarray:
@@ -51,6 +53,18 @@ def chunks(
     same = new_requested == requested
     reuse = (new <= settled) & (settled < 2 * new)
     point = np.where(same | reuse, settled, new)
+    # A chunk handed out whole with slack whose size is a region's (2 MiB times a
+    # power of two, as the allocator grows on demand) was a region; a request
+    # that outgrows it gets a new region, doubled until it fits, whole when that
+    # is less than twice the request (the allocator grows its regions by doubling).
+    whole = settled.astype(np.int64)
+    power_of_two = (whole >= FIRST_REGION) & ((whole & (whole - 1)) == 0)
+    region = power_of_two & (settled > rounded(requested)) & (new > settled)
+    doubled = settled * 2.0 ** np.ceil(
+        np.log2(np.divide(new, settled, out=np.ones_like(new), where=settled > 0))
+    )
+    grown = region & (doubled < 2 * new)
+    point = np.where(grown, doubled, point)
     low = np.minimum(point, new)
     whole = np.maximum(np.minimum(2 * new - GRANULE, new + MAX_INTERNAL_FRAGMENTATION), new)
     high = np.maximum(np.maximum(point, allocated * same), whole)
