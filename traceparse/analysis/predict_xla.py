@@ -129,9 +129,9 @@ def slab_sizing(
         alt_fixed, alt_per = size * (1.0 - share), size * share / batch
         sizing.fixed[i], sizing.per_example[i] = alt_fixed, alt_per
         sizing.alt_fixed[i], sizing.alt_per_example[i] = alt_fixed, alt_per
-        found = spans.get(key)  # type: ignore[arg-type]
+        found = spans.get(key)
         if found is not None and found[1]:
-            sizing.envelopes[i] = _envelope(found[1], key, by_buffer, size, batch)
+            sizing.envelopes[int(i)] = _envelope(found[1], key, by_buffer, size, batch)
         sizing.basis[i] = HLO
 
 
