@@ -145,9 +145,65 @@ def main(argv: list[str] | None = None) -> int:
             f"at N+1 {mib(at_next)}",
             flush=True,
         )
-    args.out.write_text(_markdown(rows, fits))
+    pairs = _all_pairs(args.models)
+    args.out.write_text(_markdown(rows, fits) + _pairs_markdown(pairs))
     print(f"wrote {args.out}")
     return 0
+
+
+def _all_pairs(models: list[str]) -> list[dict]:  # type: ignore[type-arg]
+    """Every ordered pair of the cached captures of each model: one predicts the other."""
+    import re
+
+    import traceparse
+
+    found: dict[str, dict[int, object]] = {}
+    for path in sorted(CACHE.iterdir()):
+        match = re.fullmatch(r"(\w+?)_(\d+)", path.name)
+        if match and match.group(1) in models and any(path.rglob("*.xplane.pb")):
+            found.setdefault(match.group(1), {})[int(match.group(2))] = traceparse.load(str(path))
+    out = []
+    for model, captures in found.items():
+        for src, source in captures.items():
+            predictor = source.predictor()  # type: ignore[attr-defined]
+            for dst, target in captures.items():
+                if dst == src:
+                    continue
+                row = predictor.at(dst).iloc[0]
+                real = real_peak(target)
+                out.append(
+                    {
+                        "model": model,
+                        "error": row["predicted_peak_bytes"] / real - 1,
+                        "in_bounds": row["low_bytes"] <= real <= row["high_bytes"],
+                        "batches": sorted(captures),
+                    }
+                )
+    return out
+
+
+def _pairs_markdown(pairs: list[dict]) -> str:  # type: ignore[type-arg]
+    import numpy as np
+
+    lines = [
+        "",
+        "## Every pair of captures",
+        "",
+        "Each cached capture of a model (B, 2B, 4B and capacity checks' N and N + 1, "
+        "of this and earlier runs) "
+        "predicting each other one from itself alone.",
+        "",
+        "| model | batch sizes | pairs | real in bounds | mean abs error | largest abs error |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for model in dict.fromkeys(p["model"] for p in pairs):
+        mine = [p for p in pairs if p["model"] == model]
+        errors = np.abs([p["error"] for p in mine])
+        lines.append(
+            f"| {model} | {', '.join(map(str, mine[0]['batches']))} | {len(mine)} "
+            f"| {sum(p['in_bounds'] for p in mine)} | {errors.mean():.1%} | {errors.max():.1%} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _bounds(predictor, key, batch):  # type: ignore[no-untyped-def]
