@@ -240,3 +240,16 @@ def test_bad_batch_sizes_are_usage_errors(eager: dict[int, traceparse.Profile]) 
         eager[128].predict(0)
     with pytest.raises(UsageError, match="positive"):
         eager[128].predict(64, from_batch=0)
+
+
+def test_compiled_breakdown_opens_the_slab_into_layers(
+    compiled: dict[int, traceparse.Profile],
+) -> None:
+    table = compiled[64].predict(256)
+    breakdown = table.attrs["breakdown"]
+    assert int(breakdown["bytes"].sum()) == int(table["predicted_peak_bytes"].iloc[0])
+    hlo = breakdown[breakdown["basis"] == "HLO buffers' shapes"]
+    wide = hlo[(hlo["layer"] == "wide") & (hlo["role"] == "activation")]
+    # At 256 the slab's peak holds the wide layer's activations ([256,2048] float32).
+    assert int(wide["bytes"].sum()) >= 256 * 2048 * 4
+    assert int(table["activation_bytes"].iloc[0]) >= 256 * 2048 * 4

@@ -29,6 +29,7 @@ from traceparse.analysis.layer_names import (
     OPTIMIZER,
     OTHER,
     WEIGHT,
+    XLA_SLAB,
     KnownNames,
 )
 from traceparse.analysis.liveness import held_bytes, requested_or_held
@@ -45,6 +46,7 @@ from traceparse.analysis.predict_replay import (
     settled_chunks,
 )
 from traceparse.analysis.predict_xla import (
+    SlabBuffers,
     Spans,
     input_example_bytes,
     slab_sizing,
@@ -138,6 +140,7 @@ class Predictor:
             self.requested,
             input_example_bytes(base.xla_parameters, self.batch, self.weights),
         )
+        self.slabs: dict[int, SlabBuffers] = {}
         slab_sizing(
             self.sizing,
             a,
@@ -146,7 +149,9 @@ class Predictor:
             self.batch,
             self.weights,
             self.requested,
+            self.slabs,
         )
+        self.buffer_places = _buffer_places(base.xla_buffers, base.known, base.shapes)
         self.other_batch: int | None = None
         if other is not None:
             self.other_batch = _other_batch(other, other_batch)
@@ -191,7 +196,7 @@ class Predictor:
         bounds = self.bounds(batch, (point, low, high, sizes))
         for key in self.rows:
             event, peak, lo, hi = bounds[key]
-            parts = self._parts(key, event, peak, sizes)
+            parts = self._parts(key, event, peak, sizes, batch)
             basis = parts.groupby("basis")["bytes"].sum().sort_values(ascending=False)
             by_role = parts.groupby("role")["bytes"].sum()
             row: dict[str, Any] = {
@@ -221,13 +226,14 @@ class Predictor:
         """Per (host, allocator): (event, predicted peak, low, high) at ``batch``.
 
         Low: no chunk slack, no slack on what was held before the capture, and
-        the largest growing allocation live at that peak left out (TensorFlow may
+        the largest growing allocation (not a slab) live at that peak left out (TensorFlow may
         write an op's output into a dying input's buffer, or free it sooner, in
         another run). High: every chunk as large as the allocator hands out
         whole, what was held before the capture included (its chunks too)."""
         point, low, high, _ = runs if runs is not None else self.replay(batch)
         _, low_sizes, _ = self.sizes(batch)
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
+        grows &= self.sizing.basis != HLO  # a program's slab is no op's output to forward
         out = {}
         for key in self.rows:
             event, peak = point.peak(key)
@@ -283,7 +289,7 @@ class Predictor:
         frames = []
         for key in self.rows:
             event, peak = point.peak(key)
-            parts = self._parts(key, event, peak, sizes)
+            parts = self._parts(key, event, peak, sizes, batch)
             grouped = parts.groupby(["layer", "role", "basis"], dropna=False, sort=False)
             table = grouped[["bytes", "captured_bytes"]].sum().reset_index()
             table.insert(0, "allocator", key[1])
@@ -296,7 +302,12 @@ class Predictor:
         return pd.concat(frames, ignore_index=True)
 
     def _parts(
-        self, key: tuple[object, object], event: int, peak: int, sizes: np.ndarray
+        self,
+        key: tuple[object, object],
+        event: int,
+        peak: int,
+        sizes: np.ndarray,
+        batch: int,
     ) -> pd.DataFrame:
         """What holds the predicted peak: the live allocations at their new sizes, and
         the bytes from before the capture (named as the capture's breakdown names them)."""
@@ -318,7 +329,45 @@ class Predictor:
             }
         )
         rest = peak - int(live["bytes"].sum())
+        opened = [
+            self._slab_parts(int(i), batch, sizes)
+            for i in np.flatnonzero(mine)
+            if int(i) in self.slabs
+        ]
+        if opened:  # a slab as its HLO buffers (by their TF ops' layer and role) and its rest
+            slab_rows = np.isin(np.flatnonzero(mine), list(self.slabs))
+            live = pd.concat([live[~slab_rows], *opened], ignore_index=True)
         return pd.concat([live, _before(self.base.breakdown, key, rest)], ignore_index=True)
+
+    def _slab_parts(self, row: int, batch: int, sizes: np.ndarray) -> pd.DataFrame:
+        """One slab's predicted bytes: each HLO buffer live at its program's peak at
+        ``batch`` (its TF op's layer and role), and the rest as the slab's slack."""
+        slab = self.slabs[row]
+        held, _ = slab.at(batch)
+        captured, _ = slab.at(self.batch)
+        keep = (held > 0) | (captured > 0)
+        places = [
+            self.buffer_places.get((slab.key[0], slab.key[1], int(b)), (XLA_SLAB, OTHER))
+            for b in slab.buffers[keep]
+        ]
+        frame = pd.DataFrame(
+            {
+                "layer": [p[0] for p in places],
+                "role": [p[1] for p in places],
+                "basis": HLO,
+                "bytes": np.rint(held[keep]).astype(np.int64),
+                "captured_bytes": np.rint(captured[keep]).astype(np.int64),
+            }
+        )
+        total = round(float(sizes[row]))
+        slack = {
+            "layer": XLA_SLAB,
+            "role": OTHER,
+            "basis": HLO,
+            "bytes": total - int(frame["bytes"].sum()),
+            "captured_bytes": int(self.held[row]) - int(frame["captured_bytes"].sum()),
+        }
+        return pd.concat([frame, pd.DataFrame([slack])], ignore_index=True)
 
 
 def _roles(
@@ -328,6 +377,32 @@ def _roles(
     rows = allocations[["op", "op_type", "shape"]].copy()
     place(rows, known, shapes)
     return rows["role"].to_numpy(dtype=object), rows["layer"].to_numpy(dtype=object)
+
+
+def _buffer_places(
+    buffers: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
+) -> dict[tuple[object, object, int], tuple[str, str]]:
+    """(host, program, logical buffer) -> (layer, role) of the buffer's TF op."""
+    if buffers.empty:
+        return {}
+    rows = pd.DataFrame(
+        {
+            "op": buffers["tf_op"].astype(object).to_numpy(),
+            "op_type": buffers["tf_op_type"].astype(object).to_numpy(),
+            "shape": buffers["shape"].astype(object).to_numpy(),
+        }
+    )
+    place(rows, known, shapes)
+    keys = zip(
+        buffers["host"].astype(object),
+        buffers["program"].astype(object),
+        buffers["logical_buffer"].astype(int),
+        strict=True,
+    )
+    return {
+        (h, p, int(b)): (str(layer), str(role))
+        for (h, p, b), layer, role in zip(keys, rows["layer"], rows["role"], strict=True)
+    }
 
 
 def _before(breakdown: pd.DataFrame, key: tuple[object, object], rest: int) -> pd.DataFrame:

@@ -17,6 +17,7 @@ proportion of all its buffers' bytes that grow.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -102,8 +103,10 @@ def slab_sizing(
     batch: int,
     weights: set[tuple[int, ...]],
     requested: np.ndarray,
+    slabs: dict[int, SlabBuffers],
 ) -> None:
-    """Size each linked slab of ``allocations`` from its buffers (in place).
+    """Size each linked slab of ``allocations`` from its buffers (in place); ``slabs``
+    gets, per slab row, its buffers' liveness for the breakdown at another batch.
 
     Point: the most bytes live at any schedule step (``spans``) with the growing
     buffers scaled, plus the slab's bytes beyond its captured peak. The other
@@ -132,7 +135,57 @@ def slab_sizing(
         found = spans.get(key)
         if found is not None and found[1]:
             sizing.envelopes[int(i)] = _envelope(found[1], key, by_buffer, size, batch)
+            slabs[int(i)] = SlabBuffers.of(found[1], key, by_buffer, size, batch)
         sizing.basis[i] = HLO
+
+
+@dataclass
+class SlabBuffers:
+    """One slab's buffers over its program's schedule, to say which hold it at batch N."""
+
+    key: tuple[object, object, int]  # (host, program, allocation index)
+    buffers: np.ndarray  # logical buffer ids
+    start: np.ndarray
+    end: np.ndarray
+    size: np.ndarray
+    growing: np.ndarray
+    batch: int  # the captured batch
+    rest: float  # the slab's bytes beyond its captured peak
+
+    @classmethod
+    def of(
+        cls,
+        spans: list[tuple[int, int, int, int]],
+        key: tuple[object, object, int],
+        growing: dict[tuple[object, object, int], bool],
+        size: float,
+        batch: int,
+    ) -> SlabBuffers:
+        table = np.array(spans, dtype=np.int64).reshape(-1, 4)
+        grows = np.array([growing.get((key[0], key[1], int(b)), False) for b in table[:, 0]])
+        found = cls(
+            key, table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(float), grows, batch, 0.0
+        )
+        found.rest = max(size - found._live(batch)[1], 0.0)
+        return found
+
+    def _live(self, batch: int) -> tuple[np.ndarray, float]:
+        """The buffers live at the schedule step with the most bytes at ``batch``,
+        their bytes there, and those bytes' sum."""
+        scaled = np.where(self.growing, self.size * batch / self.batch, self.size)
+        top = int(self.end.max()) + 2 if len(self.end) else 1
+        delta = np.zeros(top)
+        np.add.at(delta, self.start, scaled)
+        np.add.at(delta, self.end + 1, -scaled)
+        at = int(np.argmax(np.cumsum(delta)))
+        live = (self.start <= at) & (at <= self.end)
+        return np.where(live, scaled, 0.0), float(scaled[live].sum())
+
+    def at(self, batch: int) -> tuple[np.ndarray, float]:
+        """Bytes of each buffer at the slab's peak at ``batch`` (0: not live), and the
+        rest of the slab (its bytes beyond its buffers' peak)."""
+        held, _ = self._live(batch)
+        return held, self.rest
 
 
 def _envelope(
