@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import traceparse
     from traceparse.analysis.predict_capacity import capacity_fit
+    from traceparse.core.predict import predictor_of
 
     rows, fits = [], []
     for model in args.models:
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_capacity:
             continue
         capacity = (real[2] + real[4]) // 2
-        predictor = profiles[1].predictor(4 * b)
+        predictor = predictor_of(profiles[1], 4 * b)
         key = (profiles[1].hosts[0], str(profiles[1].peak["allocator"].iloc[0]))
         fit = capacity_fit(predictor, key, capacity, 4 * b)
         if fit.largest is None:
@@ -156,6 +157,7 @@ def _all_pairs(models: list[str]) -> list[dict]:  # type: ignore[type-arg]
     import re
 
     import traceparse
+    from traceparse.core.predict import predictor_of
 
     found: dict[str, dict[int, object]] = {}
     for path in sorted(CACHE.iterdir()):
@@ -165,7 +167,7 @@ def _all_pairs(models: list[str]) -> list[dict]:  # type: ignore[type-arg]
     out = []
     for model, captures in found.items():
         for src, source in captures.items():
-            predictor = source.predictor()  # type: ignore[attr-defined]
+            predictor = predictor_of(source)  # type: ignore[arg-type]
             for dst, target in captures.items():
                 if dst == src:
                     continue

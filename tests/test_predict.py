@@ -29,6 +29,7 @@ from traceparse.analysis.predict_batch import (
 )
 from traceparse.analysis.predict_capacity import capacity_fit, curve
 from traceparse.analysis.predict_replay import chunks
+from traceparse.core.predict import predictor_of
 from traceparse.errors import UsageError
 
 XLA = json.loads((FIXTURES / "predict_fixtures.json").read_text())["fixtures"]
@@ -177,7 +178,7 @@ def test_two_captures_fit_each_request_exactly(eager: dict[int, traceparse.Profi
 
 def test_capacity_answer_is_consistent(eager: dict[int, traceparse.Profile]) -> None:
     profile = eager[128]
-    predictor = profile.predictor(256)
+    predictor = predictor_of(profile, 256)
     key = (profile.hosts[0], "mklcpu")
     capacity = _peak(eager[256])
     fit = capacity_fit(predictor, key, capacity, 1024)
@@ -204,7 +205,7 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
     compiled: dict[int, traceparse.Profile], source: int, target: int
 ) -> None:
     profile = compiled[source]
-    predictor = profile.predictor(target)
+    predictor = predictor_of(profile, target)
     assert predictor.batch == source
     slabs = np.flatnonzero(predictor.sizing.basis == "HLO buffers' shapes")
     assert len(slabs)
@@ -225,7 +226,7 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
 def test_a_capture_without_a_batch_dimension_says_so() -> None:
     profile = traceparse.load(FIXTURES / "leak")  # 1 MiB tensors, no shared leading dimension
     try:
-        found = profile.predictor().found_batch
+        found = predictor_of(profile).found_batch
     except UsageError as exc:
         assert "could not find the batch size" in str(exc)
         assert "from_batch" in str(exc)

@@ -233,7 +233,10 @@ class Predictor:
         point, low, high, _ = runs if runs is not None else self.replay(batch)
         _, low_sizes, _ = self.sizes(batch)
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
-        grows &= self.sizing.basis != HLO  # a program's slab is no op's output to forward
+        # A compiled program's slab is no op's output to forward.
+        a = self.base.allocations
+        if "xla_program" in a:
+            grows &= a["xla_program"].isna().to_numpy(dtype=bool)
         out = {}
         for key in self.rows:
             event, peak = point.peak(key)

@@ -95,6 +95,7 @@ class PredictCommand(Command):
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.analysis.predict_capacity import capacity_fit
         from traceparse.cli._loading import load_newest
+        from traceparse.core.predict import predictor_of
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 
@@ -102,7 +103,7 @@ class PredictCommand(Command):
         other = load_newest(args.other, term) if args.other else None
         if args.with_batch is not None and other is None:
             raise UsageError("--with-batch needs --with OTHER")
-        predictor = profile.predictor(args.batch, args.from_batch, other, args.with_batch)
+        predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
         table = predictor.at(args.batch)
         if args.allocator is not None:
             table = table[table["allocator"].astype(str) == args.allocator]

@@ -29,7 +29,6 @@ from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.predict import Capture as PredictionInput
-from traceparse.analysis.predict import Predictor, make_predictor
 from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -86,7 +85,8 @@ class Profile:
     - a table with parameters is a **method whose parameters all have
       defaults**, so the plain call gives the usual view:
       ``scopes(depth=1)``, ``layers(by_replica=False)``,
-      ``live_at_peak(allocator=None, host=None, expand_xla=False)``;
+      ``live_at_peak(allocator=None, host=None, expand_xla=False)``,
+      ``predict(batch_size=None, ...)`` (docs/predict.md);
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
@@ -476,12 +476,13 @@ class Profile:
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
     def predict(
         self,
-        batch_size: int,
+        batch_size: int | None = None,
         from_batch: int | None = None,
         other: Profile | None = None,
         other_batch: int | None = None,
     ) -> pd.DataFrame:
-        """Per (host, allocator): the predicted peak at ``batch_size`` (with
+        """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
+        captured batch size, where the prediction is the capture itself) (with
         ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
         role and a ``basis``; ``attrs["breakdown"]`` has them by layer and role.
 
@@ -492,26 +493,13 @@ class Profile:
 
         >>> prof.predict(256)  # doctest: +SKIP
         """
-        predictor = self.predictor(batch_size, from_batch, other, other_batch)
-        table = predictor.at(batch_size)
-        table.attrs["breakdown"] = predictor.breakdown(batch_size)
-        return table
+        from traceparse.core.predict import predictor_of
 
-    def predictor(
-        self,
-        batch_size: int | None = None,
-        from_batch: int | None = None,
-        other: Profile | None = None,
-        other_batch: int | None = None,
-    ) -> Predictor:
-        """The ``analysis.predict.Predictor`` behind ``predict`` (for many batch sizes)."""
-        return make_predictor(
-            self._prediction_input,
-            from_batch,
-            None if other is None else other._prediction_input,
-            batch_size,
-            other_batch,
-        )
+        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
+        batch = predictor.batch if batch_size is None else batch_size
+        table = predictor.at(batch)
+        table.attrs["breakdown"] = predictor.breakdown(batch)
+        return table
 
     @pooled_property
     def _prediction_input(self) -> PredictionInput:
