@@ -223,17 +223,21 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
 # --- what cannot be found ---------------------------------------------------------
 
 
-def test_a_capture_without_a_batch_dimension_says_so() -> None:
-    profile = traceparse.load(FIXTURES / "leak")  # 1 MiB tensors, no shared leading dimension
-    try:
-        found = predictor_of(profile).found_batch
-    except UsageError as exc:
-        assert "could not find the batch size" in str(exc)
-        assert "from_batch" in str(exc)
-    else:
-        assert found is not None  # a dimension was found: then from_batch overrides it
-    table = profile.predict(8, from_batch=4)
-    assert int(table["from_batch"].iloc[0]) == 4
+def test_a_capture_without_a_batch_dimension_says_so(eager: dict[int, traceparse.Profile]) -> None:
+    from dataclasses import replace
+
+    from traceparse.analysis.predict import Predictor
+
+    profile = eager[128]
+    # The same capture with no shapes recorded (as when the tracer level is low).
+    bare = profile.allocations.assign(shape=pd.Series(pd.NA, index=profile.allocations.index))
+    capture = replace(profile._prediction_input, allocations=bare)
+    with pytest.raises(UsageError, match=r"could not find the batch size.*from_batch"):
+        Predictor(capture)
+    assert Predictor(capture, from_batch=128).batch == 128
+    # Through the Profile, the message names the file.
+    with pytest.raises(UsageError, match="no memory events"):
+        traceparse.load(FIXTURES / "no_memory").predict(8)
 
 
 def test_bad_batch_sizes_are_usage_errors(eager: dict[int, traceparse.Profile]) -> None:

@@ -72,6 +72,9 @@ def test_predict_errors_are_one_line() -> None:
         "predict", str(FIXTURES / "batch_128"), "--batch", "8", "--allocator", "GPU_0_bfc"
     )
     assert unknown.returncode != 0 and "GPU_0_bfc" in unknown.stderr
+    empty = run_traceparse("predict", str(FIXTURES / "no_memory"), "--batch", "8")
+    assert empty.returncode != 0 and "no memory events" in empty.stderr
+    assert "no_memory" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
 
 
 def test_prediction_svg_draws_bounds_capacity_and_marks() -> None:
