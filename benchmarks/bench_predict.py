@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import traceparse
     from traceparse.analysis.predict_capacity import capacity_fit
-    from traceparse.core.predict import predictor_of
+    from traceparse.core.profile import predictor_of
 
     rows, fits = [], []
     for model in args.models:
@@ -157,7 +157,7 @@ def _all_pairs(models: list[str]) -> list[dict]:  # type: ignore[type-arg]
     import re
 
     import traceparse
-    from traceparse.core.predict import predictor_of
+    from traceparse.core.profile import predictor_of
 
     found: dict[str, dict[int, object]] = {}
     for path in sorted(CACHE.iterdir()):

@@ -29,7 +29,7 @@ from traceparse.analysis.predict_batch import (
 )
 from traceparse.analysis.predict_capacity import capacity_fit, curve
 from traceparse.analysis.predict_replay import chunks
-from traceparse.core.predict import predictor_of
+from traceparse.core.profile import predictor_of
 from traceparse.errors import UsageError
 
 XLA = json.loads((FIXTURES / "predict_fixtures.json").read_text())["fixtures"]

@@ -95,7 +95,7 @@ class PredictCommand(Command):
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.analysis.predict_capacity import capacity_fit
         from traceparse.cli._loading import load_newest
-        from traceparse.core.predict import predictor_of
+        from traceparse.core.profile import predictor_of
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 

@@ -29,6 +29,7 @@ from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.predict import Capture as PredictionInput
+from traceparse.analysis.predict import Predictor, make_predictor
 from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -38,6 +39,7 @@ from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
+from traceparse.errors import UsageError
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -493,8 +495,6 @@ class Profile:
 
         >>> prof.predict(256)  # doctest: +SKIP
         """
-        from traceparse.core.predict import predictor_of
-
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
         batch = predictor.batch if batch_size is None else batch_size
         table = predictor.at(batch)
@@ -549,3 +549,35 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
+
+
+# Prediction at other batch sizes (issue 40): the Predictor behind Profile.predict,
+# for many batch sizes at once (analysis/predict_capacity.py).
+def predictor_of(
+    profile: Profile,
+    batch_size: int | None = None,
+    from_batch: int | None = None,
+    other: Profile | None = None,
+    other_batch: int | None = None,
+) -> Predictor:
+    """A Predictor of ``profile`` (captured at ``from_batch``, else read off it),
+    fitted through ``other`` (at ``other_batch``) when given; with two captures the
+    one nearer ``batch_size`` gives the order of events. A capture it cannot read a
+    prediction from raises ``UsageError`` naming its file."""
+    for capture in (profile, other):
+        if capture is not None and capture.timeline.empty:
+            raise UsageError(
+                f"{capture.path}: the capture has no memory events, so there is nothing "
+                "to predict from"
+            )
+    try:
+        return make_predictor(
+            profile._prediction_input,
+            from_batch,
+            None if other is None else other._prediction_input,
+            batch_size,
+            other_batch,
+        )
+    except UsageError as exc:
+        paths = profile.path if other is None else f"{profile.path} (with {other.path})"
+        raise UsageError(f"{paths}: {exc}") from None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.jsonvalues import json_value
 from traceparse.output.units import format_bytes
 
@@ -57,6 +58,11 @@ def fit_lines(fit: Fit) -> list[str]:
     lines = []
     if fit.largest is None:
         lines.append(f"Not even a batch of 1 fits in {cap}.")
+    elif fit.largest >= MAX_BATCH:
+        lines.append(
+            f"Any batch size fits in {cap} by the prediction (tried up to {MAX_BATCH:,}): "
+            "what grows with the batch here is too small to fill it."
+        )
     else:
         lines.append(
             f"The largest batch size that fits: {fit.largest} (peak "
