@@ -21,21 +21,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.breakdown import place
 from traceparse.analysis.layer_names import (
     ACTIVATION,
-    BEFORE_CAPTURE,
     GRADIENT,
     OPTIMIZER,
     OTHER,
     WEIGHT,
-    XLA_SLAB,
     KnownNames,
 )
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
 from traceparse.analysis.predict_fit import fit_two, match_keys
+from traceparse.analysis.predict_parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict_replay import (
     Replayed,
     chunks,
@@ -56,7 +54,6 @@ from traceparse.errors import UsageError
 
 ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
-BEFORE = "before the capture: kept as captured"
 # oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
 POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", 256 * 1024
 
@@ -116,7 +113,7 @@ class Predictor:
     ) -> None:
         self.base = base
         a = base.allocations
-        self.roles, self.layers = _roles(a, base.known, base.shapes)
+        self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
         found = captured_batch(base, self.roles, self.weights)
         if from_batch is None and found is None:
@@ -151,7 +148,7 @@ class Predictor:
             self.requested,
             self.slabs,
         )
-        self.buffer_places = _buffer_places(base.xla_buffers, base.known, base.shapes)
+        self.buffer_places = buffer_places(base.xla_buffers, base.known, base.shapes)
         self.other_batch: int | None = None
         if other is not None:
             self.other_batch = _other_batch(other, other_batch)
@@ -332,100 +329,22 @@ class Predictor:
             }
         )
         rest = peak - int(live["bytes"].sum())
+        rows = [int(i) for i in np.flatnonzero(mine) if int(i) in self.slabs]
         opened = [
-            self._slab_parts(int(i), batch, sizes)
-            for i in np.flatnonzero(mine)
-            if int(i) in self.slabs
+            slab_rows(
+                self.slabs[i],
+                self.buffer_places,
+                batch,
+                self.batch,
+                round(float(sizes[i])),
+                int(self.held[i]),
+            )
+            for i in rows
         ]
         if opened:  # a slab as its HLO buffers (by their TF ops' layer and role) and its rest
-            slab_rows = np.isin(np.flatnonzero(mine), list(self.slabs))
-            live = pd.concat([live[~slab_rows], *opened], ignore_index=True)
-        return pd.concat([live, _before(self.base.breakdown, key, rest)], ignore_index=True)
-
-    def _slab_parts(self, row: int, batch: int, sizes: np.ndarray) -> pd.DataFrame:
-        """One slab's predicted bytes: each HLO buffer live at its program's peak at
-        ``batch`` (its TF op's layer and role), and the rest as the slab's slack."""
-        slab = self.slabs[row]
-        held, _ = slab.at(batch)
-        captured, _ = slab.at(self.batch)
-        keep = (held > 0) | (captured > 0)
-        places = [
-            self.buffer_places.get((slab.key[0], slab.key[1], int(b)), (XLA_SLAB, OTHER))
-            for b in slab.buffers[keep]
-        ]
-        frame = pd.DataFrame(
-            {
-                "layer": [p[0] for p in places],
-                "role": [p[1] for p in places],
-                "basis": HLO,
-                "bytes": np.rint(held[keep]).astype(np.int64),
-                "captured_bytes": np.rint(captured[keep]).astype(np.int64),
-            }
-        )
-        total = round(float(sizes[row]))
-        slack = {
-            "layer": XLA_SLAB,
-            "role": OTHER,
-            "basis": HLO,
-            "bytes": total - int(frame["bytes"].sum()),
-            "captured_bytes": int(self.held[row]) - int(frame["captured_bytes"].sum()),
-        }
-        return pd.concat([frame, pd.DataFrame([slack])], ignore_index=True)
-
-
-def _roles(
-    allocations: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Role and layer of every allocation (``breakdown.place``)."""
-    rows = allocations[["op", "op_type", "shape"]].copy()
-    place(rows, known, shapes)
-    return rows["role"].to_numpy(dtype=object), rows["layer"].to_numpy(dtype=object)
-
-
-def _buffer_places(
-    buffers: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
-) -> dict[tuple[object, object, int], tuple[str, str]]:
-    """(host, program, logical buffer) -> (layer, role) of the buffer's TF op."""
-    if buffers.empty:
-        return {}
-    rows = pd.DataFrame(
-        {
-            "op": buffers["tf_op"].astype(object).to_numpy(),
-            "op_type": buffers["tf_op_type"].astype(object).to_numpy(),
-            "shape": buffers["shape"].astype(object).to_numpy(),
-        }
-    )
-    place(rows, known, shapes)
-    keys = zip(
-        buffers["host"].astype(object),
-        buffers["program"].astype(object),
-        buffers["logical_buffer"].astype(int),
-        strict=True,
-    )
-    return {
-        (h, p, int(b)): (str(layer), str(role))
-        for (h, p, b), layer, role in zip(keys, rows["layer"], rows["role"], strict=True)
-    }
-
-
-def _before(breakdown: pd.DataFrame, key: tuple[object, object], rest: int) -> pd.DataFrame:
-    """The ``rest`` bytes from before the capture: its named variables or parameters
-    (largest first, while they fit), then one row for the remainder."""
-    mine = breakdown[
-        (breakdown["host"].astype(object) == key[0])
-        & (breakdown["allocator"].astype(object) == key[1])
-        & breakdown["holder"].isin(("variable", "xla_parameter"))
-    ]
-    rows = []
-    for row in mine.sort_values("bytes", ascending=False).itertuples(index=False):
-        size = int(row.bytes)
-        if 0 < size <= rest:
-            rows.append({"layer": row.layer, "role": row.role, "basis": BEFORE, "bytes": size})
-            rest -= size
-    rows.append({"layer": BEFORE_CAPTURE, "role": OTHER, "basis": BEFORE, "bytes": rest})
-    frame = pd.DataFrame(rows)
-    frame["captured_bytes"] = frame["bytes"]
-    return frame
+            slabs = np.isin(np.flatnonzero(mine), rows)
+            live = pd.concat([live[~slabs], *opened], ignore_index=True)
+        return pd.concat([live, before_rows(self.base.breakdown, key, rest)], ignore_index=True)
 
 
 def _captured_peaks(peak: pd.DataFrame) -> dict[tuple[object, object], dict[str, Any]]:
@@ -448,7 +367,7 @@ def _cell(column: pd.Series, row: int) -> Any:
 def _other_batch(other: Capture, given: int | None) -> int:
     if given is not None:
         return given
-    roles, _ = _roles(other.allocations, other.known, other.shapes)
+    roles, _ = roles_of(other.allocations, other.known, other.shapes)
     found = captured_batch(other, roles, weight_shapes(other, roles))
     if found is None:
         raise UsageError(
