@@ -391,10 +391,12 @@ def prediction_svg(
     y = np.asarray(peak_bytes, dtype=np.float64)
     lo = np.asarray(low_bytes, dtype=np.float64)
     hi = np.asarray(high_bytes, dtype=np.float64)
-    top = max(float(hi.max()) if len(hi) else 0.0, float(capacity_bytes or 0))
-    show_capacity = bool(capacity_bytes) and capacity_bytes <= 3 * max(float(hi.max()), 1)  # type: ignore[operator]
-    if not show_capacity:
-        top = float(hi.max()) if len(hi) else 1.0
+    # The axis follows the prediction and the capacity; a high bound far above
+    # them is cut at the top rather than flattening the line.
+    peak = float(y.max()) if len(y) else 0.0
+    show_capacity = bool(capacity_bytes) and capacity_bytes <= 3 * max(peak, 1)  # type: ignore[operator]
+    shown = max(peak, float(capacity_bytes) if show_capacity else 0.0)  # type: ignore[arg-type]
+    top = max(min(shown * 1.6, float(hi.max()) if len(hi) else 0.0), shown) or 1.0
     unit, scale = _unit(top, _BINARY)
     with _figure(10, 3.4, salt) as (fig, ax):
         if len(x):
