@@ -20,6 +20,7 @@ from traceparse.cli.diff import DiffCommand
 from traceparse.cli.layers import LayersCommand
 from traceparse.cli.ops import OpsCommand
 from traceparse.cli.peak import PeakCommand
+from traceparse.cli.predict import PredictCommand
 from traceparse.cli.report import ReportCommand
 from traceparse.cli.run import RunCommand
 from traceparse.cli.scopes import ScopesCommand
@@ -40,6 +41,7 @@ COMMANDS: dict[str, type[Command]] = {
         CheckCommand,
         BaselineCommand,
         DiffCommand,
+        PredictCommand,
         PeakCommand,
         BreakdownCommand,
         AllocationsCommand,

@@ -29,6 +29,9 @@ from traceparse.analysis.layer_owners import inventory_names, known_names, uniqu
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.predict import Capture as PredictionInput
+from traceparse.analysis.predict import Predictor, make_predictor
+from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
@@ -102,7 +105,8 @@ class Profile:
     - a table with parameters is a **method whose parameters all have
       defaults**, so the plain call gives the usual view:
       ``scopes(depth=1)``, ``layers(by_replica=False)``,
-      ``live_at_peak(allocator=None, host=None, expand_xla=False)``;
+      ``live_at_peak(allocator=None, host=None, expand_xla=False)``,
+      ``predict(batch_size=None, ...)`` (docs/predict.md);
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
@@ -532,6 +536,62 @@ class Profile:
             self.xla_parameters if self._parameters is not None else None,
         )
 
+    # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
+    def predict(
+        self,
+        batch_size: int | None = None,
+        from_batch: int | None = None,
+        other: Profile | None = None,
+        other_batch: int | None = None,
+    ) -> pd.DataFrame:
+        """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
+        captured batch size, where the prediction is the capture itself) (with
+        ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
+        role and a ``basis``; ``attrs["breakdown"]`` has them by layer and role.
+
+        The captured batch size is read off the capture unless ``from_batch``
+        gives it; ``other`` (a Profile of the same program at another batch
+        size, ``other_batch`` when it cannot be read off it) fits each
+        allocation's size through both (docs/predict.md).
+
+        >>> prof.predict(256)  # doctest: +SKIP
+        """
+        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
+        batch = predictor.batch if batch_size is None else batch_size
+        table = predictor.at(batch)
+        table.attrs["breakdown"] = predictor.breakdown(batch)
+        return table
+
+    @pooled_property
+    def _prediction_input(self) -> PredictionInput:
+        known, shapes = self._known
+        fill = {}
+        if self._xla.present:  # each linked slab's buffers at its program's peak
+            a = self.allocations
+            linked = a[a["xla_program"].notna() & a["xla_allocation_index"].notna()]
+            wanted = set(
+                zip(
+                    linked["host"].astype(str),
+                    linked["xla_program"].astype(str),
+                    linked["xla_allocation_index"].astype(int),
+                    strict=True,
+                )
+            )
+            fill = slab_spans(self._xla.programs, wanted)
+        return PredictionInput(
+            self.allocations,
+            self.timeline,
+            self._ends,
+            known,
+            shapes,
+            self.peak,
+            self.breakdown,
+            self.variables if self._has_inventory else None,
+            self.xla_buffers,
+            self.xla_parameters,
+            fill,
+        )
+
     @property
     def _has_inventory(self) -> bool:
         return any(trace.inventory is not None for trace in self.traces)
@@ -550,3 +610,35 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
+
+
+# Prediction at other batch sizes (issue 40): the Predictor behind Profile.predict,
+# for many batch sizes at once (analysis/predict_capacity.py).
+def predictor_of(
+    profile: Profile,
+    batch_size: int | None = None,
+    from_batch: int | None = None,
+    other: Profile | None = None,
+    other_batch: int | None = None,
+) -> Predictor:
+    """A Predictor of ``profile`` (captured at ``from_batch``, else read off it),
+    fitted through ``other`` (at ``other_batch``) when given; with two captures the
+    one nearer ``batch_size`` gives the order of events. A capture it cannot read a
+    prediction from raises ``UsageError`` naming its file."""
+    for capture in (profile, other):
+        if capture is not None and capture.timeline.empty:
+            raise UsageError(
+                f"{capture.path}: the capture has no memory events, so there is nothing "
+                "to predict from"
+            )
+    try:
+        return make_predictor(
+            profile._prediction_input,
+            from_batch,
+            None if other is None else other._prediction_input,
+            batch_size,
+            other_batch,
+        )
+    except UsageError as exc:
+        paths = profile.path if other is None else f"{profile.path} (with {other.path})"
+        raise UsageError(f"{paths}: {exc}") from None

@@ -30,6 +30,7 @@ __all__ = [
     "attribution_svg",
     "bars_svg",
     "downsample_minmax",
+    "prediction_svg",
     "timeline_svg",
 ]
 
@@ -367,4 +368,80 @@ def attribution_svg(
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.4, 0.4)
         ax.axis("off")
+        return _svg(fig, label)
+
+
+# --- Prediction at other batch sizes (issue 40; a separate section of the report,
+# called by report/predict.py; the lead may re-wire it into the per-allocator record).
+def prediction_svg(
+    batch_sizes: Sequence[int],
+    peak_bytes: Sequence[int],
+    low_bytes: Sequence[int],
+    high_bytes: Sequence[int],
+    *,
+    capacity_bytes: int | None = None,
+    captured: tuple[int, int] | None = None,
+    largest: tuple[int, int] | None = None,
+    label: str = "predicted peak against batch size",
+    salt: str = "prediction",
+) -> str:
+    """The predicted peak against the batch size (log scale), its bounds shaded,
+    the capacity as a line, the captured batch and the largest that fits marked."""
+    x = np.asarray(batch_sizes, dtype=np.float64)
+    y = np.asarray(peak_bytes, dtype=np.float64)
+    lo = np.asarray(low_bytes, dtype=np.float64)
+    hi = np.asarray(high_bytes, dtype=np.float64)
+    # The axis follows the prediction and the capacity; a high bound far above
+    # them is cut at the top rather than flattening the line.
+    peak = float(y.max()) if len(y) else 0.0
+    show_capacity = bool(capacity_bytes) and capacity_bytes <= 3 * max(peak, 1)  # type: ignore[operator]
+    shown = max(peak, float(capacity_bytes) if show_capacity else 0.0)  # type: ignore[arg-type]
+    top = max(min(shown * 1.6, float(hi.max()) if len(hi) else 0.0), shown) or 1.0
+    unit, scale = _unit(top, _BINARY)
+    with _figure(10, 3.4, salt) as (fig, ax):
+        if len(x):
+            ax.fill_between(x, lo / scale, hi / scale, color=LINE, alpha=0.12, lw=0, label="bounds")
+            ax.plot(x, y / scale, color=LINE, lw=1.6, marker="o", ms=3, label="predicted peak")
+        if show_capacity:
+            ax.axhline(capacity_bytes / scale, color=CAPACITY, lw=1, ls="--")  # type: ignore[operator]
+            ax.text(
+                0.005,
+                capacity_bytes / scale,  # type: ignore[operator]
+                f"capacity {format_bytes(capacity_bytes)}",
+                transform=ax.get_yaxis_transform(),
+                va="bottom",
+                fontsize=8,
+                color=CAPACITY,
+            )
+        if captured is not None:
+            ax.plot([captured[0]], [captured[1] / scale], "s", color=INK, ms=5, zorder=5)
+            ax.annotate(
+                f"captured: batch {captured[0]}, {format_bytes(captured[1])}",
+                (captured[0], captured[1] / scale),
+                xytext=(6, -12),
+                textcoords="offset points",
+                fontsize=8,
+                color=INK,
+            )
+        if largest is not None:
+            ax.plot([largest[0]], [largest[1] / scale], "o", color=PEAK, ms=6, zorder=6)
+            ax.annotate(
+                f"largest that fits: {largest[0]} ({format_bytes(largest[1])})",
+                (largest[0], largest[1] / scale),
+                xytext=(-8, 6),
+                textcoords="offset points",
+                ha="right",
+                fontsize=9,
+                color=PEAK,
+                fontweight="bold",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, top / scale * 1.12 if top else 1)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(f"peak in use ({unit})")
+        ax.grid(axis="y", color=GRID, lw=0.8)
+        ax.set_axisbelow(True)
+        legend = ax.legend(loc="upper left", frameon=False, fontsize=8)
+        for text in legend.get_texts():
+            text.set_parse_math(False)
         return _svg(fig, label)

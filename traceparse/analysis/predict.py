@@ -1,0 +1,407 @@
+"""Predict each allocator's peak at another batch size (docs/predict.md).
+
+From one capture: every allocation's request is sized at the new batch by
+its shape (``predict_batch``), a linked XLA slab by its HLO buffers' shapes
+(``predict_xla``), and the allocations are replayed in their captured order
+(``predict_replay``). From two captures of the same program at two batch
+sizes, allocations are matched by (host, allocator, step, op, occurrence) and
+each request fitted affinely in the batch (``predict_fit``); the capture
+nearer the target gives the order.
+
+``Predictor.at(N)`` gives the table of ``Profile.predict``: a row per (host,
+allocator) with the predicted peak, its bounds, its moment and its parts by
+role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.layer_names import (
+    ACTIVATION,
+    GRADIENT,
+    OPTIMIZER,
+    OTHER,
+    WEIGHT,
+    KnownNames,
+)
+from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.analysis.peak import in_use
+from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
+from traceparse.analysis.predict_fit import fit_two, match_keys
+from traceparse.analysis.predict_parts import before_rows, buffer_places, roles_of, slab_rows
+from traceparse.analysis.predict_replay import (
+    Replayed,
+    chunks,
+    groups,
+    live_at,
+    replay,
+    rounded,
+    settled_chunks,
+)
+from traceparse.analysis.predict_xla import (
+    SlabBuffers,
+    Spans,
+    input_example_bytes,
+    slab_sizing,
+    xla_evidence,
+)
+from traceparse.errors import UsageError
+
+ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
+ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
+# oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
+POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", 256 * 1024
+
+
+@dataclass
+class Capture:
+    """What prediction needs from one Profile (``Profile._predict_inputs``)."""
+
+    allocations: pd.DataFrame
+    timeline: pd.DataFrame
+    ends: np.ndarray
+    known: KnownNames
+    shapes: dict[str, str]
+    peak: pd.DataFrame
+    breakdown: pd.DataFrame
+    variables: pd.DataFrame | None
+    xla_buffers: pd.DataFrame
+    xla_parameters: pd.DataFrame
+    # When each buffer of each linked slab is live (``predict_xla.slab_spans``).
+    xla_fill: Spans
+
+
+def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
+    """Shapes of the weights and optimizer slots: what the batch does not change."""
+    found: set[tuple[int, ...]] = set()
+    if capture.variables is not None and len(capture.variables):
+        found |= {d for d in map(dims, capture.variables["shape"].astype(object)) if d}
+    params = capture.xla_parameters
+    if len(params):
+        updated = params["updated"].fillna(False).to_numpy(dtype=bool)
+        found |= {d for d in map(dims, params.loc[updated, "shape"].astype(object)) if d}
+    shapes = capture.allocations["shape"].astype(object).to_numpy()
+    found |= {d for d in map(dims, shapes[roles == OPTIMIZER]) if d}
+    return found
+
+
+def captured_batch(
+    capture: Capture, roles: np.ndarray, weights: set[tuple[int, ...]]
+) -> int | None:
+    """The batch size the capture was made at, read off its shapes; None if not found."""
+    a = capture.allocations
+    shapes = list(a["shape"].astype(object))
+    ops = list(a["op"].astype(object))
+    extra_shapes, extra_ops = xla_evidence(capture.xla_buffers, capture.xla_parameters)
+    return find_batch(shapes + extra_shapes, ops + extra_ops, weights)
+
+
+class Predictor:
+    """Sizes every allocation of ``base`` at any batch, and replays them."""
+
+    def __init__(
+        self,
+        base: Capture,
+        from_batch: int | None = None,
+        other: Capture | None = None,
+        other_batch: int | None = None,
+    ) -> None:
+        self.base = base
+        a = base.allocations
+        self.roles, self.layers = roles_of(a, base.known, base.shapes)
+        self.weights = weight_shapes(base, self.roles)
+        found = captured_batch(base, self.roles, self.weights)
+        if from_batch is None and found is None:
+            raise UsageError(
+                "could not find the batch size this capture was made at: no leading "
+                "dimension is shared by its inputs and activations (their shapes were not "
+                "recorded, or nothing in it grows with the batch); give it (from_batch=, "
+                "--from-batch)"
+            )
+        self.batch = int(from_batch if from_batch is not None else found)  # type: ignore[arg-type]
+        if self.batch <= 0:
+            raise UsageError(f"the captured batch size must be positive, got {self.batch}")
+        self.found_batch = found
+        self.requested = requested_or_held(a).astype(np.float64)
+        self.held = held_bytes(a).astype(np.float64)
+        self.settled = settled_chunks(match_keys(a), self.requested, self.held)
+        self.sizing = sizing(
+            a,
+            self.batch,
+            self.weights,
+            self.requested,
+            input_example_bytes(base.xla_parameters, self.batch, self.weights),
+        )
+        self.slabs: dict[int, SlabBuffers] = {}
+        slab_sizing(
+            self.sizing,
+            a,
+            base.xla_buffers,
+            base.xla_fill,
+            self.batch,
+            self.weights,
+            self.requested,
+            self.slabs,
+        )
+        self.buffer_places = buffer_places(base.xla_buffers, base.known, base.shapes)
+        self.other_batch: int | None = None
+        if other is not None:
+            self.other_batch = _other_batch(other, other_batch)
+            fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
+        self.rows = groups(base.timeline)
+        self.pooled = a["allocator"].astype(object).to_numpy() == POOLED_ALLOCATOR
+
+    def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Bytes each allocation holds at ``batch``: point, low, high."""
+        point, low, high = self.sizing.at(batch)
+        # At the captured batch every allocation keeps the chunk it got: the
+        # prediction is the capture itself.
+        settled = self.held if batch == self.batch else self.settled
+        held_point, _, _ = chunks(point, self.requested, settled, self.held)
+        _, held_low, _ = chunks(low, self.requested, self.settled, self.held)
+        _, _, held_high = chunks(high, self.requested, self.settled, self.held)
+        # oneDNN's CPU allocator serves requests under 256 KiB from a pool that is
+        # not its BFC allocator: they leave (or stay out of) its counter.
+        small = self.pooled & (point < POOLED_BELOW)
+        held_point[small] = 0.0
+        held_low[self.pooled & (low < POOLED_BELOW)] = 0.0
+        held_high[self.pooled & (high < POOLED_BELOW)] = 0.0
+        return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
+
+    def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
+        point, low, high = self.sizes(batch)
+        base = self.base
+        runs = [
+            replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
+            for s in (point, low, high)
+        ]
+        return runs[0], runs[1], runs[2], point
+
+    def at(self, batch: int) -> pd.DataFrame:
+        """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""
+        if batch <= 0:
+            raise UsageError(f"the batch size to predict must be positive, got {batch}")
+        point, low, high, sizes = self.replay(batch)
+        timeline = self.base.timeline
+        captured = _captured_peaks(self.base.peak)
+        rows: list[dict[str, Any]] = []
+        bounds = self.bounds(batch, (point, low, high, sizes))
+        for key in self.rows:
+            event, peak, lo, hi = bounds[key]
+            parts = self._parts(key, event, peak, sizes, batch)
+            basis = parts.groupby("basis")["bytes"].sum().sort_values(ascending=False)
+            by_role = parts.groupby("role")["bytes"].sum()
+            row: dict[str, Any] = {
+                "host": key[0],
+                "allocator": key[1],
+                "batch_size": batch,
+                "from_batch": self.batch,
+                "found_batch": self.found_batch,
+                "other_batch": self.other_batch,
+                "captured_peak_bytes": captured.get(key, {}).get("in_use_bytes"),
+                "capacity_bytes": captured.get(key, {}).get("capacity_bytes"),
+                "predicted_peak_bytes": peak,
+                "low_bytes": min(lo, peak),
+                "high_bytes": max(hi, peak),
+                "step": _cell(timeline["step"], event),
+                "op": _cell(timeline["op"], event),
+                "event": event,
+                "basis": "; ".join(f"{b} {int(v)}" for b, v in basis.items() if v),
+            }
+            row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def bounds(
+        self, batch: int, runs: tuple[Replayed, Replayed, Replayed, np.ndarray] | None = None
+    ) -> dict[tuple[object, object], tuple[int, int, int, int]]:
+        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``.
+
+        Low: no chunk slack, no slack on what was held before the capture, and
+        the largest growing allocation (not a slab) live at that peak left out (TensorFlow may
+        write an op's output into a dying input's buffer, or free it sooner, in
+        another run). High: every chunk as large as the allocator hands out
+        whole, what was held before the capture included (its chunks too)."""
+        point, low, high, _ = runs if runs is not None else self.replay(batch)
+        _, low_sizes, _ = self.sizes(batch)
+        grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
+        # A compiled program's slab is no op's output to forward.
+        a = self.base.allocations
+        if "xla_program" in a:
+            grows &= a["xla_program"].isna().to_numpy(dtype=bool)
+        out = {}
+        for key in self.rows:
+            event, peak = point.peak(key)
+            low_event, lo = low.peak(key)
+            _, hi = high.peak(key)
+            lo -= self.before_slack(key)
+            if low_event >= 0:
+                live = self._mine(key) & live_at(self.base.allocations, self.base.ends, low_event)
+                growing = low_sizes[live & grows]
+                lo -= int(growing.max()) if len(growing) else 0
+            hi += self._before(key)
+            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+        return out
+
+    def _mine(self, key: tuple[object, object]) -> np.ndarray:
+        a = self.base.allocations
+        return (a["host"].astype(object).to_numpy() == key[0]) & (
+            a["allocator"].astype(object).to_numpy() == key[1]
+        )
+
+    def _before(self, key: tuple[object, object]) -> int:
+        """Bytes the allocator held when the capture started (its reservation aside)."""
+        events = self.rows[key]
+        if not len(events):
+            return 0
+        timeline = self.base.timeline
+        first = int(events[0])
+        delta = timeline["delta_bytes"].iloc[first]
+        reserved = timeline["reserved_bytes"].iloc[first]
+        before = float(in_use(timeline)[first]) - (0.0 if pd.isna(delta) else float(delta))
+        return int(max(before - (0.0 if pd.isna(reserved) else float(reserved)), 0.0))
+
+    def before_slack(self, key: tuple[object, object]) -> int:
+        """Bytes held from before the capture beyond the inventoried variables
+        there (rounded to the granule): the slack of their chunks, which another
+        run may not have. 0 without an inventory."""
+        variables = self.base.variables
+        events = self.rows[key]
+        if variables is None or variables.empty or not len(events):
+            return 0
+        before = float(self._before(key))
+        mine = variables[
+            (variables["allocator"].astype(object) == key[1])
+            & variables["at_start"].fillna(False).to_numpy(dtype=bool)
+            & variables["traced"].fillna(False).to_numpy(dtype=bool)
+        ]
+        floor = float(rounded(mine["estimated_bytes"].to_numpy(dtype=np.float64, na_value=0)).sum())
+        return int(max(before - floor, 0.0))
+
+    def breakdown(self, batch: int) -> pd.DataFrame:
+        """Per (host, allocator, layer, role, basis): bytes at the predicted peak."""
+        point, _, _, sizes = self.replay(batch)
+        frames = []
+        for key in self.rows:
+            event, peak = point.peak(key)
+            parts = self._parts(key, event, peak, sizes, batch)
+            grouped = parts.groupby(["layer", "role", "basis"], dropna=False, sort=False)
+            table = grouped[["bytes", "captured_bytes"]].sum().reset_index()
+            table.insert(0, "allocator", key[1])
+            table.insert(0, "host", key[0])
+            frames.append(table.sort_values("bytes", ascending=False, kind="stable"))
+        if not frames:
+            return pd.DataFrame(
+                columns=["host", "allocator", "layer", "role", "basis", "bytes", "captured_bytes"]
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def _parts(
+        self,
+        key: tuple[object, object],
+        event: int,
+        peak: int,
+        sizes: np.ndarray,
+        batch: int,
+    ) -> pd.DataFrame:
+        """What holds the predicted peak: the live allocations at their new sizes, and
+        the bytes from before the capture (named as the capture's breakdown names them)."""
+        a = self.base.allocations
+        if event < 0:
+            return pd.DataFrame(columns=["layer", "role", "basis", "bytes", "captured_bytes"])
+        mine = (
+            (a["host"].astype(object).to_numpy() == key[0])
+            & (a["allocator"].astype(object).to_numpy() == key[1])
+            & live_at(a, self.base.ends, event)
+        )
+        live = pd.DataFrame(
+            {
+                "layer": self.layers[mine],
+                "role": self.roles[mine],
+                "basis": self.sizing.basis[mine],
+                "bytes": np.rint(sizes[mine]).astype(np.int64),
+                "captured_bytes": self.held[mine].astype(np.int64),
+            }
+        )
+        rest = peak - int(live["bytes"].sum())
+        rows = [int(i) for i in np.flatnonzero(mine) if int(i) in self.slabs]
+        opened = [
+            slab_rows(
+                self.slabs[i],
+                self.buffer_places,
+                batch,
+                self.batch,
+                round(float(sizes[i])),
+                int(self.held[i]),
+            )
+            for i in rows
+        ]
+        if opened:  # a slab as its HLO buffers (by their TF ops' layer and role) and its rest
+            slabs = np.isin(np.flatnonzero(mine), rows)
+            live = pd.concat([live[~slabs], *opened], ignore_index=True)
+        return pd.concat([live, before_rows(self.base.breakdown, key, rest)], ignore_index=True)
+
+
+def _captured_peaks(peak: pd.DataFrame) -> dict[tuple[object, object], dict[str, Any]]:
+    out: dict[tuple[object, object], dict[str, Any]] = {}
+    for row in peak.itertuples(index=False):
+        out[(row.host, row.allocator)] = {
+            "in_use_bytes": int(row.in_use_bytes),
+            "capacity_bytes": None if pd.isna(row.capacity_bytes) else int(row.capacity_bytes),
+        }
+    return out
+
+
+def _cell(column: pd.Series, row: int) -> Any:
+    if row < 0:
+        return None
+    value = column.iloc[row]
+    return None if pd.isna(value) else (int(value) if column.name == "step" else str(value))
+
+
+def _other_batch(other: Capture, given: int | None) -> int:
+    if given is not None:
+        return given
+    roles, _ = roles_of(other.allocations, other.known, other.shapes)
+    found = captured_batch(other, roles, weight_shapes(other, roles))
+    if found is None:
+        raise UsageError(
+            "could not find the batch size the second capture was made at; give it "
+            "(other_batch=, --with-batch)"
+        )
+    return found
+
+
+def make_predictor(
+    base: Capture,
+    from_batch: int | None,
+    other: Capture | None,
+    target: int | None,
+    other_batch: int | None = None,
+) -> Predictor:
+    """A Predictor of ``base`` (at ``from_batch``, else found), fitted through
+    ``other`` (at ``other_batch``, else found) when given; with two captures the
+    one nearer ``target`` (in ratio) gives the order of events."""
+    if other is None:
+        return Predictor(base, from_batch)
+    first = Predictor(base, from_batch, other, other_batch)
+    if target is None or first.other_batch is None:
+        return first
+    if abs(np.log(target / first.other_batch)) < abs(np.log(target / first.batch)):
+        return Predictor(other, first.other_batch, base, first.batch)
+    return first
+
+
+__all__ = [
+    "HLO",
+    "UNCERTAIN",
+    "Capture",
+    "Predictor",
+    "Sizing",
+    "make_predictor",
+]

@@ -1,0 +1,195 @@
+"""Which allocations grow with the batch, and the batch size the capture was made at.
+
+The rule, from the shapes the allocator recorded (docs/predict.md):
+
+- A shape that is also a weight's (an inventoried variable, an XLA parameter
+  the program updates, an allocation of a weight's or the optimizer's op) is
+  a weight, its gradient or an optimizer slot: it does not grow.
+- The captured batch size is the leading dimension most of the other
+  tensors (inputs, activations, their gradients) share, counted by distinct
+  op; given by the caller when known.
+- A tensor grows in proportion to the batch when one of its dimensions is the
+  batch (the leading one, or another for time-major layouts) or when its
+  leading dimension is the batch times a per-example size seen elsewhere
+  (flattened tensors: ``[589824]`` = 16 x 36864).
+- A tensor without a recorded shape (XLA argument copies, temp buffers) is
+  unknown: it grows when its request is that of a growing tensor, and its
+  bounds cover both.
+
+Every allocation gets a ``Sizing``: its request as ``fixed + per_example * N``
+under the chosen rule and under the alternative, and the basis of the choice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+# How an allocation's size at another batch was found (the ``basis`` column).
+BATCH_DIM = "shape: batch dimension"
+FLATTENED = "shape: batch x per-example size"
+NO_BATCH_DIM = "shape: no batch dimension"
+WEIGHT_SHAPE = "shape: a weight's shape"
+UNSHAPED_MATCH = "no shape: request of a growing tensor"
+UNSHAPED_KEPT = "no shape: kept as captured"
+FITTED = "two captures: affine fit"
+HLO = "HLO buffers' shapes"
+BASES = (
+    BATCH_DIM,
+    FLATTENED,
+    NO_BATCH_DIM,
+    WEIGHT_SHAPE,
+    UNSHAPED_MATCH,
+    UNSHAPED_KEPT,
+    FITTED,
+    HLO,
+)
+# Bases whose scaling is not read off a shape: their bounds cover both rules.
+UNCERTAIN = frozenset({WEIGHT_SHAPE, UNSHAPED_MATCH, UNSHAPED_KEPT})
+
+_DIMS = re.compile(r"-?\d+")
+
+
+@lru_cache(maxsize=4096)
+def dims(shape: object) -> tuple[int, ...] | None:
+    """``[128,256]`` (or ``f32[128,256]{1,0}``, ``(128, 256)``) as a tuple; None when unknown."""
+    if not isinstance(shape, str) or not shape:
+        return None
+    body = shape.split("{")[0]
+    if "[" in body:
+        body = body[body.index("[") :]
+    found = tuple(int(d) for d in _DIMS.findall(body))
+    if any(d < 0 for d in found):
+        return None  # dynamic dimension: not a size
+    return found
+
+
+def shape_key(shape: object) -> tuple[int, ...] | None:
+    """A shape for comparing weights: its dimensions, scalars and unknowns None."""
+    found = dims(shape)
+    return found if found else None
+
+
+@dataclass
+class Sizing:
+    """Per allocation: the request at batch N is ``fixed + per_example * N`` (point),
+    ``alt_fixed + alt_per_example * N`` (the other rule, for bounds), and ``basis``."""
+
+    fixed: np.ndarray
+    per_example: np.ndarray
+    alt_fixed: np.ndarray
+    alt_per_example: np.ndarray
+    basis: np.ndarray
+    # Rows whose point is the largest of several lines (an XLA slab: the bytes live
+    # at each step of its program's schedule): row -> [[fixed, per_example], ...].
+    envelopes: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Requested bytes at ``batch``: point, low, high (never below 0)."""
+        point = np.maximum(self.fixed + self.per_example * batch, 0.0)
+        for row, lines in self.envelopes.items():
+            point[row] = max(float((lines[:, 0] + lines[:, 1] * batch).max()), 0.0)
+        other = np.maximum(self.alt_fixed + self.alt_per_example * batch, 0.0)
+        return point, np.minimum(point, other), np.maximum(point, other)
+
+
+def find_batch(
+    shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
+) -> int | None:
+    """The leading dimension most non-weight tensors share (counted once per op)."""
+    seen: set[tuple[int, object]] = set()
+    counts: Counter[int] = Counter()
+    for shape, op in zip(shapes, ops, strict=True):
+        found = dims(shape)
+        if not found or found in weights or found[0] <= 1:
+            continue
+        key = (found[0], op)
+        if key not in seen:
+            seen.add(key)
+            counts[found[0]] += 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    if best < 2:  # one op is no evidence of a shared batch dimension
+        return None
+    return min(d for d, c in counts.items() if c == best)
+
+
+def _per_example(shapes: Iterable[tuple[int, ...]], batch: int) -> set[int]:
+    """Per-example sizes of tensors led by the batch: products of their trailing dims."""
+    sizes: set[int] = set()
+    for found in shapes:
+        if len(found) >= 2 and found[0] == batch:
+            product = 1
+            for d in found[1:]:
+                product *= d
+                sizes.add(product)
+    sizes.discard(1)
+    return sizes
+
+
+def grows(found: tuple[int, ...], batch: int, examples: set[int]) -> str | None:
+    """The basis on which a (non-weight) shape grows with the batch, else None."""
+    if batch in found:
+        return BATCH_DIM
+    lead = found[0] if found else 0
+    if lead > batch and lead % batch == 0 and lead // batch in examples:
+        return FLATTENED
+    return None
+
+
+def sizing(
+    allocations: pd.DataFrame,
+    batch: int,
+    weights: set[tuple[int, ...]],
+    requested: np.ndarray,
+    example_bytes: Iterable[int] = (),
+) -> Sizing:
+    """The one-capture rule for every allocation at captured batch ``batch``;
+    ``example_bytes``: bytes per example of inputs known otherwise (XLA parameters)."""
+    n = len(allocations)
+    shapes = allocations["shape"].astype(object).to_numpy()
+    parsed = [dims(s) for s in shapes]
+    examples = _per_example((p for p in parsed if p and p not in weights), batch)
+    fixed = requested.astype(np.float64)
+    per = np.zeros(n)
+    alt_fixed, alt_per = fixed.copy(), per.copy()
+    basis = np.full(n, NO_BATCH_DIM, dtype=object)
+    # Bytes per example of the growing tensors: an unshaped request that is the
+    # batch times one of them (an input copied without its shape) grows too.
+    growing_sizes: set[int] = set(example_bytes)
+    for i, found in enumerate(parsed):
+        if found is None:
+            continue
+        how = grows(found, batch, examples)
+        if how is None:
+            if found in weights:
+                basis[i] = WEIGHT_SHAPE
+            continue
+        if found in weights:  # a weight's shape that holds the batch size too: ambiguous
+            basis[i] = WEIGHT_SHAPE
+            alt_fixed[i], alt_per[i] = 0.0, fixed[i] / batch
+            continue
+        basis[i] = how
+        if requested[i] % batch == 0:
+            growing_sizes.add(int(requested[i]) // batch)
+        per[i], fixed[i] = fixed[i] / batch, 0.0
+        alt_fixed[i], alt_per[i] = 0.0, per[i]
+    for i, found in enumerate(parsed):
+        if found is not None:
+            continue
+        scaled = requested[i] / batch
+        if requested[i] % batch == 0 and int(requested[i]) // batch in growing_sizes:
+            basis[i] = UNSHAPED_MATCH
+            per[i], fixed[i] = scaled, 0.0
+            alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
+        else:
+            basis[i] = UNSHAPED_KEPT
+            alt_fixed[i], alt_per[i] = 0.0, scaled
+    return Sizing(fixed, per, alt_fixed, alt_per, basis)

@@ -1,0 +1,139 @@
+"""Replay a capture's allocations in order with new sizes: the new in-use bytes.
+
+The allocator's in-use counter after each event is the captured one plus, for
+every allocation made and not yet freed by then, the change in the bytes it
+holds (its chunk: the request rounded up to the BFC allocator's 256-byte
+granule, plus the slack of an unsplit chunk). Bytes from before the capture
+and the reservation stay as captured. Nothing is re-placed: the allocator may
+split and merge chunks differently at another size (docs/predict.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.analysis.peak import in_use
+
+# The BFC allocator hands out multiples of 256 bytes.
+GRANULE = 256
+# It splits a free chunk unless that leaves less than the request, or less than
+# this much (kMaxInternalFragmentation in bfc_allocator.cc: 128 MiB).
+MAX_INTERNAL_FRAGMENTATION = 128 << 20
+# An allocator that grows on demand starts with regions of 2 MiB and doubles them.
+FIRST_REGION = 2 << 20
+
+
+def rounded(requested: np.ndarray) -> np.ndarray:
+    """``requested`` rounded up to the allocator's granule (as float)."""
+    return np.ceil(np.asarray(requested, dtype=np.float64) / GRANULE) * GRANULE
+
+
+def chunks(
+    new_requested: np.ndarray, requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes each allocation holds at its new request: (point, low, high).
+
+    ``settled`` is the chunk the allocator settles on for the allocation (the
+    smallest it got for the same request of the same op in any step: a larger
+    one was a free chunk that happened to be handed out whole), ``allocated``
+    the chunk it got. An unchanged request keeps its settled chunk. The BFC
+    allocator hands out a free chunk whole unless it is at least twice the
+    rounded request, so a resized request that still fits its settled chunk,
+    in less than twice, is predicted to get that chunk again (a slab reused
+    every step does); otherwise its rounded request. Low: no slack. High: the
+    largest chunk the allocator hands out whole for the request (just under
+    twice it, or 128 MiB more), since which free chunks exist at the moment
+    depends on the allocator's regions and history, not on this allocation.
+    """
+    new = rounded(new_requested)
+    same = new_requested == requested
+    reuse = (new <= settled) & (settled < 2 * new)
+    point = np.where(same | reuse, settled, new)
+    # A chunk handed out whole with slack whose size is a region's (2 MiB times a
+    # power of two, as the allocator grows on demand) was a region; a request
+    # that outgrows it gets a new region, doubled until it fits, whole when that
+    # is less than twice the request (the allocator grows its regions by doubling).
+    whole = settled.astype(np.int64)
+    power_of_two = (whole >= FIRST_REGION) & ((whole & (whole - 1)) == 0)
+    region = power_of_two & (settled > rounded(requested)) & (new > settled)
+    doubled = settled * 2.0 ** np.ceil(
+        np.log2(np.divide(new, settled, out=np.ones_like(new), where=settled > 0))
+    )
+    grown = region & (doubled < 2 * new)
+    point = np.where(grown, doubled, point)
+    low = np.minimum(point, new)
+    whole = np.maximum(np.minimum(2 * new - GRANULE, new + MAX_INTERNAL_FRAGMENTATION), new)
+    high = np.maximum(np.maximum(point, allocated * same), whole)
+    return point, low, high
+
+
+def settled_chunks(keys: pd.DataFrame, requested: np.ndarray, allocated: np.ndarray) -> np.ndarray:
+    """Per allocation: the smallest chunk given to the same request of the same
+    (host, allocator, op, occurrence in its step) anywhere in the capture."""
+    frame = keys[["host", "allocator", "op", "occurrence"]].copy()
+    frame["requested"] = requested
+    frame["allocated"] = allocated
+    smallest = frame.groupby(
+        ["host", "allocator", "op", "occurrence", "requested"], sort=False, dropna=False
+    )["allocated"].transform("min")
+    return smallest.to_numpy(dtype=np.float64)
+
+
+@dataclass
+class Replayed:
+    """Per (host, allocator) group: the new in-use bytes after each of its events."""
+
+    events: dict[tuple[object, object], np.ndarray]  # timeline rows of the group
+    bytes: dict[tuple[object, object], np.ndarray]  # new in-use after each of them
+
+    def peak(self, key: tuple[object, object]) -> tuple[int, int]:
+        """(timeline row, bytes) of the latest event at the group's new maximum."""
+        values = self.bytes[key]
+        if not len(values):
+            return -1, 0
+        top = values.max()
+        at = len(values) - 1 - int(np.argmax(values[::-1] == top))
+        return int(self.events[key][at]), round(float(top))
+
+
+def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
+    """The timeline rows of each (host, allocator), in time order."""
+    keys = timeline[["host", "allocator"]].astype(object)
+    out: dict[tuple[object, object], np.ndarray] = {}
+    for key, rows in keys.groupby(["host", "allocator"], sort=True, dropna=False).indices.items():
+        out[(key[0], key[1])] = np.sort(np.asarray(rows, dtype=np.int64))
+    return out
+
+
+def replay(
+    timeline: pd.DataFrame,
+    allocations: pd.DataFrame,
+    ends: np.ndarray,
+    held: np.ndarray,
+    new_held: np.ndarray,
+    rows: dict[tuple[object, object], np.ndarray] | None = None,
+) -> Replayed:
+    """The in-use bytes after every event with each allocation holding ``new_held``
+    instead of ``held`` from its allocation event to its end (``liveness.end_events``)."""
+    delta = np.zeros(len(timeline) + 1)
+    change = np.asarray(new_held, dtype=np.float64) - np.asarray(held, dtype=np.float64)
+    start = allocations["alloc_event"].to_numpy(dtype=np.int64)
+    np.add.at(delta, start, change)
+    stop = np.where(ends == STILL_LIVE, len(timeline), ends)
+    np.add.at(delta, stop, -change)
+    captured = in_use(timeline).astype(np.float64)
+    rows = groups(timeline) if rows is None else rows
+    out = {}
+    for key, events in rows.items():
+        out[key] = captured[events] + np.cumsum(delta[events])
+    return Replayed(rows, out)
+
+
+def live_at(allocations: pd.DataFrame, ends: np.ndarray, event: int) -> np.ndarray:
+    """A mask of the allocations holding memory right after timeline row ``event``."""
+    start = allocations["alloc_event"].to_numpy(dtype=np.int64)
+    return (start <= event) & ((ends == STILL_LIVE) | (ends > event))

@@ -1,0 +1,247 @@
+"""Compiled programs at another batch: a slab sized from its HLO buffers' shapes.
+
+A linked XLA slab (``docs/xla.md``) has no shape of its own; the program's
+buffer assignment lists the logical buffers placed in it, with their shapes
+and, from the entry computation's schedule, when each is live
+(``analysis.xla``). A buffer grows with the batch when a dimension is the
+batch (weights, their gradients, optimizer slots and scalars do not). At batch
+N the slab is predicted as the most bytes live at any step of the schedule,
+each growing buffer scaled, plus what the captured slab held beyond its own
+peak (alignment, fragmentation). The peak's moment can move: at a small batch
+the weights' gradients may fill the slab, at a large one the activations.
+XLA may plan the slab anew at another size (docs/predict.md measures how far
+that goes). The bounds also cover the plainer rule: the slab split in the
+proportion of all its buffers' bytes that grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.predict_batch import HLO, Sizing, _per_example, dims, grows
+from traceparse.analysis.xla import _in_place, _intervals
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla import allocation_kind
+
+# (host, program, allocation index) -> (the allocation's size, [(logical buffer,
+# first, last schedule position, bytes)])
+Spans = dict[tuple[str, str, int], tuple[int, list[tuple[int, int, int, int]]]]
+
+
+def slab_spans(
+    programs: Sequence[tuple[str, XlaProgram]], wanted: set[tuple[str, str, int]]
+) -> Spans:
+    """When each buffer of the ``wanted`` temp allocations is live in its program."""
+    found: Spans = {}
+    for host, program in programs:
+        for alloc in program.assignment.buffer_allocations:
+            key = (host, program.name, alloc.index)
+            if key not in wanted or allocation_kind(alloc) != "temp":
+                continue
+            placed = {a.logical_buffer_id: (a.offset, a.size) for a in alloc.assigned}
+            spans = _intervals(program, set(placed))
+            timed = _in_place([(b, spans[b]) for b in placed if b in spans], placed)
+            found[key] = (
+                int(alloc.size),
+                [(b, start, end, placed[b][1]) for b, (start, end) in timed],
+            )
+    return found
+
+
+def xla_evidence(
+    buffers: pd.DataFrame, parameters: pd.DataFrame
+) -> tuple[list[object], list[object]]:
+    """Shapes (and who made them) of the programs' buffers and inputs, for finding the batch."""
+    shapes: list[object] = []
+    ops: list[object] = []
+    if len(buffers):
+        shapes += list(buffers["shape"].astype(object))
+        ops += [
+            f"{p}/{i}"
+            for p, i in zip(
+                buffers["program"].astype(object),
+                buffers["instruction"].astype(object),
+                strict=True,
+            )
+        ]
+    if len(parameters):
+        inputs = parameters[~parameters["updated"].fillna(False).to_numpy(dtype=bool)]
+        shapes += list(inputs["shape"].astype(object))
+        ops += [
+            f"{p}/parameter {n}"
+            for p, n in zip(
+                inputs["program"].astype(object), inputs["parameter_number"], strict=True
+            )
+        ]
+    return shapes, ops
+
+
+def input_example_bytes(
+    parameters: pd.DataFrame, batch: int, weights: set[tuple[int, ...]]
+) -> set[int]:
+    """Bytes per example of the programs' inputs (parameters not updated, led by the batch)."""
+    if parameters.empty:
+        return set()
+    found: set[int] = set()
+    inputs = parameters[~parameters["updated"].fillna(False).to_numpy(dtype=bool)]
+    for shape, size in zip(inputs["shape"].astype(object), inputs["size_bytes"], strict=True):
+        d = dims(shape)
+        if d and d not in weights and batch in d and not pd.isna(size) and int(size) % batch == 0:
+            found.add(int(size) // batch)
+    return found
+
+
+def slab_sizing(
+    sizing: Sizing,
+    allocations: pd.DataFrame,
+    buffers: pd.DataFrame,
+    spans: Spans,
+    batch: int,
+    weights: set[tuple[int, ...]],
+    requested: np.ndarray,
+    slabs: dict[int, SlabBuffers],
+) -> None:
+    """Size each linked slab of ``allocations`` from its buffers (in place); ``slabs``
+    gets, per slab row, its buffers' liveness for the breakdown at another batch.
+
+    Point: the most bytes live at any schedule step (``spans``) with the growing
+    buffers scaled, plus the slab's bytes beyond its captured peak. The other
+    rule, for bounds: the slab split in the proportion of all its buffers'
+    bytes that grow."""
+    if buffers.empty or "xla_program" not in allocations:
+        return
+    linked = allocations["xla_program"].notna() & allocations["xla_allocation_index"].notna()
+    if not linked.any():
+        return
+    growing = _growing(buffers, batch, weights)
+    shares = _growing_shares(buffers, growing)
+    by_buffer = dict(zip(_keys(buffers, "logical_buffer"), growing, strict=True))
+    hosts = allocations["host"].astype(object).to_numpy()
+    programs = allocations["xla_program"].astype(object).to_numpy()
+    indices = allocations["xla_allocation_index"].to_numpy(dtype=np.float64, na_value=np.nan)
+    for i in np.flatnonzero(linked.to_numpy(dtype=bool)):
+        key = (hosts[i], programs[i], int(indices[i]))
+        share = shares.get(key)
+        if share is None:
+            continue
+        size = float(requested[i])
+        alt_fixed, alt_per = size * (1.0 - share), size * share / batch
+        sizing.fixed[i], sizing.per_example[i] = alt_fixed, alt_per
+        sizing.alt_fixed[i], sizing.alt_per_example[i] = alt_fixed, alt_per
+        found = spans.get(key)
+        if found is not None and found[1]:
+            sizing.envelopes[int(i)] = _envelope(found[1], key, by_buffer, size, batch)
+            slabs[int(i)] = SlabBuffers.of(found[1], key, by_buffer, size, batch)
+        sizing.basis[i] = HLO
+
+
+@dataclass
+class SlabBuffers:
+    """One slab's buffers over its program's schedule, to say which hold it at batch N."""
+
+    key: tuple[object, object, int]  # (host, program, allocation index)
+    buffers: np.ndarray  # logical buffer ids
+    start: np.ndarray
+    end: np.ndarray
+    size: np.ndarray
+    growing: np.ndarray
+    batch: int  # the captured batch
+    rest: float  # the slab's bytes beyond its captured peak
+
+    @classmethod
+    def of(
+        cls,
+        spans: list[tuple[int, int, int, int]],
+        key: tuple[object, object, int],
+        growing: dict[tuple[object, object, int], bool],
+        size: float,
+        batch: int,
+    ) -> SlabBuffers:
+        table = np.array(spans, dtype=np.int64).reshape(-1, 4)
+        grows = np.array([growing.get((key[0], key[1], int(b)), False) for b in table[:, 0]])
+        found = cls(
+            key, table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(float), grows, batch, 0.0
+        )
+        found.rest = max(size - found._live(batch)[1], 0.0)
+        return found
+
+    def _live(self, batch: int) -> tuple[np.ndarray, float]:
+        """The buffers live at the schedule step with the most bytes at ``batch``,
+        their bytes there, and those bytes' sum."""
+        scaled = np.where(self.growing, self.size * batch / self.batch, self.size)
+        top = int(self.end.max()) + 2 if len(self.end) else 1
+        delta = np.zeros(top)
+        np.add.at(delta, self.start, scaled)
+        np.add.at(delta, self.end + 1, -scaled)
+        at = int(np.argmax(np.cumsum(delta)))
+        live = (self.start <= at) & (at <= self.end)
+        return np.where(live, scaled, 0.0), float(scaled[live].sum())
+
+    def at(self, batch: int) -> tuple[np.ndarray, float]:
+        """Bytes of each buffer at the slab's peak at ``batch`` (0: not live), and the
+        rest of the slab (its bytes beyond its buffers' peak)."""
+        held, _ = self._live(batch)
+        return held, self.rest
+
+
+def _envelope(
+    spans: list[tuple[int, int, int, int]],
+    key: tuple[object, object, int],
+    growing: dict[tuple[object, object, int], bool],
+    size: float,
+    batch: int,
+) -> np.ndarray:
+    """[[fixed, per example]] of the bytes live at each schedule step, the slab's
+    bytes beyond its captured peak added to each."""
+    top = max(end for _, _, end, _ in spans) + 2
+    fixed = np.zeros(top)
+    grown = np.zeros(top)
+    for b, start, end, n in spans:
+        target = grown if growing.get((key[0], key[1], b), False) else fixed
+        target[start] += n
+        target[end + 1] -= n
+    fixed, grown = np.cumsum(fixed), np.cumsum(grown)
+    rest = max(size - float((fixed + grown).max()), 0.0)
+    lines = np.unique(np.stack([fixed + rest, grown / batch], axis=1), axis=0)
+    return lines
+
+
+def _keys(buffers: pd.DataFrame, last: str) -> list[tuple[object, object, int]]:
+    return list(
+        zip(
+            buffers["host"].astype(object),
+            buffers["program"].astype(object),
+            buffers[last].astype(int),
+            strict=True,
+        )
+    )
+
+
+def _growing(buffers: pd.DataFrame, batch: int, weights: set[tuple[int, ...]]) -> np.ndarray:
+    """Whether each HLO buffer's shape grows with the batch."""
+    parsed = [dims(s) for s in buffers["shape"].astype(object)]
+    examples = _per_example((p for p in parsed if p and p not in weights), batch)
+    return np.array(
+        [
+            p is not None and p not in weights and grows(p, batch, examples) is not None
+            for p in parsed
+        ],
+        dtype=bool,
+    )
+
+
+def _growing_shares(
+    buffers: pd.DataFrame, growing: np.ndarray
+) -> dict[tuple[object, object, int], float]:
+    """Per (host, program, allocation index): the share of its buffers' bytes that grows."""
+    sizes = buffers["size_bytes"].to_numpy(dtype=np.float64, na_value=0.0)
+    total: dict[tuple[object, object, int], float] = {}
+    grown: dict[tuple[object, object, int], float] = {}
+    for key, size, grows_ in zip(_keys(buffers, "allocation_index"), sizes, growing, strict=True):
+        total[key] = total.get(key, 0.0) + size
+        grown[key] = grown.get(key, 0.0) + (size if grows_ else 0.0)
+    return {k: grown[k] / t for k, t in total.items() if t > 0}

@@ -1,0 +1,151 @@
+"""``traceparse predict``: the peak at another batch size, and the largest batch that fits."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli.base import Command, count_type, size_type
+from traceparse.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceparse.analysis.predict import Predictor
+    from traceparse.analysis.predict_capacity import Fit
+    from traceparse.output.terminal import Terminal
+
+
+def batch_type(text: str) -> int:
+    value = count_type(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("a batch size is 1 or more")
+    return value
+
+
+class PredictCommand(Command):
+    """Predict the peak at another batch size, and the largest batch that fits.
+
+    Every allocation of the newest run under PATH is sized at the new batch
+    from its shape (the captured batch size is the leading dimension its inputs
+    and activations share, or --from-batch), a compiled program's slab from its
+    HLO buffers' shapes, and the allocations are replayed in their order. Per
+    allocator: the predicted peak with low and high bounds, its moment, its
+    parts by role and layer with how each was sized, and the largest batch size
+    that fits --capacity (default: the allocator's capacity in the capture).
+    --with OTHER (the same program captured at another batch size) fits each
+    allocation's size through both captures. docs/predict.md says what is
+    assumed and how close it came on real models.
+    """
+
+    name = "predict"
+
+    @classmethod
+    def epilog(cls) -> str:
+        return (
+            "examples:\n"
+            "  traceparse predict logs/ --batch 256\n"
+            "  traceparse predict logs/ --batch 256 --capacity 16GiB\n"
+            "  traceparse predict logs_b32/ --batch 256 --with logs_b64/\n"
+            "  traceparse predict logs/ --batch 256 --format json"
+        )
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
+        parser.add_argument(
+            "--batch", type=batch_type, required=True, metavar="N", help="the batch size to predict"
+        )
+        parser.add_argument(
+            "--from-batch",
+            type=batch_type,
+            metavar="N",
+            help="the batch size PATH was captured at (default: read off its shapes)",
+        )
+        parser.add_argument(
+            "--with",
+            dest="other",
+            metavar="OTHER",
+            help="a capture of the same program at another batch size: fit sizes through both",
+        )
+        parser.add_argument(
+            "--with-batch",
+            type=batch_type,
+            metavar="N",
+            help="the batch size OTHER was captured at (default: read off its shapes)",
+        )
+        parser.add_argument(
+            "--capacity",
+            type=size_type,
+            metavar="SIZE",
+            help="the memory to fit in, e.g. 16GiB (default: each allocator's capacity "
+            "in the capture)",
+        )
+        parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
+        parser.add_argument(
+            "--format", choices=["table", "json"], default="table", help="output format"
+        )
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE.html",
+            help="also write an HTML page with the plot of the predicted peak against "
+            "the batch size and the capacity line",
+        )
+
+    def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        from traceparse.analysis.predict_capacity import capacity_fit
+        from traceparse.cli._loading import load_newest
+        from traceparse.core.profile import predictor_of
+        from traceparse.output import predict as words
+        from traceparse.output.jsonvalues import dumps
+
+        profile = load_newest(args.path, term)
+        other = load_newest(args.other, term) if args.other else None
+        if args.with_batch is not None and other is None:
+            raise UsageError("--with-batch needs --with OTHER")
+        predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
+        table = predictor.at(args.batch)
+        if args.allocator is not None:
+            table = table[table["allocator"].astype(str) == args.allocator]
+            if table.empty:
+                raise UsageError(
+                    f"{profile.path}: no allocator named {args.allocator!r} "
+                    f"(there are: {', '.join(profile.allocators) or 'none'})"
+                )
+        if table.empty:
+            term.line("Nothing to predict: the capture has no memory events.")
+            return 0
+        breakdown = predictor.breakdown(args.batch)
+        fits = []
+        for row in table.itertuples(index=False):
+            capacity = args.capacity if args.capacity is not None else row.capacity_bytes
+            if capacity is None or capacity != capacity:
+                continue
+            key = (row.host, row.allocator)
+            fits.append(capacity_fit(predictor, key, int(capacity), args.batch))
+        if args.output:
+            _write_page(args.output, profile.path, predictor, table, fits)
+        if args.format == "json":
+            term.raw(dumps(words.as_json(table, breakdown, fits)) + "\n")
+            return 0
+        words.render(term, table, breakdown, fits)
+        return 0
+
+
+def _write_page(
+    path: str, source: str, predictor: Predictor, table: pd.DataFrame, fits: list[Fit]
+) -> None:
+    """The HTML page: per allocator its prediction and the plot against the batch size."""
+    from traceparse.analysis.predict_capacity import curve, plot_batches
+    from traceparse.files.atomic import atomic_write
+    from traceparse.report.predict import prediction_page, prediction_section
+
+    by_key = {(f.host, f.allocator): f for f in fits}
+    sections = []
+    for _, row in table.iterrows():
+        key = (row["host"], row["allocator"])
+        fit = by_key.get(key)
+        largest = None if fit is None else fit.largest
+        batches = plot_batches(int(row["from_batch"]), int(row["batch_size"]), largest)
+        sections.append(prediction_section(row, curve(predictor, key, batches), fit))
+    atomic_write(path, prediction_page(f"Predicted peak: {source}", sections))

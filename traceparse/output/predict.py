@@ -1,0 +1,146 @@
+"""The words and JSON of a prediction at another batch size (``traceparse predict``).
+
+Renders numbers made by ``analysis/predict.py`` and ``analysis/predict_capacity.py``;
+computes nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from traceparse.analysis.predict_capacity import MAX_BATCH
+from traceparse.output.jsonvalues import json_value
+from traceparse.output.units import format_bytes
+
+if TYPE_CHECKING:
+    from traceparse.analysis.predict_capacity import Fit
+    from traceparse.output.terminal import Terminal
+
+ROLE_ORDER = ("weight", "optimizer", "activation", "gradient", "other")
+_ROLE_WORDS = {
+    "weight": "weights",
+    "optimizer": "optimizer state",
+    "activation": "activations",
+    "gradient": "gradients",
+    "other": "other",
+}
+
+
+def headline(row: pd.Series) -> str:
+    """One sentence: the predicted peak at the batch, its bounds, from what."""
+    source = f"captured at batch {row['from_batch']}"
+    if not pd.isna(row.get("other_batch")):
+        source += f" and {int(row['other_batch'])} (fitted through both)"
+    return (
+        f"{row['allocator']} ({row['host']}): predicted peak at batch {row['batch_size']}: "
+        f"{format_bytes(row['predicted_peak_bytes'])} (between "
+        f"{format_bytes(row['low_bytes'])} and {format_bytes(row['high_bytes'])}); "
+        f"{source}, where the peak was {format_bytes(row['captured_peak_bytes'])}"
+    )
+
+
+def moment(row: pd.Series) -> str:
+    step = "no step" if pd.isna(row["step"]) else f"step {row['step']}"
+    op = "an op the capture does not name" if pd.isna(row["op"]) else str(row["op"])
+    return f"at {step}, after {op}"
+
+
+def role_lines(row: pd.Series) -> list[tuple[str, str]]:
+    return [(_ROLE_WORDS[r], format_bytes(row[f"{r}_bytes"])) for r in ROLE_ORDER]
+
+
+def fit_lines(fit: Fit) -> list[str]:
+    """The capacity answer in sentences."""
+    cap = format_bytes(fit.capacity_bytes)
+    lines = []
+    if fit.largest is None:
+        lines.append(f"Not even a batch of 1 fits in {cap}.")
+    elif fit.largest >= MAX_BATCH:
+        lines.append(
+            f"Any batch size fits in {cap} by the prediction (tried up to {MAX_BATCH:,}): "
+            "what grows with the batch here is too small to fill it."
+        )
+    else:
+        lines.append(
+            f"The largest batch size that fits: {fit.largest} (peak "
+            f"{format_bytes(fit.largest_peak_bytes)} of {cap})."
+        )
+        sure = "none" if fit.largest_sure is None else str(fit.largest_sure)
+        possible = "none" if fit.largest_possible is None else str(fit.largest_possible)
+        lines.append(
+            f"Within the bounds: fits whatever the allocator does up to {sure}; "
+            f"cannot fit above {possible}."
+        )
+    if fit.fits:
+        lines.append(
+            f"Batch {fit.batch_size} fits: {format_bytes(fit.peak_bytes)} of {cap} "
+            f"({format_bytes(-fit.over_bytes)} to spare)."
+        )
+    else:
+        lines.append(
+            f"Batch {fit.batch_size} does not fit: {format_bytes(fit.peak_bytes)} is "
+            f"{format_bytes(fit.over_bytes)} over {cap}."
+        )
+    if len(fit.growing):
+        parts = [
+            f"{g['layer']} {_ROLE_WORDS.get(str(g['role']), g['role'])} "
+            f"+{format_bytes(g['growth_bytes'])}"
+            for g in fit.growing.head(5).to_dict("records")
+        ]
+        lines.append("What grows most from the captured batch: " + ", ".join(parts) + ".")
+    return lines
+
+
+def render(
+    term: Terminal,
+    table: pd.DataFrame,
+    breakdown: pd.DataFrame,
+    fits: Sequence[Fit],
+    *,
+    top: int = 8,
+) -> None:
+    """The prediction per allocator: headline, moment, parts by role, the largest
+    layers, and the capacity answer."""
+    by_key = {(f.host, f.allocator): f for f in fits}
+    for _, row in table.iterrows():
+        term.heading(f"{row['allocator']} ({row['host']})")
+        term.line(headline(row))
+        term.line(f"The predicted peak is {moment(row)}.")
+        term.fields(role_lines(row))
+        mine = breakdown[
+            (breakdown["host"].astype(object) == row["host"])
+            & (breakdown["allocator"].astype(object) == row["allocator"])
+        ].head(top)
+        if len(mine):
+            term.text_table(
+                ["layer", "role", "bytes", "captured", "basis"],
+                [
+                    [
+                        str(r["layer"]),
+                        str(r["role"]),
+                        format_bytes(r["bytes"]),
+                        format_bytes(r["captured_bytes"]),
+                        str(r["basis"]),
+                    ]
+                    for r in mine.to_dict("records")
+                ],
+                right=[False, False, True, True, False],
+                title=f"Largest parts at the predicted peak (top {top})",
+                key="layer",
+            )
+        fit = by_key.get((row["host"], row["allocator"]))
+        if fit is not None:
+            term.bullets(fit_lines(fit))
+        term.line()
+
+
+def as_json(table: pd.DataFrame, breakdown: pd.DataFrame, fits: Sequence[Fit]) -> dict[str, Any]:
+    """The prediction as plain JSON values: per allocator, its parts, its capacity answer."""
+    return {
+        "predictions": json_value(table),
+        "breakdown": json_value(breakdown),
+        "capacity": [json_value(f.as_dict()) for f in fits],
+    }

@@ -1,0 +1,85 @@
+"""The prediction at other batch sizes as an HTML section (issue 40).
+
+``prediction_section`` renders one allocator's prediction (its headline, the
+capacity answer and the plot of the predicted peak against the batch size)
+as a ``<section>`` the HTML report can place under the allocator;
+``prediction_page`` wraps sections in a page of their own (``traceparse
+predict -o FILE.html``). Numbers come from ``analysis/predict*.py``; the words
+from ``output/predict.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from traceparse.output.predict import fit_lines, headline, moment, role_lines
+from traceparse.report.escape import html_text as esc
+from traceparse.report.plots import prediction_svg
+from traceparse.report.style import CSP, STYLE
+
+if TYPE_CHECKING:
+    from traceparse.analysis.predict_capacity import Fit
+
+
+def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> str:
+    """One allocator's prediction: headline, parts by role, capacity answer, plot."""
+    captured = None
+    if not pd.isna(row["captured_peak_bytes"]):
+        captured = (int(row["from_batch"]), int(row["captured_peak_bytes"]))
+    largest = None
+    if fit is not None and fit.largest is not None and fit.largest_peak_bytes is not None:
+        largest = (fit.largest, fit.largest_peak_bytes)
+    svg = prediction_svg(
+        curve["batch_size"].tolist(),
+        curve["peak_bytes"].tolist(),
+        curve["low_bytes"].tolist(),
+        curve["high_bytes"].tolist(),
+        capacity_bytes=None if fit is None else fit.capacity_bytes,
+        captured=captured,
+        largest=largest,
+        label=f"predicted peak of {row['allocator']} against batch size",
+        salt=f"prediction-{row['host']}-{row['allocator']}",
+    )
+    roles = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in role_lines(row))
+    answer = "".join(f"<li>{esc(line)}</li>" for line in fit_lines(fit)) if fit else ""
+    return "\n".join(
+        [
+            '<section class="prediction">',
+            f"<h3>Predicted peak at batch {esc(str(row['batch_size']))}: "
+            f"{esc(str(row['allocator']))}</h3>",
+            f"<p>{esc(headline(row))}. The predicted peak is {esc(moment(row))}.</p>",
+            f"<table>{roles}</table>",
+            f"<ul>{answer}</ul>" if answer else "",
+            f'<div class="chart">{svg}</div>',
+            "</section>",
+        ]
+    )
+
+
+def prediction_page(title: str, sections: Sequence[str]) -> str:
+    """A self-contained page of prediction sections (no script)."""
+    return (
+        "\n".join(
+            [
+                "<!doctype html>",
+                '<html lang="en">',
+                "<head>",
+                '<meta charset="utf-8">',
+                f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+                f"<title>{esc(title)}</title>",
+                f"<style>{STYLE}</style>",
+                "</head>",
+                "<body><main>",
+                f"<h1>{esc(title)}</h1>",
+                *sections,
+                "<footer>Predicted by traceparse from the capture's allocations (docs/predict.md)."
+                "</footer>",
+                "</main></body>",
+                "</html>",
+            ]
+        )
+        + "\n"
+    )
