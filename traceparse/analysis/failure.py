@@ -161,3 +161,29 @@ def _moment(mine: pd.DataFrame, allocator: str, caught_ps: int | None) -> pd.Ser
 
 def _int(value: object) -> int | None:
     return None if value is None or pd.isna(value) else int(value)  # type: ignore[call-overload]
+
+
+def holders_at(breakdown: pd.DataFrame, failure: Failure, by: str = "layer") -> pd.DataFrame:
+    """The bytes ``breakdown`` (``Profile.breakdown_at`` the failure's moment) gives
+    each ``by`` value (``layer``, ``op``, ``holder``, ...) on the failing allocator,
+    largest first; NA groups as ``(none)``. Columns ``name``, ``bytes``, ``share``
+    (of the bytes in use). Rows summing to nothing are left out."""
+    rows = breakdown
+    if failure.allocator is not None:
+        rows = rows[(rows["allocator"].astype(object) == failure.allocator).to_numpy(dtype=bool)]
+    rows = rows[(rows["host"].astype(object) == failure.host).to_numpy(dtype=bool)]
+    # A row without a name says what kind of holder it is ("(variable)", "(padding)").
+    kinds = "(" + rows["holder"].astype(str).str.replace("_", " ") + ")"
+    names = rows[by].astype(object).where(rows[by].notna(), kinds).astype(str)
+    sizes = rows["bytes"].to_numpy(dtype=np.int64, na_value=0)
+    table = (
+        pd.DataFrame({"name": names.to_numpy(), "bytes": sizes})
+        .groupby("name", sort=False)["bytes"]
+        .sum()
+        .reset_index()
+    )
+    table = table[table["bytes"] != 0]
+    table = table.sort_values(["bytes", "name"], ascending=[False, True], kind="stable")
+    total = int(sizes.sum())
+    table["share"] = table["bytes"] / total if total > 0 else np.nan
+    return table.reset_index(drop=True)

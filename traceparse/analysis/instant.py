@@ -17,9 +17,7 @@ from traceparse.analysis.liveness import group_codes
 from traceparse.analysis.peak import PEAK, PEAK_COLUMNS, in_use
 
 
-def instant_table(
-    timeline: pd.DataFrame, time_ps: int, host: str | None = None
-) -> pd.DataFrame:
+def instant_table(timeline: pd.DataFrame, time_ps: int, host: str | None = None) -> pd.DataFrame:
     """One row per (host, allocator) with an event at or before ``time_ps``: the latest.
 
     ``host`` keeps one host's allocators (times are from each host's own capture

@@ -324,7 +324,8 @@ class Capture(AbstractContextManager["Capture"]):
         written = set()
         for f in captures:
             try:
-                written.add(Path(write_failure(self._failure, f.parent, f.name[: -len(".xplane.pb")])))
+                host = f.name.removesuffix(".xplane.pb")
+                written.add(Path(write_failure(self._failure, f.parent, host)))
             except Exception as error:  # a full disk: the capture matters more
                 print(f"traceparse: the failure record was not written: {error}", file=sys.stderr)
         self._files = sorted({*self._files, *written})

@@ -68,6 +68,9 @@ def _print_profile(pv: Any, term: Terminal, top: int, *, overview: bool) -> None
     """One capture: its heading, the overview of its allocators, each allocator's blocks."""
     term.heading(_capture_label(pv.paths), level=1)
     term.fields([("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))])
+    from traceparse.cli._failure_view import print_failure_headline
+
+    print_failure_headline(pv.profile, term)  # issue 39: a failure comes before the peak
     if not pv.allocators:
         term.line()
         term.line("No memory events: nothing to attribute (see the diagnostics below).")

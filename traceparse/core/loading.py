@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile

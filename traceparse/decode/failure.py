@@ -66,7 +66,9 @@ _NODE = re.compile(r"\{\{node\s+(?P<node>[^\s{}]{1,1000})\s*\}\}")
 _DETECTED = re.compile(r"Detected at node\s+'?(?P<node>[^\s']{1,1000})'?\s+defined at")
 _EAGER_OP = re.compile(r"\[Op:(?P<op>[A-Za-z0-9_.>-]{1,200})(?:\]|\s|,)")
 _EAGER_NAME = re.compile(r"\bname:\s*(?P<name>[^\s\]]{1,1000})\]")
-_FRAME = re.compile(r'File "(?P<file>[^"\n]{1,2000})", line (?P<line>\d{1,9}), in (?P<fn>[^\n]{0,500})')
+_FRAME = re.compile(
+    r'File "(?P<file>[^"\n]{1,2000})", line (?P<line>\d{1,9}), in (?P<fn>[^\n]{0,500})'
+)
 
 
 @dataclass(frozen=True)

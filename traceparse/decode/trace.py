@@ -17,8 +17,8 @@ import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
-    from traceparse.decode.runs import RunRecords
     from traceparse.decode.failure import FailureRecord
+    from traceparse.decode.runs import RunRecords
     from traceparse.decode.variables import VariableInventory
 from traceparse.decode.xla import XlaSource
 
