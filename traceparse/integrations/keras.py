@@ -247,7 +247,7 @@ def _guard_train_function(callback: MemoryCallback) -> None:
     ``on_train_batch_begin``) so that an exception in a profiled batch is
     recorded and the capture stopped before it propagates, unchanged: Keras
     calls no callback when a step raises (issue 39)."""
-    model = getattr(callback, "model", None)
+    model: Any = getattr(callback, "model", None)
     function = getattr(model, "train_function", None)
     if function is None or getattr(function, "_traceparse_guard", False):
         return
@@ -266,7 +266,7 @@ def _guard_train_function(callback: MemoryCallback) -> None:
 
 
 def _unguard_train_function(callback: MemoryCallback) -> None:
-    model = getattr(callback, "model", None)
+    model: Any = getattr(callback, "model", None)
     function = getattr(model, "train_function", None)
     if function is not None and getattr(function, "_traceparse_guard", False):
         model.train_function = function.__wrapped__
