@@ -231,3 +231,12 @@ def test_captures_that_did_not_fail_show_no_failure(name: str) -> None:
     from traceparse.report import render_markdown
 
     assert "Out of memory" not in render_markdown([prof])
+
+
+def test_breakdown_at_defaults_to_the_failure_or_the_peak() -> None:
+    prof = traceparse.load(FIXTURES / "oom_profile_graph")
+    f = prof.failure
+    assert f is not None and f.time_ps is not None
+    assert prof.breakdown_at().equals(prof.breakdown_at(f.time_ps, f.host))
+    healthy = traceparse.load(FIXTURES / "keras_train")
+    assert healthy.breakdown_at() is healthy.breakdown

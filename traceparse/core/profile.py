@@ -377,11 +377,17 @@ class Profile:
         found = self.failures
         return found[0] if found else None
 
-    def breakdown_at(self, time_ps: int, host: str | None = None) -> pd.DataFrame:
+    def breakdown_at(self, time_ps: int | None = None, host: str | None = None) -> pd.DataFrame:
         """``breakdown`` at any instant: per allocator (of ``host``, or all) the
         rows of what held the bytes just after its latest event at or before
-        ``time_ps``, summing to its in-use counter then. ``breakdown_at(
-        prof.failure.time_ps, prof.failure.host)`` explains a failure."""
+        ``time_ps``, summing to its in-use counter then. Without ``time_ps``: at
+        the moment of the failure the capture ended in (``failure``; its host's
+        allocators), else at the peaks (``breakdown``)."""
+        if time_ps is None:
+            failure = self.failure
+            if failure is None or failure.time_ps is None:
+                return self.breakdown
+            time_ps, host = failure.time_ps, failure.host
         key = (int(time_ps), host)
         if key not in self._instants:
             instant = self._conform(instant_table(self.timeline, key[0], host), PEAK)
