@@ -240,3 +240,16 @@ def test_breakdown_at_defaults_to_the_failure_or_the_peak() -> None:
     assert prof.breakdown_at().equals(prof.breakdown_at(f.time_ps, f.host))
     healthy = traceparse.load(FIXTURES / "keras_train")
     assert healthy.breakdown_at() is healthy.breakdown
+
+
+def test_json_outputs_carry_the_failure_only_when_there_is_one(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert run_traceparse("report", str(FIXTURES / "oom_run_eager"), "-o", str(out)).returncode == 0
+    (profile,) = json.loads(out.read_text())["profiles"]
+    (failure,) = profile["failures"]
+    assert failure["requested_bytes"] == 2**42 and failure["out_of_memory"] is True
+    assert sum(r["bytes"] for r in failure["by_op"]) == failure["in_use_bytes"]
+    shown = run_traceparse("summary", str(FIXTURES / "oom_run_eager"), "--format", "json")
+    assert json.loads(shown.stdout)[0]["failures"][0]["step"] == 3
+    healthy = run_traceparse("summary", str(FIXTURES / "leak"), "--format", "json")
+    assert "failures" not in json.loads(healthy.stdout)[0]

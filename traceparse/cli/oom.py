@@ -56,26 +56,17 @@ class OomCommand(Command):
         from traceparse.cli._loading import load_each
         from traceparse.output.export import json_default, write_output
         from traceparse.output.terminal import Terminal
-        from traceparse.report.failure import failure_views
 
         profiles = load_each(args.paths, term)
         if args.format == "json":
-            from traceparse.output.failure import failure_record
-            from traceparse.report.jsonreport import frame_records
+            from traceparse.report.failure import failure_records
 
             data = [
                 {
                     "run": profile.run,
                     "hosts": list(profile.hosts),
                     "paths": list(profile.paths),
-                    "failures": [
-                        {
-                            **failure_record(view.failure),
-                            "by_layer": frame_records(view.by_layer.head(args.top or None)),
-                            "by_op": frame_records(view.by_op.head(args.top or None)),
-                        }
-                        for view in failure_views(profile)
-                    ],
+                    "failures": failure_records(profile),
                 }
                 for profile in profiles
             ]

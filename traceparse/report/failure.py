@@ -152,3 +152,19 @@ def html_failure(profile: Any) -> str:
 def failure_lines(profile: Any) -> Sequence[str]:
     """The plain sentences (no tables), for the notebook's short view and the gate."""
     return [failure_sentence(v.failure, v.holders()) for v in failure_views(profile)]
+
+
+def failure_records(profile: Any) -> list[dict[str, Any]]:
+    """The failures as JSON data (every field, the sentence, the breakdown at the
+    failure by layer and op), for the JSON report and ``summary --format json``."""
+    from traceparse.output.failure import failure_record
+    from traceparse.output.jsonvalues import json_records
+
+    return [
+        {
+            **failure_record(view.failure),
+            "by_layer": json_records(view.by_layer),
+            "by_op": json_records(view.by_op),
+        }
+        for view in failure_views(profile)
+    ]
