@@ -75,6 +75,16 @@ def test_graph_message_names_the_node_and_its_stack() -> None:
     ]
 
 
+def test_older_wording_and_a_device_without_an_allocator() -> None:
+    r = parse_message("OOM when allocating tensor of shape [32, 32] and type double")
+    assert (r.shape, r.dtype, r.requested_bytes) == ("[32,32]", "float64", 32 * 32 * 8)
+    r = parse_message(
+        "Out of memory while trying to allocate 4096 bytes on /job:w/replica:0/task:1/device:GPU:3"
+    )
+    assert r.device == "/job:w/replica:0/task:1/device:GPU:3" and r.allocator is None
+    assert r.requested_bytes == 4096
+
+
 def test_xla_message_states_bytes() -> None:
     r = parse_message(
         "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1073741824 bytes."

@@ -14,6 +14,7 @@ who held the bytes then.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -103,8 +104,7 @@ def _place(record: FailureRecord, host: str, timeline: pd.DataFrame) -> Failure:
     names = sorted(str(a) for a in mine["allocator"].dropna().unique())
     allocator = request.allocator
     if allocator not in names:
-        # The message names no allocator this capture saw: one allocator is it.
-        allocator = names[0] if len(names) == 1 and allocator is None else None
+        allocator = _allocator_of(request.device, names) if allocator is None else None
     row = None if allocator is None else _moment(mine, allocator, record.time_ps)
     step = record.step
     if step is None and row is not None and pd.notna(row["step"]):
@@ -144,6 +144,17 @@ def _place(record: FailureRecord, host: str, timeline: pd.DataFrame) -> Failure:
         defined_at=request.defined_at,
         traceback=record.traceback,
     )
+
+
+def _allocator_of(device: str | None, names: list[str]) -> str | None:
+    """The allocator of a message that names only a device (XLA's, JAX's): the
+    device's BFC allocator when the capture has it; the only allocator otherwise."""
+    found = re.search(r"device:(GPU|CPU):(\d+)", device or "")
+    if found is not None:
+        wanted = f"GPU_{found.group(2)}_bfc" if found.group(1) == "GPU" else "mklcpu"
+        if wanted in names:
+            return wanted
+    return names[0] if len(names) == 1 else None
 
 
 def _moment(mine: pd.DataFrame, allocator: str, caught_ps: int | None) -> pd.Series | None:

@@ -55,13 +55,15 @@ _SLACK_NS = 2_000_000_000
 # op_kernel.cc): "OOM when allocating tensor with shape[16777215,4096] and type
 # float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu".
 _TENSOR = re.compile(
-    r"OOM when allocating tensor with shape\s*(?P<shape>\[[^\]\n]{0,2000}\])"
+    r"OOM when allocating tensor (?:with|of) shape\s*(?P<shape>\[[^\]\n]{0,2000}\])"
     r"(?:\s+and type\s+(?P<dtype>[A-Za-z0-9_]{1,40}))?"
     r"(?:\s+on\s+(?P<device>[^\s]{1,300}))?"
     r"(?:\s+by allocator\s+(?P<allocator>[^\s]{1,200}))?"
 )
 # XLA and other allocators: "Out of memory while trying to allocate 1073741824 bytes."
 _BYTES = re.compile(r"(?:trying to )?allocate\s+(?P<bytes>\d{1,19})\s*bytes", re.IGNORECASE)
+# A device named anywhere (XLA's and JAX's messages name no allocator).
+_ANY_DEVICE = re.compile(r"(?:/job:[\w:/.-]{1,200})?/device:[A-Z_]{2,16}:\d{1,6}")
 _NODE = re.compile(r"\{\{node\s+(?P<node>[^\s{}]{1,1000})\s*\}\}")
 _DETECTED = re.compile(r"Detected at node\s+'?(?P<node>[^\s']{1,1000})'?\s+defined at")
 _EAGER_OP = re.compile(r"\[Op:(?P<op>[A-Za-z0-9_.>-]{1,200})(?:\]|\s|,)")
@@ -209,6 +211,9 @@ def parse_message(message: str) -> Request:
         if stated is not None:
             value = int(stated.group("bytes"))
             requested = value if value <= MAX_BYTES * 2**8 else None
+    if device is None:
+        named = _ANY_DEVICE.search(head)
+        device = None if named is None else named.group(0)
     node = _first(_NODE, head, "node") or _first(_DETECTED, head, "node")
     eager_op = _first(_EAGER_OP, head, "op")
     op = node or _first(_EAGER_NAME, head, "name") or eager_op
