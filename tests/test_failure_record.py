@@ -260,3 +260,25 @@ def test_hostile_text_is_escaped_everywhere(copy: Path, tmp_path: Path) -> None:
         text = out.read_text()
         for raw in ("\x1b", "\u202e", "\x07", "<script>alert"):
             assert raw not in text, (fmt, raw)
+
+
+def test_the_writer_keeps_a_huge_messages_head_and_survives_a_broken_str(tmp_path: Path) -> None:
+    from traceparse.capture.failure import describe_failure, write_failure
+
+    data = describe_failure(ValueError("OOM " + "x" * 10 * 2**20), way="run", step=4)
+    assert len(data["exception"]["message"]) == 64 * 1024
+    assert data["message_bytes"] == 4 + 10 * 2**20
+    path = Path(write_failure(data, tmp_path, "host"))
+    assert path.name == "host.failure.json" and path.stat().st_size < 100 * 1024
+    f = decode_failure(path.read_bytes(), str(path), "host")
+    assert f.message_cut and f.step == 4 and f.way == "run"
+
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    broken = describe_failure(Broken(), way="profile", step=None)
+    assert broken["exception"]["message"] == "<Broken whose message could not be read>"
+    hostile = describe_failure(RuntimeError("\x1b[2J\u202e"), way="profile", step=None)
+    text = Path(write_failure(hostile, tmp_path, "h2")).read_text()
+    assert "\x1b" not in text and "\u202e" not in text  # stored as \\u escapes
