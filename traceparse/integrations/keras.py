@@ -189,7 +189,10 @@ class MemoryCallback(StepMarker):
         if self.capture is None or not self.capture.running:
             return
         self.capture.note_failure(exc, "keras")
-        self._stop_abandoned(f"fit raised {type(exc).__name__} in batch {self._batch}")
+        try:
+            self._stop_abandoned(f"fit raised {type(exc).__name__} in batch {self._batch}")
+        except Exception as error:  # never in the way of fit's own exception
+            print(f"traceparse: stopping the profiler also failed: {error}", file=sys.stderr)
 
     def load(self) -> Profile:
         """The capture of the profiled batches, read."""
