@@ -116,3 +116,31 @@ def test_ctrl_c_and_exit_are_not_failures(tmp_path: Path, tf: ModuleType) -> Non
     with pytest.raises(KeyboardInterrupt), profile(tmp_path / "ctrl_c"):
         raise KeyboardInterrupt
     assert failure_files(tmp_path) == []
+
+
+def test_a_manual_capture_the_program_dies_in_is_kept_with_its_failure(
+    tmp_path: Path, tf: ModuleType
+) -> None:
+    import subprocess
+    import textwrap
+
+    script = tmp_path / "dies.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import tensorflow as tf
+            import traceparse
+            cap = traceparse.profile({str(tmp_path / "logs")!r}).start()
+            kept = tf.zeros((256, 1024))
+            raise LookupError("no such shard")
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1 and "LookupError: no such shard" in done.stderr
+    (path,) = failure_files(tmp_path / "logs")
+    f = traceparse.load(path.parent).failure
+    assert f is not None and f.exception_type == "LookupError" and f.way == "profile"
+    assert f.message == "no such shard"
