@@ -14,6 +14,7 @@ EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
 EXIT_BUDGET = 4
+EXIT_OUT_OF_MEMORY = 5
 
 
 class TraceparseError(Exception):
@@ -72,6 +73,13 @@ class BudgetExceededError(TraceparseError):
     """A memory budget was breached (exit code 4)."""
 
     exit_code = EXIT_BUDGET
+
+
+class OutOfMemoryError(TraceparseError):
+    """The capture ended in out-of-memory: ``check`` fails it whatever the budgets
+    say (exit code 5)."""
+
+    exit_code = EXIT_OUT_OF_MEMORY
 
 
 class CaptureError(TraceparseError):

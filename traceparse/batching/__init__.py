@@ -67,6 +67,7 @@ class BatchResult:
     failed: list[tuple[str, str]]  # (path, one-line reason): failed captures, then failed roots
     files: list[str]  # the summary files written
     notes: list[str] = field(default_factory=list)
+    out_of_memory: int = 0  # captures that ended in out-of-memory (issue 39)
 
     @property
     def exit_code(self) -> int:
@@ -155,6 +156,7 @@ def batch(
         ok=sum(o["status"] == "ok" for o in done),
         empty=sum(o["status"] == "empty" for o in done),
         errors=sum(o["status"] == "error" for o in done),
+        out_of_memory=sum(o["status"] == "out_of_memory" for o in done),
         failed=failed,
         files=files,
         notes=notes,

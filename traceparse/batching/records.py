@@ -16,7 +16,9 @@ __all__ = ["Fingerprint", "Outcome", "Status", "Task"]
 
 Fingerprint = Literal["stat", "hash"]
 
-Status = Literal["ok", "empty", "error"]
+# out_of_memory: the capture ended in out-of-memory (issue 39); its allocators are
+# summarised as ok ones are, and the batch lists it apart.
+Status = Literal["ok", "empty", "error", "out_of_memory"]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
 from traceparse.files.discover import (
+    FAILURE_SUFFIX,
     INVENTORY_SUFFIX,
     MAX_INVENTORY_BYTES,
     CaptureFile,
@@ -75,6 +76,9 @@ def input_fingerprint(capture: CaptureFile, how: Fingerprint) -> dict[str, Any]:
     inventory = sidecar(capture, INVENTORY_SUFFIX)
     if inventory is not None:
         found["inventory"] = _inventory_fingerprint(inventory.path, how)
+    failure = sidecar(capture, FAILURE_SUFFIX)  # the failure record (issue 39) likewise
+    if failure is not None:
+        found["failure"] = _inventory_fingerprint(failure.path, how)
     return found
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "STATUSES", "summary_frame", "write_summaries"]
 
-STATUSES = ("ok", "empty", "error")
+STATUSES = ("ok", "empty", "error", "out_of_memory")
 
 # Column -> pandas dtype. Bytes are integers; unknown values are NA.
 COLUMNS: dict[str, str] = {
@@ -33,7 +33,7 @@ COLUMNS: dict[str, str] = {
     "host": "string",
     "format": "string",  # xplane, memory_profile.json, memory_profile
     "allocator": "string",
-    "status": "string",  # ok, empty (no memory events) or error
+    "status": "string",  # ok, empty (no memory events), error or out_of_memory
     "message": "string",  # the error, or why the capture is empty
     "peak_bytes": "Int64",  # reserved + allocated at the allocator's peak
     "capacity_bytes": "Int64",
@@ -103,6 +103,8 @@ def render_markdown(frame: pd.DataFrame) -> str:
         f"{plural(len(captures), 'capture')}: {counts['ok']} ok, "
         f"{counts['empty']} without memory events, {counts['error']} failed"
     )
+    if counts["out_of_memory"]:  # issue 39: said only when a capture ended so
+        line += f", {counts['out_of_memory']} ended in out-of-memory"
     roots = int(frame["host"].isna().sum())
     if roots:
         line += f"; {plural(roots, 'root')} could not be searched"
@@ -112,12 +114,17 @@ def render_markdown(frame: pd.DataFrame) -> str:
         out += ["## Failed", "", "| capture | reason |", "|---|---|"]
         out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(failed)]
         out.append("")
+    oom = frame[frame["status"] == "out_of_memory"].drop_duplicates("path")
+    if len(oom):
+        out += ["## Ended in out-of-memory", "", "| capture | failure |", "|---|---|"]
+        out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(oom)]
+        out.append("")
     empty = frame[frame["status"] == "empty"]
     if len(empty):
         out += ["## Without memory events", "", "| capture | diagnostic |", "|---|---|"]
         out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(empty)]
         out.append("")
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame["status"].isin(["ok", "out_of_memory"]) & frame["allocator"].notna()]
     if len(ok):
         out += [
             "## Allocators",

@@ -181,11 +181,26 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
         ), False
     except Exception as exc:
         return _failed(task, _one_line(f"internal error: {type(exc).__name__}: {exc}")), False
+    failed = _out_of_memory(profile)
+    if failed is not None:  # issue 39: listed apart, its allocators summarised all the same
+        return _outcome(task, "out_of_memory", failed, [summary_row(s) for s in summaries]), True
     if not summaries:
         notes = [_without_path(task, note) for note in profile.diagnostics]
         message = _one_line(" ".join(notes)) or "the capture has no memory events"
         return _outcome(task, "empty", message, []), True
     return _outcome(task, "ok", None, [summary_row(s) for s in summaries]), True
+
+
+def _out_of_memory(profile: Any) -> str | None:
+    """The sentence of the capture's out-of-memory failure; None when it has none."""
+    from traceparse.report.failure import failure_views
+
+    for view in failure_views(profile):
+        if view.failure.out_of_memory:
+            from traceparse.output.failure import failure_sentence
+
+            return _one_line(failure_sentence(view.failure, view.holders()))
+    return None
 
 
 def summary_row(summary: Any) -> dict[str, Any]:

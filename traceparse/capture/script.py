@@ -68,6 +68,16 @@ def _print_script_traceback(exc: BaseException, script: Path) -> None:
     sys.stderr.flush()
 
 
+def _note_failure(capture: Capture, exc: BaseException) -> None:
+    """Record the script's exception beside the capture, with the Keras batch that
+    was running (issue 39); the exception and exit code stay the script's."""
+    steps = sys.modules.get("traceparse.capture.steps")
+    step = getattr(steps, "last_step", [None])[0] if steps is not None else None
+    if capture._step is None and isinstance(step, int):
+        capture._step = step
+    capture.note_failure(exc, "run")
+
+
 @contextmanager
 def _script_environment(script: Path, args: Sequence[str]) -> Iterator[None]:
     """``sys.argv`` and ``sys.path[0]`` as ``python script.py args`` sets them; restored."""
@@ -191,6 +201,7 @@ def run_script(
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
+                _note_failure(capture, exc)
                 _print_script_traceback(exc, script_path)
                 exit_code = 1
     finally:

@@ -99,7 +99,11 @@ def _stop_abandoned() -> None:
 
 @atexit.register
 def _stop_at_exit() -> None:
+    # An uncaught exception ended the program (Python keeps it here for atexit).
+    uncaught = getattr(sys, "last_value", None)
     for capture in list(_running):
+        if uncaught is not None:
+            capture.note_failure(uncaught, "profile")
         try:
             files = capture.stop()
         except CaptureError as exc:
@@ -152,6 +156,11 @@ class Capture(AbstractContextManager["Capture"]):
         self.models = list(models)
         self.take_inventory = bool(inventory)
         self._inventory: Inventory | None = None
+        # The exception the profiled code raised (issue 39), written beside the
+        # capture when it stops; and the step running or last begun.
+        self._failure: dict[str, Any] | None = None
+        self._failed: BaseException | None = None
+        self._step: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -269,6 +278,7 @@ class Capture(AbstractContextManager["Capture"]):
                     path for path, stamp in after.items() if at_stop.get(path) != stamp
                 )
             self._write_inventory()
+            self._write_failure()
             return self.files
 
     def _write_inventory(self) -> None:
@@ -289,6 +299,44 @@ class Capture(AbstractContextManager["Capture"]):
         }
         self._files = sorted({*self._files, *written})
 
+    def note_failure(self, exc: BaseException, way: str) -> None:
+        """Remember that the profiled code raised ``exc``; written beside the capture
+        when it stops (``<host>.failure.json``). Only ``Exception``s count (not
+        Ctrl-C or ``sys.exit``); the first note of one exception wins. Never raises."""
+        if not isinstance(exc, Exception) or exc is self._failed:
+            return
+        from traceparse.capture.failure import describe_failure
+
+        try:
+            self._failure = describe_failure(exc, way=way, step=self._step)
+            self._failed = exc
+        except Exception as error:  # never in the way of the user's exception
+            print(f"traceparse: the failure could not be recorded: {error!r}", file=sys.stderr)
+
+    def _write_failure(self) -> None:
+        """Write the noted failure beside each host's capture; a line on stderr when
+        it cannot be (the capture itself is written)."""
+        if self._failure is None:
+            return
+        captures = [f for f in self._stop_files or self._files if f.name.endswith(".xplane.pb")]
+        from traceparse.capture.failure import write_failure
+
+        written = set()
+        for f in captures:
+            try:
+                host = f.name.removesuffix(".xplane.pb")
+                written.add(Path(write_failure(self._failure, f.parent, host)))
+            except Exception as error:  # a full disk: the capture matters more
+                print(f"traceparse: the failure record was not written: {error}", file=sys.stderr)
+        self._files = sorted({*self._files, *written})
+        if written:
+            kind = self._failure["exception"]["type"]
+            print(
+                f"traceparse: the profiled code raised {kind}; the capture and the failure "
+                f"are kept in {self.run_dir}",
+                file=sys.stderr,
+            )
+
     def __enter__(self) -> Capture:
         return self.start()
 
@@ -301,9 +349,10 @@ class Capture(AbstractContextManager["Capture"]):
         if exc is None:
             self.stop()
             return
+        self.note_failure(exc, "profile")
         try:
             self.stop()
-        except CaptureError as stop_error:
+        except Exception as stop_error:
             # Never hide the user's exception behind a failure to stop.
             note = f"traceparse: stopping the profiler also failed: {stop_error}"
             add_note = getattr(exc, "add_note", None)
@@ -325,7 +374,7 @@ class Capture(AbstractContextManager["Capture"]):
         trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
             name, step_num=step_num, _r=1
         )
-        return trace
+        return _Step(self, step_num, trace)
 
     def load(self) -> Profile:
         """Read this capture: ``traceparse.core.loading.load(self.run_dir)``."""
@@ -336,6 +385,32 @@ class Capture(AbstractContextManager["Capture"]):
         from traceparse.core.loading import load
 
         return load(self.run_dir)
+
+
+class _Step(AbstractContextManager[Any]):
+    """A step marker that also tells its capture which step runs, and notes an
+    exception raised in it (the exception goes on unchanged)."""
+
+    def __init__(self, capture: Capture, step_num: int, trace: AbstractContextManager[Any]):
+        self.capture, self.step_num, self.trace = capture, step_num, trace
+
+    def __enter__(self) -> Any:
+        self.capture._step = self.step_num
+        return self.trace.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if exc is not None:
+            self.capture.note_failure(exc, "step")
+        elif self.capture._failed is not None and self.capture.running:
+            # A later step ended normally: the program caught the exception and
+            # went on, so the capture did not end in it.
+            self.capture._failure = self.capture._failed = None
+        return self.trace.__exit__(exc_type, exc, tb)
 
 
 def profile(

@@ -16,6 +16,9 @@ import keras
 __all__ = ["STEP_NAME", "StepMarker", "step_markers_in_fit"]
 
 STEP_NAME = "train"
+# The step a marker began last in this process: a failure record's step when the
+# script run by ``traceparse run`` raises (issue 39).
+last_step: list[int | None] = [None]
 
 
 class StepMarker(keras.callbacks.Callback):
@@ -37,6 +40,7 @@ class StepMarker(keras.callbacks.Callback):
         import tensorflow as tf
 
         self._end_step()
+        last_step[0] = step
         self._trace = tf.profiler.experimental.Trace(self.step_name, step_num=step, _r=1)
         self._trace.__enter__()
 

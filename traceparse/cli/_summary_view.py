@@ -68,6 +68,9 @@ def _print_profile(pv: Any, term: Terminal, top: int, *, overview: bool) -> None
     """One capture: its heading, the overview of its allocators, each allocator's blocks."""
     term.heading(_capture_label(pv.paths), level=1)
     term.fields([("Run", pv.run), ("Hosts" if len(pv.hosts) > 1 else "Host", ", ".join(pv.hosts))])
+    from traceparse.cli._failure_view import print_failure_headline
+
+    print_failure_headline(pv.profile, term)  # issue 39: a failure comes before the peak
     if not pv.allocators:
         term.line()
         term.line("No memory events: nothing to attribute (see the diagnostics below).")
@@ -167,11 +170,14 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
 def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
     """The summary as plain data, for ``--format json``."""
     from traceparse.output.sentences import summary_record
+    from traceparse.report.failure import failure_records
     from traceparse.report.jsonreport import frame_records
 
     return [
         {
             "run": profile.run,
+            # Issue 39: a key only when the capture ended in failure.
+            **({"failures": failure_records(profile)} if profile.failures else {}),
             "hosts": list(profile.hosts),
             "paths": list(profile.paths),
             "allocators": [summary_record(summary) for summary in profile.summary()],

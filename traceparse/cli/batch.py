@@ -169,6 +169,8 @@ def report(result: BatchResult, term: Terminal) -> None:
         f"{plural(result.captures, 'capture')}: {result.ok} ok, "
         f"{result.empty} without memory events, {result.errors} failed"
     )
+    if result.out_of_memory:  # issue 39: listed apart (summary.md "Ended in out-of-memory")
+        line += f", {result.out_of_memory} ended in out-of-memory"
     roots = len(result.failed) - result.errors
     if roots:
         line += f"; {plural(roots, 'root')} could not be searched"

@@ -18,6 +18,7 @@ from traceparse.cli.check import CheckCommand
 from traceparse.cli.demo import DemoCommand
 from traceparse.cli.diff import DiffCommand
 from traceparse.cli.layers import LayersCommand
+from traceparse.cli.oom import OomCommand
 from traceparse.cli.ops import OpsCommand
 from traceparse.cli.peak import PeakCommand
 from traceparse.cli.predict import PredictCommand
@@ -44,6 +45,7 @@ COMMANDS: dict[str, type[Command]] = {
         PredictCommand,
         PeakCommand,
         BreakdownCommand,
+        OomCommand,
         AllocationsCommand,
         OpsCommand,
         ScopesCommand,

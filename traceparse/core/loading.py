@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile
+from traceparse.decode.failure import (
+    MAX_FAILURE_BYTES,
+    FailureProblem,
+    check_identity,
+    decode_failure,
+)
 from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
 from traceparse.errors import CaptureTooLargeError, InputError
 from traceparse.files.discover import (
+    FAILURE_SUFFIX,
     INVENTORY_SUFFIX,
     MAX_DECOMPRESSED_BYTES,
     MAX_INVENTORY_BYTES,
@@ -44,6 +52,7 @@ def read_trace(capture: CaptureFile) -> MemoryTrace:
             data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
         )
     read_inventory(capture, trace)
+    read_failure(capture, trace)
     return trace
 
 
@@ -73,6 +82,31 @@ def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
         f"{found.path}: the variable inventory was ignored: {reason}; capture again "
         "with traceparse.profile() to name the variables"
     )
+
+
+def read_failure(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the failure record beside ``capture`` (``<host>.failure.json``) to
+    ``trace``, if there is one; an unusable or stale record becomes one diagnostic."""
+    found = sidecar(capture, FAILURE_SUFFIX)
+    if found is None:
+        return
+    try:
+        data = read_bytes(found, MAX_FAILURE_BYTES)
+        record = decode_failure(data, path=found.path, host=capture.host)
+        stop_ns = None
+        if trace.start_ns is not None and trace.duration_ps is not None:
+            stop_ns = trace.start_ns + trace.duration_ps // 1000
+        time_ps = check_identity(record, trace.start_ns, stop_ns)
+    except FailureProblem as exc:
+        reason = str(exc)
+    except CaptureTooLargeError:
+        reason = f"it is larger than the {MAX_FAILURE_BYTES // 2**20} MiB traceparse reads"
+    except InputError as exc:
+        reason = str(exc).removeprefix(f"{found.path}: ").split("; ", 1)[0]
+    else:
+        trace.failure = replace(record, time_ps=time_ps)
+        return
+    trace.diagnostics.append(f"{found.path}: the failure record was ignored: {reason}")
 
 
 def read_traces(captures: Sequence[CaptureFile]) -> list[MemoryTrace]:

@@ -24,6 +24,8 @@ from traceparse.analysis import (
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
 from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
+from traceparse.analysis.failure import Failure, failures
+from traceparse.analysis.instant import instant_table
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_owners import inventory_names, known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
@@ -405,6 +407,56 @@ class Profile:
             self._variable_match,
         )
         return self._conform(table, BREAKDOWN)
+
+    # -- the failure the capture ended in (issue 39) --
+
+    @pooled_property
+    def failures(self) -> list[Failure]:
+        """One ``Failure`` per host whose capture ended in an exception (its
+        ``<host>.failure.json``): what raised, the request, the allocator's state then."""
+        return failures(self.traces, self.timeline)
+
+    @property
+    def failure(self) -> Failure | None:
+        """The failure the capture ended in (the first host's that has one); None
+        when it ended normally. ``failures`` has one per host."""
+        found = self.failures
+        return found[0] if found else None
+
+    def breakdown_at(self, time_ps: int | None = None, host: str | None = None) -> pd.DataFrame:
+        """``breakdown`` at any instant: per allocator (of ``host``, or all) the
+        rows of what held the bytes just after its latest event at or before
+        ``time_ps``, summing to its in-use counter then. Without ``time_ps``: at
+        the moment of the failure the capture ended in (``failure``; its host's
+        allocators), else at the peaks (``breakdown``)."""
+        if time_ps is None:
+            failure = self.failure
+            if failure is None or failure.time_ps is None:
+                return self.breakdown
+            time_ps, host = failure.time_ps, failure.host
+        key = (int(time_ps), host)
+        if key not in self._instants:
+            instant = self._conform(instant_table(self.timeline, key[0], host), PEAK)
+            live = self._conform(
+                live_at_peak_table(self.allocations, instant, self._ends), LIVE_AT_PEAK
+            )
+            known, shapes = self._known
+            table = breakdown_table(
+                instant,
+                live,
+                self._xla.slabs(live),
+                known,
+                shapes,
+                self.variables if self._has_inventory else None,
+                self._parameters,
+                self._variable_match,
+            )
+            self._instants[key] = self._conform(table, BREAKDOWN)
+        return self._instants[key]
+
+    @pooled_property
+    def _instants(self) -> dict[tuple[int, str | None], pd.DataFrame]:
+        return {}
 
     @pooled_property
     def _variable_match(self) -> VariableMatch | None:

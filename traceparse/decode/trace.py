@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
+    from traceparse.decode.failure import FailureRecord
     from traceparse.decode.runs import RunRecords
     from traceparse.decode.variables import VariableInventory
 from traceparse.decode.xla import XlaSource
@@ -181,6 +182,8 @@ class MemoryTrace:
     diagnostics: list[str] = field(default_factory=list)
     # The variable inventory written beside the capture, when there is one.
     inventory: VariableInventory | None = None
+    # The exception the capture ended in (``<host>.failure.json``), when it did.
+    failure: FailureRecord | None = None
     # The /host:metadata plane's undecoded bytes (XLA programs), when present.
     xla: XlaSource | None = None
     function_runs: pd.DataFrame = field(default_factory=lambda: empty_frame(FUNCTION_RUN_COLUMNS))

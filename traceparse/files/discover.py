@@ -52,6 +52,9 @@ MAX_PROTOBUF_BYTES = 2**31 - 1
 MAX_INVENTORY_BYTES = 16 * 2**20
 # The variable inventory beside a capture: <host>.variables.json.
 INVENTORY_SUFFIX = ".variables.json"
+# The failure record beside a capture that ended in an exception: <host>.failure.json
+# (a message, a traceback and a few numbers; decode.failure.MAX_FAILURE_BYTES).
+FAILURE_SUFFIX = ".failure.json"
 # gzip is expanded this much at a time, so the limit holds before memory fills.
 _GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")

@@ -77,7 +77,11 @@ def junit_xml(
             failure = ET.SubElement(
                 case,
                 "failure",
-                {"message": xml_safe(result.line()), "type": "BudgetExceeded"},
+                {
+                    "message": xml_safe(result.line()),
+                    # Issue 39: a run that died of out-of-memory is not a breached budget.
+                    "type": "OutOfMemory" if result.budget == "out_of_memory" else "BudgetExceeded",
+                },
             )
             failure.text = xml_safe(_details(result))
         elif result.status == "skip":

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from traceparse.errors import BudgetExceededError
+from traceparse.errors import BudgetExceededError, InputError, OutOfMemoryError
 from traceparse.gate.budgets import Budgets, Result, evaluate
+from traceparse.gate.failure import OUT_OF_MEMORY, out_of_memory_results
 from traceparse.gate.render import verdict_line
 
 if TYPE_CHECKING:
@@ -36,15 +37,36 @@ class Verdict:
         return not self.breaches
 
     @property
+    def out_of_memory(self) -> list[Result]:
+        """The failures of hosts whose capture ended in out-of-memory (issue 39)."""
+        return [r for r in self.results if r.budget == OUT_OF_MEMORY and r.failed]
+
+    @property
     def line(self) -> str:
         """``"1 of 3 budgets breached"``, ``"all 3 budgets within limits"``."""
+        if self.out_of_memory:
+            budgets = [r for r in self.results if r.budget != OUT_OF_MEMORY]
+            tail = f"; {verdict_line(budgets)}" if budgets else ""
+            return f"the run ran out of memory{tail}"
         return verdict_line(self.results)
 
-    def error(self) -> BudgetExceededError:
-        """The error (exit code 4) for a verdict that did not pass."""
+    def error(self) -> BudgetExceededError | OutOfMemoryError:
+        """The error for a verdict that did not pass: exit code 5 for out-of-memory,
+        4 for a breached budget."""
+        if self.out_of_memory:
+            return OutOfMemoryError(f"{self.line} in {self.source}", self.source)
         return BudgetExceededError(f"{self.line} in {self.source}", self.source)
 
 
 def judge(profile: Profile, budgets: Budgets, source: str) -> Verdict:
-    """Judge every budget of ``budgets`` on ``profile`` (``TraceparseError`` when it cannot)."""
-    return Verdict(evaluate(profile, budgets), source)
+    """Judge every budget of ``budgets`` on ``profile`` (``TraceparseError`` when it cannot).
+
+    A capture that ended in out-of-memory fails first, whatever the budgets say."""
+    failed = out_of_memory_results(profile)
+    try:
+        results = evaluate(profile, budgets)
+    except InputError:
+        if not failed:  # no memory events: the failure alone is the verdict
+            raise
+        results = []
+    return Verdict(failed + results, source)

@@ -150,6 +150,8 @@ class MemoryCallback(StepMarker):
             self.capture.start()
         if self.capture is not None and self.capture.running:
             self._begin_step(self._batch)
+            self.capture._step = self._batch
+            _guard_train_function(self)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._end_step()
@@ -163,6 +165,7 @@ class MemoryCallback(StepMarker):
 
     def on_train_end(self, logs: Any = None) -> None:
         self._end_step()
+        _unguard_train_function(self)
         if self.capture is not None and self.capture.running:  # fit ended inside the range
             self._finish()
 
@@ -179,6 +182,18 @@ class MemoryCallback(StepMarker):
             return
         _warn(f"{why}; the profiler was stopped and the capture kept in {self.capture.run_dir}")
 
+    def _failed(self, exc: BaseException) -> None:
+        """``fit``'s step raised ``exc`` inside the range: stop the profiler now and
+        keep the capture with the failure beside it; never raises."""
+        _unguard_train_function(self)
+        if self.capture is None or not self.capture.running:
+            return
+        self.capture.note_failure(exc, "keras")
+        try:
+            self._stop_abandoned(f"fit raised {type(exc).__name__} in batch {self._batch}")
+        except Exception as error:  # never in the way of fit's own exception
+            print(f"traceparse: stopping the profiler also failed: {error}", file=sys.stderr)
+
     def load(self) -> Profile:
         """The capture of the profiled batches, read."""
         if self.capture is None:
@@ -187,6 +202,7 @@ class MemoryCallback(StepMarker):
 
     def _finish(self) -> None:
         assert self.capture is not None
+        _unguard_train_function(self)
         self.capture.stop()
         if self.report is None and self.budgets.empty:
             return
@@ -223,6 +239,40 @@ class MemoryCallback(StepMarker):
                 f"the report {self.report} could not be written ({reason}); "
                 f"the capture is in {where}"
             )
+
+
+# Exceptions that end a fit's data, not the job: never recorded as failures.
+_NOT_FAILURES = ("StopIteration", "StopAsyncIteration", "OutOfRangeError")
+
+
+def _guard_train_function(callback: MemoryCallback) -> None:
+    """Wrap the model's ``train_function`` (which ``fit`` calls after
+    ``on_train_batch_begin``) so that an exception in a profiled batch is
+    recorded and the capture stopped before it propagates, unchanged: Keras
+    calls no callback when a step raises (issue 39)."""
+    model: Any = getattr(callback, "model", None)
+    function = getattr(model, "train_function", None)
+    if function is None or getattr(function, "_traceparse_guard", False):
+        return
+
+    def train_function(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            if type(exc).__name__ not in _NOT_FAILURES:
+                callback._failed(exc)
+            raise
+
+    train_function._traceparse_guard = True  # type: ignore[attr-defined]
+    train_function.__wrapped__ = function  # type: ignore[attr-defined]
+    model.train_function = train_function
+
+
+def _unguard_train_function(callback: MemoryCallback) -> None:
+    model: Any = getattr(callback, "model", None)
+    function = getattr(model, "train_function", None)
+    if function is not None and getattr(function, "_traceparse_guard", False):
+        model.train_function = function.__wrapped__
 
 
 def _warn(message: str) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
+from traceparse.report.failure import html_failure
 from traceparse.report.interact import SCRIPT
 from traceparse.report.source import ProfileLike
 from traceparse.report.style import CSP, STYLE
@@ -127,6 +128,10 @@ def _profile(profile: ProfileView) -> str:
         + "<br>".join(f"Capture: <code>{esc(p)}</code>" for p in profile.paths)
         + "</p>",
     ]
+    # Issue 39: a capture that ended in failure says so first (empty otherwise).
+    failure = html_failure(profile.profile)
+    if failure:
+        parts.append(failure)
     if not profile.allocators:
         parts.append(
             '<p class="empty">No memory to report: this capture has no allocator events.</p>'

@@ -59,8 +59,12 @@ def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> 
 
 
 def _profile(profile: ProfileLike) -> dict[str, Any]:
+    from traceparse.report.failure import failure_records
+
+    failures = failure_records(profile)  # issue 39: a key only when the capture failed
     return {
         "run": profile.run,
+        **({"failures": failures} if failures else {}),
         "hosts": [str(h) for h in profile.hosts],
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],

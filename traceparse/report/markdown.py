@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from traceparse.output.units import plural
 from traceparse.report.escape import html_text, md_code, md_text
+from traceparse.report.failure import markdown_failure
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import (
     AllocatorView,
@@ -107,6 +108,8 @@ def _profile(profile: ProfileView) -> list[str]:
     for path in profile.paths:
         out.append(f"- Capture: {md_code(path, table=False)}")
     out.append("")
+    # Issue 39: a capture that ended in failure says so first (empty otherwise).
+    out.extend(markdown_failure(profile.profile))
     if not profile.allocators:
         out.append("**No memory to report:** this capture has no allocator events.")
         out.append("")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text
+from traceparse.report.failure import failure_lines, html_failure
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import AllocatorView, TableView, build_view
 
@@ -49,7 +50,7 @@ class NotebookReport:
         return profile_html(self._profile, self._top)
 
     def __str__(self) -> str:
-        lines = []
+        lines = list(failure_lines(self._profile))  # issue 39: the failure first
         for profile in build_view([self._profile], _version()).profiles:
             for a in profile.allocators:
                 lines.append(a.headline)
@@ -63,6 +64,7 @@ def profile_html(profile: ProfileLike, top: int = DEFAULT_TOP) -> str:
     for p in view.profiles:
         hosts = ", ".join(p.hosts)
         parts.append(f"<h3>traceparse: run {html_text(p.run)} ({html_text(hosts)})</h3>")
+        parts.append(html_failure(p.profile))  # issue 39: the failure first (empty if none)
         if not p.allocators:
             notes = p.diagnostics or ["No memory events in this capture."]
             parts += [f"<p>{html_text(note)}</p>" for note in notes]
