@@ -214,7 +214,7 @@ def test_baseline_json_round_trip_is_stable(keras: traceparse.Profile) -> None:
     text = baseline.to_json()
     assert text == baseline_of(traceparse.load(FIXTURES / "keras_train")).to_json()
     data = json.loads(text)
-    assert data["format"] == "traceparse-baseline" and data["version"] == 1
+    assert data["format"] == "traceparse-baseline" and data["version"] == BASELINE_VERSION
     assert list(data["allocators"][0]["ops"]) == sorted(data["allocators"][0]["ops"])
     back = Baseline.from_json(text)
     assert back.allocators == baseline.allocators

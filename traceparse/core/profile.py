@@ -468,6 +468,9 @@ class Profile:
             self.leaks(),
             self.variables if self._has_inventory else None,
             self.xla_parameters if self._parameters is not None else None,
+            layers=self.layers(),
+            xla_at_peak=self.xla_at_peak(),
+            steps=self.steps,
         )
 
     @property

@@ -193,3 +193,9 @@ def summary_record(s: SummaryFigures) -> dict[str, Any]:
             "diagnostics": allocator_notes(s),
         }
     )
+
+
+def more_rows(hidden: int, hint: str = "") -> str:
+    """The line under a table cut short: ``… 3 more rows (--top 0 shows all)``."""
+    text = f"… {hidden} more {'row' if hidden == 1 else 'rows'}"
+    return f"{text} ({hint})" if hint else text
