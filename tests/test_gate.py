@@ -30,6 +30,7 @@ from traceparse.gate import (
     figures_of,
     junit_xml,
 )
+from traceparse.gate.baseline import BASELINE_VERSION
 from traceparse.gate.figures import NO_OP, pair_allocators, rollup
 from traceparse.gate.render import check_markdown, verdict_line
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES, MANIFEST, REPO
 
 from traceparse.cli.app import main
+from traceparse.gate.baseline import BASELINE_VERSION
 
 TWO_RUNS = MANIFEST["fixtures"]["two_runs"]
 SMALL = str(FIXTURES / "two_runs" / "plugins" / "profile" / TWO_RUNS["runs"][0]["run"])

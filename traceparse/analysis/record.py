@@ -122,9 +122,8 @@ def step_unit(steps: pd.DataFrame | None, host: str, allocator: str) -> StepUnit
     return StepUnit.EXECUTION if sources == {STEP_ID} else StepUnit.STEP
 
 
-def _hidden() -> Any:
-    """A field the JSON does not carry (the profile's own tables carry it)."""
-    return field(default=None, repr=False, metadata={"json": False})
+# The metadata of a field the JSON does not carry (the profile's own tables carry it).
+_NOT_IN_JSON = {"json": False}
 
 
 @dataclass
@@ -169,13 +168,13 @@ class AllocatorRecord:
     before_capture: dict[str, Any] | None = None
     top_variables: pd.DataFrame | None = field(default=None, repr=False)
     # Every op of the allocator (bytes at the peak, allocated, count), the gate's figures.
-    ops: pd.DataFrame | None = _hidden()
+    ops: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
     # The allocator's rows of Profile.layers() holding bytes at the peak, its
     # XLA programs and buffers at the peak, and its steps.
-    layers: pd.DataFrame | None = _hidden()
-    xla_programs: pd.DataFrame | None = _hidden()
-    xla_buffers: pd.DataFrame | None = _hidden()
-    steps: pd.DataFrame | None = _hidden()
+    layers: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
+    xla_programs: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
+    xla_buffers: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
+    steps: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
 
     @property
     def name(self) -> str:

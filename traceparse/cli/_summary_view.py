@@ -153,9 +153,7 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
 
     narrow = _NARROW.get(table.key, set())
     keep = [
-        i
-        for i in range(len(table.headers))
-        if not (table.columns and table.columns[i] in narrow)
+        i for i in range(len(table.headers)) if not (table.columns and table.columns[i] in narrow)
     ]
     shown = [[row[i].text for i in keep] for row in table.rows]
     footer = more_rows(table.hidden_rows, "--top 0 shows all") if table.hidden_rows else None
