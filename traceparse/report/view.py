@@ -38,6 +38,7 @@ from traceparse.output.units import (
     is_missing,
 )
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
+from traceparse.tables.columns import COLUMNS
 
 __all__ = [
     "AllocatorView",
@@ -163,46 +164,10 @@ _OPTIMIZER_NAMES = {
 }
 _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
-_HEADERS: dict[str, str] = {
-    "xla_program": "XLA program",
-    "xla_buffer": "HLO buffer",
-    "op": "Op",
-    "op_type": "Type",
-    "dtype": "Dtype",
-    "shape": "Shape",
-    "region": "Region",
-    "scope": "Scope",
-    "layer": "Layer",
-    "requested_bytes": "Requested",
-    "allocated_bytes": "Allocated",
-    "estimated_bytes": "Shape × dtype",
-    "estimate_status": "Estimate",
-    "live_at_peak_bytes": "Live at peak",
-    "count": "Allocations",
-    "allocations": "Allocations",
-    "step": "Step",
-    "alloc_ps": "Allocated at",
-    "start_ps": "Start",
-    "end_ps": "End",
-    "duration_ps": "Duration",
-    "peak_bytes": "Peak",
-    "peak_in_use_bytes": "Peak in use",
-    "host": "Host",
-    "allocator": "Allocator",
-    "path": "Variable",
-    "role": "Role",
-    "source": "Source",
-    "belongs_to": "Belongs to",
-    "model": "Model",
-}
-
-# Columns holding identifiers from the capture: shown as code.
-_LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor", "path", "belongs_to"}
-_NAME_COLUMNS = {
-    *_LONG_NAME_COLUMNS,
-    *("op_type", "shape", "host", "allocator", "dtype", "region", "layer", "role", "model"),
-    *("xla_program", "xla_buffer"),
-}
+# Columns holding identifiers from the capture: shown as code. Declared on the
+# column (``tables.columns.Column.display``); a few of the view's own too.
+_LONG_NAME_COLUMNS = {c.name for c in COLUMNS.values() if c.display == "name"}
+_NAME_COLUMNS = {*_LONG_NAME_COLUMNS, *(c.name for c in COLUMNS.values() if c.display == "ident")}
 
 _TOP_TENSOR_COLUMNS = [
     "op",
@@ -530,8 +495,10 @@ def _notes(notes: Sequence[Any]) -> list[str]:
 
 
 def _header(column: str) -> str:
-    if column in _HEADERS:
-        return _HEADERS[column]
+    """The column's declared header (``Column.title``), or its name in words."""
+    declared = COLUMNS.get(column)
+    if declared is not None:
+        return declared.title
     words = column.removesuffix("_bytes").removesuffix("_ps").replace("_", " ")
     return words[:1].upper() + words[1:]
 
