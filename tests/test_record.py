@@ -193,3 +193,51 @@ def test_top_means_what_it_says() -> None:
     assert "… 10 more rows (--top 0 shows all)" in text
     every = _terminal((profile,), top=0)
     assert _tensor_rows(every) == 60 and "more rows" not in every
+
+
+# Each table command's name column and the byte column that answers its question.
+HEADLINES = {
+    "layers": ("layer", "live_at_peak_bytes"),
+    "ops": ("op", "live_at_peak_bytes"),
+    "scopes": ("scope", "live_at_peak_bytes"),
+    "allocations": ("op", "allocated_bytes"),
+    "peak": ("op", "allocated_bytes"),
+    "steps": ("step", "peak_in_use_bytes"),
+    "breakdown": ("op", "bytes"),
+}
+
+
+def _command_output(command: str, path: str, width: int) -> str:
+    import argparse
+
+    from traceparse.cli.commands import COMMANDS
+    from traceparse.output.terminal import Terminal
+
+    cmd = COMMANDS[command]()
+    parser = argparse.ArgumentParser()
+    cmd.prepare_parser(parser)
+    buffer = io.StringIO()
+    cmd.run(parser.parse_args([path]), Terminal(stream=buffer, color=False, width=width))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("command", sorted(HEADLINES))
+def test_a_narrow_terminal_keeps_the_name_and_the_headline_column(command: str, width: int) -> None:
+    text = _command_output(command, str(FIXTURES / "layers_cnn_xla"), width)
+    name, headline = HEADLINES[command]
+    header = "\n".join(text.split("\n---")[0].split("\n")[-3:])  # the wrapped header lines
+    assert re.search(rf"(^|\s){name}(\s|$)", header, flags=re.M), (command, width, text)
+    pieces = [p for p in re.split(r"(?<=_)", headline) if p]
+    assert all(p in header for p in pieces), (command, width, text)
+    assert all(len(line) <= width for line in text.splitlines()), (command, width)
+
+
+def test_a_table_that_drops_a_part_says_the_rest_do_not_add_up() -> None:
+    text = _command_output("layers", str(FIXTURES / "layers_cnn"), 80)
+    assert "live_at_" in text and "peak_bytes" in text
+    note = " ".join(text.split("The parts shown", 1)[1].split())
+    assert note.startswith("do not add up to live_at_peak_bytes:")
+    assert "other_bytes" in note
+    wide = _command_output("layers", str(FIXTURES / "layers_cnn"), 200)
+    assert "The parts shown" not in wide

@@ -373,6 +373,9 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
 _HEADERS = {
     "xla_program": "XLA program",
     "xla_buffer": "HLO buffer",
+    "xla_buffer_bytes": "XLA buffers",
+    "xla_slack_bytes": "XLA slab slack",
+    "xla_parameter_bytes": "XLA parameters",
     "estimated_bytes": "Shape × dtype",
     "estimate_status": "Estimate",
     "live_at_peak_bytes": "Live at peak",
@@ -384,9 +387,9 @@ _HEADERS = {
 # Bookkeeping a terminal table leaves out unless asked (exports keep it).
 _HIDDEN = ("alloc_event", "free_event", "step_id", "event")
 # The columns that name a row, and the byte columns that answer a table's question.
-_NAMES = ("op", "scope", "layer", "program", "xla_program", "path", "name", "function")
+_NAMES = ("op", "scope", "layer", "program", "xla_program", "path")
 _HEADLINES = ("live_at_peak_bytes", "allocated_bytes", "peak_in_use_bytes", "in_use_bytes")
-_HEADLINES += ("bytes", "size_bytes", "peak_bytes")
+_HEADLINES += ("bytes", "size_bytes", "peak_bytes", "temp_bytes")
 # Columns whose values are parts of another column of the same row.
 _PARTS_OF = dict.fromkeys(
     ("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"),
