@@ -33,6 +33,7 @@ from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.core.compat import called_or_read, moved
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
@@ -407,6 +408,7 @@ class Profile:
     def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
+    @called_or_read  # read as a property before; that spelling warns for a release
     def layers(self, by_replica: bool = False) -> pd.DataFrame:
         """One row per (host, allocator, layer): bytes at the peak by kind, rows summing to
         the allocator's in-use bytes (explicit rows for what no layer holds).
@@ -417,6 +419,12 @@ class Profile:
         if key not in self._layer_tables:
             self._layer_tables[key] = self._layers(by_replica=key)
         return self._layer_tables[key]
+
+    @property
+    def layers_by_replica(self) -> pd.DataFrame:
+        """Deprecated: ``layers(by_replica=True)``."""
+        moved("Profile.layers_by_replica", "Profile.layers(by_replica=True)")
+        return self.layers(by_replica=True)
 
     @pooled_property
     def _layer_tables(self) -> dict[bool, pd.DataFrame]:
@@ -447,6 +455,7 @@ class Profile:
         report.allocators = self._conform(report.allocators, VERDICTS)
         return report
 
+    @called_or_read  # read as a property before; that spelling warns for a release
     def leaks(self) -> LeakReport:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
         return self._leaks
