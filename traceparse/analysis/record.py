@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from enum import StrEnum
+from enum import Enum
 from typing import Any
 
 import pandas as pd
@@ -41,7 +41,18 @@ __all__ = [
 ]
 
 
-class Part(StrEnum):
+class _Words(str, Enum):
+    """An enum whose members are their values wherever a string is (``str()``,
+    f-strings, JSON, comparisons with ``"growing"``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Part(_Words):
     """The parts the bytes in use at an allocator's peak split into, in report order
     (``analysis/attribution.py`` says what each is)."""
 
@@ -74,7 +85,7 @@ def live_at_peak_bytes(parts: Mapping[str, int]) -> int:
     return int(sum(int(parts.get(part, 0) or 0) for part in LIVE_PARTS))
 
 
-class LeakVerdict(StrEnum):
+class LeakVerdict(_Words):
     """What the leak check found (``analysis/leaks.py``); ``UNKNOWN`` when not judged."""
 
     GROWING = "growing"
@@ -93,7 +104,7 @@ class LeakVerdict(StrEnum):
             return cls.UNKNOWN
 
 
-class StepUnit(StrEnum):
+class StepUnit(_Words):
     """What a capture's steps count: marked steps, or single executions (no markers)."""
 
     STEP = "step"

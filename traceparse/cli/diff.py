@@ -157,7 +157,7 @@ def _side(path: str, term: Terminal) -> tuple[list[AllocatorFigures], dict[str, 
         baseline = read_baseline(path)
         for note in baseline.meaning_notes():
             term.warn(note)
-        info = {"label": path, "path": path, "kind": "baseline"}
+        info: dict[str, Any] = {"label": path, "path": path, "kind": "baseline"}
         if baseline.changed_meaning:
             info["changed_meaning"] = dict(baseline.changed_meaning)
         return baseline.allocators, info
@@ -168,5 +168,9 @@ def _side(path: str, term: Terminal) -> tuple[list[AllocatorFigures], dict[str, 
     for note in profile.diagnostics:
         if "no memory events" in note:
             term.warn(note)
-    info = {"label": path, "path": profile.path, "run": profile.run, "kind": "capture"}
-    return figures_of(profile), info
+    return figures_of(profile), {
+        "label": path,
+        "path": profile.path,
+        "run": profile.run,
+        "kind": "capture",
+    }

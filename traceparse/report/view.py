@@ -253,7 +253,9 @@ def _profile_view(profile: ProfileLike, index: int, top: int) -> ProfileView:
 def _allocator_view(s: AllocatorSummaryLike, anchor: str, top: int) -> AllocatorView:
     """One allocator, from its record alone."""
     verdict = str(s.leak_verdict)
-    level = _VERDICT_LEVELS.get(LeakVerdict.of(s.leak_verdict), "unknown")
+    level: Literal["ok", "warn", "unknown"] = _VERDICT_LEVELS.get(
+        LeakVerdict.of(s.leak_verdict), "unknown"
+    )
     word = str(s.step_unit)
     tables = [builder(s, top) for builder in TABLES]
     if s.step_unit is StepUnit.EXECUTION:  # no step markers: the "steps" are executions

@@ -388,8 +388,10 @@ _HEADERS = {
 _HIDDEN = ("alloc_event", "free_event", "step_id", "event")
 # The columns that name a row, and the byte columns that answer a table's question.
 _NAMES = ("op", "scope", "layer", "program", "xla_program", "path")
-_HEADLINES = ("live_at_peak_bytes", "allocated_bytes", "peak_in_use_bytes", "in_use_bytes")
-_HEADLINES += ("bytes", "size_bytes", "peak_bytes", "temp_bytes")
+_HEADLINES = (
+    *("live_at_peak_bytes", "allocated_bytes", "peak_in_use_bytes", "in_use_bytes"),
+    *("bytes", "size_bytes", "peak_bytes", "temp_bytes"),
+)
 # Columns whose values are parts of another column of the same row.
 _PARTS_OF = dict.fromkeys(
     ("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"),
