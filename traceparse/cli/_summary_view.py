@@ -134,14 +134,9 @@ def _print_facts(av: Any, term: Terminal) -> None:
         if fact.value == "-" and not fact.detail:
             continue  # unknown here (CPU allocators report no capacity): say nothing
         text = fact.value if not fact.detail else f"{fact.value} ({fact.detail})"
+        if fact.line:
+            text = fact.line  # the view's one line: the verdict said once
         if fact.label == "Leak check":
-            # The message usually states the verdict itself; do not say it twice.
-            if not fact.detail:
-                text = fact.value
-            elif fact.value.lower() in fact.detail.lower():
-                text = fact.detail
-            else:
-                text = f"{fact.value}: {fact.detail}"
             styles[fact.label] = _VERDICT_STYLES.get(av.verdict_level, "")
         rows.append((fact.label, text))
     term.fields(rows, styles=styles)

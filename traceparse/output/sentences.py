@@ -108,6 +108,13 @@ def leak_sentence(row: Mapping[str, Any], *, name: str | None = None) -> str:
     )
 
 
+def leak_line(row: Mapping[str, Any], verdict: str, *, name: str | None = None) -> str:
+    """The leak check on one line: the sentence, which states a verdict it judged;
+    the verdict and why it was not judged otherwise."""
+    sentence = leak_sentence(row, name=name)
+    return sentence if leak_reason(row) is None else f"{verdict}: {sentence}"
+
+
 def leak_growth(row: Mapping[str, Any]) -> str:
     """The growth figure that goes with the verdict: per step only when it is growing."""
     if is_missing(row.get("total_growth_bytes")):

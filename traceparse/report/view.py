@@ -29,7 +29,7 @@ from traceparse.output.cells import (
     shorten,
 )
 from traceparse.output.cells import Kind as TermKind
-from traceparse.output.sentences import allocator_notes, leak_growth, leak_sentence
+from traceparse.output.sentences import allocator_notes, leak_growth, leak_line, leak_sentence
 from traceparse.output.units import (
     format_bytes,
     format_count,
@@ -74,6 +74,8 @@ class Fact:
     label: str
     value: str
     detail: str = ""
+    # The fact said on one line where value and detail would repeat each other.
+    line: str = ""
 
 
 @dataclass
@@ -404,7 +406,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
         Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
-        Fact("Leak check", verdict, leak_text),
+        Fact("Leak check", verdict, leak_text, leak_line(s.leak, verdict, name=name)),
         Fact("Growth", growth_text),
         Fact("Heap at peak", format_bytes(s.heap_bytes)),
         Fact("Reserved at peak", format_bytes(s.reserved_bytes)),
