@@ -33,9 +33,11 @@ __all__ = [
     "OPTIONAL_FIELDS",
     "AllocatorRecord",
     "LeakVerdict",
+    "Note",
     "Part",
     "StepUnit",
     "live_at_peak_bytes",
+    "notes_of",
     "owned",
     "step_unit",
 ]
@@ -104,6 +106,43 @@ class LeakVerdict(_Words):
             return cls.UNKNOWN
 
 
+class Note(_Words):
+    """What a reader should know about an allocator's figures, as data
+    (``output.sentences.allocator_notes`` says each in words)."""
+
+    NO_CAPACITY = "no_capacity"  # the events carry no bytes_available
+    LOST_FREES = "lost_frees"  # live allocations hold more than the counter
+    # Bytes from before the capture that no inventoried variable (or, without an
+    # inventory, no XLA parameter) names, or nothing could name.
+    BEFORE_CAPTURE_NOT_A_VARIABLE = "before_capture_not_a_variable"
+    BEFORE_CAPTURE_NOT_A_PARAMETER = "before_capture_not_a_parameter"
+    BEFORE_CAPTURE = "before_capture"
+    PEAK_REPEATED = "peak_repeated"  # several events reach the peak: the last one's figures
+    PEAKED_BEFORE_CAPTURE = "peaked_before_capture"  # its lifetime peak is higher
+
+
+def notes_of(record: AllocatorRecord) -> tuple[Note, ...]:
+    """The notes that apply to ``record``'s figures, in the order a report lists them."""
+    notes: list[Note] = []
+    if record.capacity_bytes is None:
+        notes.append(Note.NO_CAPACITY)
+    before = record.attribution.get(Part.BEFORE_CAPTURE, 0)
+    if before < 0:
+        notes.append(Note.LOST_FREES)
+    elif before > 0 and Part.VARIABLE in record.attribution:
+        notes.append(Note.BEFORE_CAPTURE_NOT_A_VARIABLE)
+    elif before > 0 and Part.XLA_PARAMETER in record.attribution:
+        notes.append(Note.BEFORE_CAPTURE_NOT_A_PARAMETER)
+    elif before > 0:
+        notes.append(Note.BEFORE_CAPTURE)
+    if record.peak_events > 1:
+        notes.append(Note.PEAK_REPEATED)
+    lifetime = record.lifetime_peak_bytes
+    if lifetime is not None and lifetime > (record.heap_bytes or 0):
+        notes.append(Note.PEAKED_BEFORE_CAPTURE)
+    return tuple(notes)
+
+
 class StepUnit(_Words):
     """What a capture's steps count: marked steps, or single executions (no markers)."""
 
@@ -169,6 +208,8 @@ class AllocatorRecord:
     # Bytes the allocations live at the peak hold (the LIVE_PARTS), XLA's included.
     live_at_peak_bytes: int = 0
     step_unit: StepUnit = StepUnit.STEP
+    # What a reader should know about these figures (notes_of), said by the renderers.
+    notes: tuple[Note, ...] = ()
     # What was allocated before the capture, split by the variable inventory:
     # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
     # optimizer (its name), other_bytes / other_variables, variable_bytes (the

@@ -18,6 +18,7 @@ from traceparse.analysis.record import (
     AllocatorRecord,
     LeakVerdict,
     live_at_peak_bytes,
+    notes_of,
     owned,
     step_unit,
 )
@@ -180,6 +181,7 @@ def build_summaries(
                 steps=None if steps is None else _mine(steps, host, allocator),
             )
         )
+        out[-1].notes = notes_of(out[-1])
     return out
 
 
