@@ -241,3 +241,26 @@ def test_a_table_that_drops_a_part_says_the_rest_do_not_add_up() -> None:
     assert "other_bytes" in note
     wide = _command_output("layers", str(FIXTURES / "layers_cnn"), 200)
     assert "The parts shown" not in wide
+
+
+def test_a_new_section_is_one_function_per_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How issue 38-40's sections plug in (analysis/record.py's docstring): a fact said
+    first (LEADS) and a table (TABLES) reach every output that walks the view."""
+    from traceparse.report import render_html, render_markdown, view
+    from traceparse.report.notebook import profile_html
+
+    def failure(record: object) -> list[view.Fact]:
+        return [view.Fact("Failure", "out of memory", "a test section")]
+
+    def extra(record: object, top: int) -> view.TableView:
+        ops = record.top_ops  # type: ignore[attr-defined]
+        return view._table("extra", "A section of its own", ops, ["op"], limit=top)
+
+    monkeypatch.setattr(view, "LEADS", [failure])
+    monkeypatch.setattr(view, "TABLES", [*view.TABLES, extra])
+    profs = profiles("keras_train")
+    terminal = _terminal(profs)
+    assert terminal.index("out of memory") < terminal.index("Peak in use")
+    for text in (terminal, render_markdown(list(profs)), render_html(list(profs))):
+        assert "out of memory" in text and "A section of its own" in text
+    assert "out of memory" in profile_html(profs[0])

@@ -17,6 +17,25 @@ later) are fields that default to None and are named in ``OPTIONAL_FIELDS``:
 ``to_dict`` leaves them out when None, so a capture without one reports as
 before. Fields whose ``metadata`` has ``json=False`` are inputs of renderers
 that the JSON already carries elsewhere (the profile's layers, steps).
+
+Adding a section (a failure, source lines, a prediction):
+
+1. here, one field ``name: T | None = None`` on ``AllocatorRecord`` and its
+   name in ``OPTIONAL_FIELDS`` (a frame, or a dataclass whose fields are
+   plain values: the JSON is ``to_dict``, made plain by
+   ``output.jsonvalues.json_value``);
+2. in ``analysis/summary.py`` ``build_summaries``, one keyword argument (the
+   profile's table, None when absent; ``Profile._summaries`` passes it) and the
+   field filled from the allocator's rows (``owned(frame, host, allocator)``),
+   whole: renderers cut rows;
+3. in ``report/view.py``, one function of the record: a table,
+   ``(record, top) -> TableView`` appended to ``TABLES`` (``_table`` cuts to
+   ``top`` and counts the rest; no rows: not shown), or facts said before the
+   allocator's own, ``(record) -> list[Fact]`` in ``LEADS``. The terminal
+   summary, Markdown and HTML walk the view, so they show it; the notebook
+   shows the tables whose keys are in ``report/notebook.py`` ``_HOLDERS``
+   (and every ``LEADS`` fact); the gate reads the figures it compares from
+   the record (``gate/figures.py`` ``figures_of_record``).
 """
 
 from __future__ import annotations

@@ -105,6 +105,9 @@ def _fullness(a: AllocatorView) -> tuple[float, int]:
 
 def _allocator(a: AllocatorView) -> str:
     out = [f"<h4>{html_text(a.allocator)} on {html_text(a.host)}</h4>"]
+    for fact in a.leads:  # a section that must be read first (report.view.LEADS)
+        detail = f" ({html_text(fact.detail)})" if fact.detail else ""
+        out.append(f"<p><b>{html_text(fact.label)}</b>: {html_text(fact.value)}{detail}</p>")
     out.append(f"<p>{html_text(a.headline)}</p>")
     tables = {t.key: t for t in a.tables}
     for key in ("attribution", *_HOLDERS):

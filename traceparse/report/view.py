@@ -112,6 +112,8 @@ class AllocatorView:
     summary: AllocatorSummaryLike
     # The attribution as (label, bytes) parts, for the stacked bar.
     attribution_parts: list[tuple[str, int]] = field(default_factory=list)
+    # The facts of LEADS (also first in ``facts``): what every output says first.
+    leads: list[Fact] = field(default_factory=list)
 
 
 @dataclass
@@ -263,6 +265,7 @@ def _allocator_view(s: AllocatorSummaryLike, anchor: str, top: int) -> Allocator
     if s.step_unit is StepUnit.EXECUTION:  # no step markers: the "steps" are executions
         tables = [_executions(t) for t in tables]
     own = allocator_notes(s)
+    leads = [fact for lead in LEADS for fact in lead(s)]
     return AllocatorView(
         host=str(s.host),
         allocator=str(s.allocator),
@@ -271,7 +274,8 @@ def _allocator_view(s: AllocatorSummaryLike, anchor: str, top: int) -> Allocator
         verdict=verdict,
         verdict_level=level,
         utilisation=_percent(s.utilisation),
-        facts=_facts(s, verdict, word),
+        facts=[*leads, *_facts(s, verdict, word)],
+        leads=leads,
         tables=[t for t in tables if t.total_rows],
         diagnostics=_notes(own),
         summary=s,
@@ -618,6 +622,11 @@ def _steps_table(s: AllocatorSummaryLike, top: int) -> TableView:
     limit = 0 if top == 0 else max(top, MAX_STEP_ROWS)
     return _table("steps", "Steps", mine, columns, limit=limit)
 
+
+# Facts said before an allocator's own (its peak, capacity, ...): each a function
+# of the record giving none when its section is absent. A section that must be
+# read first (why the run failed) is one function here.
+LEADS: list[Callable[[AllocatorSummaryLike], list[Fact]]] = []
 
 # The tables of an allocator, in the order every output shows them: each a
 # function of the record and the rows to show. A new section of the record is
