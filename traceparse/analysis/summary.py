@@ -37,14 +37,16 @@ __all__ = [
     "plain",
 ]
 
+# In the order reports show them (a column declared not shown by default,
+# ``Column.shown``, is in the JSON only).
 TOP_TENSOR_COLUMNS = [
     "op",
     "op_type",
     "dtype",
     "shape",
     "region",
-    "requested_bytes",
     "allocated_bytes",
+    "requested_bytes",
     "estimated_bytes",
     "estimate_status",
     "step",

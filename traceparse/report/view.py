@@ -173,21 +173,6 @@ _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 _LONG_NAME_COLUMNS = {c.name for c in COLUMNS.values() if c.display == "name"}
 _NAME_COLUMNS = {*_LONG_NAME_COLUMNS, *(c.name for c in COLUMNS.values() if c.display == "ident")}
 
-_TOP_TENSOR_COLUMNS = [
-    "op",
-    "op_type",
-    "dtype",
-    "shape",
-    "region",
-    "allocated_bytes",
-    "requested_bytes",
-    "estimated_bytes",
-    "step",
-    "alloc_ps",
-    "source",  # only where the capture names Python source lines (JAX)
-]
-_TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
-_TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
 _LAYER_COLUMNS = [
     "layer",
     "activation_bytes",
@@ -288,15 +273,13 @@ def _tensors_table(s: AllocatorSummaryLike, top: int) -> TableView:
         "top_tensors",
         "Largest tensors live at the peak",
         s.top_tensors,
-        _TOP_TENSOR_COLUMNS,
+        None,
         limit=top,
     )
 
 
 def _ops_table(s: AllocatorSummaryLike, top: int) -> TableView:
-    return _table(
-        "top_ops", "Ops holding memory at the peak", s.top_ops, _TOP_OP_COLUMNS, limit=top
-    )
+    return _table("top_ops", "Ops holding memory at the peak", s.top_ops, None, limit=top)
 
 
 def _scopes_table(s: AllocatorSummaryLike, top: int) -> TableView:
@@ -304,7 +287,7 @@ def _scopes_table(s: AllocatorSummaryLike, top: int) -> TableView:
         "top_scopes",
         "Name scopes holding memory at the peak",
         s.top_scopes,
-        _TOP_SCOPE_COLUMNS,
+        None,
         limit=top,
     )
 
@@ -527,7 +510,12 @@ def _table(
     """``frame`` as a table of its first ``limit`` rows (0: all), counting them all."""
     if frame is None or len(frame) == 0:
         return TableView(key, title, [], [], [], 0)
-    columns = [c for c in wanted if c in frame.columns] if wanted else list(frame.columns)
+    # Without a choice: the frame's columns, less those declared not shown by default.
+    columns = (
+        [c for c in wanted if c in frame.columns]
+        if wanted
+        else [c for c in frame.columns if c not in COLUMNS or COLUMNS[c].shown]
+    )
     kinds = [_kind(frame, c) for c in columns]
     shown = frame.head(limit) if limit else frame
     rows = [

@@ -384,8 +384,9 @@ _HEADERS = {
     "path": "Variable",
     "op_type": "Type",
 }
-# Bookkeeping a terminal table leaves out unless asked (exports keep it).
-_HIDDEN = ("alloc_event", "free_event", "step_id", "event")
+# Bookkeeping a table for people leaves out unless asked (exports keep it), and
+# the estimate's verdict, which the three byte columns beside it already say.
+_HIDDEN = ("alloc_event", "free_event", "step_id", "event", "estimate_status")
 # The columns that name a row, and the byte columns that answer a table's question.
 _NAMES = ("op", "scope", "layer", "program", "xla_program", "path")
 _HEADLINES = (
