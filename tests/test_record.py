@@ -264,3 +264,22 @@ def test_a_new_section_is_one_function_per_output(monkeypatch: pytest.MonkeyPatc
     for text in (terminal, render_markdown(list(profs)), render_html(list(profs))):
         assert "out of memory" in text and "A section of its own" in text
     assert "out of memory" in profile_html(profs[0])
+
+
+def test_diff_and_check_with_an_old_baseline_say_what_changed_meaning(
+    tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from traceparse.cli.app import main
+
+    data = baseline_of(profiles("jax08_gemm")[0]).to_dict()
+    data["version"] = 1
+    old = tmp_path / "old.json"  # type: ignore[operator]
+    old.write_text(json.dumps(data))
+    gemm = str(FIXTURES / "jax08_gemm")
+    assert main(["diff", str(old), gemm, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "baseline version 1" in captured.err and "live_at_peak_bytes" in captured.err
+    before = json.loads(captured.out)["before"]
+    assert list(before["changed_meaning"]) == ["live_at_peak_bytes"]
+    assert main(["check", gemm, "--baseline", str(old)]) == 0
+    assert "live_at_peak_bytes" in capsys.readouterr().err

@@ -180,14 +180,19 @@ def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
     return frame[mask.to_numpy(dtype=bool)]
 
 
-def step_unit(steps: pd.DataFrame | None, host: str, allocator: str) -> StepUnit:
-    """``EXECUTION`` where the allocator's steps all come from TensorFlow's step ids
-    (no step markers: ``tables.build`` renumbers them 1, 2, ... in time order)."""
+def step_unit(
+    steps: pd.DataFrame | None, host: str | None = None, allocator: str | None = None
+) -> StepUnit:
+    """``EXECUTION`` where the allocator's steps (every allocator's, without ``host``
+    and ``allocator``) all come from TensorFlow's step ids (no step markers:
+    ``tables.build`` renumbers them 1, 2, ... in time order). The one place the
+    word is decided."""
     from traceparse.analysis.steps import STEP_ID
 
     if steps is None or steps.empty or "source" not in steps.columns:
         return StepUnit.STEP
-    sources = set(owned(steps, host, allocator)["source"].astype(str))
+    mine = steps if host is None or allocator is None else owned(steps, host, allocator)
+    sources = set(mine["source"].astype(str))
     return StepUnit.EXECUTION if sources == {STEP_ID} else StepUnit.STEP
 
 

@@ -227,12 +227,11 @@ def word_headers(columns: Sequence[object]) -> dict[str, str]:
 
 def _step_header(profile: Profile, table: pd.DataFrame) -> dict[str, str]:
     """Without step markers the step column holds executions: its header says so."""
-    from traceparse.analysis.steps import STEP_ID
+    from traceparse.analysis.record import StepUnit, step_unit
 
     if "step" not in table.columns or profile.step_markers.shape[0]:
         return {}
-    sources = set(profile.steps["source"].astype(str))
-    return {"step": "execution"} if sources == {STEP_ID} else {}
+    return {"step": "execution"} if step_unit(profile.steps) is StepUnit.EXECUTION else {}
 
 
 def column_named(table: pd.DataFrame, name: str) -> str:

@@ -88,7 +88,7 @@ class Profile:
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
-      ``summary()`` (one ``AllocatorSummary`` per allocator).
+      ``summary()`` (one ``AllocatorRecord`` per allocator, ``analysis/record.py``).
 
     Everything is computed on first use and cached.
     """
