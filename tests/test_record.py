@@ -115,6 +115,11 @@ def test_rows_add_up_and_none_is_negative(name: str) -> None:
             )
             first = owned(profile.timeline, r.host, r.allocator)["heap_bytes"].iloc[0]
             assert before <= int(first)
+            # The rows every view groups (breakdown, layers) are never negative either.
+            assert (owned(profile.breakdown, r.host, r.allocator)["bytes"] >= 0).all()
+            layers = r.layers if r.layers is not None else profile.layers().iloc[:0]
+            assert (layers["live_at_peak_bytes"] >= 0).all()
+            assert int(layers["live_at_peak_bytes"].sum()) in (0, r.peak_bytes)
             assert isinstance(r.leak_verdict, LeakVerdict)
             assert isinstance(r.step_unit, StepUnit)
 
