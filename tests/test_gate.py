@@ -30,6 +30,7 @@ from traceparse.gate import (
     figures_of,
     junit_xml,
 )
+from traceparse.gate.baseline import BASELINE_VERSION
 from traceparse.gate.figures import NO_OP, pair_allocators, rollup
 from traceparse.gate.render import check_markdown, verdict_line
 
@@ -214,7 +215,7 @@ def test_baseline_json_round_trip_is_stable(keras: traceparse.Profile) -> None:
     text = baseline.to_json()
     assert text == baseline_of(traceparse.load(FIXTURES / "keras_train")).to_json()
     data = json.loads(text)
-    assert data["format"] == "traceparse-baseline" and data["version"] == 1
+    assert data["format"] == "traceparse-baseline" and data["version"] == BASELINE_VERSION
     assert list(data["allocators"][0]["ops"]) == sorted(data["allocators"][0]["ops"])
     back = Baseline.from_json(text)
     assert back.allocators == baseline.allocators

@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES, MANIFEST, REPO
 
 from traceparse.cli.app import main
+from traceparse.gate.baseline import BASELINE_VERSION
 
 TWO_RUNS = MANIFEST["fixtures"]["two_runs"]
 SMALL = str(FIXTURES / "two_runs" / "plugins" / "profile" / TWO_RUNS["runs"][0]["run"])
@@ -180,7 +181,7 @@ def test_baseline_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["baseline", LARGE, "-o", str(own)]) == 0
     assert main(["baseline", SMALL, "-o", str(smaller)]) == 0
     data = json.loads(own.read_text())
-    assert data["format"] == "traceparse-baseline" and data["version"] == 1
+    assert data["format"] == "traceparse-baseline" and data["version"] == BASELINE_VERSION
     assert data["allocators"][0]["peak_bytes"] == 8 * MiB
     # The same capture gives the same bytes.
     assert main(["baseline", LARGE]) == 0

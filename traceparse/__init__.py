@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from traceparse.core import display as _display
+
 # Errors are light; everything else (pandas above all) loads on first use, so
 # `import traceparse` and the pytest plugin cost next to nothing until used.
 from traceparse.errors import (
@@ -61,6 +63,16 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def _notebook_html(profile: Any, top: int) -> str:
+    """A Profile in a notebook: the report stage's renderer, imported when first shown."""
+    from traceparse.report.notebook import profile_html
+
+    return profile_html(profile, top)
+
+
+_display.use(_notebook_html)
 
 
 def __dir__() -> list[str]:

@@ -1,10 +1,10 @@
-"""The headline figures of each allocator: the input of every report and of batch analysis."""
+"""Builds the record of each allocator (``analysis.record``): the input of every
+report, of batch analysis and of the gate."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -13,17 +13,40 @@ import pandas as pd
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS
 from traceparse.analysis.leaks import LeakReport
 from traceparse.analysis.liveness import owner_groups
+from traceparse.analysis.record import (
+    OPTIONAL_FIELDS,
+    AllocatorRecord,
+    LeakVerdict,
+    live_at_peak_bytes,
+    notes_of,
+    owned,
+    step_unit,
+)
 
-TOP = 10
+__all__ = [
+    "OPTIONAL_FIELDS",
+    "TOP_OP_COLUMNS",
+    "TOP_SCOPE_COLUMNS",
+    "TOP_TENSOR_COLUMNS",
+    "TOP_VARIABLE_COLUMNS",
+    "AllocatorRecord",
+    "AllocatorSummary",
+    "build_records",
+    "build_summaries",
+    "owned",
+    "plain",
+]
 
+# In the order reports show them (a column declared not shown by default,
+# ``Column.shown``, is in the JSON only).
 TOP_TENSOR_COLUMNS = [
     "op",
     "op_type",
     "dtype",
     "shape",
     "region",
-    "requested_bytes",
     "allocated_bytes",
+    "requested_bytes",
     "estimated_bytes",
     "estimate_status",
     "step",
@@ -40,58 +63,8 @@ TOP_VARIABLE_COLUMNS = [
     "shape",
     "estimated_bytes",
 ]
-# Fields present only when the capture has a variable inventory; to_dict leaves
-# them out otherwise, so a capture without one reports as before.
-OPTIONAL_FIELDS = ("before_capture", "top_variables")
-
-
-@dataclass
-class AllocatorSummary:
-    """One allocator of one host at a glance. ``to_dict()`` gives plain JSON types."""
-
-    host: str
-    allocator: str
-    peak_bytes: int
-    peak_time_ps: int
-    peak_step: int | None
-    capacity_bytes: int | None
-    utilisation: float | None  # peak / capacity, 0..1
-    heap_bytes: int
-    reserved_bytes: int
-    fragmentation: float | None
-    allocations: int
-    live_at_peak: int
-    top_tensors: pd.DataFrame = field(repr=False)
-    top_ops: pd.DataFrame = field(repr=False)
-    top_scopes: pd.DataFrame = field(repr=False)
-    attribution: dict[str, int]
-    leak_verdict: str
-    growth_bytes_per_step: float | None
-    # The leak check's figures: a row of LeakReport.allocators as plain values
-    # (output.sentences.leak_sentence says them in words); empty when not judged.
-    leak: dict[str, Any]
-    peak_events: int  # how many events reach the peak (the figures are the last one's)
-    lifetime_peak_bytes: int | None  # the allocator's own peak since it started
-    # What was allocated before the capture, split by the variable inventory:
-    # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
-    # optimizer (its name), other_bytes / other_variables, variable_bytes (the
-    # attribution's part), unnamed_bytes (before_capture_bytes). Without one but
-    # with XLA programs that ran: xla_parameter_bytes (the part), xla_parameters,
-    # xla_programs, xla_program (its name when one), xla_parameter_shapes,
-    # unnamed_bytes. None otherwise.
-    before_capture: dict[str, Any] | None = None
-    top_variables: pd.DataFrame | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field by name, values as they are (frames stay frames); JSON comes
-        from ``traceparse.output.jsonvalues.json_value`` of this."""
-        out: dict[str, Any] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is None and item.name in OPTIONAL_FIELDS:
-                continue
-            out[item.name] = value
-        return out
+# The name the record had before it carried every figure (kept for users' code).
+AllocatorSummary = AllocatorRecord
 
 
 def plain(value: Any) -> Any:
@@ -123,12 +96,18 @@ def build_summaries(
     leaks: LeakReport,
     variables: pd.DataFrame | None = None,
     parameters: pd.DataFrame | None = None,
-) -> list[AllocatorSummary]:
-    """One summary per peak row; ``live`` is ``live_at_peak(expand_xla=True)``
+    *,
+    layers: pd.DataFrame | None = None,
+    xla_at_peak: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+    steps: pd.DataFrame | None = None,
+) -> list[AllocatorRecord]:
+    """One record per peak row; ``live`` is ``live_at_peak(expand_xla=True)``
     (the largest tensors and HLO buffers), ``variables`` is ``Profile.variables``
     (None without an inventory), ``parameters`` ``Profile.xla_parameters`` (used
     when ``xla_parameter_bytes`` was measured). The split of the bytes from
-    before the capture is the breakdown's, as in ``attribution`` and ``layers``."""
+    before the capture is the breakdown's, as in ``attribution`` and ``layers``.
+    ``layers``, ``xla_at_peak`` and ``steps`` are the profile's tables, each
+    record keeps its allocator's rows for the renderers."""
     group, owners = owner_groups(allocations)
     counts = {
         (str(host), str(allocator)): int(count)
@@ -139,7 +118,7 @@ def build_summaries(
     }
     unmeasured = set(attribution.attrs.get(NOT_MEASURED, ()))
     verdicts = leaks.allocators.set_index(["host", "allocator"]) if len(leaks.allocators) else None
-    out: list[AllocatorSummary] = []
+    out: list[AllocatorRecord] = []
     for index in range(len(peak)):
         row = peak.iloc[index]
         host, allocator = str(row["host"]), str(row["allocator"])
@@ -166,8 +145,10 @@ def build_summaries(
         )
         if split is None and parameters is not None and "xla_parameter_bytes" in attribution_parts:
             split = _read_as_parameters(parameters, host, allocator, attribution_parts)
+        all_ops = _ranked(owned(ops, host, allocator))
+        programs, buffers = xla_at_peak if xla_at_peak is not None else (None, None)
         out.append(
-            AllocatorSummary(
+            AllocatorRecord(
                 host=host,
                 allocator=allocator,
                 peak_bytes=peak_bytes,
@@ -183,19 +164,31 @@ def build_summaries(
                 allocations=int(counts.get((host, allocator), 0)),
                 live_at_peak=int(parts["live_allocations"]),
                 top_tensors=_top_tensors(mine),
-                top_ops=_top(ops, host, allocator, TOP_OP_COLUMNS),
-                top_scopes=_top(scopes, host, allocator, TOP_SCOPE_COLUMNS),
+                top_ops=_holding(all_ops, TOP_OP_COLUMNS),
+                top_scopes=_holding(_ranked(owned(scopes, host, allocator)), TOP_SCOPE_COLUMNS),
                 attribution=attribution_parts,
-                leak_verdict=verdict,
+                leak_verdict=LeakVerdict.of(verdict),
                 growth_bytes_per_step=rate,
                 leak=leak,
                 peak_events=int(row["peak_events"]),
                 lifetime_peak_bytes=_int(row["lifetime_peak_bytes"]),
+                live_at_peak_bytes=live_at_peak_bytes(attribution_parts),
+                step_unit=step_unit(steps, host, allocator),
                 before_capture=split,
                 top_variables=top_variables,
+                ops=all_ops.reset_index(drop=True),
+                layers=None if layers is None else _layer_rows(owned(layers, host, allocator)),
+                xla_programs=None if programs is None else _mine(programs, host, allocator),
+                xla_buffers=None if buffers is None else _mine(buffers, host, allocator),
+                steps=None if steps is None else _mine(steps, host, allocator),
             )
         )
+        out[-1].notes = notes_of(out[-1])
     return out
+
+
+# The name the records are built by everywhere else.
+build_records = build_summaries
 
 
 def _before_capture(
@@ -223,7 +216,7 @@ def _before_capture(
     split["variable_bytes"] = parts.get("variable_bytes", 0)
     split["unnamed_bytes"] = parts.get("before_capture_bytes", 0)
     top = mine.sort_values(["estimated_bytes", "path"], ascending=[False, True], kind="stable")
-    return split, top.head(TOP)[TOP_VARIABLE_COLUMNS].reset_index(drop=True)
+    return split, top[TOP_VARIABLE_COLUMNS].reset_index(drop=True)
 
 
 def _read_as_parameters(
@@ -257,30 +250,36 @@ def _read_as_parameters(
     }
 
 
-def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
-    """The rows of one (host, allocator); the tables share those categories, so no cast."""
-    mask = (frame["host"] == host) & (frame["allocator"] == allocator)
-    return frame[mask.to_numpy(dtype=bool, na_value=False)]
-
-
-def _top(frame: pd.DataFrame, host: str, allocator: str, columns: list[str]) -> pd.DataFrame:
-    """The rows holding the most bytes at the peak (only those holding any), largest first."""
-    mine = owned(frame, host, allocator)
-    mine = mine[mine["live_at_peak_bytes"] > 0]
-    mine = mine.sort_values(
+def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """Largest bytes at the peak first, then the most allocated (stable)."""
+    return frame.sort_values(
         ["live_at_peak_bytes", "allocated_bytes"], ascending=False, kind="stable"
     )
-    return mine.head(TOP)[columns].reset_index(drop=True)
+
+
+def _holding(ranked: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The ranked rows holding any bytes at the peak, whole."""
+    return ranked[(ranked["live_at_peak_bytes"] > 0).to_numpy(dtype=bool)][columns].reset_index(
+        drop=True
+    )
+
+
+def _mine(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
+    return frame if frame.empty else owned(frame, host, allocator).reset_index(drop=True)
+
+
+def _layer_rows(mine: pd.DataFrame) -> pd.DataFrame:
+    """The layers holding bytes at the peak (their rows sum to the bytes in use)."""
+    return mine[(mine["live_at_peak_bytes"] != 0).to_numpy(dtype=bool)].reset_index(drop=True)
 
 
 def _top_tensors(live: pd.DataFrame) -> pd.DataFrame:
-    """The largest tensors and HLO buffers; with their Python source line where the
-    capture has one (JAX's Python tracer, allocations.source)."""
-    top = live.head(TOP)
+    """The tensors and HLO buffers live at the peak, largest first; with their Python
+    source line where the capture has one (JAX's Python tracer, allocations.source)."""
     columns = list(TOP_TENSOR_COLUMNS)
-    if "source" in top and top["source"].notna().any():
+    if "source" in live and live["source"].notna().any():
         columns.append("source")
-    return top[columns].reset_index(drop=True)
+    return live[columns].reset_index(drop=True)
 
 
 def _int(value: Any) -> int | None:

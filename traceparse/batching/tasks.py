@@ -204,11 +204,22 @@ def _out_of_memory(profile: Any) -> str | None:
 
 
 def summary_row(summary: Any) -> dict[str, Any]:
-    """The batch columns of one ``AllocatorSummary``, as JSON values."""
+    """The batch columns of one allocator's record, as JSON values."""
     from traceparse.analysis import PARTS
     from traceparse.output.jsonvalues import json_value
 
-    data = json_value(summary.to_dict())
+    # The record's whole tables are not needed: its largest op is their first row.
+    fields = ("allocator", "peak_bytes", "capacity_bytes", "utilisation", "peak_step")
+    data = json_value(
+        {
+            **{name: getattr(summary, name) for name in fields},
+            "top_ops": summary.top_ops.head(1),
+            "attribution": summary.attribution,
+            "leak_verdict": summary.leak_verdict,
+            "allocations": summary.allocations,
+            "live_at_peak": summary.live_at_peak,
+        }
+    )
     top = data["top_ops"][0] if data["top_ops"] else {}
     return {
         "allocator": data["allocator"],

@@ -67,5 +67,8 @@ def load_baseline(path: str, term: Terminal) -> Baseline:
     from traceparse.gate.baseline import baseline_of, is_baseline_file, read_baseline
 
     if is_baseline_file(path):
-        return read_baseline(path)
+        baseline = read_baseline(path)
+        for note in baseline.meaning_notes():
+            term.warn(note)
+        return baseline
     return baseline_of(load_newest(path, term))

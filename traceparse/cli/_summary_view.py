@@ -16,11 +16,10 @@ if TYPE_CHECKING:
 
 # Per-allocator tables the terminal summary leaves to their own subcommand.
 _SKIPPED_TABLES = {"steps": "traceparse steps"}
-# Columns of the reports' tables that make a terminal line too long; the report,
-# `traceparse peak` and `traceparse allocations` show them.
-_NARROW = {"top_tensors": {"Type", "Region", "Shape × dtype", "Estimate", "Allocated at"}}
-# Tables that only make sense whole (their rows add up to the peak).
-_ALWAYS_WHOLE = {"attribution"}
+# Columns of the reports' tables that make a terminal line too long (by the
+# record's column names); the report, `traceparse peak` and `traceparse
+# allocations` show them.
+_NARROW = {"top_tensors": {"op_type", "region", "estimated_bytes", "estimate_status", "alloc_ps"}}
 _VERDICT_STYLES = {"ok": "green", "warn": "bold yellow", "unknown": "dim"}
 
 
@@ -39,7 +38,7 @@ def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 1
         for profile in profiles:
             profile.summary()  # computed once and cached; the view below reuses it
             bar.advance()
-        view = build_view(profiles, __version__)
+        view = build_view(profiles, __version__, top=top)
 
     # ``load_each`` gives one profile per run and host: a run's hosts open with one
     # overview of every host and allocator, then each host's own blocks.
@@ -138,26 +137,24 @@ def _print_facts(av: Any, term: Terminal) -> None:
         if fact.value == "-" and not fact.detail:
             continue  # unknown here (CPU allocators report no capacity): say nothing
         text = fact.value if not fact.detail else f"{fact.value} ({fact.detail})"
+        if fact.line:
+            text = fact.line  # the view's one line: the verdict said once
         if fact.label == "Leak check":
-            # The message usually states the verdict itself; do not say it twice.
-            if not fact.detail:
-                text = fact.value
-            elif fact.value.lower() in fact.detail.lower():
-                text = fact.detail
-            else:
-                text = f"{fact.value}: {fact.detail}"
             styles[fact.label] = _VERDICT_STYLES.get(av.verdict_level, "")
         rows.append((fact.label, text))
     term.fields(rows, styles=styles)
 
 
 def _print_table(table: Any, term: Terminal, top: int) -> None:
-    hidden_headers = _NARROW.get(table.key, set())
-    keep = [i for i, header in enumerate(table.headers) if header not in hidden_headers]
-    rows = [[row[i].text for i in keep] for row in table.rows]
-    shown = rows[:top] if top and table.key not in _ALWAYS_WHOLE else rows
-    hidden = table.total_rows - len(shown)
-    footer = f"… {hidden} more {'row' if hidden == 1 else 'rows'}" if hidden > 0 else None
+    """A table of the view as it is: the view cut its rows (``--top``) and counted the rest."""
+    from traceparse.output.sentences import more_rows
+
+    narrow = _NARROW.get(table.key, set())
+    keep = [
+        i for i in range(len(table.headers)) if not (table.columns and table.columns[i] in narrow)
+    ]
+    shown = [[row[i].text for i in keep] for row in table.rows]
+    footer = more_rows(table.hidden_rows, "--top 0 shows all") if table.hidden_rows else None
     term.text_table(
         [table.headers[i] for i in keep],
         shown,

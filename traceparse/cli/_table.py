@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 TABLE_FORMATS = ("table", "csv", "json", "parquet")
 # Rows a terminal table shows unless --top says otherwise; exports get every row.
 DEFAULT_TABLE_ROWS = 20
-# Columns that mean nothing to a reader of the terminal table (kept in exports).
-_INTERNAL_COLUMNS = {"alloc_event", "free_event", "step_id", "event"}
 
 
 class TableCommand(Command):
@@ -145,11 +143,15 @@ class TableCommand(Command):
         return 0
 
     def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+        from traceparse.tables.columns import COLUMNS
+
         present = [c for c in self.display_columns if c in table.columns]
+        # Without a choice of the command's: the columns shown by default (bookkeeping,
+        # such as event numbers, means nothing to a reader; exports keep it).
         columns = (
             present
             if len(present) >= 2
-            else [c for c in table.columns if c not in _INTERNAL_COLUMNS]
+            else [c for c in table.columns if c not in COLUMNS or COLUMNS[c].shown]
         )
         # One host or one allocator: a column repeating it adds nothing.
         for single in ("host", "allocator"):
@@ -225,12 +227,11 @@ def word_headers(columns: Sequence[object]) -> dict[str, str]:
 
 def _step_header(profile: Profile, table: pd.DataFrame) -> dict[str, str]:
     """Without step markers the step column holds executions: its header says so."""
-    from traceparse.analysis.steps import STEP_ID
+    from traceparse.analysis.record import StepUnit, step_unit
 
     if "step" not in table.columns or profile.step_markers.shape[0]:
         return {}
-    sources = set(profile.steps["source"].astype(str))
-    return {"step": "execution"} if sources == {STEP_ID} else {}
+    return {"step": "execution"} if step_unit(profile.steps) is StepUnit.EXECUTION else {}
 
 
 def column_named(table: pd.DataFrame, name: str) -> str:

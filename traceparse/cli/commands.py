@@ -1,6 +1,6 @@
 """The subcommands of ``traceparse``, one module each.
 
-To add a subcommand: write ``traceparse/cli/commands/NAME.py`` with a
+To add a subcommand: write ``traceparse/cli/NAME.py`` with a
 :class:`~traceparse.cli.base.Command` subclass (its docstring is the help
 text; ``prepare_parser`` adds arguments; ``run`` does the work and returns the
 exit code), then add the class to ``COMMANDS`` below. Command modules import

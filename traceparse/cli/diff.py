@@ -155,7 +155,12 @@ def _side(path: str, term: Terminal) -> tuple[list[AllocatorFigures], dict[str, 
 
     if is_baseline_file(path):
         baseline = read_baseline(path)
-        return baseline.allocators, {"label": path, "path": path, "kind": "baseline"}
+        for note in baseline.meaning_notes():
+            term.warn(note)
+        info: dict[str, Any] = {"label": path, "path": path, "kind": "baseline"}
+        if baseline.changed_meaning:
+            info["changed_meaning"] = dict(baseline.changed_meaning)
+        return baseline.allocators, info
     from traceparse.cli._loading import load_newest
     from traceparse.gate.figures import figures_of
 
@@ -163,5 +168,9 @@ def _side(path: str, term: Terminal) -> tuple[list[AllocatorFigures], dict[str, 
     for note in profile.diagnostics:
         if "no memory events" in note:
             term.warn(note)
-    info = {"label": path, "path": profile.path, "run": profile.run, "kind": "capture"}
-    return figures_of(profile), info
+    return figures_of(profile), {
+        "label": path,
+        "path": profile.path,
+        "run": profile.run,
+        "kind": "capture",
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Literal, cast
 
-from traceparse.cli.base import Command
+from traceparse.cli.base import Command, count_type
 from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
@@ -46,6 +46,13 @@ class ReportCommand(Command):
             help="md, html or json (default: from -o's extension, else md)",
         )
         parser.add_argument(
+            "--top",
+            type=count_type,
+            metavar="N",
+            help="rows per table in md and html (default 20; 0 shows every row; "
+            "json always has every row)",
+        )
+        parser.add_argument(
             "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
         )
 
@@ -59,7 +66,7 @@ class ReportCommand(Command):
         if fmt == "html" and args.output is None and term.interactive:
             raise UsageError("an HTML report is a file: add -o report.html")
         profiles = load_each(args.paths, term)
-        text = write(profiles, fmt, args.output, term)
+        text = write(profiles, fmt, args.output, term, top=args.top)
         if args.output is None:
             term.raw(text)
         else:
@@ -67,13 +74,16 @@ class ReportCommand(Command):
         return 0
 
 
-def write(profiles: list[Profile], fmt: str, path: str | None, term: Terminal) -> str:
+def write(
+    profiles: list[Profile], fmt: str, path: str | None, term: Terminal, *, top: int | None = None
+) -> str:
     """Render (and with ``path`` write) a report, with a progress display."""
     from traceparse.report import write_report
 
     with term.progress(f"Writing the {fmt} report"):
         try:
-            return write_report(profiles, cast(Literal["md", "html", "json"], fmt), path)
+            rows = {} if top is None else {"top": top}  # None: the report's default
+            return write_report(profiles, cast(Literal["md", "html", "json"], fmt), path, **rows)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise UsageError(

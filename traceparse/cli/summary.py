@@ -43,7 +43,7 @@ class SummaryCommand(Command):
             type=count_type,
             default=10,
             metavar="N",
-            help="rows per table (default 10; 0 shows every row the summary keeps)",
+            help="rows per table (default 10; 0 shows every row; a line counts those left out)",
         )
         parser.add_argument(
             "--format",

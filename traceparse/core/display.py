@@ -1,26 +1,31 @@
 """How a Profile shows itself in a notebook, through a renderer of a later stage.
 
 core comes before report in the pipeline and imports nothing of it; the HTML
-renderer lives in report (``traceparse.report.notebook``). Like pandas'
-plotting backend, the renderer is named here and found when a notebook first
-asks for it, so ``import traceparse`` stays cheap and the stages stay in order.
+renderer lives in report (``traceparse.report.notebook``). The package face
+(``traceparse/__init__.py``, which may import any stage) hands it over with
+``use`` when ``traceparse`` is imported, which happens before any ``Profile``
+exists, so ``import traceparse`` stays cheap and the stages stay in order.
 """
 
 from __future__ import annotations
 
-import importlib
+import html
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HTML_RENDERER", "profile_html"]
+__all__ = ["profile_html", "use"]
 
-# The module with ``profile_html(profile, top)``.
-HTML_RENDERER = "traceparse.report.notebook"
+Renderer = Callable[[Any, int], str]
+_renderer: list[Renderer] = []
 
 
-def _renderer() -> Any:
-    return importlib.import_module(HTML_RENDERER)
+def use(renderer: Renderer) -> None:
+    """Make ``renderer(profile, top)`` the HTML of a Profile in a notebook."""
+    _renderer[:] = [renderer]
 
 
 def profile_html(profile: Any, top: int) -> str:
     """``profile``'s summary as an HTML fragment (no scripts)."""
-    return str(_renderer().profile_html(profile, top))
+    if not _renderer:  # only when the package face was bypassed
+        return f"<pre>{html.escape(repr(profile))}</pre>"
+    return str(_renderer[0](profile, top))

@@ -39,6 +39,7 @@ from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.core.compat import called_or_read, moved
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
@@ -112,7 +113,7 @@ class Profile:
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
-      ``summary()`` (one ``AllocatorSummary`` per allocator).
+      ``summary()`` (one ``AllocatorRecord`` per allocator, ``analysis/record.py``).
 
     Everything is computed on first use and cached.
     """
@@ -511,6 +512,7 @@ class Profile:
     def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
         return {}
 
+    @called_or_read  # read as a property before; that spelling warns for a release
     def layers(self, by_replica: bool = False, depth: int = 1) -> pd.DataFrame:
         """One row per (host, allocator, layer): bytes at the peak by kind, rows summing to
         the allocator's in-use bytes (explicit rows for what no layer holds).
@@ -527,6 +529,12 @@ class Profile:
         if key not in self._layer_tables:
             self._layer_tables[key] = self._layers(by_replica=key[0], depth=key[1])
         return self._layer_tables[key]
+
+    @property
+    def layers_by_replica(self) -> pd.DataFrame:
+        """Deprecated: ``layers(by_replica=True)``."""
+        moved("Profile.layers_by_replica", "Profile.layers(by_replica=True)")
+        return self.layers(by_replica=True)
 
     @pooled_property
     def _layer_tables(self) -> dict[tuple[bool, int], pd.DataFrame]:
@@ -565,6 +573,7 @@ class Profile:
         report.allocators = self._conform(report.allocators, VERDICTS)
         return report
 
+    @called_or_read  # read as a property before; that spelling warns for a release
     def leaks(self) -> LeakReport:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
         return self._leaks
@@ -586,6 +595,9 @@ class Profile:
             self.leaks(),
             self.variables if self._has_inventory else None,
             self.xla_parameters if self._parameters is not None else None,
+            layers=self.layers(),
+            xla_at_peak=self.xla_at_peak(),
+            steps=self.steps,
         )
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINE_FORMAT",
     "BASELINE_VERSION",
+    "MEANING_CHANGES",
     "Baseline",
     "baseline_of",
     "is_baseline_file",
@@ -49,7 +50,16 @@ __all__ = [
 ]
 
 BASELINE_FORMAT = "traceparse-baseline"
-BASELINE_VERSION = 1
+# 2: live_at_peak_bytes counts compiled programs' XLA buffers and slab slack.
+BASELINE_VERSION = 2
+# Figures whose meaning changed at a version: a baseline written before it still
+# loads, and a comparison with it says which of its figures mean something else.
+MEANING_CHANGES: dict[int, dict[str, str]] = {
+    2: {
+        "live_at_peak_bytes": "now counts the XLA buffers and slab slack of compiled "
+        "programs, which baselines of version 1 left out",
+    },
+}
 
 _INT_FIELDS = (
     "peak_bytes",
@@ -74,10 +84,28 @@ class Baseline:
     allocators: list[AllocatorFigures]
     source: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # the file it was read from, for messages
+    version: int = BASELINE_VERSION  # the version it was written with
 
     @property
     def label(self) -> str:
         return self.path or self.source.get("path", "baseline")
+
+    @property
+    def changed_meaning(self) -> dict[str, str]:
+        """Figure -> how its meaning changed since this baseline was written."""
+        out: dict[str, str] = {}
+        for version, changes in sorted(MEANING_CHANGES.items()):
+            if version > self.version:
+                out.update(changes)
+        return out
+
+    def meaning_notes(self) -> list[str]:
+        """One line per figure that means something else now than when written."""
+        return [
+            f"{self.label} was written with baseline version {self.version}: "
+            f"its {figure} {what}; write the baseline again to compare like with like"
+            for figure, what in self.changed_meaning.items()
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         from traceparse.version import __version__
@@ -137,6 +165,7 @@ class Baseline:
             allocators=allocators,
             source={str(k): str(v) for k, v in (source or {}).items()},
             path=path,
+            version=version,
         )
 
 

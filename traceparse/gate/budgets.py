@@ -25,6 +25,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from traceparse.analysis.record import LeakVerdict
 from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
@@ -295,10 +296,9 @@ def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
 
 
 def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
-    parts = s.attribution
-    padding = parts["padding_bytes"]
-    requested = parts["shape_explained_bytes"] + parts["shape_unknown_bytes"]
-    held = requested + parts["unexplained_request_bytes"] + padding
+    padding = s.attribution["padding_bytes"]
+    # What the allocations live at the peak hold, compiled programs' buffers included.
+    held = s.live_at_peak_bytes
     fraction = padding / held if held > 0 else 0.0
     failed = fraction > limit
     message = (
@@ -321,8 +321,8 @@ def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
 def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
     report = profile.leaks()
     rate = s.growth_bytes_per_step
-    if s.leak_verdict == "growing":
-        from traceparse.analysis.summary import owned
+    if s.leak_verdict is LeakVerdict.GROWING:
+        from traceparse.analysis.record import owned
 
         by_op = owned(report.by_op, s.host, s.allocator)
         contributors = tuple(

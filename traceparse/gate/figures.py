@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from traceparse.analysis.record import AllocatorRecord, Part
 from traceparse.output import cells
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ __all__ = [
     "AllocatorFigures",
     "OpFigures",
     "figures_of",
+    "figures_of_record",
     "pair_allocators",
     "rollup",
 ]
@@ -107,64 +109,61 @@ class AllocatorFigures:
 
 
 def figures_of(profile: Profile) -> list[AllocatorFigures]:
-    """One record per (host, allocator) of ``profile``, sorted by host then allocator."""
+    """One record per (host, allocator) of ``profile``, sorted by host then allocator.
+
+    Every figure but the requests comes from the allocator's record
+    (``Profile.summary()``): live at the peak is the record's (the XLA buffers
+    and slab slack of compiled programs included), the ops are its ops."""
+    asked = _requests(profile)
+    return sorted(
+        (figures_of_record(record, asked) for record in profile.summary()),
+        key=lambda f: (f.host, f.allocator),
+    )
+
+
+def figures_of_record(
+    record: AllocatorRecord,
+    asked: dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]] | None = None,
+) -> AllocatorFigures:
+    """The gate's figures of one record; ``asked`` holds the requests per op (``_requests``)."""
     import pandas as pd
 
-    ops = profile.ops
-    asked = _requests(profile)
-    steps = profile.steps
-    step_counts = (
-        steps.groupby(["host", "allocator"], observed=True).size().to_dict() if len(steps) else {}
+    asked = asked or {}
+    ops = record.ops if record.ops is not None else pd.DataFrame(columns=["op"])
+    by_op: dict[str, OpFigures] = {}
+    for op, at_peak, allocated, count in zip(
+        ops["op"].astype(object),
+        ops.get("live_at_peak_bytes", []),
+        ops.get("allocated_bytes", []),
+        ops.get("count", []),
+        strict=True,
+    ):
+        key = NO_OP if pd.isna(op) else str(op)
+        requested, at_peak_requested, shapes = asked.get(
+            (record.host, record.allocator, key), (0, 0, ())
+        )
+        figures = OpFigures(
+            int(at_peak),
+            0 if pd.isna(allocated) else int(allocated),
+            int(count),
+            requested,
+            at_peak_requested,
+            shapes,
+        )
+        by_op[key] = by_op.get(key, OpFigures()) + figures
+    steps = record.steps
+    return AllocatorFigures(
+        host=record.host,
+        allocator=record.allocator,
+        peak_bytes=record.peak_bytes,
+        capacity_bytes=record.capacity_bytes,
+        live_at_peak_bytes=record.live_at_peak_bytes,
+        padding_at_peak_bytes=int(record.attribution.get(Part.PADDING, 0)),
+        allocated_bytes=sum(f.allocated_bytes for f in by_op.values()),
+        allocations=record.allocations,
+        ops=dict(sorted(by_op.items())),
+        steps=len(steps) if steps is not None and len(steps) else None,
     )
-    out: list[AllocatorFigures] = []
-    for summary in profile.summary():
-        parts = summary.attribution
-        live = (
-            parts["shape_explained_bytes"]
-            + parts["shape_unknown_bytes"]
-            + parts["unexplained_request_bytes"]
-            + parts["padding_bytes"]
-        )
-        mask = (ops["host"].astype(object) == summary.host) & (
-            ops["allocator"].astype(object) == summary.allocator
-        )
-        mine = ops[mask.to_numpy(dtype=bool)]
-        by_op: dict[str, OpFigures] = {}
-        for op, at_peak, allocated, count in zip(
-            mine["op"].astype(object),
-            mine["live_at_peak_bytes"],
-            mine["allocated_bytes"],
-            mine["count"],
-            strict=True,
-        ):
-            key = NO_OP if pd.isna(op) else str(op)
-            requested, at_peak_requested, shapes = asked.get(
-                (summary.host, summary.allocator, key), (0, 0, ())
-            )
-            figures = OpFigures(
-                int(at_peak),
-                0 if pd.isna(allocated) else int(allocated),
-                int(count),
-                requested,
-                at_peak_requested,
-                shapes,
-            )
-            by_op[key] = by_op.get(key, OpFigures()) + figures
-        out.append(
-            AllocatorFigures(
-                host=summary.host,
-                allocator=summary.allocator,
-                peak_bytes=summary.peak_bytes,
-                capacity_bytes=summary.capacity_bytes,
-                live_at_peak_bytes=int(live),
-                padding_at_peak_bytes=int(parts["padding_bytes"]),
-                allocated_bytes=sum(f.allocated_bytes for f in by_op.values()),
-                allocations=summary.allocations,
-                ops=dict(sorted(by_op.items())),
-                steps=step_counts.get((summary.host, summary.allocator)),
-            )
-        )
-    return sorted(out, key=lambda f: (f.host, f.allocator))
 
 
 def _requests(profile: Profile) -> dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]]:

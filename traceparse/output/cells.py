@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from traceparse.output.units import (
     format_bytes,
@@ -81,6 +81,8 @@ def _escape_one(match: re.Match[str]) -> str:
 Kind = Literal[
     "text", "bytes", "signed_bytes", "duration", "time", "percent", "count", "number", "address"
 ]
+# Words shown as they are: long hierarchical names (ops, scopes), short identifiers.
+_WORDS = ("name", "ident")
 NUMERIC_KINDS: frozenset[str] = frozenset(
     {"bytes", "signed_bytes", "duration", "time", "percent", "count", "number", "address"}
 )
@@ -98,7 +100,13 @@ _PERCENT_NAMES = {"fragmentation", "utilisation", "utilization", "share", "fract
 
 
 def column_kind(name: str, dtype: Any = None) -> Kind:
-    """How to show a column, from its name (and dtype for the rest)."""
+    """How to show a column: as declared (``tables.columns.Column.display``); a column
+    of no public table (a frame of one's own) by its name, and dtype for the rest."""
+    from traceparse.tables.columns import COLUMNS
+
+    declared = COLUMNS.get(name)
+    if declared is not None:
+        return cast(Kind, "text" if declared.display in _WORDS else declared.display)
     n = name.lower()
     if n.endswith("_bytes") or n == "bytes":
         signed = any(word in n for word in ("delta", "growth", "change", "diff"))

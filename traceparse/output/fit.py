@@ -4,7 +4,9 @@ The rules, in order: every number is shown whole; the name column (layer, op,
 scope, program) is always shown, cut in the middle when it must be so both
 ends stay readable; a long header wraps at its underscores (``live_at_peak_``
 over ``bytes``) rather than being cut; and the columns that still do not fit
-are dropped from the right, for the caller to name in one line.
+are dropped, lowest priority first (``tables.columns.Column.priority``: the
+byte column that answers the table's question goes last), from the right
+among equals, for the caller to name in one line.
 """
 
 from __future__ import annotations
@@ -62,8 +64,10 @@ def fit_columns(
     right: Sequence[bool],
     width: int,
     key: int | None = None,
+    priority: Sequence[int] | None = None,
 ) -> Layout:
-    """The layout of a table on ``width`` columns; ``key`` is the name column's index.
+    """The layout of a table on ``width`` columns; ``key`` is the name column's index,
+    ``priority`` each column's (higher stays longer; default: all equal).
 
     Without ``key`` the first text column is the name column.
     """
@@ -88,13 +92,15 @@ def fit_columns(
 
     shown = list(range(count))
     hidden: list[int] = []
+    rank = list(priority) if priority is not None else [0] * count
     while used(shown) > width:
         droppable = [i for i in shown if i != key]
         if not droppable:
             break
-        last = droppable[-1]
+        last = min(droppable, key=lambda i: (rank[i], -i))  # the lowest, rightmost
         shown.remove(last)
-        hidden.insert(0, last)
+        hidden.append(last)
+    hidden.sort()
     widths = {i: need[i] for i in shown}
     if key is not None and key in shown and used(shown) > width:
         widths[key] = max(1, need[key] - (used(shown) - width))  # only the name is left to cut

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from traceparse.analysis.leaks import GROWING, MIN_STEPS, NO_EVENTS, STABLE
+from traceparse.analysis.record import Note
 from traceparse.analysis.steps import STEP_ID
 from traceparse.output.units import format_bytes, is_missing, plural
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class SummaryFigures(Protocol):
-    """The figures of ``AllocatorSummary`` that its notes are made from."""
+    """The figures of an allocator's record that its notes are made from."""
 
     @property
     def host(self) -> str: ...
@@ -39,6 +40,8 @@ class SummaryFigures(Protocol):
     def lifetime_peak_bytes(self) -> int | None: ...
     @property
     def leak(self) -> Mapping[str, Any]: ...
+    @property
+    def notes(self) -> tuple[Note, ...]: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 
@@ -108,6 +111,13 @@ def leak_sentence(row: Mapping[str, Any], *, name: str | None = None) -> str:
     )
 
 
+def leak_line(row: Mapping[str, Any], verdict: str, *, name: str | None = None) -> str:
+    """The leak check on one line: the sentence, which states a verdict it judged;
+    the verdict and why it was not judged otherwise."""
+    sentence = leak_sentence(row, name=name)
+    return sentence if leak_reason(row) is None else f"{verdict}: {sentence}"
+
+
 def leak_growth(row: Mapping[str, Any]) -> str:
     """The growth figure that goes with the verdict: per step only when it is growing."""
     if is_missing(row.get("total_growth_bytes")):
@@ -137,49 +147,33 @@ def leak_message(report: LeakReport) -> str:
 
 
 def allocator_notes(s: SummaryFigures) -> list[str]:
-    """What a reader should know about one allocator's figures, in sentences."""
+    """What a reader should know about one allocator's figures (its record's
+    ``notes``), in sentences."""
     name = f"{s.allocator} on {s.host}"
-    notes: list[str] = []
-    if s.capacity_bytes is None:
-        notes.append(f"{name}: the events carry no bytes_available, so capacity is unknown.")
     before = s.attribution.get("before_capture_bytes", 0)
-    if before < 0:
-        notes.append(
-            f"{name}: the allocations live at the peak hold {format_bytes(-before)} more than "
-            "the allocator's own counter; the capture lost some frees, so some of them "
-            "were in fact released."
-        )
-    elif before > 0 and "variable_bytes" in s.attribution:
-        notes.append(
-            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
-            "started and is not a variable the inventory names (tensors held by Python "
-            "objects, dataset buffers, small variables, allocator rounding); start the "
-            "profiler earlier to see which tensors hold it."
-        )
-    elif before > 0 and "xla_parameter_bytes" in s.attribution:
-        notes.append(
-            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
-            "started and is not a parameter of an XLA program that ran (the capture has no "
-            "variable inventory; parameters carry shapes, not names); profile with "
-            "traceparse.integrations.keras.MemoryCallback or traceparse.profile() to name "
-            "variables."
-        )
-    elif before > 0:
-        notes.append(
-            f"{name}: {format_bytes(before)} at the peak was allocated before the capture "
-            "started; start the profiler earlier to see which tensors hold it."
-        )
-    if s.peak_events > 1:
-        notes.append(
-            f"{name}: the peak of {format_bytes(s.peak_bytes)} is reached "
-            f"{s.peak_events} times; the figures are for the last of them."
-        )
-    if s.lifetime_peak_bytes is not None and s.lifetime_peak_bytes > (s.heap_bytes or 0):
-        notes.append(
-            f"{name}: the allocator's own lifetime peak, {format_bytes(s.lifetime_peak_bytes)}, "
-            "is higher than any point in the capture: it peaked before the capture started."
-        )
-    return notes
+    said = {
+        Note.NO_CAPACITY: "the events carry no bytes_available, so capacity is unknown.",
+        Note.LOST_FREES: f"the allocations live at the peak hold {format_bytes(-before)} more "
+        "than the allocator's own counter; the capture lost some frees, so some of them "
+        "were in fact released.",
+        Note.BEFORE_CAPTURE_NOT_A_VARIABLE: f"{format_bytes(before)} at the peak was allocated "
+        "before the capture started and is not a variable the inventory names (tensors held "
+        "by Python objects, dataset buffers, small variables, allocator rounding); start the "
+        "profiler earlier to see which tensors hold it.",
+        Note.BEFORE_CAPTURE_NOT_A_PARAMETER: f"{format_bytes(before)} at the peak was "
+        "allocated before the capture started and is not a parameter of an XLA program that "
+        "ran (the capture has no variable inventory; parameters carry shapes, not names); "
+        "profile with traceparse.integrations.keras.MemoryCallback or traceparse.profile() "
+        "to name variables.",
+        Note.BEFORE_CAPTURE: f"{format_bytes(before)} at the peak was allocated before the "
+        "capture started; start the profiler earlier to see which tensors hold it.",
+        Note.PEAK_REPEATED: f"the peak of {format_bytes(s.peak_bytes)} is reached "
+        f"{s.peak_events} times; the figures are for the last of them.",
+        Note.PEAKED_BEFORE_CAPTURE: "the allocator's own lifetime peak, "
+        f"{format_bytes(s.lifetime_peak_bytes)}, is higher than any point in the capture: "
+        "it peaked before the capture started.",
+    }
+    return [f"{name}: {said[note]}" for note in s.notes]
 
 
 def summary_record(s: SummaryFigures) -> dict[str, Any]:
@@ -193,3 +187,9 @@ def summary_record(s: SummaryFigures) -> dict[str, Any]:
             "diagnostics": allocator_notes(s),
         }
     )
+
+
+def more_rows(hidden: int, hint: str = "") -> str:
+    """The line under a table cut short: ``… 3 more rows (--top 0 shows all)``."""
+    text = f"… {hidden} more {'row' if hidden == 1 else 'rows'}"
+    return f"{text} ({hint})" if hint else text

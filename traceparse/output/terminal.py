@@ -196,17 +196,30 @@ class Terminal:
         key: str | None = None,
         hidden_hint: str = "--wide shows them all",
     ) -> None:
-        """A DataFrame as a table, cells in human units; ``key`` is its name column."""
+        """A DataFrame as a table, cells in human units; ``key`` is its name column.
+
+        When it must drop columns to fit, the declared ones go by their priority
+        (``tables.columns.Column``), and a dropped part of a column still shown
+        (``Column.part_of``) is said: the parts left no longer add up."""
+        from traceparse.tables.columns import COLUMNS, PLAIN
+
         kinds = {**{c: column_kind(str(c), frame[c].dtype) for c in frame.columns}, **(kinds or {})}
         names = [str(c) for c in frame.columns]
+        shown = [(headers or {}).get(n, n) for n in names]
+        declared = [COLUMNS.get(n) for n in names]
+        whole = {n: (headers or {}).get(n, n) for n in names}
         self.text_table(
-            [(headers or {}).get(n, n) for n in names],
+            shown,
             formatted_rows(frame, kinds),
             right=[kinds[c] in NUMERIC_KINDS for c in frame.columns],
             title=title,
             footer=footer,
             key=None if key is None else (headers or {}).get(key, key),
             hidden_hint=hidden_hint,
+            priority=[PLAIN if c is None else c.priority for c in declared],
+            part_of=[
+                whole.get(c.part_of) if c is not None and c.part_of else None for c in declared
+            ],
         )
 
     def text_table(
@@ -219,22 +232,32 @@ class Terminal:
         footer: str | None = None,
         key: str | None = None,
         hidden_hint: str = "--wide shows them all",
+        priority: Sequence[int] | None = None,
+        part_of: Sequence[str | None] | None = None,
     ) -> None:
-        """A table of already formatted cells; ``right`` aligns numeric columns.
+        """A table of already formatted cells; ``right`` aligns numeric columns;
+        ``priority`` orders the columns to drop, ``part_of`` names for each column
+        the column it is a part of (None: none).
 
         On a terminal the table fits its width (see ``output.fit``): ``key`` names
         the column that is always shown (default: the first text column), and
         the columns dropped to fit are named in one line with ``hidden_hint``.
         """
         width = self._fit_width()
+        partial: dict[str, list[str]] = {}  # a total shown -> its parts not shown
         if width is None:
             lines = render_plain_table(headers, rows, right)
             head, body, hidden = lines[:1], lines[1:], []
         else:
             key_index = list(headers).index(key) if key is not None and key in headers else None
-            layout = fit_columns(headers, rows, right, width, key_index)
+            layout = fit_columns(headers, rows, right, width, key_index, priority)
             head, body = render_fitted(headers, rows, right, layout)
             hidden = [visible(headers[i], cell=True) for i in layout.hidden]
+            shown_headers = {headers[i] for i in layout.shown}
+            for i in layout.hidden:
+                total = part_of[i] if part_of is not None else None
+                if total is not None and total in shown_headers:
+                    partial.setdefault(total, []).append(visible(headers[i], cell=True))
         notes = _wrapped(footer, width)
         if hidden and width is not None:
             which = ", ".join(hidden)
@@ -243,6 +266,13 @@ class Terminal:
                 width=width,
                 break_on_hyphens=False,
             )
+            for total, parts in sorted(partial.items()):
+                notes += textwrap.wrap(
+                    f"The parts shown do not add up to {visible(total, cell=True)}: "
+                    f"{', '.join(parts)} not shown.",
+                    width=width,
+                    break_on_hyphens=False,
+                )
         if self.use_rich:
             from rich.text import Text
 

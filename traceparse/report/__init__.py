@@ -22,29 +22,41 @@ Format = Literal["md", "html", "json"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 
-def render_markdown(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
-    """Markdown for a GitHub job summary: headline first, then tables and diagnostics."""
+# Rows per table in Markdown and HTML unless told (0: every row).
+DEFAULT_TOP = 20
+
+
+def render_markdown(
+    profiles: Sequence[ProfileLike], version: str | None = None, *, top: int = DEFAULT_TOP
+) -> str:
+    """Markdown for a GitHub job summary: headline first, then tables and diagnostics;
+    ``top`` rows per table (0: all), the rest counted."""
     from traceparse.report.markdown import render_markdown as render
 
-    return render(profiles, version)
+    return render(profiles, version, top=top)
 
 
-def render_html(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+def render_html(
+    profiles: Sequence[ProfileLike], version: str | None = None, *, top: int = DEFAULT_TOP
+) -> str:
     """One self-contained HTML page (inline CSS and SVG, one script of its own that
-    the page's policy allows by hash, no network)."""
+    the page's policy allows by hash, no network); ``top`` rows per table (0: all)."""
     from traceparse.report.html import render_html as render
 
-    return render(profiles, version)
+    return render(profiles, version, top=top)
 
 
-def render_json(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
-    """JSON with a ``schema_version``, the summaries and the tables as records."""
+def render_json(
+    profiles: Sequence[ProfileLike], version: str | None = None, *, top: int = 0
+) -> str:
+    """JSON with a ``schema_version``, the summaries and the tables as records: every
+    row, whatever ``top`` says."""
     from traceparse.report.jsonreport import render_json as render
 
     return render(profiles, version)
 
 
-_RENDERERS: dict[str, Callable[[Sequence[ProfileLike], str | None], str]] = {
+_RENDERERS: dict[str, Callable[..., str]] = {
     "md": render_markdown,
     "html": render_html,
     "json": render_json,
@@ -55,9 +67,12 @@ def write_report(
     profiles: Sequence[ProfileLike],
     fmt: Format,
     path: str | os.PathLike[str] | None = None,
+    *,
+    top: int = DEFAULT_TOP,
 ) -> str:
     """Render ``profiles`` as ``fmt`` ("md", "html" or "json"); write it to ``path``
-    atomically when given. Returns the text either way."""
+    atomically when given. Markdown and HTML show ``top`` rows per table (0: all).
+    Returns the text either way."""
     try:
         render = _RENDERERS[fmt]
     except KeyError:
@@ -66,7 +81,7 @@ def write_report(
         raise UsageError(
             f"unknown report format {fmt!r}: choose one of {', '.join(FORMATS)}"
         ) from None
-    text = render(list(profiles), None)
+    text = render(list(profiles), None, top=top)
     if path is not None:
         from traceparse.files.atomic import atomic_write
 

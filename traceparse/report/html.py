@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traceparse.analysis.record import owned
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
 from traceparse.report.escape import html_text as esc
@@ -25,6 +26,7 @@ from traceparse.report.interact import SCRIPT
 from traceparse.report.source import ProfileLike
 from traceparse.report.style import CSP, STYLE
 from traceparse.report.view import (
+    MAX_ROWS,
     AllocatorView,
     Cell,
     ProfileView,
@@ -42,11 +44,13 @@ __all__ = ["render_html", "render_html_view"]
 MAX_SHADED_STEPS = 400
 
 
-def render_html(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+def render_html(
+    profiles: Sequence[ProfileLike], version: str | None = None, *, top: int = MAX_ROWS
+) -> str:
     """The HTML report over ``profiles``: a complete, self-contained document."""
     from traceparse.version import __version__
 
-    return render_html_view(build_view(profiles, version or __version__))
+    return render_html_view(build_view(profiles, version or __version__, top=top))
 
 
 def render_html_view(view: ReportView) -> str:
@@ -190,10 +194,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
         )
     s = a.summary
     timeline = profile.profile.timeline
-    mine = timeline[
-        (timeline["host"].astype(object) == a.host)
-        & (timeline["allocator"].astype(object) == a.allocator)
-    ]
+    mine = owned(timeline, a.host, a.allocator)
     steps, note = _steps(profile.profile, a.host)
     salt = a.anchor
     figures = [
@@ -257,7 +258,7 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
 def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:
     from traceparse.report import layer_plots
 
-    top = layer_plots.layers_of(profile.profile.layers(), a.host, a.allocator)
+    top = layer_plots.layers_of(a.summary.layers)
     if top.empty:
         return []
     label = "Layers holding memory at the peak"

@@ -52,17 +52,15 @@ def middle_cut(name: str, limit: int = LABEL_LIMIT) -> str:
     return name[:head] + "…" + name[-tail:]
 
 
-def layers_of(layers: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
-    """The model layers of one allocator holding bytes at the peak (no explicit rows)."""
+def layers_of(layers: pd.DataFrame | None) -> pd.DataFrame:
+    """The model layers of one allocator's record holding bytes at the peak (no
+    explicit rows), the largest ``MAX_LAYERS``."""
     from traceparse.analysis.layer_names import EXPLICIT_ROWS
 
     if layers is None or layers.empty:
         return pd.DataFrame(columns=["layer", *LAYER_PARTS])
     mine = layers[
-        (layers["host"].astype(object) == host)
-        & (layers["allocator"].astype(object) == allocator)
-        & ~layers["layer"].astype(object).isin(EXPLICIT_ROWS)
-        & (layers["live_at_peak_bytes"] > 0)
+        ~layers["layer"].astype(object).isin(EXPLICIT_ROWS) & (layers["live_at_peak_bytes"] > 0)
     ]
     return mine.head(MAX_LAYERS)
 

@@ -17,6 +17,7 @@ from traceparse.report.escape import html_text, md_code, md_text
 from traceparse.report.failure import markdown_failure
 from traceparse.report.source import ProfileLike
 from traceparse.report.view import (
+    MAX_ROWS,
     AllocatorView,
     Cell,
     ProfileView,
@@ -32,11 +33,13 @@ _SAFE_NUMBER = re.compile(r"^[-+]?[0-9][0-9,.]*(?: ?[a-zA-Zµ%]+)?$|^-$")
 _LEVEL_MARK = {"ok": "✅", "warn": "⚠️", "unknown": "❔"}
 
 
-def render_markdown(profiles: Sequence[ProfileLike], version: str | None = None) -> str:
+def render_markdown(
+    profiles: Sequence[ProfileLike], version: str | None = None, *, top: int = MAX_ROWS
+) -> str:
     """The Markdown report over ``profiles``."""
     from traceparse.version import __version__
 
-    return render_markdown_view(build_view(profiles, version or __version__))
+    return render_markdown_view(build_view(profiles, version or __version__, top=top))
 
 
 def render_markdown_view(view: ReportView) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from traceparse.output.sentences import more_rows
 from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text
 from traceparse.report.failure import failure_lines, html_failure
@@ -51,7 +52,7 @@ class NotebookReport:
 
     def __str__(self) -> str:
         lines = list(failure_lines(self._profile))  # issue 39: the failure first
-        for profile in build_view([self._profile], _version()).profiles:
+        for profile in build_view([self._profile], _version(), top=self._top).profiles:
             for a in profile.allocators:
                 lines.append(a.headline)
         return "\n".join(lines) or "No memory events in this capture."
@@ -59,7 +60,7 @@ class NotebookReport:
 
 def profile_html(profile: ProfileLike, top: int = DEFAULT_TOP) -> str:
     """The summary of ``profile`` as an HTML fragment (no scripts)."""
-    view = build_view([profile], _version())
+    view = build_view([profile], _version(), top=top)
     parts = [_STYLE, '<div class="traceparse-nb">']
     for p in view.profiles:
         hosts = ", ".join(p.hosts)
@@ -71,7 +72,7 @@ def profile_html(profile: ProfileLike, top: int = DEFAULT_TOP) -> str:
             continue
         parts.append(_overview(p.allocators))
         for a in p.allocators:
-            parts.append(_allocator(a, top))
+            parts.append(_allocator(a))
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -104,20 +105,22 @@ def _fullness(a: AllocatorView) -> tuple[float, int]:
     return used, int(s.peak_bytes or 0)
 
 
-def _allocator(a: AllocatorView, top: int) -> str:
+def _allocator(a: AllocatorView) -> str:
     out = [f"<h4>{html_text(a.allocator)} on {html_text(a.host)}</h4>"]
+    for fact in a.leads:  # a section that must be read first (report.view.LEADS)
+        detail = f" ({html_text(fact.detail)})" if fact.detail else ""
+        out.append(f"<p><b>{html_text(fact.label)}</b>: {html_text(fact.value)}{detail}</p>")
     out.append(f"<p>{html_text(a.headline)}</p>")
     tables = {t.key: t for t in a.tables}
-    if "attribution" in tables:
-        out.append(_table(tables["attribution"], len(tables["attribution"].rows)))
-    for key in _HOLDERS:
+    for key in ("attribution", *_HOLDERS):
         if key in tables:
-            out.append(_table(tables[key], top))
+            out.append(_table(tables[key]))
     return "\n".join(out)
 
 
-def _table(table: TableView, top: int) -> str:
-    rows = table.rows if table.total_last else table.rows[:top]
+def _table(table: TableView) -> str:
+    """A table of the view as it is: the view cut its rows (``top``) and counted the rest."""
+    rows = table.rows
     head = "".join(
         f"<th{' class=n' if numeric else ''}>{html_text(h)}</th>"
         for h, numeric in zip(table.headers, table.numeric, strict=True)
@@ -132,8 +135,9 @@ def _table(table: TableView, top: int) -> str:
                 text = f"<code>{text}</code>"
             cells.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
         body.append(f"<tr{' class=total' if total else ''}>{''.join(cells)}</tr>")
-    more = table.total_rows - len(rows)
-    note = f"<p><small>{more} more rows in the HTML report.</small></p>" if more > 0 else ""
+    more = table.hidden_rows
+    hint = "NotebookReport(profile, top=0) shows all"
+    note = f"<p><small>{html_text(more_rows(more, hint))}</small></p>" if more > 0 else ""
     return (
         f"<div><b>{html_text(table.title)}</b><table><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table>{note}</div>"

@@ -7,18 +7,19 @@ has it) so that they depend on the records, not on how they were read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
+from traceparse.analysis.record import LeakVerdict, StepUnit
 from traceparse.output.sentences import SummaryFigures
 
 __all__ = ["AllocatorSummaryLike", "ProfileLike"]
 
 
 class AllocatorSummaryLike(SummaryFigures, Protocol):
-    """One allocator of one host, summarised (``traceparse.AllocatorSummary``): the
-    figures its notes are made from, and the rest a report shows."""
+    """One allocator of one host (``analysis.record.AllocatorRecord``): the figures
+    its notes are made from, and the rest a report shows."""
 
     @property
     def peak_time_ps(self) -> int | None: ...
@@ -41,9 +42,25 @@ class AllocatorSummaryLike(SummaryFigures, Protocol):
     @property
     def top_scopes(self) -> pd.DataFrame: ...
     @property
-    def leak_verdict(self) -> str | None: ...
+    def leak_verdict(self) -> LeakVerdict: ...
     @property
     def growth_bytes_per_step(self) -> float | int | None: ...
+    @property
+    def live_at_peak_bytes(self) -> int: ...
+    @property
+    def step_unit(self) -> StepUnit: ...
+    @property
+    def before_capture(self) -> dict[str, Any] | None: ...
+    @property
+    def top_variables(self) -> pd.DataFrame | None: ...
+    @property
+    def layers(self) -> pd.DataFrame | None: ...
+    @property
+    def xla_programs(self) -> pd.DataFrame | None: ...
+    @property
+    def xla_buffers(self) -> pd.DataFrame | None: ...
+    @property
+    def steps(self) -> pd.DataFrame | None: ...
 
 
 class ProfileLike(Protocol):

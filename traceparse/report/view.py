@@ -11,14 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
 
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
-from traceparse.analysis.steps import STEP_ID
+from traceparse.analysis.record import LeakVerdict, StepUnit, step_unit
 from traceparse.output.cells import (
     MAX_NOTE_WIDTH,
     MAX_REPORT_CELL_WIDTH,
@@ -29,7 +29,7 @@ from traceparse.output.cells import (
     shorten,
 )
 from traceparse.output.cells import Kind as TermKind
-from traceparse.output.sentences import allocator_notes, leak_growth, leak_sentence
+from traceparse.output.sentences import allocator_notes, leak_growth, leak_line, leak_sentence
 from traceparse.output.units import (
     format_bytes,
     format_count,
@@ -38,6 +38,7 @@ from traceparse.output.units import (
     is_missing,
 )
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
+from traceparse.tables.columns import COLUMNS
 
 __all__ = [
     "AllocatorView",
@@ -52,7 +53,8 @@ __all__ = [
 
 Kind = Literal["name", "ident", "text", "number"]
 
-# Rows shown per table in Markdown and HTML; JSON always has every row.
+# Rows shown per table in Markdown and HTML unless told (``top``); JSON always
+# has every row. The records keep every row: a view cuts them, once.
 MAX_ROWS = 20
 MAX_STEP_ROWS = 50
 
@@ -72,6 +74,8 @@ class Fact:
     label: str
     value: str
     detail: str = ""
+    # The fact said on one line where value and detail would repeat each other.
+    line: str = ""
 
 
 @dataclass
@@ -85,6 +89,8 @@ class TableView:
     note: str = ""
     # The last row is a total (shown emphasised).
     total_last: bool = False
+    # The record's column behind each header (empty for tables made of parts).
+    columns: list[str] = field(default_factory=list)
 
     @property
     def hidden_rows(self) -> int:
@@ -106,6 +112,8 @@ class AllocatorView:
     summary: AllocatorSummaryLike
     # The attribution as (label, bytes) parts, for the stacked bar.
     attribution_parts: list[tuple[str, int]] = field(default_factory=list)
+    # The facts of LEADS (also first in ``facts``): what every output says first.
+    leads: list[Fact] = field(default_factory=list)
 
 
 @dataclass
@@ -160,62 +168,11 @@ _OPTIMIZER_NAMES = {
 }
 _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
-_HEADERS: dict[str, str] = {
-    "xla_program": "XLA program",
-    "xla_buffer": "HLO buffer",
-    "op": "Op",
-    "op_type": "Type",
-    "dtype": "Dtype",
-    "shape": "Shape",
-    "region": "Region",
-    "scope": "Scope",
-    "layer": "Layer",
-    "requested_bytes": "Requested",
-    "allocated_bytes": "Allocated",
-    "estimated_bytes": "Shape × dtype",
-    "estimate_status": "Estimate",
-    "live_at_peak_bytes": "Live at peak",
-    "count": "Allocations",
-    "allocations": "Allocations",
-    "step": "Step",
-    "alloc_ps": "Allocated at",
-    "start_ps": "Start",
-    "end_ps": "End",
-    "duration_ps": "Duration",
-    "peak_bytes": "Peak",
-    "peak_in_use_bytes": "Peak in use",
-    "host": "Host",
-    "allocator": "Allocator",
-    "path": "Variable",
-    "role": "Role",
-    "source": "Source",
-    "belongs_to": "Belongs to",
-    "model": "Model",
-}
+# Columns holding identifiers from the capture: shown as code. Declared on the
+# column (``tables.columns.Column.display``); a few of the view's own too.
+_LONG_NAME_COLUMNS = {c.name for c in COLUMNS.values() if c.display == "name"}
+_NAME_COLUMNS = {*_LONG_NAME_COLUMNS, *(c.name for c in COLUMNS.values() if c.display == "ident")}
 
-# Columns holding identifiers from the capture: shown as code.
-_LONG_NAME_COLUMNS = {"op", "scope", "largest_tensor", "path", "belongs_to"}
-_NAME_COLUMNS = {
-    *_LONG_NAME_COLUMNS,
-    *("op_type", "shape", "host", "allocator", "dtype", "region", "layer", "role", "model"),
-    *("xla_program", "xla_buffer"),
-}
-
-_TOP_TENSOR_COLUMNS = [
-    "op",
-    "op_type",
-    "dtype",
-    "shape",
-    "region",
-    "allocated_bytes",
-    "requested_bytes",
-    "estimated_bytes",
-    "step",
-    "alloc_ps",
-    "source",  # only where the capture names Python source lines (JAX)
-]
-_TOP_OP_COLUMNS = ["op", "op_type", "live_at_peak_bytes", "allocated_bytes", "count"]
-_TOP_SCOPE_COLUMNS = ["scope", "live_at_peak_bytes", "allocated_bytes", "count"]
 _LAYER_COLUMNS = [
     "layer",
     "activation_bytes",
@@ -240,9 +197,11 @@ _STEP_COLUMNS = [
     "growth_bytes",
 ]
 
-# Leak verdicts ("stable", "growing", "too few steps", "no memory events") as a colour.
-_OK_VERDICTS = {"stable", "no leak", "ok"}
-_WARN_VERDICTS = {"growing", "leak", "leaking", "likely leak"}
+# Leak verdicts as a colour; the others (too few steps, no events, unknown) are neither.
+_VERDICT_LEVELS: dict[LeakVerdict, Literal["ok", "warn"]] = {
+    LeakVerdict.STABLE: "ok",
+    LeakVerdict.GROWING: "warn",
+}
 
 
 def generated_at() -> str:
@@ -252,8 +211,9 @@ def generated_at() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def build_view(profiles: Sequence[ProfileLike], version: str) -> ReportView:
-    views = [_profile_view(p, i) for i, p in enumerate(profiles)]
+def build_view(profiles: Sequence[ProfileLike], version: str, *, top: int = MAX_ROWS) -> ReportView:
+    """The view of ``profiles``; each table shows ``top`` rows (0: all) and counts the rest."""
+    views = [_profile_view(p, i, top) for i, p in enumerate(profiles)]
     return ReportView(
         title="traceparse memory report",
         generated_at=generated_at(),
@@ -262,10 +222,10 @@ def build_view(profiles: Sequence[ProfileLike], version: str) -> ReportView:
     )
 
 
-def _profile_view(profile: ProfileLike, index: int) -> ProfileView:
+def _profile_view(profile: ProfileLike, index: int, top: int) -> ProfileView:
     anchor = f"run-{index + 1}"
     allocators = [
-        _allocator_view(profile, summary, f"{anchor}-{j + 1}")
+        _allocator_view(summary, f"{anchor}-{j + 1}", top)
         for j, summary in enumerate(profile.summary())
     ]
     return ProfileView(
@@ -279,36 +239,18 @@ def _profile_view(profile: ProfileLike, index: int) -> ProfileView:
     )
 
 
-def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) -> AllocatorView:
-    verdict = "unknown" if is_missing(s.leak_verdict) else str(s.leak_verdict)
-    level = _verdict_level(verdict)
-    word = step_word(profile.steps, s.host, s.allocator)
-    tables = [
-        _table(
-            "top_tensors", "Largest tensors live at the peak", s.top_tensors, _TOP_TENSOR_COLUMNS
-        ),
-        _table("top_ops", "Ops holding memory at the peak", s.top_ops, _TOP_OP_COLUMNS),
-        _table(
-            "top_scopes", "Name scopes holding memory at the peak", s.top_scopes, _TOP_SCOPE_COLUMNS
-        ),
-        _layers_table(profile.layers(), s.host, s.allocator),
-        _attribution_table(s),
-        _table(
-            "top_variables",
-            # Variables made or replaced during the capture are among them then.
-            "Largest variables at the peak"
-            if (getattr(s, "before_capture", None) or {}).get("during_variables")
-            else "Largest variables alive before the capture",
-            getattr(s, "top_variables", None),
-            None,
-            note="shape × dtype of each variable the inventory named on this allocator",
-        ),
-        *_xla_tables(profile, s),
-        _steps_table(profile.steps, s.host, s.allocator),
-    ]
-    if word != "step":  # no step markers: the "steps" are executions
+def _allocator_view(s: AllocatorSummaryLike, anchor: str, top: int) -> AllocatorView:
+    """One allocator, from its record alone."""
+    verdict = str(s.leak_verdict)
+    level: Literal["ok", "warn", "unknown"] = _VERDICT_LEVELS.get(
+        LeakVerdict.of(s.leak_verdict), "unknown"
+    )
+    word = str(s.step_unit)
+    tables = [builder(s, top) for builder in TABLES]
+    if s.step_unit is StepUnit.EXECUTION:  # no step markers: the "steps" are executions
         tables = [_executions(t) for t in tables]
     own = allocator_notes(s)
+    leads = [fact for lead in LEADS for fact in lead(s)]
     return AllocatorView(
         host=str(s.host),
         allocator=str(s.allocator),
@@ -317,7 +259,8 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
         verdict=verdict,
         verdict_level=level,
         utilisation=_percent(s.utilisation),
-        facts=_facts(s, verdict, word),
+        facts=[*leads, *_facts(s, verdict, word)],
+        leads=leads,
         tables=[t for t in tables if t.total_rows],
         diagnostics=_notes(own),
         summary=s,
@@ -325,58 +268,69 @@ def _allocator_view(profile: ProfileLike, s: AllocatorSummaryLike, anchor: str) 
     )
 
 
-def _xla_tables(profile: ProfileLike, s: AllocatorSummaryLike) -> list[TableView]:
-    """XLA programs holding memory at this allocator's peak and their largest
-    buffers: empty tables (not shown) when no linked program is live there."""
-    programs, buffers = profile.xla_at_peak()
-
-    def mine(frame: pd.DataFrame) -> pd.DataFrame:
-        if frame.empty:
-            return frame
-        here = (frame["host"].astype(object) == s.host) & (
-            frame["allocator"].astype(object) == s.allocator
-        )
-        return frame[here]
-
-    return [
-        _table(
-            "xla_programs",
-            "XLA programs holding memory at the peak",
-            mine(programs),
-            ["xla_program", "allocations", "allocated_bytes"],
-        ),
-        _table(
-            "xla_buffers",
-            "Largest XLA buffers live at the peak",
-            mine(buffers),
-            ["xla_buffer", "op", "dtype", "shape", "allocated_bytes"],
-            limit=10,
-        ),
-    ]
+def _tensors_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    return _table(
+        "top_tensors",
+        "Largest tensors live at the peak",
+        s.top_tensors,
+        None,
+        limit=top,
+    )
 
 
-def _verdict_level(verdict: str) -> Literal["ok", "warn", "unknown"]:
-    v = verdict.strip().lower()
-    if v in _OK_VERDICTS:
-        return "ok"
-    if v in _WARN_VERDICTS:
-        return "warn"
-    return "unknown"
+def _ops_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    return _table("top_ops", "Ops holding memory at the peak", s.top_ops, None, limit=top)
+
+
+def _scopes_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    return _table(
+        "top_scopes",
+        "Name scopes holding memory at the peak",
+        s.top_scopes,
+        None,
+        limit=top,
+    )
+
+
+def _variables_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    return _table(
+        "top_variables",
+        # Variables made or replaced during the capture are among them then.
+        "Largest variables at the peak"
+        if (s.before_capture or {}).get("during_variables")
+        else "Largest variables alive before the capture",
+        s.top_variables,
+        None,
+        note="shape × dtype of each variable the inventory named on this allocator",
+        limit=top,
+    )
+
+
+def _xla_programs_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    """XLA programs holding memory at this allocator's peak (none: not shown)."""
+    return _table(
+        "xla_programs",
+        "XLA programs holding memory at the peak",
+        s.xla_programs,
+        ["xla_program", "allocations", "allocated_bytes"],
+        limit=top,
+    )
+
+
+def _xla_buffers_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    """The largest HLO buffers live at this allocator's peak (none: not shown)."""
+    return _table(
+        "xla_buffers",
+        "Largest XLA buffers live at the peak",
+        s.xla_buffers,
+        ["xla_buffer", "op", "dtype", "shape", "allocated_bytes"],
+        limit=top,
+    )
 
 
 def step_word(steps: pd.DataFrame, host: str, allocator: str) -> str:
-    """The word for a step: "execution" where the capture has no step markers, else "step".
-
-    Without markers a raw capture's steps are TensorFlow's step ids, which number
-    single executions; tables.build renumbers them 1, 2, ... in time order.
-    """
-    if steps is None or steps.empty or "source" not in steps.columns:
-        return "step"
-    mine = steps[
-        (steps["host"].astype(object) == host) & (steps["allocator"].astype(object) == allocator)
-    ]
-    sources = set(mine["source"].astype(str))
-    return "execution" if sources == {STEP_ID} else "step"
+    """The word for a step: "execution" where the capture has no step markers, else "step"."""
+    return str(step_unit(steps, host, allocator))
 
 
 def _executions(table: TableView) -> TableView:
@@ -424,7 +378,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
     name = f"{s.allocator} on {s.host}"
     leak_text = leak_sentence(s.leak, name=name)
     growth_text = leak_growth(s.leak) if s.leak else "-"
-    split = getattr(s, "before_capture", None)
+    split = s.before_capture
     before = []
     if split and (
         split.get("unnamed_bytes")
@@ -439,7 +393,7 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
         Fact("Capacity", format_bytes(s.capacity_bytes), capacity_detail),
-        Fact("Leak check", verdict, leak_text),
+        Fact("Leak check", verdict, leak_text, leak_line(s.leak, verdict, name=name)),
         Fact("Growth", growth_text),
         Fact("Heap at peak", format_bytes(s.heap_bytes)),
         Fact("Reserved at peak", format_bytes(s.reserved_bytes)),
@@ -532,8 +486,10 @@ def _notes(notes: Sequence[Any]) -> list[str]:
 
 
 def _header(column: str) -> str:
-    if column in _HEADERS:
-        return _HEADERS[column]
+    """The column's declared header (``Column.title``), or its name in words."""
+    declared = COLUMNS.get(column)
+    if declared is not None:
+        return declared.title
     words = column.removesuffix("_bytes").removesuffix("_ps").replace("_", " ")
     return words[:1].upper() + words[1:]
 
@@ -551,11 +507,17 @@ def _table(
     limit: int = MAX_ROWS,
     note: str = "",
 ) -> TableView:
+    """``frame`` as a table of its first ``limit`` rows (0: all), counting them all."""
     if frame is None or len(frame) == 0:
         return TableView(key, title, [], [], [], 0)
-    columns = [c for c in wanted if c in frame.columns] if wanted else list(frame.columns)
+    # Without a choice: the frame's columns, less those declared not shown by default.
+    columns = (
+        [c for c in wanted if c in frame.columns]
+        if wanted
+        else [c for c in frame.columns if c not in COLUMNS or COLUMNS[c].shown]
+    )
     kinds = [_kind(frame, c) for c in columns]
-    shown = frame.head(limit)
+    shown = frame.head(limit) if limit else frame
     rows = [
         [_format(c, v, k) for c, v, k in zip(columns, record, kinds, strict=True)]
         for record in shown[columns].astype(object).itertuples(index=False, name=None)
@@ -568,6 +530,7 @@ def _table(
         rows=rows,
         total_rows=len(frame),
         note=note,
+        columns=columns,
     )
 
 
@@ -586,7 +549,8 @@ def _attribution_parts(s: AllocatorSummaryLike) -> list[tuple[str, int]]:
     return parts
 
 
-def _attribution_table(s: AllocatorSummaryLike) -> TableView:
+def _attribution_table(s: AllocatorSummaryLike, top: int = 0) -> TableView:
+    """Every part, whatever ``top`` says: the rows add up to the bytes in use."""
     total = s.attribution.get("in_use_bytes")
     if is_missing(total):
         total = s.peak_bytes
@@ -620,32 +584,49 @@ def _attribution_table(s: AllocatorSummaryLike) -> TableView:
     )
 
 
-def _layers_table(layers: pd.DataFrame, host: str, allocator: str) -> TableView:
+def _layers_table(s: AllocatorSummaryLike, top: int) -> TableView:
     """The largest layers holding bytes, then the rows for what no layer holds (kept:
     with all the layers they sum to the bytes in use at the peak)."""
-    mine = layers[
-        (layers["host"].astype(object) == host)
-        & (layers["allocator"].astype(object) == allocator)
-        & (layers["live_at_peak_bytes"] != 0)
-    ]
+    mine = s.layers
+    if mine is None or mine.empty:
+        return _table("layers", "", None, None)
     explicit = mine["layer"].astype(object).isin(EXPLICIT_ROWS)
     if explicit.all():  # no model layer in this capture: the ops and scopes say it all
         return _table("layers", "", None, None)
-    shown = pd.concat([mine[~explicit].head(MAX_ROWS), mine[explicit]])
-    table = _table("layers", "Layers holding memory at the peak", shown, _LAYER_COLUMNS)
+    named = mine[~explicit]
+    shown = pd.concat([named.head(top) if top else named, mine[explicit]])
+    table = _table("layers", "Layers holding memory at the peak", shown, _LAYER_COLUMNS, limit=0)
     table.total_rows = len(mine)
     return table
 
 
-def _steps_table(steps: pd.DataFrame, host: str, allocator: str) -> TableView:
-    if steps is None or steps.empty:
+def _steps_table(s: AllocatorSummaryLike, top: int) -> TableView:
+    mine = s.steps
+    if mine is None or mine.empty:
         return _table("steps", "Steps", None, None)
-    mine = steps
-    if "host" in steps.columns:
-        mine = mine[mine["host"].astype(object) == host]
-    if "allocator" in steps.columns:
-        mine = mine[mine["allocator"].astype(object) == allocator]
     columns = [c for c in _STEP_COLUMNS if c in mine.columns]
     if len(columns) < 3:  # an unfamiliar layout: show it all
         columns = [c for c in mine.columns if c not in ("host", "allocator")]
-    return _table("steps", "Steps", mine, columns, limit=MAX_STEP_ROWS)
+    limit = 0 if top == 0 else max(top, MAX_STEP_ROWS)
+    return _table("steps", "Steps", mine, columns, limit=limit)
+
+
+# Facts said before an allocator's own (its peak, capacity, ...): each a function
+# of the record giving none when its section is absent. A section that must be
+# read first (why the run failed) is one function here.
+LEADS: list[Callable[[AllocatorSummaryLike], list[Fact]]] = []
+
+# The tables of an allocator, in the order every output shows them: each a
+# function of the record and the rows to show. A new section of the record is
+# one more function here (a table with no rows is not shown).
+TABLES: list[Callable[[AllocatorSummaryLike, int], TableView]] = [
+    _tensors_table,
+    _ops_table,
+    _scopes_table,
+    _layers_table,
+    _attribution_table,
+    _variables_table,
+    _xla_programs_table,
+    _xla_buffers_table,
+    _steps_table,
+]

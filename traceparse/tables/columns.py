@@ -10,20 +10,49 @@ categoricals. Which columns of a table may hold NA is the table's declaration
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["CATEGORY", "COLUMNS", "Column"]
+__all__ = ["CATEGORY", "COLUMNS", "DISPLAYS", "HEADLINE", "NAME", "PLAIN", "Column"]
 
 CATEGORY = "category"
+
+# How a person reads a column: bytes in KiB/MiB/GiB (signed when a change),
+# moments and lengths of time, a share, a count, a plain number, an address;
+# or words: ``name`` (long, hierarchical: ops, scopes, layers, shown as code),
+# ``ident`` (short identifiers: dtypes, shapes) and ``text``.
+DISPLAYS = (
+    *("bytes", "signed_bytes", "time", "duration", "percent", "count", "number", "address"),
+    *("name", "ident", "text"),
+)
+# Priorities when a table is too wide for its terminal: the lowest go first,
+# the name and the byte column that answers the table's question last.
+PLAIN, HEADLINE, NAME = 1, 2, 3
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column: ``name``, its pandas ``dtype`` and a one-line ``meaning``."""
+    """One column: ``name``, its pandas ``dtype`` and a one-line ``meaning``; and how
+    it is presented: ``display`` (one of ``DISPLAYS``), the ``header`` reports
+    give it, whether a terminal table ``shown`` it by default, its ``priority``
+    when space is short, and the column it is a part of (``part_of``: the
+    parts of a row sum to that column)."""
 
     name: str
     dtype: str
     meaning: str
+    display: str = "text"
+    header: str = ""
+    shown: bool = True
+    priority: int = PLAIN
+    part_of: str | None = None
+
+    @property
+    def title(self) -> str:
+        """The header a report gives the column: declared, else its name in words."""
+        if self.header:
+            return self.header
+        words = self.name.removesuffix("_bytes").removesuffix("_ps").replace("_", " ")
+        return words[:1].upper() + words[1:]
 
 
 _DECLARED = [
@@ -293,5 +322,104 @@ _DECLARED = [
     Column("variable", "object", "the inventoried variable the row stands for; NA for others"),
 ]
 
-COLUMNS: dict[str, Column] = {c.name: c for c in _DECLARED}
+# -- presentation ---------------------------------------------------------------
+
+# Each column's display, by kind. Every declared column has one (checked below).
+_DISPLAY: dict[str, tuple[str, ...]] = {
+    "bytes": (
+        *("estimated_bytes", "requested_bytes", "allocated_bytes", "padding_bytes"),
+        *("in_use_bytes", "heap_bytes", "reserved_bytes", "available_bytes"),
+        *("allocation_bytes", "peak_bytes_in_use", "activation_bytes", "gradient_bytes"),
+        *("weight_bytes", "optimizer_bytes", "other_bytes", "live_at_peak_bytes"),
+        *("largest_bytes", "temp_bytes", "output_bytes", "parameter_bytes", "constant_bytes"),
+        *("thread_local_bytes", "size_bytes", "shape_explained_bytes", "xla_buffer_bytes"),
+        *("xla_slack_bytes", "shape_unknown_bytes", "unexplained_request_bytes"),
+        *("variable_bytes", "xla_parameter_bytes", "before_capture_bytes", "capacity_bytes"),
+        *("lifetime_peak_bytes", "freed_bytes", "peak_in_use_bytes", "in_use_start_bytes"),
+        *("in_use_end_bytes", "retained_bytes", "bytes", "suspect_bytes", "top_suspect_bytes"),
+        "live_at_end_bytes",
+    ),
+    "signed_bytes": (
+        *("delta_bytes", "growth_bytes", "total_growth_bytes", "growth_bytes_per_step"),
+    ),
+    "time": (
+        *("alloc_ps", "free_ps", "time_ps", "start_ps", "end_ps", "peak_time_ps"),
+        *("first_alloc_ps", "last_alloc_ps"),
+    ),
+    "duration": ("lifetime_ps", "duration_ps", "mean_lifetime_ps", "compute_ps"),
+    "percent": ("fragmentation",),
+    "count": (
+        *("live_allocations", "allocations", "frees", "count", "suspect_count", "unestimated"),
+        *("live_at_peak", "live_at_end", "compute_count", "live_tensors"),
+    ),
+    "number": (
+        *("num_elements", "step", "step_id", "alloc_event", "free_event"),
+        *("xla_allocation_index", "replica", "instructions", "runs", "allocation_index"),
+        *("parameter_number", "offset", "logical_buffer", "instruction_id", "event"),
+        *("peak_events", "events", "steps", "judged_steps", "grew_steps", "first_step"),
+        *("last_step", "ops", "item", "allocation"),
+    ),
+    "address": ("address",),
+    "name": (
+        *("op", "scope", "largest_tensor", "path", "belongs_to", "program", "module"),
+        *("function", "instruction", "tf_op", "read_by", "top_suspect_op", "variable"),
+    ),
+    "ident": (
+        *("host", "allocator", "op_type", "region", "dtype", "shape", "layer", "xla_program"),
+        *("xla_buffer", "kind", "largest_shape", "device", "role", "model", "allocation_kind"),
+        *("opcode", "tf_op_type", "verdict", "holder", "part", "named_by"),
+    ),
+    "text": (
+        *("name", "source", "estimate_status", "at_start", "at_stop", "updated", "ran"),
+        *("counted", "reason", "in_peak_step", "judged", "traced"),
+    ),
+}
+# The headers reports give columns whose name in words would not do.
+_HEADERS = {
+    "xla_program": "XLA program",
+    "xla_buffer": "HLO buffer",
+    "xla_buffer_bytes": "XLA buffers",
+    "xla_slack_bytes": "XLA slab slack",
+    "xla_parameter_bytes": "XLA parameters",
+    "estimated_bytes": "Shape × dtype",
+    "estimate_status": "Estimate",
+    "live_at_peak_bytes": "Live at peak",
+    "count": "Allocations",
+    "alloc_ps": "Allocated at",
+    "path": "Variable",
+    "op_type": "Type",
+}
+# Bookkeeping a table for people leaves out unless asked (exports keep it), and
+# the estimate's verdict, which the three byte columns beside it already say.
+_HIDDEN = ("alloc_event", "free_event", "step_id", "event", "estimate_status")
+# The columns that name a row, and the byte columns that answer a table's question.
+_NAMES = ("op", "scope", "layer", "program", "xla_program", "path")
+_HEADLINES = (
+    *("live_at_peak_bytes", "allocated_bytes", "peak_in_use_bytes", "in_use_bytes"),
+    *("bytes", "size_bytes", "peak_bytes", "temp_bytes"),
+)
+# Columns whose values are parts of another column of the same row.
+_PARTS_OF = dict.fromkeys(
+    ("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"),
+    "live_at_peak_bytes",
+)
+
+
+def _presented(column: Column) -> Column:
+    display = next((kind for kind, names in _DISPLAY.items() if column.name in names), None)
+    if display is None:  # undeclared (tests/test_columns.py fails): words or a number
+        display = "text" if column.dtype in (CATEGORY, "object", "string", "bool") else "number"
+    priority = NAME if column.name in _NAMES else HEADLINE if column.name in _HEADLINES else PLAIN
+    return replace(
+        column,
+        display=display,
+        header=_HEADERS.get(column.name, ""),
+        shown=column.name not in _HIDDEN,
+        priority=priority,
+        part_of=_PARTS_OF.get(column.name),
+    )
+
+
+COLUMNS: dict[str, Column] = {c.name: _presented(c) for c in _DECLARED}
 assert len(COLUMNS) == len(_DECLARED), "a column declared twice"
+assert all(c.display in DISPLAYS for c in COLUMNS.values())
