@@ -23,9 +23,9 @@ from traceparse.analysis import (
 )
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
-from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.instant import instant_table
+from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_owners import inventory_names, known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
