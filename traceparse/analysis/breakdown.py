@@ -373,15 +373,13 @@ def _name_variables(
         & rows["allocation"].isin(holding.index).to_numpy(dtype=bool)
         & (rows["holder"].to_numpy(dtype=object) == "allocation")
     )
-    by_path = variables.drop_duplicates("path").set_index(variables["path"].astype(object))
     for index in np.flatnonzero(mine):
         found = holding.loc[rows.at[index, "allocation"]]
         path = str(found["variable"])
-        var = (
-            by_path.loc[path]
-            if path in by_path.index
-            else pd.Series(found).rename({"variable": "path"})
-        )
+        # The match carries the facts of the very variable it paired (role, layer,
+        # model, belongs_to): a path can name several (two models' ``loss/total``,
+        # a layer name reused with another shape), so it is no key to look up by.
+        var = pd.Series(found).rename({"variable": "path"})
         layer, kind = variable_owner(var, known)
         rows.at[index, "layer"], rows.at[index, "role"] = layer, kind
         rows.at[index, "variable"] = path
