@@ -76,7 +76,12 @@ def test_every_analysis_of_the_session() -> None:
         assert row.shape in {"[" + ",".join(map(str, v["shape"])) + "]" for v in own}
     layers = prof.layers()
     assert {"hidden", "embed"} <= set(layers["layer"].astype(str))
-    assert prof.summary() and not prof.attribution.empty
+    (summary,) = prof.summary()
+    assert summary.before_capture is not None
+    # Three weights at the peak: embed/kernel and both hidden/kernel (one path).
+    assert summary.before_capture["weight_variables"] == 3
+    assert summary.before_capture["weight_bytes"] == 256 * (256 + 1024 + 512) * 4
+    assert not prof.attribution.empty
     assert "<table" in prof._repr_html_()
     for frame in (prof.ops, prof.scopes(), prof.steps):
         assert not frame.empty

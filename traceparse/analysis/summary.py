@@ -208,12 +208,14 @@ def _before_capture(
     mine = variables[variables["path"].astype(object).isin(set(paths))]
     mine = mine.drop_duplicates("path")
     split: dict[str, Any] = {}
+    # Variables are counted by item: two variables can share a path (two models'
+    # ``hidden/kernel``), and one item holds one variable.
     for role in ("weight", "optimizer", "other"):
         of_role = named[named["role"].astype(object) == role]
         split[f"{role}_bytes"] = int(of_role["bytes"].sum())
-        split[f"{role}_variables"] = int(of_role["variable"].nunique())
+        split[f"{role}_variables"] = int(of_role["item"].nunique())
     during = named[named["holder"].to_numpy(dtype=object) != "variable"]
-    split["during_variables"] = int(during["variable"].nunique())
+    split["during_variables"] = int(during["item"].nunique())
     optimizers = {
         str(path).split("/", 1)[0]
         for path in mine.loc[mine["role"].astype(object) == "optimizer", "path"]
