@@ -40,16 +40,18 @@ COMMANDS: list[tuple[list[str], str | None]] = [
 ]
 MARK = "@@@ "
 
+# --quiet: no progress display on the pty's stderr, which a read slower than a
+# second (a busy machine) would draw between the tables.
 CHILD = """
 import sys
 from traceparse.cli.app import main
 commands = {commands!r}
 for i, argv in enumerate(commands):
     print("{mark}tty", i, flush=True)
-    main([*argv, "--no-color", "--top", "20"])
+    main([*argv, "--quiet", "--no-color", "--top", "20"])
     sys.stdout.flush()
     print("{mark}csv", i, flush=True)
-    main([*argv, "--format", "csv", "--top", "20"])
+    main([*argv, "--quiet", "--format", "csv", "--top", "20"])
     sys.stdout.flush()
 """
 
