@@ -336,12 +336,14 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
     # the layer's but not that op's output: a weight's or an input's copy.
     kind[rows["op_type"].astype(object).to_numpy() == XLA_ARGS] = OTHER
     if shapes:
-        # An update temporary the shape of one layer's weight: the layer's, but not
-        # its optimizer state (that is the slots), so it counts as other.
+        # An optimizer's update temporary the shape of one layer's weight: optimizer
+        # bytes of that layer, as its slots are, however the capture was made (with
+        # an inventory or without, eager or compiled), so "what does Adam cost" and
+        # "what does the layer cost" read the same in every capture.
         keys = [shape_key(s) for s in rows["shape"].tolist()]
         tied = np.asarray([shapes.get(k, "") if k else "" for k in keys], dtype=object)
         mask = (kind == OPTIMIZER) & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
-        layer[mask], kind[mask] = tied[mask], OTHER
+        layer[mask] = tied[mask]
     scopes = [_scope(op) for op in names] + [None]
     rows["layer"], rows["role"], rows["replica"] = layer, kind, replica
     rows["scope"] = np.asarray(scopes, dtype=object)[codes]

@@ -24,7 +24,7 @@ from traceparse.analysis import (
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
 from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
+from traceparse.analysis.layer_owners import gradient_shapes, known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
@@ -335,7 +335,17 @@ class Profile:
         ops = {str(o) for o in self.allocations["op"].dropna().unique()}
         ops |= {str(o) for o in slabs["tf_op"].dropna().unique()} if len(slabs) else set()
         known = known_names(sorted(ops), variables, self._parameters)
-        return known, unique_weight_shapes(variables, known)
+        if variables is not None:
+            return known, unique_weight_shapes(variables, known)
+        # No inventory: the weights' shapes are those of their gradients (each
+        # distinct op and shape once: allocations can be millions).
+        frames = [self.allocations[["op", "shape"]]]
+        if len(slabs):
+            frames.append(slabs[["tf_op", "shape"]].set_axis(["op", "shape"], axis=1))
+        pairs = [
+            key for f in frames for key in f.groupby(["op", "shape"], observed=True).size().index
+        ]
+        return known, gradient_shapes([o for o, _ in pairs], [s for _, s in pairs], known)
 
     @pooled_property
     def breakdown(self) -> pd.DataFrame:
