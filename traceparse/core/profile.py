@@ -141,7 +141,7 @@ class Profile:
         if len(unpaired):
             notes.append(
                 f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); start the profiler "
+                f"({_size(int(unpaired['allocated_bytes'].sum()))}); start the profiler "
                 "earlier to see those allocations."
             )
         allocations = self.allocations
@@ -498,3 +498,12 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
+
+
+def _size(n: int) -> str:
+    """Bytes in a sentence as the tables write them (``4.5 MiB``): binary units, one
+    decimal at most (output/units.py comes after this stage)."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} B"

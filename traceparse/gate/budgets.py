@@ -29,6 +29,7 @@ from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
 from traceparse.gate.matching import match_ops
+from traceparse.output.cells import MAX_CELL_WIDTH, shorten
 from traceparse.output.sentences import leak_growth, leak_reason
 from traceparse.output.units import (
     format_bytes,
@@ -162,7 +163,9 @@ class Contributor:
     signed: bool = False
 
     def __str__(self) -> str:
-        text = f"{self.name} {format_bytes(self.bytes, signed=self.signed)}"
+        # Capped as a table cell is: a 100 KB op name would be the whole line.
+        name = shorten(self.name, MAX_CELL_WIDTH)
+        text = f"{name} {format_bytes(self.bytes, signed=self.signed)}"
         return f"{text} ({self.detail})" if self.detail else text
 
 
