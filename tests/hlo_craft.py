@@ -1,7 +1,7 @@
 """Crafted XLA programs for the hostile-input tests: a fixture capture whose
 ``Hlo Proto`` stats are edited in the test, and a bounded run of the CLI on it
-(as docs/robustness.md promises: within 30 s and 4 GB of address space, exit 0
-or 3, at most one line per problem on stderr)."""
+(as docs/robustness.md promises: within 30 s of CPU time and 4 GB of address
+space, exit 0 or 3, at most one line per problem on stderr)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from conftest import FIXTURES, REPO, xplane_files
 
 from traceparse._proto import hlo_pb2, xplane_pb2
 
-TIME_BOUND = 30.0
+# CPU seconds: a busy machine stretches wall time, not the work a command does
+# (each command here takes 1 to 2 s of CPU, so the bound holds at 5x slower).
+TIME_BOUND = 30
+# Wall-clock seconds, only against a hang that uses no CPU (a run waits its
+# turn for a core on a loaded machine: 2 cores under a load of 5 is 3x slower).
+WAIT_S = 300
 MEMORY_BOUND = 4 * 2**30
 RUN = "plugins/profile/2026_01_01_00_00_00"
 # The commands each crafted capture goes through: the peak, the layers, and the
@@ -71,18 +76,22 @@ def defining(hlo: hlo_pb2.HloProto, alloc: hlo_pb2.BufferAllocationProto) -> int
 
 def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BOUND, MEMORY_BOUND))
+    # Past TIME_BOUND CPU seconds the kernel ends the process (SIGXCPU): the
+    # exit code is then negative and the test fails.
+    resource.setrlimit(resource.RLIMIT_CPU, (TIME_BOUND, TIME_BOUND + 1))
 
 
 def run_bounded(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``traceparse --quiet ARGS`` in a process with 4 GB of address space,
-    killed past the time bound (subprocess.TimeoutExpired fails the test)."""
+    """``traceparse --quiet ARGS`` in a process with 4 GB of address space and
+    ``TIME_BOUND`` seconds of CPU time (a hang past ``WAIT_S`` wall-clock seconds
+    raises subprocess.TimeoutExpired, which fails the test)."""
     return subprocess.run(
         [sys.executable, "-m", "traceparse", "--quiet", *args],
         cwd=cwd,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
         capture_output=True,
         text=True,
-        timeout=TIME_BOUND,
+        timeout=WAIT_S,
         preexec_fn=_limits,
     )
 

@@ -40,16 +40,18 @@ COMMANDS: list[tuple[list[str], str | None]] = [
 ]
 MARK = "@@@ "
 
+# --quiet: no progress display on the pty's stderr, which a read slower than a
+# second (a busy machine) would draw between the tables.
 CHILD = """
 import sys
 from traceparse.cli.app import main
 commands = {commands!r}
 for i, argv in enumerate(commands):
     print("{mark}tty", i, flush=True)
-    main([*argv, "--no-color", "--top", "20"])
+    main([*argv, "--quiet", "--no-color", "--top", "20"])
     sys.stdout.flush()
     print("{mark}csv", i, flush=True)
-    main([*argv, "--format", "csv", "--top", "20"])
+    main([*argv, "--quiet", "--format", "csv", "--top", "20"])
     sys.stdout.flush()
 """
 
@@ -97,12 +99,19 @@ def _sections(text: str) -> dict[tuple[str, int], str]:
 
 
 def _shown(name: str, text: str) -> bool:
-    """``name`` whole, or cut in the middle with at least its first and last 4 characters."""
+    """``name`` whole, cut in the middle with at least its first and last 4 characters,
+    or cut at scopes: its last scopes whole after its first scope left or none
+    (``gradient_tape/…/dense/MatMul``, ``…/adam/Sqrt``: output/cells.py ``shorten``)."""
     if name in text:
         return True
-    for match in re.finditer(r"(\S+)…(\S+)", text):
+    for match in re.finditer(r"(\S*)…(\S+)", text):
         head, tail = match.group(1), match.group(2)
-        if len(head) >= min(4, len(name)) and name.startswith(head) and name.endswith(tail):
+        if not name.endswith(tail):
+            continue
+        if len(head) >= min(4, len(name)) and name.startswith(head):
+            return True
+        scopes = tail.startswith("/") and len(tail) > 1
+        if scopes and (not head or (head.endswith("/") and f"/{head}" in f"/{name}")):
             return True
     return False
 

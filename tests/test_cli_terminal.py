@@ -131,6 +131,31 @@ def test_progress_shows_for_long_work_and_clears(monkeypatch: pytest.MonkeyPatch
     assert text.endswith("\r\x1b[K")
 
 
+class _Tty(io.StringIO):
+    """A stderr that says it is a terminal (where a progress display would go)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_asks_for_no_progress_however_slow_the_work(
+    monkeypatch: pytest.MonkeyPatch, quiet: bool
+) -> None:
+    """Issue 36: on a busy machine a read outlasts the delay; ``--quiet`` (what a test
+    of the output asks for) still shows nothing on a terminal's stderr."""
+    monkeypatch.setattr("traceparse.output.terminal.rich_available", lambda: False)
+    monkeypatch.setitem(Progress.__init__.__kwdefaults__, "delay_s", 0.0)  # slow at once
+    err = _Tty()
+    term = Terminal(stream=io.StringIO(), err=err, quiet=quiet)
+    with term.progress("Reading", total=1) as bar:
+        deadline = time.monotonic() + 30
+        while not quiet and not err.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        bar.advance()
+    assert ("Reading" in err.getvalue()) is not quiet
+
+
 # -- sorting and column picking -----------------------------------------------
 
 

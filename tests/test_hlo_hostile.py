@@ -50,11 +50,11 @@ def _bitcast_chain(links: int) -> object:
 @pytest.mark.parametrize("links", [1, 40])
 def test_a_bitcast_reading_itself_ends_quickly(tmp_path: Path, links: int) -> None:
     path = craft(tmp_path, _bitcast_chain(links))
-    started = time.perf_counter()
+    started = time.process_time()
     prof = traceparse.load(path)
     assert not prof.peak.empty and len(prof.xla_buffers)
     assert not prof.layers().empty  # reads the slabs at the peak (schedule path)
-    assert time.perf_counter() - started < 30
+    assert time.process_time() - started < 30
     if links == 40:
         check_commands(path)
 

@@ -28,9 +28,9 @@ def test_the_corpus_is_indexed() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_corpus_input_fails_cleanly_or_loads(path: Path) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     outcome = exercise(path)
-    assert time.perf_counter() - started < TIME_BOUND
+    assert time.process_time() - started < TIME_BOUND
     assert outcome == "ok" or outcome.endswith("Error")
 
 

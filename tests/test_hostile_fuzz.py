@@ -27,9 +27,9 @@ def run_case(case: Case, *, html: bool) -> str:
     with tempfile.TemporaryDirectory(prefix="traceparse-fuzz-") as tmp:
         path = Path(tmp) / f"h{case.suffix}"
         path.write_bytes(case.data)
-        started = time.perf_counter()
+        started = time.process_time()
         outcome = exercise(path, html=html)
-        assert time.perf_counter() - started < TIME_BOUND
+        assert time.process_time() - started < TIME_BOUND
         return outcome
 
 

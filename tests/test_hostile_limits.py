@@ -113,10 +113,10 @@ def test_a_file_past_protobufs_limit_is_refused_before_it_is_read(
     path = tmp_path / name
     with open(path, "wb") as handle:
         handle.truncate(MAX_PROTOBUF_BYTES + 1)  # sparse: no disk, no memory
-    started = time.perf_counter()
+    started = time.process_time()
     with peak_memory() as peak, pytest.raises(traceparse.CaptureTooLargeError) as info:
         traceparse.load(path)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert peak[0] < 16 * 2**20, peak
     message = str(info.value)
     assert str(path) in message and "2 GiB" in message and "protobuf" in message

@@ -124,7 +124,10 @@ def test_reports_show_the_split_and_the_largest_variables(name: str) -> None:
     assert summary.before_capture["weight_bytes"] == 2 * MiB
     assert summary.before_capture["optimizer_bytes"] == 4 * MiB
     assert summary.before_capture["optimizer"] == "adam"
-    expected = "2 MiB weights in 2 variables, 4 MiB Adam state in 4 variables, 0 B not named"
+    expected = (
+        "2 MiB weights in 2 variables (and 4 under 256 KiB, 15 KiB, untraced), 4 MiB Adam "
+        "state in 4 variables (and 10 under 256 KiB, 30.1 KiB, untraced), 0 B not named"
+    )
     markdown = render_markdown([prof], "test")
     assert expected in markdown
     assert "Largest variables alive before the capture" in markdown

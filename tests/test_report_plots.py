@@ -50,7 +50,7 @@ def test_few_points_are_all_kept() -> None:
 def test_timeline_of_millions_of_events_is_small_and_quick() -> None:
     times, in_use = random_walk(2_000_000)
     peak = int(np.argmax(in_use))
-    started = time.perf_counter()
+    started = time.process_time()
     svg = timeline_svg(
         times,
         in_use,
@@ -58,7 +58,7 @@ def test_timeline_of_millions_of_events_is_small_and_quick() -> None:
         peak_bytes=int(in_use[peak]),
         steps=[(i, int(times[i * 200_000]), int(times[i * 200_000 + 199_999])) for i in range(10)],
     )
-    assert time.perf_counter() - started < 20
+    assert time.process_time() - started < 20
     assert len(svg) < 1_000_000
     assert "peak" in svg and "MiB" in svg and "step 3" in svg
 

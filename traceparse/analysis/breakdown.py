@@ -337,12 +337,14 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
     # the layer's but not that op's output: a weight's or an input's copy.
     kind[rows["op_type"].astype(object).to_numpy() == XLA_ARGS] = OTHER
     if shapes:
-        # An update temporary the shape of one layer's weight: the layer's, but not
-        # its optimizer state (that is the slots), so it counts as other.
+        # An optimizer's update temporary the shape of one layer's weight: optimizer
+        # bytes of that layer, as its slots are, however the capture was made (with
+        # an inventory or without, eager or compiled), so "what does Adam cost" and
+        # "what does the layer cost" read the same in every capture.
         keys = [shape_key(s) for s in rows["shape"].tolist()]
         tied = np.asarray([shapes.get(k, "") if k else "" for k in keys], dtype=object)
         mask = (kind == OPTIMIZER) & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
-        layer[mask], kind[mask] = tied[mask], OTHER
+        layer[mask] = tied[mask]
     scopes = [_scope(op, known) for op in names] + [None]
     rows["layer"], rows["role"], rows["replica"] = layer, kind, replica
     rows["scope"] = np.asarray(scopes, dtype=object)[codes]
@@ -378,18 +380,17 @@ def _name_variables(
     # Plain dicts, and each column written once: a cell at a time through pandas
     # cost a millisecond per row (10,000 variables held at a peak took a minute).
     # Only the columns variable_owner reads: to_dict costs per cell.
-    owner = ["path", "role", "layer", "belongs_to", "model"]
-    unique = variables.drop_duplicates("path")[owner]
-    by_path = dict(zip(unique["path"].astype(object), unique.to_dict("records"), strict=True))
-    held = holding[["variable", "named_by", *owner[1:]]].to_dict("index")
+    owner = ["role", "layer", "belongs_to", "model"]
+    held = holding[["variable", "named_by", *owner]].to_dict("index")
     places = np.flatnonzero(mine)
     values: dict[str, list[object]] = {"layer": [], "role": [], "variable": [], "named_by": []}
     for allocation in rows["allocation"].to_numpy(dtype=object)[places].tolist():
         found = held[allocation]
         path = str(found["variable"])
-        var = by_path.get(path)
-        if var is None:
-            var = {("path" if k == "variable" else k): v for k, v in found.items()}
+        # The match carries the facts of the very variable it paired (role, layer,
+        # model, belongs_to): a path can name several (two models' ``loss/total``,
+        # a layer name reused with another shape), so it is no key to look up by.
+        var = {("path" if k == "variable" else k): v for k, v in found.items()}
         layer, kind = variable_owner(var, known)
         for column, value in zip(values, (layer, kind, path, str(found["named_by"])), strict=True):
             values[column].append(value)

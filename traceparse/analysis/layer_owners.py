@@ -19,7 +19,7 @@ A parameter, without an inventory:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -195,3 +195,28 @@ def _place_parameter(row: pd.Series, known: KnownNames) -> tuple[str, str]:
         slots = {p.layer for p in placements}
         return (slots.pop() if len(slots) == 1 else OPTIMIZER_UNASSIGNED), OPTIMIZER
     return NO_LAYER, OTHER
+
+
+def gradient_shapes(
+    ops: Sequence[object], shapes: Sequence[object], known: KnownNames
+) -> dict[str, str]:
+    """Shape -> layer, for shapes that only one layer's backward ops make and no
+    forward op does (pairs of ``ops`` and ``shapes``): without an inventory, a
+    weight's gradient has the weight's shape (an input's gradient has an
+    activation's), so it ties an optimizer temporary of that shape to the layer."""
+    owners: dict[str, set[str]] = {}
+    forward: set[str] = set()
+    for op, shape in zip(ops, shapes, strict=True):
+        key = shape_key(shape)
+        if not isinstance(op, str) or key is None:
+            continue
+        where = place_op(op, known)
+        if where.kind == GRADIENT and where.layer != NO_LAYER:
+            owners.setdefault(key, set()).add(where.layer)
+        elif where.kind == ACTIVATION:
+            forward.add(key)
+    return {
+        shape: next(iter(layers))
+        for shape, layers in owners.items()
+        if len(layers) == 1 and shape not in forward
+    }

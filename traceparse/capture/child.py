@@ -23,7 +23,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from traceparse.capture.tflog import REAL_STDERR_ENV, LogSplit, PipeReader
 from traceparse.errors import UsageError
 
 __all__ = ["ChildResult", "child_main", "run_in_child"]
@@ -39,6 +41,8 @@ class ChildResult:
     run_dir: Path | None
     signal_name: str | None = None  # the signal that killed the child, if one did
     interrupted: bool = False
+    log_lines: int = 0  # TensorFlow's native log lines sent to ``tf_log``
+    log_errors: int = 0  # of which errors or fatal
 
 
 def _runs(logdir: Path) -> set[Path]:
@@ -55,10 +59,12 @@ def run_in_child(
     logdir: Path,
     delay_s: float | None = None,
     duration_s: float | None = None,
+    tf_log: BinaryIO | None = None,
 ) -> ChildResult:
     """Run ``script`` under the profiler in a child process; wait for it, even through
     Ctrl-C or SIGTERM, which are passed on to the child (it stops its profiler,
-    writes the capture and exits)."""
+    writes the capture and exits). With ``tf_log``, TensorFlow's native log lines
+    go there instead of to stderr (``capture/tflog.py``)."""
     if not Path(script).expanduser().is_file():
         raise UsageError(f"no such script: {script}", path=script)
     before = _runs(logdir)
@@ -78,9 +84,17 @@ def run_in_child(
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     env["TRACEPARSE_RUN_CONFIG"] = config
-    child = subprocess.Popen([sys.executable, "-c", _CHILD], env=env)
+    reader: PipeReader | None = None
+    if tf_log is None:
+        child = subprocess.Popen([sys.executable, "-c", _CHILD], env=env)
+    else:
+        child, reader = _start_splitting(env, tf_log)
     with _forwarding_signals(child) as received:
         code = child.wait()
+    lines = errors = 0
+    if reader is not None:
+        reader.finish()
+        lines, errors = reader.split.lines, reader.split.severe
     status = _read_status(status_path)
     if status is not None and "error" in status:
         error = UsageError(str(status["error"]))
@@ -90,8 +104,37 @@ def run_in_child(
     interrupted = bool(received) or code in (130, 128 + signal.SIGTERM)
     if code < 0:
         name = signal.Signals(-code).name
-        return ChildResult(128 - code, run_dir, signal_name=name, interrupted=interrupted)
-    return ChildResult(code, run_dir, interrupted=interrupted)
+        return ChildResult(
+            128 - code,
+            run_dir,
+            signal_name=name,
+            interrupted=interrupted,
+            log_lines=lines,
+            log_errors=errors,
+        )
+    return ChildResult(code, run_dir, interrupted=interrupted, log_lines=lines, log_errors=errors)
+
+
+def _start_splitting(
+    env: dict[str, str], tf_log: BinaryIO
+) -> tuple[subprocess.Popen[bytes], PipeReader]:
+    """The child with its descriptor 2 on a pipe that this process splits, and the
+    real stderr passed to it for its Python ``sys.stderr``."""
+    read_end, write_end = os.pipe()
+    real = os.dup(2)
+    try:
+        env[REAL_STDERR_ENV] = str(real)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD], env=env, stderr=write_end, pass_fds=(real,)
+        )
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+        os.close(real)
+    split = LogSplit(log=tf_log, out=open(os.dup(2), "wb", buffering=0))  # noqa: SIM115
+    return child, PipeReader(read_end, split)
 
 
 @contextlib.contextmanager
@@ -160,6 +203,7 @@ def _write_status(path: str, data: dict[str, object]) -> None:
 def child_main() -> int:
     """The child: run the script as ``run_script`` does; exit with the script's code."""
     config = json.loads(os.environ.pop("TRACEPARSE_RUN_CONFIG"))
+    _python_stderr_to_the_terminal()
     # As `python script.py` would: the script's directory first, not ours or the cwd.
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
     _stop_profiler_on_os_exit()
@@ -191,6 +235,27 @@ def child_main() -> int:
         run_dir = result.capture.run_dir
         _write_status(config["status"], {"run_dir": None if run_dir is None else str(run_dir)})
     return result.exit_code
+
+
+def _python_stderr_to_the_terminal() -> None:
+    """Where the parent splits descriptor 2 (TensorFlow's native logs), Python's
+    ``sys.stderr`` (the script's prints, tracebacks, warnings) writes to the real
+    stderr the parent passed, so it stays a terminal when it was one."""
+    fd = os.environ.pop(REAL_STDERR_ENV, None)
+    if fd is None or not fd.isdigit():
+        return
+    os.set_inheritable(int(fd), False)  # not the script's subprocesses'
+    old = sys.stderr
+    stream = open(  # noqa: SIM115 - the process's stderr from now on
+        int(fd),
+        "w",
+        buffering=1,
+        encoding=getattr(old, "encoding", None) or "utf-8",
+        errors=getattr(old, "errors", None) or "backslashreplace",
+    )
+    with contextlib.suppress(Exception):
+        old.flush()
+    sys.stderr = stream
 
 
 def _exit_on_sigterm(signum: int, _frame: object) -> None:

@@ -130,9 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in arguments  # until the parser has read the command line
     try:
         parser = build_parser()
-        args = parser.parse_args(arguments)
+        args, extra = parser.parse_known_args(arguments)
         debug = bool(getattr(args, "debug", False))
         command: Command | None = getattr(args, "command_object", None)
+        if extra:  # the command's help lists what it takes, not the top level's
+            prog = f"{PROG} {command.name}" if command is not None else PROG
+            raise ParserError(f"unrecognized arguments: {' '.join(extra)}", prog)
         if command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE

@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from traceparse.cli.base import Command, seconds_type
 from traceparse.errors import TraceparseError, UsageError
 
 if TYPE_CHECKING:
+    from traceparse.capture.child import ChildResult
     from traceparse.output.terminal import Terminal
 
 DEFAULT_LOGDIR = "traceparse-logs"
+# Where TensorFlow's C++ log lines go, in the logdir (as `demo` keeps them).
+TF_LOG = "tensorflow.log"
+
+
+@contextlib.contextmanager
+def _open_log(path: Path) -> Iterator[BinaryIO]:
+    """The log file for this run (each run starts it anew)."""
+    try:
+        handle = open(path, "wb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UsageError(
+            f"{path}: cannot write TensorFlow's log ({exc.strerror or exc})", path
+        ) from exc
+    with handle:
+        yield handle
 
 
 class RunCommand(Command):
@@ -32,7 +51,8 @@ class RunCommand(Command):
     capture also lists the live variables (LOGDIR/.../<host>.variables.json),
     which name the bytes allocated before the capture. TF_ENABLE_ONEDNN_OPTS is
     set to 1 unless already set: without oneDNN, TensorFlow's CPU allocator
-    records no memory events.
+    records no memory events. TensorFlow's own C++ log lines go to
+    LOGDIR/tensorflow.log, named at the end (--verbose shows them as they come).
     """
 
     name = "run"
@@ -71,6 +91,12 @@ class RunCommand(Command):
             action="store_true",
             help="only capture; print where the capture is",
         )
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show TensorFlow's C++ log lines on stderr as they come "
+            "(default: in LOGDIR/tensorflow.log)",
+        )
         parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
         parser.add_argument(
             "script_args",
@@ -95,15 +121,39 @@ class RunCommand(Command):
         # Absolute before the script runs: an os.chdir in it moves nothing of ours.
         logdir = check_logdir(args.logdir, create=True, what="--logdir")
         enable_onednn()  # inherited by the child, before it imports TensorFlow
-        result = run_in_child(
-            args.script,
-            list(args.script_args),
-            logdir=logdir,
-            delay_s=args.delay,
-            duration_s=args.duration,
-        )
+        log_path = logdir / TF_LOG
+        with contextlib.ExitStack() as stack:
+            tf_log = None if args.verbose else stack.enter_context(_open_log(log_path))
+            result = run_in_child(
+                args.script,
+                list(args.script_args),
+                logdir=logdir,
+                delay_s=args.delay,
+                duration_s=args.duration,
+                tf_log=tf_log,
+            )
         sys.stdout.flush()
         report = term.for_stream(sys.stderr)
+        try:
+            return self._report(args, result, logdir, report)
+        finally:
+            if result.log_lines:
+                errors = f", {result.log_errors} of them errors" if result.log_errors else ""
+                line = (
+                    f"TensorFlow's log ({result.log_lines} lines{errors}): {log_path} "
+                    "(--verbose shows it as it comes)"
+                )
+                # An error TensorFlow logged may say why the script failed: shown
+                # even with --quiet then.
+                if result.exit_code and result.log_errors:
+                    report.warn(line)
+                else:
+                    report.note(line)
+
+    def _report(
+        self, args: argparse.Namespace, result: ChildResult, logdir: Path, report: Terminal
+    ) -> int:
+        """What became of the script and its capture, and the capture's summary."""
         run_dir = result.run_dir
         if result.signal_name is not None:
             report.warn(f"the script was killed by {result.signal_name}")

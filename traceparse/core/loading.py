@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Literal
 
 from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile
@@ -18,7 +19,7 @@ from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
-from traceparse.errors import CaptureTooLargeError, InputError
+from traceparse.errors import CaptureTooLargeError, InputError, UsageError
 from traceparse.files.discover import (
     FAILURE_SUFFIX,
     INVENTORY_SUFFIX,
@@ -136,6 +137,39 @@ def load(path: PathLike) -> Profile:
     return newest_profile(find_captures(path))
 
 
-def load_all(path: PathLike) -> list[Profile]:
-    """One ``Profile`` per run and host under ``path``, oldest run first."""
-    return each_profile(find_captures(path))
+class Profiles(list[Profile]):
+    """``load_all``'s list of profiles; ``diagnostics``: one line per capture file
+    it skipped (``errors="skip"``), naming the file and why."""
+
+    def __init__(self, profiles: Sequence[Profile] = (), diagnostics: Sequence[str] = ()) -> None:
+        super().__init__(profiles)
+        self.diagnostics: list[str] = list(diagnostics)
+
+
+def load_all(path: PathLike, errors: Literal["raise", "skip"] = "raise") -> Profiles:
+    """One ``Profile`` per run and host under ``path``, oldest run first.
+
+    A capture file that cannot be read (corrupt, truncated, too large, not
+    readable) raises a ``TraceparseError`` subclass, as ``load`` does; with
+    ``errors="skip"`` it is left out and named in the list's ``diagnostics``
+    instead (as ``batch`` keeps its failures), so one bad file anywhere under
+    a logdir does not hide the others. A path with no capture still raises.
+
+    >>> profiles = traceparse.load_all("logs/", errors="skip")  # doctest: +SKIP
+    >>> profiles.diagnostics  # doctest: +SKIP
+    ['skipped logs/old/h.xplane.pb: not a readable XSpace (truncated or corrupt: ...)...']
+    """
+    if errors not in ("raise", "skip"):
+        raise UsageError(f"errors={errors!r}: give 'raise' or 'skip'")
+    captures = find_captures(path)
+    if errors == "raise":
+        return Profiles(each_profile(captures))
+    profiles = Profiles()
+    for capture in captures:
+        try:
+            trace = read_trace(capture)
+        except InputError as exc:  # a file's problem, which names it
+            profiles.diagnostics.append(f"skipped {exc}")
+            continue
+        profiles.append(Profile([trace], run=capture.run))
+    return profiles

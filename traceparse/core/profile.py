@@ -27,7 +27,12 @@ from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.instant import instant_table
 from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
 from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_owners import inventory_names, known_names, unique_weight_shapes
+from traceparse.analysis.layer_owners import (
+    gradient_shapes,
+    inventory_names,
+    known_names,
+    unique_weight_shapes,
+)
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
@@ -167,7 +172,7 @@ class Profile:
         if len(unpaired):
             notes.append(
                 f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({int(unpaired['allocated_bytes'].sum()):,} bytes); start the profiler "
+                f"({_size(int(unpaired['allocated_bytes'].sum()))}); start the profiler "
                 "earlier to see those allocations."
             )
         allocations = self.allocations
@@ -364,7 +369,17 @@ class Profile:
         ops = {str(o) for o in self.allocations["op"].dropna().unique()}
         ops |= {str(o) for o in slabs["tf_op"].dropna().unique()} if len(slabs) else set()
         known = known_names(sorted(ops), variables, self._parameters, self._generation)
-        return known, unique_weight_shapes(variables, known)
+        if variables is not None:
+            return known, unique_weight_shapes(variables, known)
+        # No inventory: the weights' shapes are those of their gradients (each
+        # distinct op and shape once: allocations can be millions).
+        frames = [self.allocations[["op", "shape"]]]
+        if len(slabs):
+            frames.append(slabs[["tf_op", "shape"]].set_axis(["op", "shape"], axis=1))
+        pairs = [
+            key for f in frames for key in f.groupby(["op", "shape"], observed=True).size().index
+        ]
+        return known, gradient_shapes([o for o, _ in pairs], [s for _, s in pairs], known)
 
     @pooled_property
     def _generation(self) -> Generation:
@@ -706,3 +721,10 @@ def predictor_of(
     except UsageError as exc:
         paths = profile.path if other is None else f"{profile.path} (with {other.path})"
         raise UsageError(f"{paths}: {exc}") from None
+def _size(n: int) -> str:
+    """Bytes in a sentence as the tables write them (``4.5 MiB``): binary units, one
+    decimal at most (output/units.py comes after this stage)."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} B"

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from traceparse.errors import (
 )
 from traceparse.files.atomic import note_input
 from traceparse.files.names import printable
+from traceparse.files.wrong import what_directory, what_file
 
 # File name suffix -> format, most preferred first (a run with both an
 # .xplane.pb and a pre-converted file is read from the .xplane.pb).
@@ -147,9 +148,11 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
             )
     if is_file:
         name = files[0].rstrip("/").rsplit("/", 1)[-1]
+        if split_name(name) is None and (wrong := what_file(files[0], not is_url(text))):
+            raise InputError(f"{text}: {wrong}", text)
         host, fmt = split_name(name) or (name.split(".", 1)[0], "xplane")
         return [CaptureFile(_parent(files[0]), printable(host), files[0], fmt)]
-    return _choose(files, text)
+    return _choose(files, text, lambda: all_files(text, is_url(text)))
 
 
 def _walk(root: str, denied: list[str]) -> Iterator[str]:
@@ -164,11 +167,24 @@ def _walk(root: str, denied: list[str]) -> Iterator[str]:
                 yield os.path.join(directory, name)
 
 
+def all_files(root: str, url: bool, limit: int = 10_000) -> list[str]:
+    """Up to ``limit`` paths of files under ``root`` (to say what a directory holds)."""
+    if url:
+        return []  # the listing was the captures' search already: say nothing more
+    found: list[str] = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs.sort()
+        found += [os.path.join(directory, n) for n in names]
+        if len(found) >= limit:
+            break
+    return found
+
+
 def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] if "/" in path else "."
 
 
-def _choose(files: list[str], root: str) -> list[CaptureFile]:
+def _choose(files: list[str], root: str, everything: Callable[[], list[str]]) -> list[CaptureFile]:
     best: dict[tuple[str, str], CaptureFile] = {}
     rank = {fmt: i for i, fmt in enumerate(dict.fromkeys(FORMATS.values()))}
     for file in files:
@@ -181,12 +197,8 @@ def _choose(files: list[str], root: str) -> list[CaptureFile]:
         if key not in best or rank[fmt] < rank[best[key].format]:
             best[key] = capture
     if not best:
-        raise NoCaptureError(
-            f"{root}: no profiler capture here (looked for <host>.xplane.pb files under "
-            "plugins/profile/<run>/); capture one with traceparse.profile(...) or "
-            "`traceparse run`, or point at the logdir the profiler wrote",
-            root,
-        )
+        why = what_directory(root, everything())
+        raise NoCaptureError(f"{root}: no profiler capture here: {why}", root)
     return sorted(best.values(), key=_run_order)
 
 

@@ -29,6 +29,8 @@ from traceparse.analysis.record import LeakVerdict
 from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
+from traceparse.gate.matching import match_ops
+from traceparse.output.cells import MAX_CELL_WIDTH, shorten
 from traceparse.output.sentences import leak_growth, leak_reason
 from traceparse.output.units import (
     format_bytes,
@@ -162,7 +164,9 @@ class Contributor:
     signed: bool = False
 
     def __str__(self) -> str:
-        text = f"{self.name} {format_bytes(self.bytes, signed=self.signed)}"
+        # Capped as a table cell is: a 100 KB op name would be the whole line.
+        name = shorten(self.name, MAX_CELL_WIDTH)
+        text = f"{name} {format_bytes(self.bytes, signed=self.signed)}"
         return f"{text} ({self.detail})" if self.detail else text
 
 
@@ -425,11 +429,13 @@ def _against(
     contributors: tuple[Contributor, ...] = ()
     if failed:
         grown = []
-        for op in sorted(set(now.ops) | set(before.ops)):
-            after_bytes = getattr(now.ops[op], field) if op in now.ops else 0
-            before_bytes = getattr(before.ops[op], field) if op in before.ops else 0
-            if after_bytes > before_bytes:
-                grown.append((after_bytes - before_bytes, op, before_bytes, after_bytes))
+        # The same op though TensorFlow numbered it otherwise (gate/matching.py),
+        # as diff matches them; named as it is now.
+        for was, op in match_ops(before.ops, now.ops):
+            after_bytes = getattr(now.ops[op], field) if op is not None else 0
+            before_bytes = getattr(before.ops[was], field) if was is not None else 0
+            if after_bytes > before_bytes and op is not None:
+                grown.append((after_bytes - before_bytes, op, before_bytes, after_bytes, was))
         grown.sort(key=lambda g: (-g[0], g[1]))
         # "new" as diff says it: an op the baseline does not have at all. One it
         # has, not live at its peak then, changed (0 B -> ...).
@@ -437,12 +443,10 @@ def _against(
             Contributor(
                 op,
                 d,
-                f"{format_bytes(b)} -> {format_bytes(a)} at the peak"
-                if op in before.ops
-                else "new",
+                f"{format_bytes(b)} -> {format_bytes(a)} at the peak" if was is not None else "new",
                 signed=True,
             )
-            for d, op, b, a in grown[:CONTRIBUTORS]
+            for d, op, b, a, was in grown[:CONTRIBUTORS]
         )
     return Result(
         "baseline",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from traceparse.gate.figures import AllocatorFigures, OpFigures, pair_allocators, rollup
+from traceparse.gate.matching import match_ops
 from traceparse.output.units import format_bytes, format_change
 
 __all__ = ["EXPLAIN_MAX_ROWS", "AllocatorDiff", "By", "DiffRow", "diff_figures"]
@@ -49,6 +50,9 @@ class DiffRow:
     #: capture compare per step (24 steps of batch 64 ask for what 12 of 128 do).
     steps_before: int | None = None
     steps_after: int | None = None
+    #: The op's name before, where TensorFlow numbered it otherwise (``key`` is
+    #: the name after): ``gate/matching.py`` matched them as the same op.
+    key_before: str | None = None
 
     @property
     def per_step(self) -> bool:
@@ -132,6 +136,8 @@ class DiffRow:
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
+            # The name before only where TensorFlow numbered the op otherwise.
+            **({"key_before": self.key_before} if self.key_before else {}),
             "status": self.status,
             "peak_before_bytes": self.peak_before,
             "peak_after_bytes": self.peak_after,
@@ -360,9 +366,20 @@ def diff_figures(
         rows_b = rollup(b, by, depth) if b is not None else {}
         steps_a = None if a is None else a.steps
         steps_b = None if b is None else b.steps
+        if by == "op":  # the same op, though TensorFlow numbered it otherwise
+            pairs = match_ops(rows_a, rows_b)
+        else:
+            pairs = [(key, key) for key in {*rows_a, *rows_b}]
         rows = [
-            DiffRow(key, rows_a.get(key), rows_b.get(key), steps_a, steps_b)
-            for key in {*rows_a, *rows_b}
+            DiffRow(
+                str(kb if kb is not None else ka),
+                rows_a.get(ka) if ka is not None else None,
+                rows_b.get(kb) if kb is not None else None,
+                steps_a,
+                steps_b,
+                key_before=ka if ka is not None and kb is not None and ka != kb else None,
+            )
+            for ka, kb in pairs
         ]
         if compare == "requested":  # reshaped rows first: what the program asked for
             rows.sort(

@@ -189,15 +189,48 @@ def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[
     ]
 
 
+# Scopes TensorFlow wraps a function's ops in: they say nothing about the op.
+_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*)$")
+
+
 def shorten(text: str, width: int) -> str:
-    """Cut the middle out of ``text`` so that both ends (scope and op) stay readable."""
+    """``text`` in at most ``width`` characters, cut where it says least.
+
+    An op or scope name (``a/b/c``, no spaces) loses TensorFlow's wrapper scopes
+    first (``StatefulPartitionedCall/``, ``__inference_…``), then its middle
+    scopes: the first scope left (the direction, ``gradient_tape``, or the
+    model) and the last ones (the layer and the op) stay whole. Other text
+    loses its middle."""
     if len(text) <= width:
         return text
     if width <= 1:
         return "…"[:width]
+    if "/" in text and not any(c.isspace() for c in text):
+        cut = _shorten_name(text.split("/"), width)
+        if cut is not None:
+            return cut
     head = (width - 1) // 2
     tail = width - 1 - head
     return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def _shorten_name(parts: list[str], width: int) -> str | None:
+    """``shorten`` of a name split at ``/``; None where no whole scopes fit."""
+    kept = [p for p in parts if not _WRAPPER.match(p)] or parts[-1:]
+    dropped = len(kept) < len(parts)
+    if dropped and len("…/" + "/".join(kept)) <= width:
+        return "…/" + "/".join(kept)
+    first = [kept[0]] if len(kept) > 2 else []
+    for lead in (first, []):  # the first scope, then without it
+        prefix = lead[0] + "/…/" if lead else "…/"
+        tail: list[str] = []
+        for part in reversed(kept[len(lead) :]):
+            if len(prefix) + len("/".join([part, *tail])) > width:
+                break
+            tail.insert(0, part)
+        if tail and (lead or tail != kept):
+            return prefix + "/".join(tail)
+    return None
 
 
 def render_plain_table(

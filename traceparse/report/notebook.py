@@ -22,10 +22,12 @@ from traceparse.report.view import AllocatorView, TableView, build_view
 
 __all__ = ["DEFAULT_TOP", "NotebookReport", "profile_html"]
 
-# Rows per holder table in a notebook cell (the HTML report has the rest).
+# Rows per holder table in a notebook cell (the profile's tables have the rest).
 DEFAULT_TOP = 5
 # The holder tables shown, in order (view.py's keys).
 _HOLDERS = ("layers", "top_ops", "top_tensors")
+# Where a notebook's reader finds each table whole.
+_WHOLE = {"layers": "prof.layers()", "top_ops": "prof.ops", "top_tensors": "prof.live_at_peak()"}
 
 _STYLE = (
     "<style>"
@@ -136,7 +138,13 @@ def _table(table: TableView) -> str:
             cells.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
         body.append(f"<tr{' class=total' if total else ''}>{''.join(cells)}</tr>")
     more = table.hidden_rows
-    hint = "NotebookReport(profile, top=0) shows all"
+    # Said as what the cell's reader can do (no HTML report exists until one is written).
+    whole = _WHOLE.get(table.key)
+    hint = (
+        f"NotebookReport(profile, top=0) or {whole} shows all"
+        if whole
+        else ("NotebookReport(profile, top=0) shows all")
+    )
     note = f"<p><small>{html_text(more_rows(more, hint))}</small></p>" if more > 0 else ""
     return (
         f"<div><b>{html_text(table.title)}</b><table><thead><tr>{head}</tr></thead>"

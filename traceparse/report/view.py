@@ -435,6 +435,17 @@ def before_capture_text(split: dict[str, Any]) -> str:
             f"{format_bytes(split['other_bytes'])} other variables "
             f"in {count(split['other_variables'])}"
         )
+    untraced = [
+        (
+            int(split.get(f"{role}_untraced_variables") or 0),
+            int(split.get(f"{role}_untraced_bytes") or 0),
+        )
+        for role in ("weight", "optimizer", "other")
+        if split.get(f"{role}_variables")
+    ]
+    for i, (n, size) in enumerate(untraced):
+        if n:  # alive, but never in the allocator's counters (issue 36)
+            parts[i] += f" (and {format_count(n)} under 256 KiB, {format_bytes(size)}, untraced)"
     if not parts:
         parts.append("no variable the inventory names")
     during = int(split.get("during_variables") or 0)
