@@ -15,12 +15,13 @@ captures, ``generate_elementwise_trace.py:20 elementwise_ops``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from traceparse.decode.runs import RunRecords
+from traceparse.decode.trace import MemoryTrace
 
 # "<file>.py:<line> <function>"; builtins and unknown files have no line.
 _FRAME = re.compile(r"^(?P<file>\S+\.py):(?P<line>\d+) (?P<function>.+)$")
@@ -73,3 +74,114 @@ def allocation_sources(
     codes = np.full(len(allocations), -1, dtype=named.codes.dtype)
     codes[rows] = named.codes
     return pd.Series(pd.Categorical.from_codes(codes, dtype=named.dtype), index=allocations.index)
+
+
+# -- the source record (TensorFlow captures; docs/sources.md) -------------------------
+
+# The scope TensorFlow puts a gradient op under: the forward op's name follows.
+_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
+
+
+def op_stack(name: str, ops: Mapping[str, int]) -> int | None:
+    """The recorded stack of the op the profiler calls ``name``, or None.
+
+    Exact first; a gradient op takes its forward op's stack (the line that
+    called the layer); a name under a call's wrapper (``StatefulPartitionedCall/``)
+    drops the wrapper; a node the graph optimizer made under an op's name takes
+    that op's.
+    """
+    for scope in _GRADIENT_SCOPES:
+        if name.startswith(scope):
+            forward = _longest_prefix(name[len(scope) :], ops)
+            if forward is not None:
+                return forward
+    found = ops.get(name)
+    if found is not None:
+        return found
+    parts = name.split("/")
+    for start in range(1, len(parts)):
+        found = ops.get("/".join(parts[start:]))
+        if found is not None:
+            return found
+    return _longest_prefix(name, ops)
+
+
+def _longest_prefix(name: str, ops: Mapping[str, int]) -> int | None:
+    parts = name.split("/")
+    for end in range(len(parts), 0, -1):
+        found = ops.get("/".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def recorded_stacks(allocations: pd.DataFrame, traces: Sequence[MemoryTrace]) -> pd.Series:
+    """Each allocation's recorded stack id (Int64, NA where the record has none)
+    (its host's ``SourceRecord``): by op name for graph ops, by time for eager ops."""
+    out = np.full(len(allocations), -1, dtype=np.int64)
+    hosts = allocations["host"].astype(object).to_numpy()
+    ops = allocations["op"]
+    codes = ops.cat.codes.to_numpy(dtype=np.int64)
+    names = [str(n) for n in ops.cat.categories]
+    times = allocations["alloc_ps"].to_numpy(dtype=np.int64)
+    for trace in traces:
+        record = trace.sources
+        if record is None:
+            continue
+        mine = np.flatnonzero(hosts == trace.host)
+        if not len(mine):
+            continue
+        # Each op name is looked up once, not once per allocation.
+        graph = np.array([_stack_or(name, record.ops) for name in names] + [-1], dtype=np.int64)
+        scoped = np.array(["/" in name for name in names] + [False], dtype=bool)
+        found = graph[codes[mine]]
+        # A name without a scope is an eager op's type, or a node at the top of a
+        # function: the next eager op on the thread says which (ops run synchronously,
+        # and a function call's callback follows everything the function did).
+        bare = ~scoped[codes[mine]]
+        if bare.any() and len(record.eager_ns) and trace.start_ns is not None:
+            at = trace.start_ns + times[mine[bare]] // 1000
+            slot = np.searchsorted(record.eager_ns, at, side="left")
+            inside = slot < len(record.eager_ns)
+            slot = np.minimum(slot, len(record.eager_ns) - 1)
+            eager = inside & ~(record.eager_function[slot] & (found[bare] >= 0))
+            picked = found[bare]
+            picked[eager] = record.eager_stack[slot[eager]]
+            found[bare] = picked
+        out[mine] = found
+    return pd.Series(pd.arrays.IntegerArray(out, out < 0), index=allocations.index)
+
+
+def _stack_or(name: str, ops: Mapping[str, int]) -> int:
+    found = op_stack(name, ops)
+    return -1 if found is None else found
+
+
+def stack_sources(traces: Sequence[MemoryTrace]) -> dict[str, list[str | None]]:
+    """Per host, each recorded stack's source: its innermost user frame as
+    ``path:line function`` (None where the stack has no user frame)."""
+    out: dict[str, list[str | None]] = {}
+    for trace in traces:
+        record = trace.sources
+        if record is None:
+            continue
+        frames = record.user_frames()
+        text = {int(f): record.frame_text(int(f)) for f in np.unique(frames) if f >= 0}
+        out[trace.host] = [text.get(int(f)) for f in frames]
+    return out
+
+
+def sources_of(
+    allocations: pd.DataFrame, stacks: pd.Series, traces: Sequence[MemoryTrace]
+) -> pd.Series:
+    """The ``source`` of each allocation with a recorded stack (object, None elsewhere)."""
+    by_host = stack_sources(traces)
+    out = np.full(len(allocations), None, dtype=object)
+    known = stacks.notna().to_numpy(dtype=bool)
+    hosts = allocations["host"].astype(object).to_numpy()
+    ids = stacks.to_numpy(dtype=np.int64, na_value=-1)
+    for row in np.flatnonzero(known).tolist():
+        texts = by_host.get(hosts[row])
+        if texts is not None:
+            out[row] = texts[int(ids[row])]
+    return pd.Series(out, index=allocations.index, dtype=object)

@@ -1,0 +1,405 @@
+"""The source record: which Python line made each op that can allocate.
+
+Written beside the capture as ``<host>.sources.json.gz`` by every capture way
+(``traceparse.profile()``, ``traceparse run``, the Keras ``MemoryCallback``),
+so that ``allocations.source`` names the user's line (docs/sources.md)::
+
+    {"format": "traceparse.sources", "version": 1, "tensorflow": "2.21.0",
+     "started_ns": .., "stopped_ns": ..,          # wall clock around the capture
+     "frames": [[path, line, function, user], ..],  # user: 1 for the program's own code
+     "stacks": [[frame, ..], ..],                   # frame ids, outermost first
+     "ops": {"<op name as the profiler writes it>": stack, ..},
+     "eager": {"time_ns": [..], "op_type": [..], "stack": [..]}}
+
+Two mechanisms, one per kind of op:
+
+- **Traced functions** (``tf.function``, Keras' train and predict steps,
+  ``jit_compile`` programs): TensorFlow keeps, for every node of a function
+  graph, the Python stack that created it (``Operation.traceback``). When the
+  capture stops, every live ``FuncGraph`` is found through the garbage
+  collector, so functions traced before the capture started (a warm-up step)
+  are included. Nodes reached through a call (``PartitionedCall``, ``If``,
+  ``While``) are also listed under ``<call node>/<node>``, the name the runtime
+  gives them when it inlines the call.
+- **Eager ops**: TensorFlow's op callbacks (``op_callbacks.add_op_callback``)
+  run after each eager op with the caller's frames still on the stack; the
+  callback notes the time, the op type and the stack. The allocator names an
+  eager op's allocations by its type only, so they are joined by time: the op
+  whose callback follows the allocation (ops run synchronously on the calling
+  thread). In a ``GradientTape``'s backward pass the forward op's stack is
+  used, found from the forward outputs the tape hands to the gradient function.
+
+Like all of ``traceparse.capture`` this imports TensorFlow only inside functions.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import re
+import sys
+import sysconfig
+import threading
+import time
+from types import CodeType, FrameType
+from typing import Any
+
+from traceparse.core.loading import SOURCES_SUFFIX as SUFFIX
+from traceparse.decode.sources import FORMAT, VERSION
+from traceparse.files.atomic import atomic_write
+
+__all__ = ["FORMAT", "SUFFIX", "VERSION", "SourceRecorder", "try_start", "write_sources"]
+
+# Deeper stacks keep their innermost frames (the user's line is near the op).
+MAX_DEPTH = 128
+# Eager ops noted per capture: a long eager capture stops noting (and says so)
+# rather than growing without bound; about 40 bytes each in memory.
+MAX_EAGER = 2_000_000
+# Forward outputs remembered for the backward pass (id -> stack): trimmed when full.
+_MAX_OUTPUTS = 200_000
+# Ops reached through nested calls are listed this many calls deep.
+_MAX_CALL_DEPTH = 8
+_CALL_ATTRS = ("f", "then_branch", "else_branch", "body", "cond", "branches")
+
+
+class SourceRecorder:
+    """Notes eager ops while the capture runs and the traced graphs when it stops."""
+
+    def __init__(self) -> None:
+        self.started_ns = time.time_ns()
+        self.stopped_ns: int | None = None
+        self._frames: dict[tuple[str, int, str], int] = {}
+        self._stacks: dict[tuple[int, ...], int] = {}
+        self._by_code: dict[tuple[object, ...], int] = {}
+        self._times: list[int] = []
+        self._types: list[str] = []
+        self._eager_stacks: list[int] = []
+        self._outputs: dict[object, int] = {}
+        self._dropped = 0
+        self._thread = threading.get_ident()
+        self._user: dict[str, bool] = {}
+        self._library = _library_roots()
+        self._grad_code: CodeType | None = None
+        self._installed = False
+        self._ops: dict[str, int] = {}
+        self._grad_functions: dict[str, str] = {}  # gradient op -> forward op type
+
+    # -- eager ops -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Install the op callback (on this thread: TensorFlow keeps them per thread)."""
+        from tensorflow.python.eager import backprop
+        from tensorflow.python.framework import op_callbacks
+
+        self._grad_code = backprop._gradient_function.__code__
+        op_callbacks.add_op_callback(self._callback)
+        self._installed = True
+        self.started_ns = time.time_ns()
+
+    def _callback(
+        self,
+        op_type: Any,
+        inputs: Any,
+        attrs: Any,
+        outputs: Any,
+        op_name: Any = None,
+        graph: Any = None,
+    ) -> None:
+        # Graph construction: its ops' tracebacks are read from the graph at stop.
+        if graph is not None:
+            return None
+        now = time.time_ns()
+        if not isinstance(op_type, str):  # a function's name comes as bytes
+            op_type = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        frame = sys._getframe(1)
+        stack, forward = self._stack_of(frame)
+        if forward is not None:
+            stack = forward
+        else:
+            if len(self._outputs) > _MAX_OUTPUTS:
+                self._outputs.clear()
+            # What the tape hands the gradient function: the op's type and inputs
+            # (kept alive by the tape, so their ids still name them), else outputs.
+            self._outputs[(op_type, *map(id, inputs or ()))] = stack
+            for tensor in outputs or ():
+                self._outputs[id(tensor)] = stack
+        if len(self._times) >= MAX_EAGER:
+            self._dropped += 1
+            return None
+        self._times.append(now)
+        self._types.append(op_type)
+        self._eager_stacks.append(stack)
+        return None
+
+    def _stack_of(self, frame: FrameType | None) -> tuple[int, int | None]:
+        """The stack id of ``frame`` and its callers, and, inside a gradient
+        function, the stack of the forward op whose gradient is being taken."""
+        key: list[object] = []
+        forward: int | None = None
+        while frame is not None:
+            code = frame.f_code
+            if code is self._grad_code and forward is None:
+                forward = self._forward_stack(frame)
+            key.append(code)
+            key.append(frame.f_lineno)
+            frame = frame.f_back
+        cache_key = tuple(key)
+        found = self._by_code.get(cache_key)
+        if found is None:
+            frames = [
+                self._frame_id(code.co_filename, line, code.co_name)  # type: ignore[attr-defined]
+                for code, line in zip(key[0::2], key[1::2], strict=True)
+            ]
+            found = self._stack_id(list(reversed(frames)))
+            self._by_code[cache_key] = found
+        return found, forward
+
+    def _forward_stack(self, frame: FrameType) -> int | None:
+        local = frame.f_locals
+        key = (local.get("op_name"), *map(id, local.get("inputs") or ()))
+        found = self._outputs.get(key)
+        if found is not None:
+            return found
+        for tensor in local.get("outputs") or ():
+            if tensor is not None and id(tensor) in self._outputs:
+                return self._outputs[id(tensor)]
+        return None
+
+    # -- traced functions ----------------------------------------------------------
+
+    def stop(self) -> None:
+        """Remove the callback and read the stacks of every live traced graph."""
+        if self._installed:
+            from tensorflow.python.framework import op_callbacks
+
+            try:
+                op_callbacks.remove_op_callback(self._callback)
+            except (KeyError, ValueError):  # already removed (another thread's stop)
+                pass
+            self._installed = False
+        self.stopped_ns = time.time_ns()
+        self._read_graphs()
+
+    def _read_graphs(self) -> None:
+        from tensorflow.python.framework.func_graph import FuncGraph
+
+        graphs = [obj for obj in gc.get_objects() if isinstance(obj, FuncGraph)]
+        by_name: dict[str, Any] = {}
+        for graph in graphs:
+            by_name.setdefault(str(graph.name), graph)
+        # Functions are registered under their runtime names (__inference_f_27).
+        for obj in gc.get_objects():
+            if type(obj).__name__ == "AtomicFunction":
+                graph = getattr(obj, "graph", None)
+                name = getattr(obj, "name", None)
+                if graph is not None and name is not None:
+                    text = name.decode() if isinstance(name, bytes) else str(name)
+                    by_name.setdefault(text, graph)
+        for graph in graphs:
+            self._note_graph(graph, "", by_name, 0)
+
+    def _note_graph(self, graph: Any, prefix: str, by_name: dict[str, Any], depth: int) -> None:
+        operations = graph.get_operations()
+        stacks = {op.name: self._traceback_stack(op) for op in operations}
+        forward = _forward_ops(operations, self._grad_functions)
+        for op in operations:
+            name = prefix + op.name
+            if name in self._ops:
+                continue
+            # A gradient op is the line that called its forward op.
+            self._ops[name] = stacks.get(forward.get(op.name, op.name), stacks[op.name])
+            if depth >= _MAX_CALL_DEPTH:
+                continue
+            for callee in _callees(op):
+                inner = by_name.get(callee)
+                if inner is not None and inner is not graph:
+                    self._note_graph(inner, name + "/", by_name, depth + 1)
+
+    def _traceback_stack(self, op: Any) -> int:
+        try:
+            frames = [(f.filename, f.lineno, f.name) for f in op.traceback]
+        except Exception:  # an op without a traceback (imported graphs)
+            frames = []
+        if op.name.startswith(_GRADIENT_SCOPES):
+            # The gradient function that made it (nn_grad.py's _SoftplusGrad) names
+            # the forward op's type; frames from the innermost out.
+            for _path, _line, function in reversed(frames):
+                found = _GRAD_FUNCTION.match(function)
+                if found:
+                    self._grad_functions[op.name] = found.group(1)
+                    break
+        return self._stack_id([self._frame_id(*f) for f in frames])
+
+    # -- the record ----------------------------------------------------------------
+
+    def _frame_id(self, path: str, line: int, function: str) -> int:
+        key = (path, int(line or 0), function)
+        found = self._frames.get(key)
+        if found is None:
+            found = self._frames[key] = len(self._frames)
+        return found
+
+    def _stack_id(self, frames: list[int]) -> int:
+        key = tuple(frames[-MAX_DEPTH:])
+        found = self._stacks.get(key)
+        if found is None:
+            found = self._stacks[key] = len(self._stacks)
+        return found
+
+    def is_user(self, path: str) -> bool:
+        """Whether ``path`` is the program's own code: not the standard library,
+        site-packages, TensorFlow, Keras or traceparse, nor a frozen module."""
+        found = self._user.get(path)
+        if found is None:
+            if path.startswith("<") or not path:
+                found = False
+            else:
+                full = os.path.realpath(path)
+                found = not any(
+                    full == root or full.startswith(root + os.sep) for root in self._library
+                )
+            self._user[path] = found
+        return found
+
+    def to_json(self, tensorflow: str) -> dict[str, Any]:
+        cwd = os.getcwd()
+        frames = [
+            [_shown(path, cwd), line, function, int(self.is_user(path))]
+            for (path, line, function) in self._frames
+        ]
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "tensorflow": tensorflow,
+            "started_ns": self.started_ns,
+            "stopped_ns": self.stopped_ns,
+            "frames": frames,
+            "stacks": [list(stack) for stack in self._stacks],
+            "ops": self._ops,
+            "eager": {"time_ns": self._times, "op_type": self._types, "stack": self._eager_stacks},
+            "eager_dropped": self._dropped,
+        }
+
+
+_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
+_GRAD_FUNCTION = re.compile(r"^_([A-Z][A-Za-z0-9]*?)Grad")
+
+
+def _forward_ops(operations: list[Any], grad_types: dict[str, str]) -> dict[str, str]:
+    """Gradient op name -> its forward op's name, within one graph.
+
+    TensorFlow puts a gradient op under ``gradient_tape/<the forward op's
+    scope>/``; the forward op is the op of the type its gradient function names
+    in that scope, and where several are, the one whose tensors the gradient op
+    reads."""
+    by_scope: dict[tuple[str, str], list[Any]] = {}
+    for op in operations:
+        scope = op.name.rsplit("/", 1)[0] if "/" in op.name else ""
+        by_scope.setdefault((scope, op.type), []).append(op)
+    found: dict[str, str] = {}
+    for op in operations:
+        kind = grad_types.get(op.name)
+        if kind is None:
+            continue
+        inner = op.name.split("/", 1)[1]
+        scope = inner.rsplit("/", 1)[0] if "/" in inner else ""
+        candidates = by_scope.get((scope, kind), [])
+        while not candidates and scope:
+            # The gradient may sit in a scope of its own under the forward op's.
+            scope = scope.rsplit("/", 1)[0] if "/" in scope else ""
+            candidates = by_scope.get((scope, kind), [])
+        if len(candidates) > 1:
+            read = {t.op.name for t in op.inputs}
+            candidates = [c for c in candidates if c.name in read] or [
+                c for c in candidates if read & {t.op.name for t in c.inputs}
+            ]
+        if len(candidates) == 1:
+            found[op.name] = candidates[0].name
+    return found
+
+
+def _callees(op: Any) -> list[str]:
+    """Names of the functions a call or control-flow node runs."""
+    names: list[str] = []
+    for attr in _CALL_ATTRS:
+        try:
+            value = op.node_def.attr[attr] if attr in op.node_def.attr else None
+        except Exception:  # a node whose definition cannot be read
+            return names
+        if value is None:
+            continue
+        if value.HasField("func"):
+            names.append(value.func.name)
+        elif value.HasField("list"):
+            names.extend(f.name for f in value.list.func)
+    return names
+
+
+def _library_roots() -> list[str]:
+    """Directories whose files are not the user's: the interpreter's libraries,
+    every site directory, and the packages TensorFlow, Keras and traceparse."""
+    roots = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.realpath(path))
+    for entry in sys.path:
+        if entry and ("site-packages" in entry or "dist-packages" in entry):
+            roots.add(os.path.realpath(entry))
+    for module in ("tensorflow", "keras", "tf_keras", "traceparse", "tensorboard", "numpy"):
+        loaded = sys.modules.get(module)
+        location = getattr(loaded, "__file__", None) if loaded is not None else None
+        if location:
+            roots.add(os.path.realpath(os.path.dirname(location)))
+    return sorted(roots)
+
+
+def _shown(path: str, cwd: str) -> str:
+    """A path under the working directory as relative (the same in every capture
+    way and on every machine); others as they are."""
+    if path.startswith("<") or not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+def try_start() -> SourceRecorder | None:
+    """A started recorder, or None and a line on stderr when TensorFlow refuses:
+    the capture matters more than its source lines."""
+    recorder = SourceRecorder()
+    try:
+        recorder.start()
+    except Exception as exc:  # a TensorFlow without op callbacks
+        print(
+            f"traceparse: source lines are not recorded ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )
+        return None
+    return recorder
+
+
+def try_stop(recorder: SourceRecorder) -> bool:
+    """Stop the recorder; False and a line on stderr when reading the graphs fails."""
+    try:
+        recorder.stop()
+    except Exception as exc:  # a program's object that breaks the walk
+        print(
+            f"traceparse: reading the source lines failed ({type(exc).__name__}: {exc}); "
+            "the capture is kept without them",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
+def write_sources(recorder: SourceRecorder, run_dir: str | os.PathLike[str], host: str) -> str:
+    """Write ``<run_dir>/<host>.sources.json.gz``; return its path."""
+    import tensorflow as tf
+
+    path = os.path.join(os.fspath(run_dir), host + SUFFIX)
+    text = json.dumps(recorder.to_json(str(tf.__version__)), separators=(",", ":"))
+    # mtime=0: the same record gives the same bytes.
+    atomic_write(path, gzip.compress(text.encode(), compresslevel=6, mtime=0))
+    return path
