@@ -100,6 +100,9 @@ _COLUMNS = [
     "variable",
     "step",
     "named_by",
+    # The user's line and recorded stack (docs/sources.md); filled by tables/sources.py.
+    "source",
+    "stack",
 ]
 # Every row says what holds how many bytes, in which part, where it goes.
 _ALWAYS = {"host", "holder", "part", "bytes", "item", "layer", "role"}

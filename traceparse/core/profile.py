@@ -26,6 +26,7 @@ from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_l
 from traceparse.analysis.layer_names import KnownNames
 from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
+from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.rollups import OPS, SCOPES
@@ -39,6 +40,7 @@ from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
+from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
 
 _NO_EVENTS = (
@@ -53,6 +55,11 @@ _NO_INVENTORY = (
     "no variable inventory: the capture was not made by traceparse.profile(), "
     "`traceparse run` or traceparse.integrations.keras.MemoryCallback, so the bytes allocated "
     "before it cannot be named"
+)
+NO_SOURCES = (
+    "no source lines: the capture has no source record (<host>.sources.json.gz); capture "
+    "with traceparse.profile(), `traceparse run` or traceparse.integrations.keras.MemoryCallback "
+    "to record the line of your code that made each allocation"
 )
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
@@ -358,6 +365,8 @@ class Profile:
             self._parameters,
             self._variable_match,
         )
+        # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
+        table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
         return self._conform(table, BREAKDOWN)
 
     @pooled_property
@@ -468,6 +477,42 @@ class Profile:
             self.leaks(),
             self.variables if self._has_inventory else None,
             self.xla_parameters if self._parameters is not None else None,
+        )
+
+    # -- source lines (docs/sources.md) ----------------------------------------------
+
+    def lines(self, by_stack: bool = False) -> pd.DataFrame:
+        """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
+        held at each allocator's peak and allocated over the capture, with the
+        layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
+        Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
+        """
+        key = bool(by_stack)
+        if key not in self._lines:
+            _ = self._tables  # the join fills the stacks
+            table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
+            table = self._conform(table, LINES)
+            if not self.has_sources:
+                table.attrs["diagnostic"] = NO_SOURCES
+            self._lines[key] = table
+        return self._lines[key]
+
+    @pooled_property
+    def _lines(self) -> dict[bool, pd.DataFrame]:
+        return {}
+
+    @pooled_property
+    def stacks(self) -> pd.DataFrame:
+        """Every recorded stack, one row per frame (outermost first): ``host``,
+        ``stack`` (the id in ``breakdown`` and ``lines(by_stack=True)``), ``depth``,
+        ``frame`` (``path:line function``) and ``user``. Empty without a record."""
+        return self._conform(stacks_table(self.traces), contracts.STACKS)
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether any allocation names a source line (a source record, or JAX's frames)."""
+        return any(t.sources is not None for t in self.traces) or bool(
+            self.allocations["source"].notna().any()
         )
 
     @property

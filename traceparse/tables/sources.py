@@ -185,3 +185,86 @@ def sources_of(
         if texts is not None:
             out[row] = texts[int(ids[row])]
     return pd.Series(out, index=allocations.index, dtype=object)
+
+
+# Breakdown rows that stand for an HLO value: named by their TF op, not their slab.
+_HLO_HOLDERS = ("xla_buffer", "xla_value")
+
+
+def breakdown_sources(
+    breakdown: pd.DataFrame,
+    allocations: pd.DataFrame,
+    stacks: pd.Series | None,
+    traces: Sequence[MemoryTrace],
+) -> pd.DataFrame:
+    """``breakdown`` with ``source`` and ``stack``: an allocation's row takes its
+    allocation's; an XLA value's row the stack of the TF op it carries."""
+    rows = breakdown["allocation"].to_numpy(dtype=np.int64, na_value=-1)
+    has = rows >= 0
+    source = np.full(len(breakdown), None, dtype=object)
+    stack = np.full(len(breakdown), -1, dtype=np.int64)
+    if has.any():
+        positions = allocations.index.get_indexer(rows[has])
+        found = positions >= 0
+        where = np.flatnonzero(has)[found]
+        source[where] = allocations["source"].astype(object).to_numpy()[positions[found]]
+        if stacks is not None:
+            stack[where] = stacks.to_numpy(dtype=np.int64, na_value=-1)[positions[found]]
+    records = {t.host: t.sources for t in traces if t.sources is not None}
+    if records:
+        texts = stack_sources(traces)
+        holders = breakdown["holder"].astype(object).to_numpy()
+        hosts = breakdown["host"].astype(object).to_numpy()
+        ops = breakdown["op"].astype(object).to_numpy()
+        for row in np.flatnonzero(np.isin(holders, _HLO_HOLDERS)).tolist():
+            record = records.get(hosts[row])
+            if record is None or not isinstance(ops[row], str):
+                continue
+            found_stack = op_stack(ops[row], record.ops)
+            if found_stack is not None:
+                stack[row] = found_stack
+                source[row] = texts[hosts[row]][found_stack]
+    return breakdown.assign(
+        source=pd.Series(source, index=breakdown.index, dtype=object),
+        stack=pd.Series(pd.arrays.IntegerArray(stack, stack < 0), index=breakdown.index),
+    )
+
+
+def stacks_table(traces: Sequence[MemoryTrace]) -> pd.DataFrame:
+    """One row per frame of every recorded stack: host, stack, depth (0 outermost),
+    frame (``path:line function``) and whether it is the user's code."""
+    hosts: list[str] = []
+    stack: list[np.ndarray] = []
+    depth: list[np.ndarray] = []
+    frames: list[np.ndarray] = []
+    for trace in traces:
+        record = trace.sources
+        if record is None:
+            continue
+        lengths = np.diff(record.offsets)
+        ids = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        hosts += [trace.host] * len(ids)
+        stack.append(ids)
+        depth.append(np.arange(len(ids), dtype=np.int64) - np.repeat(record.offsets[:-1], lengths))
+        frames.append(record.stack_frames)
+    if not hosts:
+        return pd.DataFrame(
+            {"host": [], "stack": pd.array([], dtype="Int64"), "depth": [], "frame": [], "user": []}
+        )
+    text: list[str] = []
+    user: list[bool] = []
+    for trace, ids in zip([t for t in traces if t.sources is not None], frames, strict=True):
+        record = trace.sources
+        assert record is not None
+        names = [record.frame_text(i) for i in range(len(record.frame_path))]
+        text += [names[i] for i in ids.tolist()]
+        user += record.frame_user[ids].tolist()
+    return pd.DataFrame(
+        {
+            "host": hosts,
+            "stack": pd.array(np.concatenate(stack), dtype="Int64"),
+            "depth": np.concatenate(depth),
+            "frame": text,
+            "user": np.asarray(user, dtype=bool),
+        }
+    )
