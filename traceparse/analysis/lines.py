@@ -55,7 +55,7 @@ def lines_table(
     peak = pd.DataFrame(
         {
             "host": inside["host"].astype(object),
-            "allocator": inside["allocator"].astype(object),
+            "allocator": inside["allocator"].astype(object).fillna(_NONE),
             "key": _keys(inside, key),
             "source": inside["source"].astype(object),
             "bytes": inside["bytes"].to_numpy(dtype=np.int64),
@@ -67,7 +67,7 @@ def lines_table(
     over = pd.DataFrame(
         {
             "host": made["host"].astype(object),
-            "allocator": made["allocator"].astype(object),
+            "allocator": made["allocator"].astype(object).fillna(_NONE),
             "key": _keys(made, key),
             "source": made["source"].astype(object),
             "bytes": made["requested_bytes"].to_numpy(dtype=np.int64, na_value=0),
@@ -87,8 +87,8 @@ def lines_table(
         rows.append(
             {
                 "host": host,
-                "allocator": allocator,
-                "source": source_of.get(k) if not _missing(value) else None,
+                "allocator": None if allocator == _NONE else allocator,
+                "source": None if _missing(value) else source_of.get(k),
                 "stack": None if not by_stack or _missing(value) else int(value),
                 "live_at_peak_bytes": int(held.get(k, 0)),
                 "requested_bytes": int(allocated["sum"].get(k, 0)),
@@ -106,31 +106,26 @@ def lines_table(
     return table.reset_index(drop=True)
 
 
+# The group of what no recorded stack names (NA does not group or compare as a key).
+_NONE = ""
+
+
 def _keys(frame: pd.DataFrame, key: str) -> pd.Series:
     if key == "stack":
-        return pd.Series(
-            frame["stack"].to_numpy(dtype=object, na_value=None)
-            if "stack" in frame
-            else [None] * len(frame),
-            index=frame.index,
-            dtype=object,
-        )
-    return frame["source"].astype(object)
+        values = frame["stack"] if "stack" in frame else pd.Series(pd.NA, index=frame.index)
+        text = [_NONE if pd.isna(v) else str(int(v)) for v in values.tolist()]
+        return pd.Series(text, index=frame.index, dtype=object)
+    return frame["source"].astype(object).where(frame["source"].notna(), _NONE)
 
 
 def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+    return value == _NONE
 
 
 def _same(frame: pd.DataFrame, host: object, allocator: object, value: object) -> np.ndarray:
-    match = (frame["host"] == host).to_numpy(dtype=bool) & (
-        (frame["allocator"] == allocator).to_numpy(dtype=bool)
-        if not _missing(allocator)
-        else frame["allocator"].isna().to_numpy(dtype=bool)
-    )
-    if _missing(value):
-        return match & frame["key"].isna().to_numpy(dtype=bool)
-    return match & (frame["key"] == value).to_numpy(dtype=bool)
+    hosts = frame["host"].to_numpy(dtype=object)
+    allocators = frame["allocator"].to_numpy(dtype=object)
+    return (hosts == host) & (allocators == allocator) & (frame["key"].to_numpy() == value)
 
 
 def _largest(rows: pd.DataFrame, column: str) -> str | None:

@@ -18,6 +18,7 @@ from traceparse.cli.check import CheckCommand
 from traceparse.cli.demo import DemoCommand
 from traceparse.cli.diff import DiffCommand
 from traceparse.cli.layers import LayersCommand
+from traceparse.cli.lines import LinesCommand
 from traceparse.cli.ops import OpsCommand
 from traceparse.cli.peak import PeakCommand
 from traceparse.cli.report import ReportCommand
@@ -46,6 +47,7 @@ COMMANDS: dict[str, type[Command]] = {
         OpsCommand,
         ScopesCommand,
         LayersCommand,
+        LinesCommand,
         StepsCommand,
         XlaCommand,
         DemoCommand,
