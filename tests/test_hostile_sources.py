@@ -102,7 +102,9 @@ def test_a_bad_record_is_one_diagnostic(case: str, tmp_path: Path) -> None:
     assert prof.lines()["source"].isna().all()
 
 
-def test_the_commands_say_it_and_succeed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_commands_say_it_and_succeed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = capture_with(tmp_path, CASES["truncated"])
     assert main(["lines", str(path)]) == 0
     assert main(["summary", str(path)]) == 0

@@ -63,7 +63,9 @@ def lines_table(
             "op": inside["op"].astype(object),
         }
     )
-    made = allocations.assign(stack=stacks) if stacks is not None else allocations.assign(stack=pd.NA)
+    made = (
+        allocations.assign(stack=stacks) if stacks is not None else allocations.assign(stack=pd.NA)
+    )
     over = pd.DataFrame(
         {
             "host": made["host"].astype(object),

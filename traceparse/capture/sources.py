@@ -34,6 +34,7 @@ Like all of ``traceparse.capture`` this imports TensorFlow only inside functions
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
@@ -122,7 +123,8 @@ class SourceRecorder:
                 self._outputs.clear()
             # What the tape hands the gradient function: the op's type and inputs
             # (kept alive by the tape, so their ids still name them), else outputs.
-            self._outputs[(op_type, *map(id, inputs or ()))] = stack
+            key = (op_type, *map(id, inputs or ()))
+            self._outputs[key] = stack
             for tensor in outputs or ():
                 self._outputs[id(tensor)] = stack
         if len(self._times) >= MAX_EAGER:
@@ -136,21 +138,22 @@ class SourceRecorder:
     def _stack_of(self, frame: FrameType | None) -> tuple[int, int | None]:
         """The stack id of ``frame`` and its callers, and, inside a gradient
         function, the stack of the forward op whose gradient is being taken."""
-        key: list[object] = []
+        codes: list[CodeType] = []
+        lines: list[int] = []
         forward: int | None = None
         while frame is not None:
             code = frame.f_code
             if code is self._grad_code and forward is None:
                 forward = self._forward_stack(frame)
-            key.append(code)
-            key.append(frame.f_lineno)
+            codes.append(code)
+            lines.append(frame.f_lineno)
             frame = frame.f_back
-        cache_key = tuple(key)
+        cache_key = (*codes, *lines)
         found = self._by_code.get(cache_key)
         if found is None:
             frames = [
-                self._frame_id(code.co_filename, line, code.co_name)  # type: ignore[attr-defined]
-                for code, line in zip(key[0::2], key[1::2], strict=True)
+                self._frame_id(code.co_filename, line, code.co_name)
+                for code, line in zip(codes, lines, strict=True)
             ]
             found = self._stack_id(list(reversed(frames)))
             self._by_code[cache_key] = found
@@ -174,10 +177,9 @@ class SourceRecorder:
         if self._installed:
             from tensorflow.python.framework import op_callbacks
 
-            try:
+            # Already removed: another thread's stop.
+            with contextlib.suppress(KeyError, ValueError):
                 op_callbacks.remove_op_callback(self._callback)
-            except (KeyError, ValueError):  # already removed (another thread's stop)
-                pass
             self._installed = False
         self.stopped_ns = time.time_ns()
         self._read_graphs()
@@ -257,7 +259,7 @@ class SourceRecorder:
                 found = False
             else:
                 full = os.path.realpath(path)
-                found = not any(
+                found = full in _USER_FILES or not any(
                     full == root or full.startswith(root + os.sep) for root in self._library
                 )
             self._user[path] = found
@@ -323,13 +325,14 @@ def _forward_ops(operations: list[Any], grad_types: dict[str, str]) -> dict[str,
 def _callees(op: Any) -> list[str]:
     """Names of the functions a call or control-flow node runs."""
     names: list[str] = []
+    try:
+        attrs = op.node_def.attr
+    except Exception:  # a node whose definition cannot be read
+        return names
     for attr in _CALL_ATTRS:
-        try:
-            value = op.node_def.attr[attr] if attr in op.node_def.attr else None
-        except Exception:  # a node whose definition cannot be read
-            return names
-        if value is None:
+        if attr not in attrs:
             continue
+        value = attrs[attr]
         if value.HasField("func"):
             names.append(value.func.name)
         elif value.HasField("list"):
@@ -345,6 +348,10 @@ def _library_roots() -> list[str]:
         path = sysconfig.get_paths().get(key)
         if path:
             roots.add(os.path.realpath(path))
+    # Console scripts (.venv/bin/traceparse) and the interpreter's own directory.
+    for path in (sysconfig.get_paths().get("scripts"), os.path.dirname(sys.executable)):
+        if path:
+            roots.add(os.path.realpath(path))
     for entry in sys.path:
         if entry and ("site-packages" in entry or "dist-packages" in entry):
             roots.add(os.path.realpath(entry))
@@ -354,6 +361,15 @@ def _library_roots() -> list[str]:
         if location:
             roots.add(os.path.realpath(os.path.dirname(location)))
     return sorted(roots)
+
+
+# Files of traceparse's own that stand for a user's program (the demo's model).
+_USER_FILES: set[str] = set()
+
+
+def treat_as_user(path: str) -> None:
+    """Count ``path`` as the program's own code (``traceparse demo`` is its model's author)."""
+    _USER_FILES.add(os.path.realpath(path))
 
 
 def _shown(path: str, cwd: str) -> str:

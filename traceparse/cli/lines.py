@@ -48,8 +48,19 @@ class LinesCommand(TableCommand):
             action="store_true",
             help="one row per whole call stack instead of per line",
         )
+        parser.add_argument(
+            "--flame",
+            metavar="FILE",
+            help="also write the bytes at each peak as an icicle graph of stacks to FILE "
+            "(one HTML page, no script)",
+        )
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        if args.flame:
+            from traceparse.output.export import write_output
+            from traceparse.report.flame import flame_html
+
+            write_output(flame_html(profile), args.flame)
         table = profile.lines(by_stack=args.stack)
         if not args.stack:
             table = table.drop(columns=["stack"])

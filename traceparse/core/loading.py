@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile
 from traceparse.decode.memory_profile import decode_memory_profile
-from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.sources import SourcesProblem, decode_sources
+from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
 from traceparse.errors import CaptureTooLargeError, InputError
@@ -120,7 +120,9 @@ def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
         else:
             trace.sources = record
             return
-    trace.diagnostics.append(f"{found.path}: the source lines were ignored: {reason}; {SOURCES_ADVICE}")
+    trace.diagnostics.append(
+        f"{found.path}: the source lines were ignored: {reason}; {SOURCES_ADVICE}"
+    )
 
 
 def read_traces(captures: Sequence[CaptureFile]) -> list[MemoryTrace]:

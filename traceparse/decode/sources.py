@@ -88,7 +88,9 @@ class SourceRecord:
         return found
 
     def frame_text(self, frame: int) -> str:
-        return f"{self.frame_path[frame]}:{int(self.frame_line[frame])} {self.frame_function[frame]}"
+        return (
+            f"{self.frame_path[frame]}:{int(self.frame_line[frame])} {self.frame_function[frame]}"
+        )
 
 
 def escaped(text: str) -> str:

@@ -91,7 +91,7 @@ def _tree(source: FlameSource, host: str, allocator: str) -> _Node:
             path = [(source_line, "user")]
         else:
             path = [(NO_SOURCE, "none")]
-        path = path[: _MAX_LEVELS - 1] + [(op if isinstance(op, str) else NO_OP, "op")]
+        path = [*path[: _MAX_LEVELS - 1], (op if isinstance(op, str) else NO_OP, "op")]
         node = root
         node.size += int(size)
         for name, kind in path:
@@ -125,8 +125,8 @@ def flame_section(source: FlameSource, host: str, allocator: str) -> str:
     """One allocator's graph as an HTML fragment; empty when nothing was
     recorded (no stacks and no source lines)."""
     root = _tree(source, host, allocator)
-    if not root.size or not len(source.stacks) and not any(
-        kind == "user" for _name, kind in root.children
+    if not root.size or (
+        not len(source.stacks) and not any(kind == "user" for _n, kind in root.children)
     ):
         return ""
     levels: list[list[str]] = []
@@ -156,7 +156,7 @@ def flame_html(source: FlameSource, title: str = "traceparse: bytes at the peak 
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'\">"
         f"<title>{html_text(title)}</title></head><body><h1>{html_text(title)}</h1>"
         f"{body}</body></html>\n"
