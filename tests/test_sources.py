@@ -225,3 +225,32 @@ def test_without_the_record_every_other_table_is_the_same(tmp_path: Path) -> Non
         pd.testing.assert_frame_equal(getattr(with_record, table), getattr(without, table))
     pd.testing.assert_frame_equal(with_record.layers(), without.layers())
     assert with_record.diagnostics == without.diagnostics
+
+
+def test_the_lines_command(tmp_path: Path) -> None:
+    from conftest import run_traceparse
+
+    flame = tmp_path / "flame.html"
+    done = run_traceparse("lines", "fixtures/sources_jit", "--flame", str(flame))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[3]  # title, header, rule, then the largest line
+    assert first.startswith(f"{SHOWN}:")
+    assert f"{SHOWN}:{LAYER_LINE['wide']} call" in done.stdout
+    page = flame.read_text()
+    assert "<script" not in page and f"{SHOWN}:{LAYER_LINE['narrow']} call" in page
+    done = run_traceparse("lines", "fixtures/sources_tape", "--stack", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    import json
+
+    rows = json.loads(done.stdout)
+    assert rows and all(isinstance(r["stack"], int) for r in rows)
+    done = run_traceparse("lines", "fixtures/keras_train")
+    assert done.returncode == 0 and "traceparse.profile()" in done.stdout + done.stderr
+
+
+def test_the_html_report_draws_the_stacks() -> None:
+    from traceparse.report import render_html
+
+    page = render_html([load("sources_fit")])
+    assert "tp-flame" in page and f"{SHOWN}:{LAYER_LINE['wide']} call" in page
+    assert "tp-flame" not in render_html([load("keras_train")])
