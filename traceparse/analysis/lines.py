@@ -73,6 +73,7 @@ def lines_table(
             "key": _keys(made, key),
             "source": made["source"].astype(object),
             "bytes": made["requested_bytes"].to_numpy(dtype=np.int64, na_value=0),
+            "op": made["op"].astype(object),
         }
     )
     groups = ["host", "allocator", "key"]
@@ -82,10 +83,12 @@ def lines_table(
     named = sources.dropna(subset=["source"]).groupby(groups, dropna=False, sort=False)["source"]
     source_of = named.first()
     index = held.index.union(allocated.index, sort=False)
+    layers, ops = _largest(peak, groups, "layer"), _largest(peak, groups, "op")
+    # A line holding nothing at the peak is described by what it asked for.
+    ops = {**_largest(over, groups, "op"), **ops}
     rows = []
     for host, allocator, value in index:
         k = (host, allocator, value)
-        mine = peak[_same(peak, host, allocator, value)]
         rows.append(
             {
                 "host": host,
@@ -95,8 +98,8 @@ def lines_table(
                 "live_at_peak_bytes": int(held.get(k, 0)),
                 "requested_bytes": int(allocated["sum"].get(k, 0)),
                 "allocations": int(allocated["count"].get(k, 0)),
-                "layers": _largest(mine, "layer"),
-                "op_names": _largest(mine, "op"),
+                "layers": layers.get(k),
+                "op_names": ops.get(k),
             }
         )
     table = pd.DataFrame(rows, columns=_COLUMNS)
@@ -124,19 +127,13 @@ def _missing(value: object) -> bool:
     return value == _NONE
 
 
-def _same(frame: pd.DataFrame, host: object, allocator: object, value: object) -> np.ndarray:
-    hosts = frame["host"].to_numpy(dtype=object)
-    allocators = frame["allocator"].to_numpy(dtype=object)
-    return (hosts == host) & (allocators == allocator) & (frame["key"].to_numpy() == value)
-
-
-def _largest(rows: pd.DataFrame, column: str) -> str | None:
-    """The distinct values of ``column`` by the bytes they hold, largest first."""
-    if rows.empty:
-        return None
-    sums = rows.dropna(subset=[column]).groupby(column, sort=False)["bytes"].sum()
-    sums = sums[sums > 0].sort_values(ascending=False, kind="stable")
-    names = [str(n) for n in sums.index[:_NAMES]]
-    if len(sums) > _NAMES:
-        names.append(f"+{len(sums) - _NAMES}")
-    return ", ".join(names) or None
+def _largest(rows: pd.DataFrame, groups: list[str], column: str) -> dict[tuple[object, ...], str]:
+    """Per group, the distinct values of ``column`` by the bytes they hold, largest first."""
+    sums = rows.dropna(subset=[column]).groupby([*groups, column], sort=False)["bytes"].sum()
+    sums = sums[sums > 0].reset_index().sort_values("bytes", ascending=False, kind="stable")
+    out: dict[tuple[object, ...], str] = {}
+    for key, group in sums.groupby(groups, sort=False):
+        names = [str(n) for n in group[column].tolist()]
+        shown = names[:_NAMES] + ([f"+{len(names) - _NAMES}"] if len(names) > _NAMES else [])
+        out[tuple(key)] = ", ".join(shown)
+    return out

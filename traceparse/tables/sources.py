@@ -175,15 +175,14 @@ def sources_of(
     allocations: pd.DataFrame, stacks: pd.Series, traces: Sequence[MemoryTrace]
 ) -> pd.Series:
     """The ``source`` of each allocation with a recorded stack (object, None elsewhere)."""
-    by_host = stack_sources(traces)
     out = np.full(len(allocations), None, dtype=object)
-    known = stacks.notna().to_numpy(dtype=bool)
     hosts = allocations["host"].astype(object).to_numpy()
     ids = stacks.to_numpy(dtype=np.int64, na_value=-1)
-    for row in np.flatnonzero(known).tolist():
-        texts = by_host.get(hosts[row])
-        if texts is not None:
-            out[row] = texts[int(ids[row])]
+    # An array lookup per host: allocations can be millions.
+    for host, texts in stack_sources(traces).items():
+        rows = np.flatnonzero((hosts == host) & (ids >= 0))
+        table = np.array([*texts, None], dtype=object)
+        out[rows] = table[np.minimum(ids[rows], len(texts))]
     return pd.Series(out, index=allocations.index, dtype=object)
 
 
