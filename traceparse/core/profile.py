@@ -86,11 +86,12 @@ class Profile:
       table every view below groups), ``allocations``,
       ``frees_without_allocation``, ``timeline``, ``step_markers``, ``peak``,
       ``attribution``, ``ops``, ``steps``, ``variables``, ``xla_programs``,
-      ``xla_buffers``, ``xla_parameters`` (and tables added later the same way);
+      ``xla_buffers``, ``xla_parameters``, ``stacks`` (and tables added later the same way);
     - a table with parameters is a **method whose parameters all have
       defaults**, so the plain call gives the usual view:
       ``scopes(depth=1)``, ``layers(by_replica=False)``,
-      ``live_at_peak(allocator=None, host=None, expand_xla=False)``;
+      ``live_at_peak(allocator=None, host=None, expand_xla=False)``,
+      ``lines(by_stack=False)`` (bytes per source line, docs/sources.md);
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
