@@ -300,8 +300,19 @@ class Capture(AbstractContextManager["Capture"]):
 
     # -- source lines (traceparse.capture.sources) ----------------------------------
 
+    def prepare_sources(self) -> None:
+        """Install the recorder's op callback now, on this thread, idle until the
+        capture starts: for a capture started by another thread (op callbacks are
+        per thread; ``traceparse run --delay``)."""
+        if self.record_sources and self._sources is None:
+            from traceparse.capture.sources import try_start
+
+            self._sources = try_start(active=False)
+
     def _start_sources(self) -> None:
-        if self.record_sources:
+        if self._sources is not None:  # prepared on the program's thread
+            self._sources.activate()
+        elif self.record_sources:
             from traceparse.capture.sources import try_start
 
             self._sources = try_start()

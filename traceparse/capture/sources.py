@@ -84,20 +84,29 @@ class SourceRecorder:
         self._library = _library_roots()
         self._grad_code: CodeType | None = None
         self._installed = False
+        self._active = False
         self._ops: dict[str, int] = {}
         self._grad_functions: dict[str, str] = {}  # gradient op -> forward op type
 
     # -- eager ops -----------------------------------------------------------------
 
-    def start(self) -> None:
-        """Install the op callback (on this thread: TensorFlow keeps them per thread)."""
+    def start(self, active: bool = True) -> None:
+        """Install the op callback (on this thread: TensorFlow keeps them per thread).
+
+        ``active=False`` installs it idle, for a capture that another thread will
+        start (``traceparse run --delay``); :meth:`activate` starts noting."""
         from tensorflow.python.eager import backprop
         from tensorflow.python.framework import op_callbacks
 
         self._grad_code = backprop._gradient_function.__code__
         op_callbacks.add_op_callback(self._callback)
         self._installed = True
+        if active:
+            self.activate()
+
+    def activate(self) -> None:
         self.started_ns = time.time_ns()
+        self._active = True
 
     def _callback(
         self,
@@ -109,7 +118,7 @@ class SourceRecorder:
         graph: Any = None,
     ) -> None:
         # Graph construction: its ops' tracebacks are read from the graph at stop.
-        if graph is not None:
+        if graph is not None or not self._active:
             return None
         now = time.time_ns()
         if not isinstance(op_type, str):  # a function's name comes as bytes
@@ -174,6 +183,7 @@ class SourceRecorder:
 
     def stop(self) -> None:
         """Remove the callback and read the stacks of every live traced graph."""
+        self._active = False
         if self._installed:
             from tensorflow.python.framework import op_callbacks
 
@@ -381,12 +391,12 @@ def _shown(path: str, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def try_start() -> SourceRecorder | None:
+def try_start(active: bool = True) -> SourceRecorder | None:
     """A started recorder, or None and a line on stderr when TensorFlow refuses:
     the capture matters more than its source lines."""
     recorder = SourceRecorder()
     try:
-        recorder.start()
+        recorder.start(active)
     except Exception as exc:  # a TensorFlow without op callbacks
         print(
             f"traceparse: source lines are not recorded ({type(exc).__name__}: {exc})",
