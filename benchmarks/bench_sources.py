@@ -2,7 +2,8 @@
 
 Each case runs in a fresh process: a model trains a warm-up step, then
 ``--steps`` steps inside ``traceparse.profile(sources=...)``; the median step
-time is reported. Cases:
+time is reported, as the process's CPU time (all threads): the machines this
+runs on are shared, and CPU time moves far less with their load than wall time. Cases:
 
 - ``demo``: the ``traceparse demo`` CNN, ``train_on_batch`` (a compiled step);
 - ``large``: a 24-layer Keras MLP (4 Mi parameters), ``train_on_batch``;
@@ -63,9 +64,9 @@ step()
 times = []
 with traceparse.profile(logdir, sources=sources, inventory=False):
     for _ in range(steps):
-        start = time.perf_counter()
+        start = time.process_time()
         step()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
 print(json.dumps(times))
 """
 
@@ -100,7 +101,7 @@ def main() -> None:
             for sources in (False, True):
                 results.setdefault((case, sources), []).append(measure(case, sources, args.steps))
     lines = [
-        "| case | step without (ms) | step with sources (ms) | ratio |",
+        "| case | CPU per step without (ms) | with sources (ms) | ratio |",
         "| --- | ---: | ---: | ---: |",
     ]
     for case in args.cases.split(","):
@@ -112,7 +113,7 @@ def main() -> None:
         Path(args.out).write_text(
             "# Source lines: step time with and without recording\n\n"
             f"`python benchmarks/bench_sources.py --steps {args.steps} --repeat {args.repeat}`; "
-            "the best of the repeats' median step times.\n\n" + table + "\n"
+            "the best of the repeats' median CPU time per step (all threads).\n\n" + table + "\n"
         )
 
 

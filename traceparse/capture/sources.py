@@ -197,18 +197,23 @@ class SourceRecorder:
     def _read_graphs(self) -> None:
         from tensorflow.python.framework.func_graph import FuncGraph
 
-        graphs = [obj for obj in gc.get_objects() if isinstance(obj, FuncGraph)]
+        graphs: list[Any] = []
+        atomic: list[Any] = []
+        for obj in gc.get_objects():  # one pass: a large program has millions of objects
+            if isinstance(obj, FuncGraph):
+                graphs.append(obj)
+            elif type(obj).__name__ == "AtomicFunction":
+                atomic.append(obj)
         by_name: dict[str, Any] = {}
         for graph in graphs:
             by_name.setdefault(str(graph.name), graph)
         # Functions are registered under their runtime names (__inference_f_27).
-        for obj in gc.get_objects():
-            if type(obj).__name__ == "AtomicFunction":
-                graph = getattr(obj, "graph", None)
-                name = getattr(obj, "name", None)
-                if graph is not None and name is not None:
-                    text = name.decode() if isinstance(name, bytes) else str(name)
-                    by_name.setdefault(text, graph)
+        for obj in atomic:
+            graph = getattr(obj, "graph", None)
+            name = getattr(obj, "name", None)
+            if graph is not None and name is not None:
+                text = name.decode() if isinstance(name, bytes) else str(name)
+                by_name.setdefault(text, graph)
         for graph in graphs:
             self._note_graph(graph, "", by_name, 0)
 
