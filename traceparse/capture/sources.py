@@ -39,7 +39,6 @@ import gc
 import gzip
 import json
 import os
-import re
 import sys
 import sysconfig
 import threading
@@ -47,11 +46,21 @@ import time
 from types import CodeType, FrameType
 from typing import Any
 
+from traceparse.capture.graph_ops import GRAD_FUNCTION, GRADIENT_SCOPES, callees, forward_ops
 from traceparse.core.loading import SOURCES_SUFFIX as SUFFIX
 from traceparse.decode.sources import FORMAT, VERSION
 from traceparse.files.atomic import atomic_write
 
-__all__ = ["FORMAT", "SUFFIX", "VERSION", "SourceRecorder", "try_start", "write_sources"]
+__all__ = [
+    "FORMAT",
+    "SUFFIX",
+    "VERSION",
+    "SourceRecorder",
+    "treat_as_user",
+    "try_start",
+    "try_stop",
+    "write_sources",
+]
 
 # Deeper stacks keep their innermost frames (the user's line is near the op).
 MAX_DEPTH = 128
@@ -62,7 +71,6 @@ MAX_EAGER = 2_000_000
 _MAX_OUTPUTS = 200_000
 # Ops reached through nested calls are listed this many calls deep.
 _MAX_CALL_DEPTH = 8
-_CALL_ATTRS = ("f", "then_branch", "else_branch", "body", "cond", "branches")
 
 
 class SourceRecorder:
@@ -220,7 +228,7 @@ class SourceRecorder:
     def _note_graph(self, graph: Any, prefix: str, by_name: dict[str, Any], depth: int) -> None:
         operations = graph.get_operations()
         stacks = {op.name: self._traceback_stack(op) for op in operations}
-        forward = _forward_ops(operations, self._grad_functions)
+        forward = forward_ops(operations, self._grad_functions)
         for op in operations:
             name = prefix + op.name
             if name in self._ops:
@@ -229,7 +237,7 @@ class SourceRecorder:
             self._ops[name] = stacks.get(forward.get(op.name, op.name), stacks[op.name])
             if depth >= _MAX_CALL_DEPTH:
                 continue
-            for callee in _callees(op):
+            for callee in callees(op):
                 inner = by_name.get(callee)
                 if inner is not None and inner is not graph:
                     self._note_graph(inner, name + "/", by_name, depth + 1)
@@ -239,11 +247,11 @@ class SourceRecorder:
             frames = [(f.filename, f.lineno, f.name) for f in op.traceback]
         except Exception:  # an op without a traceback (imported graphs)
             frames = []
-        if op.name.startswith(_GRADIENT_SCOPES):
+        if op.name.startswith(GRADIENT_SCOPES):
             # The gradient function that made it (nn_grad.py's _SoftplusGrad) names
             # the forward op's type; frames from the innermost out.
             for _path, _line, function in reversed(frames):
-                found = _GRAD_FUNCTION.match(function)
+                found = GRAD_FUNCTION.match(function)
                 if found:
                     self._grad_functions[op.name] = found.group(1)
                     break
@@ -298,61 +306,6 @@ class SourceRecorder:
             "eager": {"time_ns": self._times, "op_type": self._types, "stack": self._eager_stacks},
             "eager_dropped": self._dropped,
         }
-
-
-_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
-_GRAD_FUNCTION = re.compile(r"^_([A-Z][A-Za-z0-9]*?)Grad")
-
-
-def _forward_ops(operations: list[Any], grad_types: dict[str, str]) -> dict[str, str]:
-    """Gradient op name -> its forward op's name, within one graph.
-
-    TensorFlow puts a gradient op under ``gradient_tape/<the forward op's
-    scope>/``; the forward op is the op of the type its gradient function names
-    in that scope, and where several are, the one whose tensors the gradient op
-    reads."""
-    by_scope: dict[tuple[str, str], list[Any]] = {}
-    for op in operations:
-        scope = op.name.rsplit("/", 1)[0] if "/" in op.name else ""
-        by_scope.setdefault((scope, op.type), []).append(op)
-    found: dict[str, str] = {}
-    for op in operations:
-        kind = grad_types.get(op.name)
-        if kind is None:
-            continue
-        inner = op.name.split("/", 1)[1]
-        scope = inner.rsplit("/", 1)[0] if "/" in inner else ""
-        candidates = by_scope.get((scope, kind), [])
-        while not candidates and scope:
-            # The gradient may sit in a scope of its own under the forward op's.
-            scope = scope.rsplit("/", 1)[0] if "/" in scope else ""
-            candidates = by_scope.get((scope, kind), [])
-        if len(candidates) > 1:
-            read = {t.op.name for t in op.inputs}
-            candidates = [c for c in candidates if c.name in read] or [
-                c for c in candidates if read & {t.op.name for t in c.inputs}
-            ]
-        if len(candidates) == 1:
-            found[op.name] = candidates[0].name
-    return found
-
-
-def _callees(op: Any) -> list[str]:
-    """Names of the functions a call or control-flow node runs."""
-    names: list[str] = []
-    try:
-        attrs = op.node_def.attr
-    except Exception:  # a node whose definition cannot be read
-        return names
-    for attr in _CALL_ATTRS:
-        if attr not in attrs:
-            continue
-        value = attrs[attr]
-        if value.HasField("func"):
-            names.append(value.func.name)
-        elif value.HasField("list"):
-            names.extend(f.name for f in value.list.func)
-    return names
 
 
 def _library_roots() -> list[str]:
