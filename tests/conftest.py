@@ -121,6 +121,7 @@ SLOW_MODULES = {
     "test_report_interact",
     "test_safety_orphans",
     "test_safety_run",
+    "test_sources_capture",
 }
 
 

@@ -69,6 +69,9 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "xla_programs", prof.xla_programs
     yield "xla_buffers", prof.xla_buffers
     yield "xla_parameters", prof.xla_parameters
+    yield "lines", prof.lines()
+    yield "lines", prof.lines(by_stack=True)
+    yield "stacks", prof.stacks
 
 
 def profiles(name: str) -> list[Profile]:

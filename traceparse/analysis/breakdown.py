@@ -101,6 +101,9 @@ _COLUMNS = [
     "variable",
     "step",
     "named_by",
+    # The user's line and recorded stack (docs/sources.md); filled by tables/sources.py.
+    "source",
+    "stack",
 ]
 # Every row says what holds how many bytes, in which part, where it goes.
 _ALWAYS = {"host", "holder", "part", "bytes", "item", "layer", "role"}
@@ -507,9 +510,13 @@ def expanded_live(breakdown: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     new["allocated_bytes"] = sizes
     new["padding_bytes"] = pd.array(np.zeros(len(new), dtype=np.int64), dtype="Int64")
     new["xla_buffer"] = values["xla_buffer"].astype(object).to_numpy()
+    if "source" in values and "source" in new:
+        # An HLO value's own line where the source record names its TF op (docs/sources.md).
+        found = values["source"].astype(object).to_numpy()
+        new["source"] = np.where(pd.notna(found), found, new["source"].astype(object).to_numpy())
     changed = np.unique(np.concatenate([slab.index.to_numpy(), new.index.to_numpy()]))
     kept = out.drop(index=changed)
-    as_object = {c: object for c in ("op", "op_type", "dtype", "shape", "xla_program")}
+    as_object = {c: object for c in ("op", "op_type", "dtype", "shape", "xla_program", "source")}
     as_object = {c: t for c, t in as_object.items() if c in out}
     merged = pd.concat([kept.astype(as_object), slab.astype(as_object), new.astype(as_object)])
     merged = merged.astype({c: "category" for c in as_object})

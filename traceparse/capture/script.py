@@ -186,6 +186,7 @@ def run_script(
             markers.close()
             raise
     else:
+        capture.prepare_sources()  # the script's eager ops run on this thread
         timer = threading.Timer(delay, start_on_timer)
         timer.daemon = True
         timers.append(timer)

@@ -49,6 +49,7 @@ from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
     from traceparse.capture.inventory import Inventory
+    from traceparse.capture.sources import SourceRecorder
     from traceparse.core.profile import Profile
 
 __all__ = ["TENSORFLOW_MISSING", "Capture", "check_logdir", "enable_onednn", "profile"]
@@ -136,6 +137,7 @@ class Capture(AbstractContextManager["Capture"]):
         delay_ms: int | None = None,
         models: Sequence[Any] = (),
         inventory: bool = True,
+        sources: bool = True,
     ) -> None:
         self.logdir: Path = check_logdir(logdir)
         self.host_tracer_level = check_level("host_tracer_level", host_tracer_level, 3)
@@ -161,6 +163,9 @@ class Capture(AbstractContextManager["Capture"]):
         self._failure: dict[str, Any] | None = None
         self._failed: BaseException | None = None
         self._step: int | None = None
+        # Source lines (docs/sources.md): recorded while running, written at stop.
+        self.record_sources = bool(sources)
+        self._sources: SourceRecorder | None = None
 
     def __repr__(self) -> str:
         return (
@@ -215,9 +220,11 @@ class Capture(AbstractContextManager["Capture"]):
 
                 # Before the profiler starts, so that the walk is not in the capture.
                 self._inventory = try_take_inventory(None, "start", self.models)
+            self._start_sources()
             try:
                 tf.profiler.experimental.start(os.fspath(self.logdir), options=options)
             except tf.errors.AlreadyExistsError as exc:
+                self._stop_sources()
                 raise CaptureError(
                     "a TensorFlow profiler is already running in this process (another "
                     "traceparse.profile, tf.profiler.experimental.start, or a Keras "
@@ -226,6 +233,7 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             except tf.errors.OpError as exc:
+                self._stop_sources()
                 raise CaptureError(
                     f"TensorFlow could not start the profiler for {self.logdir}: "
                     f"{type(exc).__name__}: {exc.message}",
@@ -279,6 +287,7 @@ class Capture(AbstractContextManager["Capture"]):
                 )
             self._write_inventory()
             self._write_failure()
+            self._write_sources()
             return self.files
 
     def _write_inventory(self) -> None:
@@ -336,6 +345,48 @@ class Capture(AbstractContextManager["Capture"]):
                 f"are kept in {self.run_dir}",
                 file=sys.stderr,
             )
+
+    # -- source lines (traceparse.capture.sources) ----------------------------------
+
+    def prepare_sources(self) -> None:
+        """Install the recorder's op callback now, on this thread, idle until the
+        capture starts: for a capture started by another thread (op callbacks are
+        per thread; ``traceparse run --delay``)."""
+        if self.record_sources and self._sources is None:
+            from traceparse.capture.sources import try_start
+
+            self._sources = try_start(active=False)
+
+    def _start_sources(self) -> None:
+        if self._sources is not None:  # prepared on the program's thread
+            self._sources.activate()
+        elif self.record_sources:
+            from traceparse.capture.sources import try_start
+
+            self._sources = try_start()
+
+    def _stop_sources(self) -> bool:
+        recorder, self._sources = self._sources, None
+        if recorder is None:
+            return False
+        from traceparse.capture.sources import try_stop
+
+        self._sources = recorder if try_stop(recorder) else None
+        return self._sources is not None
+
+    def _write_sources(self) -> None:
+        """Stop recording and write the source record beside each host's capture."""
+        if not self._stop_sources() or self._sources is None:
+            return
+        captures = [f for f in self._stop_files or self._files if f.name.endswith(".xplane.pb")]
+        from traceparse.capture.sources import write_sources
+
+        written = {
+            Path(write_sources(self._sources, f.parent, f.name.removesuffix(".xplane.pb")))
+            for f in captures
+        }
+        self._sources = None
+        self._files = sorted({*self._files, *written})
 
     def __enter__(self) -> Capture:
         return self.start()
@@ -422,6 +473,7 @@ def profile(
     delay_ms: int | None = None,
     models: Sequence[Any] = (),
     inventory: bool = True,
+    sources: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
 
@@ -445,4 +497,5 @@ def profile(
         delay_ms=delay_ms,
         models=models,
         inventory=inventory,
+        sources=sources,
     )

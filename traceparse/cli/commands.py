@@ -18,6 +18,7 @@ from traceparse.cli.check import CheckCommand
 from traceparse.cli.demo import DemoCommand
 from traceparse.cli.diff import DiffCommand
 from traceparse.cli.layers import LayersCommand
+from traceparse.cli.lines import LinesCommand
 from traceparse.cli.oom import OomCommand
 from traceparse.cli.ops import OpsCommand
 from traceparse.cli.peak import PeakCommand
@@ -50,6 +51,7 @@ COMMANDS: dict[str, type[Command]] = {
         OpsCommand,
         ScopesCommand,
         LayersCommand,
+        LinesCommand,
         StepsCommand,
         XlaCommand,
         DemoCommand,

@@ -77,6 +77,9 @@ class DemoCommand(Command):
         from traceparse.capture import enable_onednn
 
         enable_onednn()  # before TensorFlow is imported: CPU memory events need it
+        from traceparse.capture.sources import treat_as_user
+
+        treat_as_user(__file__)  # the summary names this file's lines (docs/sources.md)
         # TensorFlow's native logging ignores TF_CPP_MIN_LOG_LEVEL for some start-up
         # lines; keep them (and Keras warnings) in a file, not in the demo's output.
         log = output / "tensorflow.log"

@@ -16,6 +16,7 @@ from traceparse.decode.failure import (
     decode_failure,
 )
 from traceparse.decode.memory_profile import decode_memory_profile
+from traceparse.decode.sources import SourcesProblem, decode_sources
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.variables import InventoryProblem, decode_inventory
 from traceparse.decode.xspace import decode_xspace
@@ -26,6 +27,8 @@ from traceparse.files.discover import (
     MAX_DECOMPRESSED_BYTES,
     MAX_INVENTORY_BYTES,
     MAX_PROTOBUF_BYTES,
+    MAX_SOURCES_BYTES,
+    SOURCES_SUFFIX,
     CaptureFile,
     find_captures,
     read_buffer,
@@ -54,6 +57,7 @@ def read_trace(capture: CaptureFile) -> MemoryTrace:
         )
     read_inventory(capture, trace)
     read_failure(capture, trace)
+    read_sources(capture, trace)
     return trace
 
 
@@ -108,6 +112,52 @@ def read_failure(capture: CaptureFile, trace: MemoryTrace) -> None:
         trace.failure = replace(record, time_ps=time_ps)
         return
     trace.diagnostics.append(f"{found.path}: the failure record was ignored: {reason}")
+
+
+# How far the capture's own start may lie outside the recorder's window: the
+# recorder's clock is read just before the profiler starts and after it stops.
+_CLOCK_SLACK_NS = 2 * 10**9
+SOURCES_ADVICE = (
+    "capture with traceparse.profile(), `traceparse run` or "
+    "traceparse.integrations.keras.MemoryCallback to record source lines"
+)
+
+
+def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the source record beside ``capture`` to ``trace`` (docs/sources.md).
+
+    An unusable record, or one written by another capture (its clock window
+    does not hold this capture's start), becomes one diagnostic.
+    """
+    found = sidecar(capture, SOURCES_SUFFIX)
+    if found is None:
+        return
+    try:
+        data = read_bytes(found, MAX_SOURCES_BYTES)
+        record = decode_sources(data, path=found.path)
+    except SourcesProblem as exc:
+        reason = str(exc)
+    except CaptureTooLargeError:
+        reason = f"it is larger than the {MAX_SOURCES_BYTES // 2**20} MiB traceparse reads"
+    except InputError as exc:
+        reason = str(exc).removeprefix(f"{found.path}: ").split("; ", 1)[0]
+    else:
+        start = trace.start_ns
+        if (
+            start is not None
+            and record.started_ns is not None
+            and record.stopped_ns is not None
+            and not (
+                record.started_ns - _CLOCK_SLACK_NS <= start <= record.stopped_ns + _CLOCK_SLACK_NS
+            )
+        ):
+            reason = "it was written by another capture (its times do not hold this capture's)"
+        else:
+            trace.sources = record
+            return
+    trace.diagnostics.append(
+        f"{found.path}: the source lines were ignored: {reason}; {SOURCES_ADVICE}"
+    )
 
 
 def read_traces(captures: Sequence[CaptureFile]) -> list[MemoryTrace]:

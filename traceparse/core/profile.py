@@ -34,6 +34,7 @@ from traceparse.analysis.layer_owners import (
     unique_weight_shapes,
 )
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
+from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.predict import Capture as PredictionInput
@@ -52,6 +53,7 @@ from traceparse.errors import UsageError
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
+from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
 
 _NO_EVENTS = (
@@ -66,6 +68,11 @@ _NO_INVENTORY = (
     "no variable inventory: the capture was not made by traceparse.profile(), "
     "`traceparse run` or traceparse.integrations.keras.MemoryCallback, so the bytes allocated "
     "before it cannot be named"
+)
+NO_SOURCES = (
+    "no source lines: the capture has no source record (<host>.sources.json.gz); capture "
+    "with traceparse.profile(), `traceparse run` or traceparse.integrations.keras.MemoryCallback "
+    "to record the line of your code that made each allocation"
 )
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
@@ -109,12 +116,13 @@ class Profile:
       table every view below groups), ``allocations``,
       ``frees_without_allocation``, ``timeline``, ``step_markers``, ``peak``,
       ``attribution``, ``ops``, ``steps``, ``variables``, ``xla_programs``,
-      ``xla_buffers``, ``xla_parameters`` (and tables added later the same way);
+      ``xla_buffers``, ``xla_parameters``, ``stacks`` (and tables added later the same way);
     - a table with parameters is a **method whose parameters all have
       defaults**, so the plain call gives the usual view:
       ``scopes(depth=1)``, ``layers(by_replica=False)``,
       ``live_at_peak(allocator=None, host=None, expand_xla=False)``,
       ``predict(batch_size=None, ...)`` (docs/predict.md);
+      ``lines(by_stack=False)`` (bytes per source line, docs/sources.md);
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
@@ -422,6 +430,8 @@ class Profile:
             self._parameters,
             self._variable_match,
         )
+        # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
+        table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
         return self._conform(table, BREAKDOWN)
 
     # -- the failure the capture ended in (issue 39) --
@@ -671,6 +681,42 @@ class Profile:
             fill,
         )
 
+    # -- source lines (docs/sources.md) ----------------------------------------------
+
+    def lines(self, by_stack: bool = False) -> pd.DataFrame:
+        """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
+        held at each allocator's peak and allocated over the capture, with the
+        layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
+        Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
+        """
+        key = bool(by_stack)
+        if key not in self._lines:
+            _ = self._tables  # the join fills the stacks
+            table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
+            table = self._conform(table, LINES)
+            if not self.has_sources:
+                table.attrs["diagnostic"] = NO_SOURCES
+            self._lines[key] = table
+        return self._lines[key]
+
+    @pooled_property
+    def _lines(self) -> dict[bool, pd.DataFrame]:
+        return {}
+
+    @pooled_property
+    def stacks(self) -> pd.DataFrame:
+        """Every recorded stack, one row per frame (outermost first): ``host``,
+        ``stack`` (the id in ``breakdown`` and ``lines(by_stack=True)``), ``depth``,
+        ``frame`` (``path:line function``) and ``user``. Empty without a record."""
+        return self._conform(stacks_table(self.traces), contracts.STACKS)
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether any allocation names a source line (a source record, or JAX's frames)."""
+        return any(t.sources is not None for t in self.traces) or bool(
+            self.allocations["source"].notna().any()
+        )
+
     @property
     def _has_inventory(self) -> bool:
         return any(trace.inventory is not None for trace in self.traces)
@@ -721,6 +767,8 @@ def predictor_of(
     except UsageError as exc:
         paths = profile.path if other is None else f"{profile.path} (with {other.path})"
         raise UsageError(f"{paths}: {exc}") from None
+
+
 def _size(n: int) -> str:
     """Bytes in a sentence as the tables write them (``4.5 MiB``): binary units, one
     decimal at most (output/units.py comes after this stage)."""

@@ -16,7 +16,7 @@ from traceparse.analysis.xla import peak_fill
 from traceparse.analysis.xla_live import held_rows, linked_slabs, slab_frame, slab_rows
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
-from traceparse.tables.sources import allocation_sources
+from traceparse.tables.sources import allocation_sources, recorded_stacks, sources_of
 from traceparse.tables.xla import (
     buffer_info,
     buffer_naming,
@@ -39,6 +39,8 @@ class XlaParts:
         # allocations row label -> its position, for rows whose candidate
         # allocations may all hold one value (Links.shared)
         self.shared: dict[object, int] = {}
+        # Each allocation's recorded stack id (docs/sources.md); None without a record.
+        self.stacks: pd.Series | None = None
 
     @property
     def present(self) -> bool:
@@ -70,6 +72,11 @@ class XlaParts:
             program = pd.Series(pd.Categorical.from_codes(unlinked, none), index=allocations.index)
             index = pd.Series(pd.NA, index=allocations.index, dtype="Int64")
         source = allocation_sources(allocations, {t.host: t.runs for t in self.traces})
+        if any(t.sources is not None for t in self.traces):
+            # TensorFlow's recorded stacks (docs/sources.md) where JAX's frames say nothing.
+            self.stacks = recorded_stacks(allocations, self.traces)
+            recorded = sources_of(allocations, self.stacks, self.traces)
+            source = source.astype(object).where(source.notna(), recorded)
         return allocations.assign(xla_program=program, xla_allocation_index=index, source=source)
 
     def programs_table(self) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from traceparse.decode.failure import FailureRecord
     from traceparse.decode.runs import RunRecords
+    from traceparse.decode.sources import SourceRecord
     from traceparse.decode.variables import VariableInventory
 from traceparse.decode.xla import XlaSource
 
@@ -193,3 +194,5 @@ class MemoryTrace:
     stat_names: frozenset[str] = frozenset()
     # Program runs on the host lines and the allocations made in them (XLA captures).
     runs: RunRecords | None = None
+    # The source record written beside the capture (docs/sources.md), when there is one.
+    sources: SourceRecord | None = None

@@ -56,6 +56,11 @@ INVENTORY_SUFFIX = ".variables.json"
 # The failure record beside a capture that ended in an exception: <host>.failure.json
 # (a message, a traceback and a few numbers; decode.failure.MAX_FAILURE_BYTES).
 FAILURE_SUFFIX = ".failure.json"
+# The source record beside a capture (docs/sources.md): <host>.sources.json.gz.
+# A record lists a few thousand graph ops and at most two million eager ops; this
+# bound on its expanded size keeps a crafted one under a GiB or so in memory.
+SOURCES_SUFFIX = ".sources.json.gz"
+MAX_SOURCES_BYTES = 128 * 2**20
 # gzip is expanded this much at a time, so the limit holds before memory fills.
 _GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")

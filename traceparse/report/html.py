@@ -160,6 +160,7 @@ def _allocator(profile: ProfileView, a: AllocatorView) -> str:
         f'<p class="headline">{esc(a.headline)}</p>',
         _cards(a),
         _charts(profile, a),
+        _flame(profile, a),  # source lines (report/flame.py; docs/sources.md)
     ]
     for table in a.tables:
         parts.append(_table(table))
@@ -168,6 +169,17 @@ def _allocator(profile: ProfileView, a: AllocatorView) -> str:
         parts.append(_diagnostics(a.diagnostics))
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _flame(profile: ProfileView, a: AllocatorView) -> str:
+    """The icicle graph of the bytes at the peak by stack, when the profile has
+    source lines (a Profile-like object without them gives nothing)."""
+    from traceparse.report.flame import flame_section
+
+    source = profile.profile
+    if not getattr(source, "has_sources", False):
+        return ""
+    return flame_section(source, a.host, a.allocator)  # type: ignore[arg-type]
 
 
 def _cards(a: AllocatorView) -> str:

@@ -320,6 +320,17 @@ _DECLARED = [
     ),
     Column("xla_buffer", "object", "the HLO value or buffer the row stands for; NA for others"),
     Column("variable", "object", "the inventoried variable the row stands for; NA for others"),
+    # Source lines (docs/sources.md).
+    Column(
+        "stack",
+        "Int64",
+        "the recorded Python stack that made it (Profile.stacks); NA where none was recorded",
+    ),
+    Column("depth", "int64", "the frame's place in its stack, 0 for the outermost"),
+    Column("frame", "object", "one Python frame as path:line function"),
+    Column("user", "bool", "the frame is in the program's own code (not a library's)"),
+    Column("layers", "object", "the layers whose bytes it holds at the peak, largest first"),
+    Column("op_names", "object", "the ops whose bytes it holds, largest first"),
 ]
 
 # -- presentation ---------------------------------------------------------------

@@ -301,6 +301,8 @@ TIMELINE = declare(
 )
 
 STEP_MARKERS = declare("step_markers", ["name", "step", "start_ps", "end_ps", "host"])
+# The recorded Python stacks, one row per frame (docs/sources.md).
+STACKS = declare("stacks", ["host", "stack", "depth", "frame", "user"])
 
 
 _LAYER_BYTES = [
