@@ -35,8 +35,8 @@ def without_runs() -> Iterator[None]:
     """Decoding that reads no run records (decode/runs.py, the "runs" helper's part
     of issue 37): tells whether a difference comes from them."""
     with (
-        mock.patch.object(xspace, "run_ids_of", lambda names, stats: ([], [])),
-        mock.patch.object(xspace._Decoder, "_run_records", lambda self, picked: RunRecords()),
+        mock.patch.object(xspace, "run_ids_of", lambda *_: ([], [])),
+        mock.patch.object(xspace._Decoder, "_run_records", lambda *_: RunRecords()),
     ):
         yield
 
