@@ -201,6 +201,8 @@ def _minimal_args(name: str) -> list[str]:
         return ["baseline", "some/path", "-o", "baseline.json"]
     if name == "diff":
         return ["diff", "a/path", "b/path"]
+    if name == "predict":
+        return ["predict", "some/path", "--batch", "64"]
     return [name, "some/path"]
 
 

@@ -150,13 +150,19 @@ def test_conform_unions_categories_and_a_violation_is_reported() -> None:
     assert contracts.violations(contracts.conform(bad, markers), markers) == []
 
 
+# Old spellings kept for a release with a DeprecationWarning (CHANGELOG.md).
+DEPRECATED = {"layers_by_replica"}
+
+
 def test_one_way_to_reach_each_result() -> None:
     """The rule in Profile's docstring: tables without parameters are properties; every
     method's parameters have defaults, so ``prof.scopes()`` works like a property."""
+    # inspect.unwrap: a method old code read as a property (core/compat.called_or_read)
+    # is still a method.
     members = {
-        name: inspect.getattr_static(Profile, name)
+        name: inspect.unwrap(inspect.getattr_static(Profile, name))
         for name in dir(Profile)
-        if not name.startswith("_")
+        if not name.startswith("_") and name not in DEPRECATED
     }
     methods = {name for name, member in members.items() if inspect.isfunction(member)}
     assert {"scopes", "layers", "live_at_peak", "leaks", "xla_at_peak", "summary"} <= methods

@@ -138,14 +138,15 @@ def _table(table: TableView) -> str:
             cells.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
         body.append(f"<tr{' class=total' if total else ''}>{''.join(cells)}</tr>")
     more = table.hidden_rows
-    # Said as what the cell's reader can do (no HTML report exists until one is written).
+    # Said as what the cell's reader can do (no HTML report exists until one is
+    # written): the table that has them all, or the report's own top=0.
     whole = _WHOLE.get(table.key)
     hint = (
-        f"NotebookReport(profile, top=0) or {whole} shows all"
+        f"<code>{html_text(whole)}</code> has them all"
         if whole
-        else ("NotebookReport(profile, top=0) shows all")
+        else html_text("NotebookReport(profile, top=0) shows all")
     )
-    note = f"<p><small>{html_text(more_rows(more, hint))}</small></p>" if more > 0 else ""
+    note = f"<p><small>{html_text(more_rows(more))} ({hint})</small></p>" if more > 0 else ""
     return (
         f"<div><b>{html_text(table.title)}</b><table><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table>{note}</div>"
