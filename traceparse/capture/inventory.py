@@ -34,10 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# The reader's names for the file, so that writer and reader cannot disagree.
-from traceparse.core.loading import INVENTORY_SUFFIX as SUFFIX
 from traceparse.decode.variables import FORMAT, VERSION
 from traceparse.files.atomic import atomic_write
+
+# The reader's names for the file, so that writer and reader cannot disagree.
+from traceparse.files.discover import INVENTORY_SUFFIX as SUFFIX
 from traceparse.tables.dtypes import estimate_bytes
 
 __all__ = [

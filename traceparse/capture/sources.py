@@ -47,9 +47,9 @@ from types import CodeType, FrameType
 from typing import Any
 
 from traceparse.capture.graph_ops import GRAD_FUNCTION, GRADIENT_SCOPES, callees, forward_ops
-from traceparse.core.loading import SOURCES_SUFFIX as SUFFIX
 from traceparse.decode.sources import FORMAT, VERSION
 from traceparse.files.atomic import atomic_write
+from traceparse.files.discover import SOURCES_SUFFIX as SUFFIX
 
 __all__ = [
     "FORMAT",

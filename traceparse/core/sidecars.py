@@ -1,0 +1,146 @@
+"""The records written beside a capture (``<host>.variables.json``,
+``<host>.failure.json``, ``<host>.sources.json.gz``): read, checked and attached
+to the capture's trace. An unusable record becomes one diagnostic that names it;
+the capture itself still loads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
+
+from traceparse.decode.failure import (
+    MAX_FAILURE_BYTES,
+    FailureProblem,
+    FailureRecord,
+    check_identity,
+    decode_failure,
+)
+from traceparse.decode.sources import SourceRecord, SourcesProblem, decode_sources
+from traceparse.decode.trace import MemoryTrace
+from traceparse.decode.variables import InventoryProblem, decode_inventory
+from traceparse.errors import CaptureTooLargeError, InputError
+from traceparse.files.discover import (
+    FAILURE_SUFFIX,
+    INVENTORY_SUFFIX,
+    MAX_INVENTORY_BYTES,
+    MAX_SOURCES_BYTES,
+    SOURCES_SUFFIX,
+    CaptureFile,
+    read_bytes,
+    sidecar,
+)
+
+T = TypeVar("T")
+
+# How far the capture's own start may lie outside the recorder's window: the
+# recorder's clock is read just before the profiler starts and after it stops.
+_CLOCK_SLACK_NS = 2 * 10**9
+SOURCES_ADVICE = (
+    "capture with traceparse.profile(), `traceparse run` or "
+    "traceparse.integrations.keras.MemoryCallback to record source lines"
+)
+
+
+class _Stale(Exception):
+    """A record written by another capture than the one beside it."""
+
+
+def _read_beside(
+    capture: CaptureFile,
+    trace: MemoryTrace,
+    suffix: str,
+    limit: int,
+    problem: type[Exception],
+    decode: Callable[[bytes, str], T],
+    ignored: Callable[[str], str],
+) -> T | None:
+    """The record ``<host><suffix>`` beside ``capture`` decoded, or None: absent, or
+    unusable (then ``ignored(reason)`` is added to the trace's diagnostics, after
+    the record's path)."""
+    found = sidecar(capture, suffix)
+    if found is None:
+        return None
+    try:
+        return decode(read_bytes(found, limit), found.path)
+    except (problem, _Stale) as exc:
+        reason = str(exc)
+    except CaptureTooLargeError:
+        reason = f"it is larger than the {limit // 2**20} MiB traceparse reads"
+    except InputError as exc:
+        # The reader's sentence without its path (the diagnostic starts with it)
+        # and without its advice, which is about captures.
+        reason = str(exc).removeprefix(f"{found.path}: ").split("; ", 1)[0]
+    trace.diagnostics.append(f"{found.path}: {ignored(reason)}")
+    return None
+
+
+def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the variable inventory beside ``capture`` to ``trace``, if there is one
+    (a FIFO, a directory or a link loop is an unusable one)."""
+    found = _read_beside(
+        capture,
+        trace,
+        INVENTORY_SUFFIX,
+        MAX_INVENTORY_BYTES,
+        InventoryProblem,
+        lambda data, path: decode_inventory(data, path=path),
+        lambda reason: (
+            f"the variable inventory was ignored: {reason}; capture again "
+            "with traceparse.profile() to name the variables"
+        ),
+    )
+    if found is not None:
+        trace.inventory = found
+
+
+def read_failure(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the failure record beside ``capture`` (``<host>.failure.json``) to
+    ``trace``, if there is one; one from another run (its time outside this
+    capture's window) is ignored."""
+
+    def decode(data: bytes, path: str) -> FailureRecord:
+        record = decode_failure(data, path=path, host=capture.host)
+        stop_ns = None
+        if trace.start_ns is not None and trace.duration_ps is not None:
+            stop_ns = trace.start_ns + trace.duration_ps // 1000
+        return replace(record, time_ps=check_identity(record, trace.start_ns, stop_ns))
+
+    found = _read_beside(
+        capture,
+        trace,
+        FAILURE_SUFFIX,
+        MAX_FAILURE_BYTES,
+        FailureProblem,
+        decode,
+        lambda reason: f"the failure record was ignored: {reason}",
+    )
+    if found is not None:
+        trace.failure = found
+
+
+def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the source record beside ``capture`` to ``trace`` (docs/sources.md);
+    one written by another capture (its clock window does not hold this
+    capture's start) is ignored."""
+
+    def decode(data: bytes, path: str) -> SourceRecord:
+        record = decode_sources(data, path=path)
+        start, began, ended = trace.start_ns, record.started_ns, record.stopped_ns
+        if None not in (start, began, ended) and not (
+            began - _CLOCK_SLACK_NS <= start <= ended + _CLOCK_SLACK_NS  # type: ignore[operator]
+        ):
+            raise _Stale("it was written by another capture (its times do not hold this capture's)")
+        return record
+
+    found = _read_beside(
+        capture,
+        trace,
+        SOURCES_SUFFIX,
+        MAX_SOURCES_BYTES,
+        SourcesProblem,
+        decode,
+        lambda reason: f"the source lines were ignored: {reason}; {SOURCES_ADVICE}",
+    )
+    if found is not None:
+        trace.sources = found
