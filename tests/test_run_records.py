@@ -122,19 +122,26 @@ def test_a_line_with_a_non_utf8_string_keeps_its_records(line: str) -> None:
 
 # A stat that does not parse: an id no stat metadata names, then a field of wire
 # type 7 (no such wire type).
-BROKEN_STAT = _field(4, xplane_pb2.XStat(metadata_id=9999).SerializeToString() + b"\x0f\x01")
+_UNNAMED = xplane_pb2.XStat(metadata_id=9999).SerializeToString()
+BROKEN_STAT = _field(4, _UNNAMED + b"\x0f\x01")
+# A stat holding a group (field 15: start, a varint, end), which upb skips as an
+# unknown field and the decoder refuses on both paths, as everywhere else.
+GROUP_STAT = _field(4, _UNNAMED + bytes([15 << 3 | 3, 0x08, 0x01, 15 << 3 | 4]))
 
 
 @built
-def test_a_broken_stat_in_a_run_record_refuses_the_capture_on_both_paths() -> None:
+@pytest.mark.parametrize("stat", [BROKEN_STAT, GROUP_STAT], ids=["wire_type_7", "group"])
+def test_a_broken_stat_in_a_run_record_refuses_the_capture_on_both_paths(stat: bytes) -> None:
     """The stats of a run record's event (an execute window) are all read, so one
-    that does not parse refuses the capture, as protobuf refuses it: once the
-    compiled path refused it while the numpy path dropped the line's records."""
+    that does not parse refuses the capture: once the compiled path refused it
+    while the numpy path dropped the line's records (a bad wire type) or read
+    the line with upb, which accepts a group."""
     space = _space()
     place = _find(space, "python", "PjRtStreamExecutorLoadedExecutable::ExecuteHelper")
-    crafted = _encode(space, {place: BROKEN_STAT})
-    with pytest.raises(Exception, match=r"parse"):
-        xplane_pb2.XSpace().ParseFromString(crafted)
+    crafted = _encode(space, {place: stat})
+    if stat is BROKEN_STAT:
+        with pytest.raises(Exception, match=r"parse"):
+            xplane_pb2.XSpace().ParseFromString(crafted)
     assert decode(crafted, True) == decode(crafted, False) == "CorruptCaptureError"
 
 

@@ -154,6 +154,13 @@ def _read_line(
         line.ParseFromString(data[start:end])
     except DecodeError:
         return _wire_line(data, start, end, keep)
+    # upb also accepts what the compiled pass refuses: a group (wire types 3 and
+    # 4) among a stat's unknown fields. A line written the usual way, with no
+    # unknown field, is exactly as long as upb writes it back without them;
+    # any other line is read off the wire (real captures: none, in the fixtures).
+    line.DiscardUnknownFields()
+    if line.ByteSize() != end - start:
+        return _wire_line(data, start, end, keep)
     found: list[_LineEvent] = []
     for event in line.events:
         stats = []
