@@ -2,13 +2,16 @@
 upb/numpy one, ``TRACEPARSE_PURE_PYTHON``) on crafted real captures, by
 protobuf's rules: ``num_occurrences`` after ``offset_ps`` clears it (a oneof),
 and a line with a string that is not UTF-8 keeps its records and the numbers
-of the lines after it (issue 37, 1d)."""
+of the lines after it (issue 37, 1d). A stat that does not parse refuses the
+capture where the decoder reads it, in a run record's event, and is not seen
+in any other event (docs/robustness.md, "One decoder answer"), on both paths."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 from conftest import FIXTURES
+from helpers.differential import decode
 from test_native import _decode, assert_same_trace
 
 from traceparse._proto import xplane_pb2
@@ -115,3 +118,54 @@ def test_a_line_with_a_non_utf8_string_keeps_its_records(line: str) -> None:
         runs, tied = _records(_decode(crafted, on))
         pd.testing.assert_frame_equal(runs, expected[0])
         pd.testing.assert_frame_equal(tied, expected[1])
+
+
+# A stat that does not parse: an id no stat metadata names, then a field of wire
+# type 7 (no such wire type).
+_UNNAMED = xplane_pb2.XStat(metadata_id=9999).SerializeToString()
+BROKEN_STAT = _field(4, _UNNAMED + b"\x0f\x01")
+# A stat holding a group (field 15: start, a varint, end), which upb skips as an
+# unknown field and the decoder refuses on both paths, as everywhere else.
+GROUP_STAT = _field(4, _UNNAMED + bytes([15 << 3 | 3, 0x08, 0x01, 15 << 3 | 4]))
+
+
+@built
+@pytest.mark.parametrize("stat", [BROKEN_STAT, GROUP_STAT], ids=["wire_type_7", "group"])
+def test_a_broken_stat_in_a_run_record_refuses_the_capture_on_both_paths(stat: bytes) -> None:
+    """The stats of a run record's event (an execute window) are all read, so one
+    that does not parse refuses the capture: once the compiled path refused it
+    while the numpy path dropped the line's records (a bad wire type) or read
+    the line with upb, which accepts a group."""
+    space = _space()
+    place = _find(space, "python", "PjRtStreamExecutorLoadedExecutable::ExecuteHelper")
+    crafted = _encode(space, {place: stat})
+    if stat is BROKEN_STAT:
+        with pytest.raises(Exception, match=r"parse"):
+            xplane_pb2.XSpace().ParseFromString(crafted)
+    assert decode(crafted, True) == decode(crafted, False) == "CorruptCaptureError"
+
+
+@built
+def test_a_broken_stat_outside_the_run_records_keeps_every_record() -> None:
+    """A stat that does not parse on an event that is no run record (``RecordUsage``
+    on the python line, whose stats neither path reads): the capture loads with
+    the records of the capture without it on both paths; once the numpy path
+    dropped every record of that line (upb refuses the line, and the fallback
+    refused it for the broken stat)."""
+    space = _space()
+    place = _find(space, "python", "RecordUsage")
+    crafted = _encode(space, {place: BROKEN_STAT})
+    with pytest.raises(Exception, match=r"parse"):
+        xplane_pb2.XSpace().ParseFromString(crafted)
+    assert_same_trace(crafted)
+    intact = _decode(_encode(space, {}), True)
+    expected = _records(intact)
+    assert (expected[1]["run"] >= 0).sum() > 100  # the allocations tied to runs
+    for on in (True, False):
+        trace = decode(crafted, on)
+        runs, tied = _records(trace)
+        pd.testing.assert_frame_equal(runs, expected[0])
+        pd.testing.assert_frame_equal(tied, expected[1])
+        assert isinstance(trace, MemoryTrace) and isinstance(intact, MemoryTrace)
+        assert trace.runs is not None and intact.runs is not None
+        assert trace.runs.modules == intact.runs.modules

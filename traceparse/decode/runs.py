@@ -106,12 +106,14 @@ def read_runs(
     for names, stat_names, lines in planes:
         wanted = _wanted(stat_names)
         named = _named(names, known)
+        # What keeps an event as a run record, as the compiled pass decides it.
+        keep = _Keep(
+            {k for k, is_named in named.items() if is_named},
+            {k for k, key in wanted.items() if key in _KEEP_STATS},
+        )
         for start, end in lines:
-            line_no += 1  # a line read or not, the next is the next (as from_events counts)
-            read = _read_line(data, start, end)
-            if read is None:
-                continue  # the hot path reports a bad line; run records are a bonus
-            timestamp_ns, line_events = read
+            line_no += 1
+            timestamp_ns, line_events = _read_line(data, start, end, keep)
             base = relative_ns(timestamp_ns) * 1000
             for metadata_id, offset_ps, duration_ps, line_stats in line_events:
                 stats: dict[str, object] = {}
@@ -130,18 +132,35 @@ def read_runs(
 _LineEvent = tuple[int, int, int, list[tuple[int, str, object]]]
 
 
-def _read_line(data: wire.Buffer, start: int, end: int) -> tuple[int, list[_LineEvent]] | None:
-    """A line's timestamp_ns and events: parsed by upb, or, where upb refuses it (a
-    string that is not UTF-8), read off the wire as the compiled pass reads it
-    (``_wire_line``); None when neither can."""
+@dataclass(frozen=True)
+class _Keep:
+    """What makes an event a run record (``run_ids``): its metadata id (int64),
+    or a stat with one of these ids (int64)."""
+
+    named: set[int]
+    stats: set[int]
+
+
+def _read_line(
+    data: wire.Buffer, start: int, end: int, keep: _Keep
+) -> tuple[int, list[_LineEvent]]:
+    """A line's timestamp_ns and events: parsed by upb, or, where upb refuses it,
+    read off the wire as the compiled pass reads it (``_wire_line``). upb refuses
+    a line for a flaw anywhere in it (text that is not UTF-8, a damaged stat of an
+    op event) that the compiled pass never reads or reads leniently; a damaged
+    stat of a run record refuses the capture on both paths (``WireError``)."""
     line = xplane_pb2.XLine()
     try:
         line.ParseFromString(data[start:end])
     except DecodeError:
-        try:
-            return _wire_line(data, start, end)
-        except wire.WireError:
-            return None
+        return _wire_line(data, start, end, keep)
+    # upb also accepts what the compiled pass refuses: a group (wire types 3 and
+    # 4) among a stat's unknown fields. A line written the usual way, with no
+    # unknown field, is exactly as long as upb writes it back without them;
+    # any other line is read off the wire (real captures: none, in the fixtures).
+    line.DiscardUnknownFields()
+    if line.ByteSize() != end - start:
+        return _wire_line(data, start, end, keep)
     found: list[_LineEvent] = []
     for event in line.events:
         stats = []
@@ -153,23 +172,30 @@ def _read_line(data: wire.Buffer, start: int, end: int) -> tuple[int, list[_Line
     return line.timestamp_ns, found
 
 
-def _wire_line(data: wire.Buffer, start: int, end: int) -> tuple[int, list[_LineEvent]]:
+def _wire_line(
+    data: wire.Buffer, start: int, end: int, keep: _Keep
+) -> tuple[int, list[_LineEvent]]:
     """``_read_line`` off the wire, with protobuf's rules: the last value of a field
     wins, ``num_occurrences`` clears ``offset_ps`` (a oneof) and the last value
-    field of a stat is its value; text is decoded with replacement characters."""
+    field of a stat is its value; text is decoded with replacement characters.
+    Only the run records' events come back, and only their stats are parsed in
+    full (``scan_event`` and ``read_stats`` in ``_native.c``)."""
     timestamp_ns = 0
     found: list[_LineEvent] = []
     for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
         if number == 3 and kind == wire.VARINT:
             timestamp_ns = wire.as_int64(value)
         elif number == 4 and kind == wire.LEN:
-            found.append(_wire_event(data, value, field_end))
+            event = _wire_event(data, value, field_end, keep)
+            if event is not None:
+                found.append(event)
     return timestamp_ns, found
 
 
-def _wire_event(data: wire.Buffer, start: int, end: int) -> _LineEvent:
+def _wire_event(data: wire.Buffer, start: int, end: int, keep: _Keep) -> _LineEvent | None:
+    """An event's own fields, and its stats when it is a run record (else None)."""
     metadata_id = offset = duration = 0
-    stats: list[tuple[int, str, object]] = []
+    spans: list[tuple[int, int]] = []
     for number, kind, _, field_end, value in wire.iter_fields(data, start, end):
         if kind == wire.VARINT and number == 1:
             metadata_id = wire.as_int64(value)
@@ -180,10 +206,26 @@ def _wire_event(data: wire.Buffer, start: int, end: int) -> _LineEvent:
         elif kind == wire.VARINT and number == 3:
             duration = wire.as_int64(value)
         elif kind == wire.LEN and number == 4:
-            stat = _wire_stat(data, value, field_end)
-            if stat is not None:
-                stats.append(stat)
-    return metadata_id, offset, duration, stats
+            spans.append((value, field_end))
+    if metadata_id not in keep.named and not any(
+        _stat_id(data, s, e) in keep.stats for s, e in spans
+    ):
+        return None  # not a run record: its stats are not read (nor on the compiled pass)
+    stats = [_wire_stat(data, s, e) for s, e in spans]
+    return metadata_id, offset, duration, [s for s in stats if s is not None]
+
+
+def _stat_id(data: wire.Buffer, start: int, end: int) -> int | None:
+    """A stat's metadata id (its last varint field 1; 0 when none), or None when the
+    stat does not read cleanly: then it keeps nothing (``stat_id`` in ``_native.c``)."""
+    stat_id = 0
+    try:
+        for number, kind, _, _, value in wire.iter_fields(data, start, end):
+            if number == 1 and kind == wire.VARINT:
+                stat_id = value
+    except wire.WireError:
+        return None
+    return wire.as_int64(stat_id)
 
 
 def _wire_stat(data: wire.Buffer, start: int, end: int) -> tuple[int, str, object] | None:
