@@ -42,7 +42,8 @@ GENERATIONS = (KERAS3, KERAS2, TF1, ESTIMATOR)
 # Graphs whose layer is the first scope (no Keras model scope above it).
 TF1_LIKE = (TF1, ESTIMATOR)
 
-_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
+# Function-call wrappers around a traced function's ops: no layer, no model.
+WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
 _MARKER = re.compile(r"^(?:gradient_tape|replica_\d+|tower_\d+)(?:_\d+)?$")
 _SUFFIX = re.compile(r"^.+_\d+$")
 _DOUBLE = re.compile(r"^.+_\d+_\d+$")
@@ -135,7 +136,7 @@ def _clues(op: str) -> list[tuple[str, str]]:
         out.append((KERAS3, "Keras 3 step function (one_step_on_data)"))
     elif any("train_function" in p for p in raw):
         out.append((KERAS2, "Keras 2 step function (train_function)"))
-    parts = [p for p in raw[:-1] if not _WRAPPER.match(p)]
+    parts = [p for p in raw[:-1] if not WRAPPER.match(p)]
     if not parts:
         return out
     head = parts[0]

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, is_layer_like
+from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
@@ -58,7 +58,6 @@ ACTIVATION, GRADIENT, OPTIMIZER, WEIGHT, OTHER = (
     "other",
 )
 
-_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
 _BACKWARD = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
 _REPLICA = re.compile(r"^(?:replica|tower)_(\d+)$")
 _SUFFIX = re.compile(r"^(.+)_\d+$")
@@ -169,7 +168,7 @@ class ParsedOp:
 def written_scopes(op: str) -> list[str]:
     """An op name's scopes as written, without the op itself and the call wrappers."""
     parts = op.split("/")[:-1]  # the last part is the op itself
-    while parts and _WRAPPER.match(parts[0]):
+    while parts and WRAPPER.match(parts[0]):
         parts = parts[1:]
     return parts
 
@@ -296,7 +295,7 @@ def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]
         placed = place_op(op, known)
         if placed.kind in (ACTIVATION, GRADIENT) and placed.layer != NO_LAYER:
             layers.add(placed.layer)
-            parts = [p for p in op.split("/")[:-1] if not _WRAPPER.match(p)]
+            parts = [p for p in op.split("/")[:-1] if not WRAPPER.match(p)]
             for part in parts:
                 if not _BACKWARD.match(part) and not _REPLICA.match(part):
                     models.add(strip_suffix(part) if known.generation == KERAS3 else part)
