@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from traceparse.analysis.lines import LINES
 from traceparse.cli._table import TableCommand
 
 if TYPE_CHECKING:
@@ -33,8 +32,15 @@ class LinesCommand(TableCommand):
     noun = "Lines"
     default_sort = ()  # the table's own order: bytes at the peak, then over the capture
     name_columns = ("source",)
-    # The table's own columns, less those the command's header already says.
-    display_columns = tuple(c for c in LINES.columns if c not in ("host", "allocator"))
+    display_columns = (
+        "source",
+        "stack",
+        "live_at_peak_bytes",
+        "requested_bytes",
+        "allocations",
+        "layers",
+        "op_names",
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
