@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from traceparse.analysis.layer_generation import WRAPPER
 from traceparse.output.units import (
     format_bytes,
     format_count,
@@ -190,6 +189,12 @@ def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[
     ]
 
 
+# Scopes TensorFlow wraps a function's ops in: they say nothing about the op (the
+# analyses' analysis.layer_generation.WRAPPER, not imported: the command line
+# starts without loading the analyses, tests/test_cli.py).
+_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*)$")
+
+
 def shorten(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut where it says least.
 
@@ -213,7 +218,7 @@ def shorten(text: str, width: int) -> str:
 
 def _shorten_name(parts: list[str], width: int) -> str | None:
     """``shorten`` of a name split at ``/``; None where no whole scopes fit."""
-    kept = [p for p in parts if not WRAPPER.match(p)] or parts[-1:]
+    kept = [p for p in parts if not _WRAPPER.match(p)] or parts[-1:]
     dropped = len(kept) < len(parts)
     if dropped and len("…/" + "/".join(kept)) <= width:
         return "…/" + "/".join(kept)
