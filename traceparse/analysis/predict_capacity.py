@@ -7,12 +7,14 @@ Numbers only; ``output/predict.py`` says them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceparse.analysis.predict import Predictor
+from traceparse.analysis.predict_replay import replay
 
 Key = tuple[object, object]
 # The largest batch the search tries.
@@ -149,3 +151,81 @@ def plot_batches(captured: int, *others: int | None) -> list[int]:
     low, high = max(1, min(known) // 4), max(known) * 2
     points = np.unique(np.geomspace(low, high, num=24).round().astype(int))
     return sorted({*points.tolist(), *known})
+
+
+# The report's range around the captured batch: a quarter of it to eight times it.
+REPORT_SPAN = (-2, 3)
+# The columns of a report curve.
+CURVE_COLUMNS = ("batch_size", "peak_bytes", "low_bytes", "high_bytes")
+
+
+def _fits(point: Any, key: Key, capacity: int, n: int) -> bool:
+    return bool(point(n, key) <= capacity)
+
+
+def report_batches(captured: int) -> list[int]:
+    """Batch sizes the report predicts at: the captured one times 2**k, k in REPORT_SPAN."""
+    first, last = REPORT_SPAN
+    return sorted({max(1, round(captured * 2.0**k)) for k in range(first, last + 1)})
+
+
+def report_curves(predictor: Predictor) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (host, allocator): the predicted peak (and bounds) over ``report_batches``
+    and, where the capture gives a capacity, at the largest batch that fits it (as
+    ``capacity_fit`` finds it) and at each doubling on the way there. Plain
+    values and a frame, the record's ``prediction``. One replay per batch serves
+    every allocator; the search for the largest replays the predicted sizes only."""
+    bounds: dict[int, dict[Key, tuple[int, int, int, int]]] = {}
+    points: dict[int, dict[Key, int]] = {}
+
+    def at(n: int) -> dict[Key, tuple[int, int, int, int]]:
+        if n not in bounds:
+            bounds[n] = predictor.bounds(n)
+        return bounds[n]
+
+    def point(n: int, key: Key) -> int:
+        if n in bounds:
+            return bounds[n][key][1]
+        if n not in points:
+            sizes, _, _ = predictor.sizes(n)
+            base = predictor.base
+            run = replay(
+                base.timeline, base.allocations, base.ends, predictor.held, sizes, predictor.rows
+            )
+            points[n] = {k: run.peak(k)[1] for k in predictor.rows}
+        return points[n][key]
+
+    batches = report_batches(predictor.batch)
+    for n in batches:
+        at(n)
+    captured = {
+        (row.host, row.allocator): row for row in predictor.base.peak.itertuples(index=False)
+    }
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for key in predictor.rows:
+        row = captured.get(key)
+        capacity = None if row is None or pd.isna(row.capacity_bytes) else int(row.capacity_bytes)
+        largest = None
+        if capacity is not None:
+            largest = _largest(partial(_fits, point, key, capacity))
+        shown = list(batches)
+        if largest is not None and largest < MAX_BATCH:
+            # On to the largest that fits, doubling: the plot follows the prediction.
+            step = batches[-1] * 2
+            while step < largest:
+                shown.append(step)
+                step *= 2
+            shown = sorted({*shown, largest})
+        rows = []
+        for n in shown:
+            _, peak, low, high = at(n)[key]
+            rows.append({"batch_size": n, "peak_bytes": peak, "low_bytes": low, "high_bytes": high})
+        out[(str(key[0]), str(key[1]))] = {
+            "captured_batch": predictor.batch,
+            "captured_peak_bytes": None if row is None else int(row.in_use_bytes),
+            "capacity_bytes": capacity,
+            "largest_batch": largest,
+            "largest_peak_bytes": None if largest is None else at(largest)[key][1],
+            "curve": pd.DataFrame(rows, columns=list(CURVE_COLUMNS)),
+        }
+    return out

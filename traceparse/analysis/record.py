@@ -243,6 +243,13 @@ class AllocatorRecord:
     # unnamed_bytes. None otherwise.
     before_capture: dict[str, Any] | None = None
     top_variables: pd.DataFrame | None = field(default=None, repr=False)
+    # The peak predicted at other batch sizes (issue 40, docs/predict.md), where the
+    # captured batch size can be read off the capture: captured_batch,
+    # captured_peak_bytes, capacity_bytes, largest_batch / largest_peak_bytes (the
+    # largest batch whose predicted peak fits the capacity; None without one) and
+    # curve (batch_size, peak_bytes, low_bytes, high_bytes: a quarter of the
+    # captured batch to eight times it, and the largest). None otherwise.
+    prediction: dict[str, Any] | None = field(default=None, repr=False)
     # Every op of the allocator (bytes at the peak, allocated, count), the gate's figures.
     ops: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
     # The allocator's rows of Profile.layers() holding bytes at the peak, its
@@ -272,4 +279,4 @@ class AllocatorRecord:
 # Sections present only when the capture has what they need; to_dict leaves
 # them out otherwise. A new optional section is one field here (default None)
 # and its name in this tuple.
-OPTIONAL_FIELDS = ("before_capture", "top_variables")
+OPTIONAL_FIELDS = ("before_capture", "top_variables", "prediction")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,7 @@ from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.predict import Capture as PredictionInput
 from traceparse.analysis.predict import Predictor, make_predictor
+from traceparse.analysis.predict_capacity import report_curves
 from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -623,7 +625,18 @@ class Profile:
             layers=self.layers(),
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
+            predictions=self._report_predictions,
         )
+
+    @pooled_property
+    def _report_predictions(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The reports' curve of the predicted peak against the batch size, per
+        (host, allocator); empty where the captured batch size cannot be read."""
+        try:
+            predictor = predictor_of(self)
+        except UsageError:
+            return {}
+        return report_curves(predictor)
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
     def predict(

@@ -264,7 +264,23 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
                 css="attribution",
             )
         )
+    figures.extend(_prediction_chart(a))
     return "\n".join(figures)
+
+
+def _prediction_chart(a: AllocatorView) -> list[str]:
+    """The predicted peak against the batch size, where the record has a prediction
+    (issue 40: the captured batch size could be read off the capture)."""
+    from traceparse.report.predict import record_prediction_caption, record_prediction_svg
+
+    prediction = getattr(a.summary, "prediction", None)
+    if not prediction:
+        return []
+    label = "Predicted peak against batch size"
+    svg = record_prediction_svg(
+        prediction, f"{label}, {a.host} {a.allocator}", f"{a.anchor}-predict"
+    )
+    return [_figure(label, svg, record_prediction_caption(prediction), css="prediction")]
 
 
 def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:

@@ -387,6 +387,8 @@ def prediction_svg(
 ) -> str:
     """The predicted peak against the batch size (log scale), its bounds shaded,
     the capacity as a line, the captured batch and the largest that fits marked."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     x = np.asarray(batch_sizes, dtype=np.float64)
     y = np.asarray(peak_bytes, dtype=np.float64)
     lo = np.asarray(low_bytes, dtype=np.float64)
@@ -436,12 +438,18 @@ def prediction_svg(
                 fontweight="bold",
             )
         ax.set_xscale("log", base=2)
+        # Batch sizes as plain integers, at most a dozen: the default labels are
+        # mathtext (2^n), whose parser takes most of the drawing's time.
+        ax.xaxis.set_major_locator(LogLocator(base=2, numticks=12))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(0, top / scale * 1.12 if top else 1)
         ax.set_xlabel("batch size")
         ax.set_ylabel(f"peak in use ({unit})")
         ax.grid(axis="y", color=GRID, lw=0.8)
         ax.set_axisbelow(True)
-        legend = ax.legend(loc="upper left", frameon=False, fontsize=8)
+        # Clear of the capacity's label (top left) and of the curve (it rises to the right).
+        legend = ax.legend(loc="center left", frameon=False, fontsize=8)
         for text in legend.get_texts():
             text.set_parse_math(False)
         return _svg(fig, label)

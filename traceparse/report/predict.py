@@ -4,18 +4,22 @@
 capacity answer and the plot of the predicted peak against the batch size)
 as a ``<section>`` the HTML report can place under the allocator;
 ``prediction_page`` wraps sections in a page of their own (``traceparse
-predict -o FILE.html``). Numbers come from ``analysis/predict*.py``; the words
-from ``output/predict.py``.
+predict -o FILE.html``). ``record_prediction_svg`` and its caption draw the
+curve a record carries (``AllocatorRecord.prediction``) in the HTML report.
+Numbers come from ``analysis/predict*.py``; the words from ``output/predict.py``
+(the caption of the report's plot is made here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.predict import fit_lines, headline, moment, role_lines
+from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text as esc
 from traceparse.report.plots import prediction_svg
 from traceparse.report.style import CSP, STYLE
@@ -57,6 +61,57 @@ def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> 
             "</section>",
         ]
     )
+
+
+def record_prediction_svg(prediction: Mapping[str, Any], label: str, salt: str) -> str:
+    """The plot of a record's ``prediction`` (``AllocatorRecord.prediction``): the
+    predicted peak over its curve, the capacity line, the captured batch and the
+    largest batch that fits marked."""
+    curve = prediction["curve"]
+    captured = None
+    if prediction.get("captured_peak_bytes") is not None:
+        captured = (int(prediction["captured_batch"]), int(prediction["captured_peak_bytes"]))
+    largest = None
+    found, peak = prediction.get("largest_batch"), prediction.get("largest_peak_bytes")
+    if found is not None and peak is not None and found < MAX_BATCH:
+        largest = (int(found), int(peak))
+    return prediction_svg(
+        [int(n) for n in curve["batch_size"]],
+        [int(n) for n in curve["peak_bytes"]],
+        [int(n) for n in curve["low_bytes"]],
+        [int(n) for n in curve["high_bytes"]],
+        capacity_bytes=prediction.get("capacity_bytes"),
+        captured=captured,
+        largest=largest,
+        label=label,
+        salt=salt,
+    )
+
+
+def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
+    """What the plot of a record's ``prediction`` shows, in sentences."""
+    batch = prediction["captured_batch"]
+    text = (
+        f"The peak predicted at each batch size from the capture at batch {batch} "
+        "(by the allocations' shapes, replayed in their order; shaded: the bounds)."
+    )
+    capacity = prediction.get("capacity_bytes")
+    largest = prediction.get("largest_batch")
+    if capacity is None:
+        text += " The capture gives no capacity to fit in."
+    elif largest is None:
+        text += f" Not even a batch of 1 fits in the capacity, {format_bytes(capacity)}."
+    elif largest >= MAX_BATCH:
+        text += (
+            f" Any batch size fits in the capacity, {format_bytes(capacity)}, by the "
+            f"prediction (tried up to {MAX_BATCH:,})."
+        )
+    else:
+        text += (
+            f" Dashed: the capacity, {format_bytes(capacity)}; the largest batch size "
+            f"that fits: {largest} (peak {format_bytes(prediction['largest_peak_bytes'])})."
+        )
+    return text + " traceparse predict PATH --batch N says what grows (docs/predict.md)."
 
 
 def prediction_page(title: str, sections: Sequence[str]) -> str:
