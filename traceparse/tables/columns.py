@@ -368,12 +368,13 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
         *("xla_allocation_index", "replica", "instructions", "runs", "allocation_index"),
         *("parameter_number", "offset", "logical_buffer", "instruction_id", "event"),
         *("peak_events", "events", "steps", "judged_steps", "grew_steps", "first_step"),
-        *("last_step", "ops", "item", "allocation"),
+        *("last_step", "ops", "item", "allocation", "stack", "depth"),
     ),
     "address": ("address",),
     "name": (
         *("op", "scope", "largest_tensor", "path", "belongs_to", "program", "module"),
         *("function", "instruction", "tf_op", "read_by", "top_suspect_op", "variable"),
+        *("frame", "layers", "op_names"),
     ),
     "ident": (
         *("host", "allocator", "op_type", "region", "dtype", "shape", "layer", "xla_program"),
@@ -382,7 +383,7 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
     ),
     "text": (
         *("name", "source", "estimate_status", "at_start", "at_stop", "updated", "ran"),
-        *("counted", "reason", "in_peak_step", "judged", "traced"),
+        *("counted", "reason", "in_peak_step", "judged", "traced", "user"),
     ),
 }
 # The headers reports give columns whose name in words would not do.
