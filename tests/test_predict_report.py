@@ -63,9 +63,11 @@ def test_report_json_carries_the_prediction_of_profile_predict(name: str) -> Non
 @pytest.mark.parametrize("name", ["batch_128", "predict_xla_64"])
 def test_report_html_plots_the_prediction_with_the_capacity(name: str) -> None:
     profile = load(name)
-    (record,) = profile.summary()
+    (record,) = profile.summary(predict=True)
     prediction = record.prediction
     assert prediction is not None
+    # Made only when asked: the terminal, the gate and Markdown do not replay.
+    assert profile.summary()[0].prediction is None
     page = render_html([profile], "0")
     assert page.count(f"<h4>{TITLE}</h4>") == 1
     largest = prediction["largest_batch"]
@@ -91,7 +93,7 @@ def test_a_capture_whose_batch_cannot_be_read_reports_without_a_prediction() -> 
     allocations = profile.allocations
     bare = allocations.assign(shape=pd.Series(pd.NA, index=allocations.index))
     profile.__dict__["_prediction_input"] = replace(profile._prediction_input, allocations=bare)
-    (record,) = profile.summary()
+    (record,) = profile.summary(predict=True)
     assert record.prediction is None and "prediction" not in record.to_dict()
     (summary,) = json.loads(render_json([profile], "0"))["profiles"][0]["summary"]
     assert "prediction" not in summary and summary["peak_bytes"] == record.peak_bytes

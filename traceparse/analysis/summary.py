@@ -100,7 +100,6 @@ def build_summaries(
     layers: pd.DataFrame | None = None,
     xla_at_peak: tuple[pd.DataFrame, pd.DataFrame] | None = None,
     steps: pd.DataFrame | None = None,
-    predictions: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> list[AllocatorRecord]:
     """One record per peak row; ``live`` is ``live_at_peak(expand_xla=True)``
     (the largest tensors and HLO buffers), ``variables`` is ``Profile.variables``
@@ -108,9 +107,9 @@ def build_summaries(
     when ``xla_parameter_bytes`` was measured). The split of the bytes from
     before the capture is the breakdown's, as in ``attribution`` and ``layers``.
     ``layers``, ``xla_at_peak`` and ``steps`` are the profile's tables, each
-    record keeps its allocator's rows for the renderers. ``predictions`` is the
-    profile's curve of the predicted peak against the batch size by (host,
-    allocator) (``predict_capacity.report_curves``; None or absent: not predicted)."""
+    record keeps its allocator's rows for the renderers. ``prediction`` is left
+    None: ``Profile.summary(predict=True)`` fills it, only when asked (it replays
+    the capture at several batch sizes)."""
     group, owners = owner_groups(allocations)
     counts = {
         (str(host), str(allocator)): int(count)
@@ -179,7 +178,6 @@ def build_summaries(
                 step_unit=step_unit(steps, host, allocator),
                 before_capture=split,
                 top_variables=top_variables,
-                prediction=None if predictions is None else predictions.get((host, allocator)),
                 ops=all_ops.reset_index(drop=True),
                 layers=None if layers is None else _layer_rows(owned(layers, host, allocator)),
                 xla_programs=None if programs is None else _mine(programs, host, allocator),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -605,9 +606,21 @@ class Profile:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
         return self._leaks
 
-    def summary(self) -> list[AllocatorSummary]:
-        """One headline record per (host, allocator); empty without memory events."""
-        return list(self._summaries)
+    def summary(self, predict: bool = False) -> list[AllocatorSummary]:
+        """One headline record per (host, allocator); empty without memory events.
+
+        ``predict=True`` also fills each record's ``prediction`` (the predicted peak
+        against the batch size, docs/predict.md), which the HTML and JSON reports
+        show: it replays the capture at several sizes, so it is only made when asked."""
+        return list(self._predicted_summaries if predict else self._summaries)
+
+    @pooled_property
+    def _predicted_summaries(self) -> list[AllocatorSummary]:
+        curves = self._report_predictions
+        return [
+            replace(s, prediction=curves.get((str(s.host), str(s.allocator))))
+            for s in self._summaries
+        ]
 
     @pooled_property
     def _summaries(self) -> list[AllocatorSummary]:
@@ -625,7 +638,6 @@ class Profile:
             layers=self.layers(),
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
-            predictions=self._report_predictions,
         )
 
     @pooled_property

@@ -50,7 +50,7 @@ def render_html(
     """The HTML report over ``profiles``: a complete, self-contained document."""
     from traceparse.version import __version__
 
-    return render_html_view(build_view(profiles, version or __version__, top=top))
+    return render_html_view(build_view(profiles, version or __version__, top=top, predict=True))
 
 
 def render_html_view(view: ReportView) -> str:

@@ -68,7 +68,7 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "hosts": [str(h) for h in profile.hosts],
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics],
-        "summary": [summary_record(s) for s in profile.summary()],
+        "summary": [summary_record(s) for s in profile.summary(predict=True)],
         "tables": {name: frame_records(_measured(_table(profile, name))) for name in TABLES}
         | _xla_tables(profile)
         | _parameter_table(profile),

@@ -211,9 +211,12 @@ def generated_at() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def build_view(profiles: Sequence[ProfileLike], version: str, *, top: int = MAX_ROWS) -> ReportView:
-    """The view of ``profiles``; each table shows ``top`` rows (0: all) and counts the rest."""
-    views = [_profile_view(p, i, top) for i, p in enumerate(profiles)]
+def build_view(
+    profiles: Sequence[ProfileLike], version: str, *, top: int = MAX_ROWS, predict: bool = False
+) -> ReportView:
+    """The view of ``profiles``; each table shows ``top`` rows (0: all) and counts the rest;
+    ``predict`` asks the records for their batch-size prediction (the HTML report's plot)."""
+    views = [_profile_view(p, i, top, predict) for i, p in enumerate(profiles)]
     return ReportView(
         title="traceparse memory report",
         generated_at=generated_at(),
@@ -222,11 +225,11 @@ def build_view(profiles: Sequence[ProfileLike], version: str, *, top: int = MAX_
     )
 
 
-def _profile_view(profile: ProfileLike, index: int, top: int) -> ProfileView:
+def _profile_view(profile: ProfileLike, index: int, top: int, predict: bool) -> ProfileView:
     anchor = f"run-{index + 1}"
     allocators = [
         _allocator_view(summary, f"{anchor}-{j + 1}", top)
-        for j, summary in enumerate(profile.summary())
+        for j, summary in enumerate(profile.summary(predict=predict))
     ]
     return ProfileView(
         run=str(profile.run) if profile.run is not None else "(unnamed run)",
