@@ -64,7 +64,12 @@ def dims(shape: object) -> tuple[int, ...] | None:
     body = shape.split("{")[0]
     if "[" in body:
         body = body[body.index("[") :]
-    found = tuple(int(d) for d in _DIMS.findall(body))
+    texts = _DIMS.findall(body)
+    # No more digits than an int64 holds: the text comes from the capture, which
+    # may be hostile (Python refuses to convert thousands of digits at all).
+    if any(len(t.lstrip("-")) > 18 for t in texts):
+        return None
+    found = tuple(int(t) for t in texts)
     if any(d < 0 for d in found):
         return None  # dynamic dimension: not a size
     return found
