@@ -152,7 +152,7 @@ def _read_line(
     line = xplane_pb2.XLine()
     try:
         line.ParseFromString(data[start:end])
-    except DecodeError:
+    except (DecodeError, UnicodeDecodeError):  # protobuf 3.20 (pure Python): the latter
         return _wire_line(data, start, end, keep)
     # upb also accepts what the compiled pass refuses: a group (wire types 3 and
     # 4) among a stat's unknown fields. A line written the usual way, with no
