@@ -11,12 +11,12 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from helpers.profiler import no_profiler_left_running  # noqa: F401 (autouse)
 
 from traceparse.capture import TENSORFLOW_MISSING, Capture, profile, run_script
 from traceparse.errors import CaptureError, UsageError
@@ -34,18 +34,6 @@ def xplane_pb2(tf: ModuleType) -> ModuleType:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     return xplane_pb2
-
-
-@pytest.fixture(autouse=True)
-def _no_profiler_left_running() -> Iterator[None]:
-    yield
-    if "tensorflow" in sys.modules:
-        from tensorflow.python.profiler import profiler_v2
-
-        running = profiler_v2._profiler is not None
-        if running:
-            profiler_v2.stop(save=False)
-        assert not running, "a test left the TensorFlow profiler running"
 
 
 def read_events(xplane_pb2: ModuleType, path: Path) -> list[tuple[str, dict[str, Any]]]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from conftest import run_traceparse
+from helpers.profiler import no_profiler_left_running  # noqa: F401 (autouse)
 
 import traceparse
 from traceparse.capture import profile
@@ -23,18 +23,6 @@ from traceparse.capture import profile
 @pytest.fixture(scope="module")
 def tf() -> ModuleType:
     return pytest.importorskip("tensorflow", reason="capturing needs TensorFlow")
-
-
-@pytest.fixture(autouse=True)
-def _no_profiler_left_running() -> Iterator[None]:
-    yield
-    if "tensorflow" in sys.modules:
-        from tensorflow.python.profiler import profiler_v2
-
-        running = profiler_v2._profiler is not None
-        if running:
-            profiler_v2.stop(save=False)
-        assert not running, "a test left the TensorFlow profiler running"
 
 
 def failure_files(logdir: Path) -> list[Path]:
