@@ -253,6 +253,47 @@ def test_without_a_capture_start_epoch_lines_count_from_the_earliest() -> None:
     assert any("does not record when it started" in d for d in trace.diagnostics)
 
 
+def _clock_mark(b: SpaceBuilder, line: xplane_pb2.XLine, offset_ps: int, wall_ns: int) -> None:
+    """traceparse's clock mark (capture/sources.py ``mark_clock``) on ``line``."""
+    b.plane.event_metadata[50].id, b.plane.event_metadata[50].name = 50, "traceparse.clock"
+    b.plane.stat_metadata[60].id, b.plane.stat_metadata[60].name = 60, "traceparse_wall_ns"
+    event = line.events.add(metadata_id=50, offset_ps=offset_ps, duration_ps=1000)
+    event.stats.add(metadata_id=60, int64_value=wall_ns)
+
+
+@pytest.mark.parametrize("task_environment", [False, True])
+def test_the_clock_mark_says_when_a_capture_started_that_does_not_say(
+    task_environment: bool,
+) -> None:
+    # TensorFlow 2.16 counts times from the profiler's start and writes no
+    # "Task Environment" plane: the clock mark alone puts them on the wall clock.
+    b = SpaceBuilder()
+    line = b.line(timestamp_ns=12_524)
+    alloc(b, line, 5_000, addr=1, size=256, total=256)
+    _clock_mark(b, line, 3_000_000, START_NS - 500)  # later marks do not count
+    _clock_mark(b, line, 2_000_000, START_NS - 1_000)
+    space = xplane_pb2.XSpace.FromString(b.space.SerializeToString())
+    if not task_environment:
+        del space.planes[0]
+    trace = decode_xspace(space.SerializeToString(), path="t.xplane.pb", host="h")
+    if task_environment:  # the capture's own word wins
+        assert trace.start_ns == START_NS
+    else:
+        assert trace.start_ns == START_NS - 1_000 - (12_524 + 2_000)
+    assert trace.events["time_ps"].tolist() == [12_524 * 1000 + 5_000]
+    assert trace.step_markers.empty  # a mark is not a step
+
+
+def test_a_clock_mark_that_is_not_a_time_is_ignored() -> None:
+    b = SpaceBuilder()
+    line = b.line(timestamp_ns=12_524)
+    alloc(b, line, 5_000, addr=1, size=256, total=256)
+    _clock_mark(b, line, 2_000_000, -5)
+    space = xplane_pb2.XSpace.FromString(b.space.SerializeToString())
+    del space.planes[0]
+    assert decode_xspace(space.SerializeToString(), path="t.xplane.pb", host="h").start_ns is None
+
+
 @pytest.mark.parametrize("name", ["keras_train", "two_runs"])
 def test_real_captures_decode_alike_in_small_batches(
     name: str, monkeypatch: pytest.MonkeyPatch

@@ -9,13 +9,11 @@ on a timer thread while the script's ops run on its main thread).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import REPO, run_traceparse
 
 import traceparse
@@ -55,28 +53,10 @@ def run_script(tmp_path: Path, sources: bool) -> Path:
     return logdir
 
 
-def _tensorflow() -> tuple[int, int]:
-    for dist in ("tensorflow-cpu", "tensorflow"):
-        try:
-            major, minor = importlib.metadata.version(dist).split(".")[:2]
-            return int(major), int(minor)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return (0, 0)
-
-
-# Source recording is checked on TensorFlow 2.21: on 2.16 (the compat job) the
-# capture records no stacks yet, an open gap (docs/sources.md, CHANGELOG.md).
-RECORDS_SOURCES = pytest.mark.skipif(
-    _tensorflow() < (2, 21), reason="source recording on TensorFlow < 2.21 is not done yet"
-)
-
-
 def line(text: str) -> int:
     return next(i + 1 for i, row in enumerate(SCRIPT.splitlines()) if row.endswith(text))
 
 
-@RECORDS_SOURCES
 def test_traced_before_and_eager_ops_get_their_lines(tmp_path: Path) -> None:
     prof = traceparse.load(run_script(tmp_path, sources=True))
     assert list(prof.stacks["host"].unique())
@@ -96,7 +76,6 @@ def test_sources_false_writes_no_record(tmp_path: Path) -> None:
     assert "diagnostic" in prof.lines().attrs
 
 
-@RECORDS_SOURCES
 def test_run_with_a_delay_records_the_scripts_eager_ops(tmp_path: Path) -> None:
     script = tmp_path / "delayed.py"
     script.write_text(

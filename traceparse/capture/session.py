@@ -29,6 +29,7 @@ them; ``host_tracer_level`` below 2 then records no memory events.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -239,6 +240,7 @@ class Capture(AbstractContextManager["Capture"]):
                     f"{type(exc).__name__}: {exc.message}",
                     path=self.logdir,
                 ) from exc
+            self._mark_clock(tf)
             self._state = _RUNNING
             self._pid = os.getpid()
             _running.add(self)
@@ -262,6 +264,7 @@ class Capture(AbstractContextManager["Capture"]):
             tf = import_tensorflow()
             self._state = _STOPPED
             at_stop = _snapshot(self.logdir)
+            self._mark_clock(tf)  # again: a delayed start (delay_ms) missed the first
             try:
                 tf.profiler.experimental.stop()
             except tf.errors.UnavailableError as exc:
@@ -347,6 +350,14 @@ class Capture(AbstractContextManager["Capture"]):
             )
 
     # -- source lines (traceparse.capture.sources) ----------------------------------
+
+    def _mark_clock(self, tf: Any) -> None:
+        """Tie the capture's clock to the wall clock (``sources.mark_clock``): the
+        source and failure records are stamped with the wall clock."""
+        from traceparse.capture.sources import mark_clock
+
+        with contextlib.suppress(Exception):  # the capture matters more than the mark
+            mark_clock(tf)
 
     def prepare_sources(self) -> None:
         """Install the recorder's op callback now, on this thread, idle until the

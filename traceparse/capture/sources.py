@@ -47,15 +47,18 @@ from types import CodeType, FrameType
 from typing import Any
 
 from traceparse.capture.graph_ops import GRAD_FUNCTION, GRADIENT_SCOPES, callees, forward_ops
+from traceparse.decode.fields import CLOCK_STAT
 from traceparse.decode.sources import FORMAT, VERSION
 from traceparse.files.atomic import atomic_write
 from traceparse.files.discover import SOURCES_SUFFIX as SUFFIX
 
 __all__ = [
+    "CLOCK_EVENT",
     "FORMAT",
     "SUFFIX",
     "VERSION",
     "SourceRecorder",
+    "mark_clock",
     "treat_as_user",
     "try_start",
     "try_stop",
@@ -207,10 +210,14 @@ class SourceRecorder:
 
         graphs: list[Any] = []
         atomic: list[Any] = []
-        for obj in gc.get_objects():  # one pass: a large program has millions of objects
-            if isinstance(obj, FuncGraph):
+        # One pass: a large program has millions of objects. ``type()``, not
+        # ``isinstance``: the heap holds weak proxies, and ``isinstance`` on one
+        # whose object is gone raises ReferenceError (seen on TensorFlow 2.16).
+        for obj in gc.get_objects():
+            kind = type(obj)
+            if issubclass(kind, FuncGraph):
                 graphs.append(obj)
-            elif type(obj).__name__ == "AtomicFunction":
+            elif kind.__name__ == "AtomicFunction":
                 atomic.append(obj)
         by_name: dict[str, Any] = {}
         for graph in graphs:
@@ -376,6 +383,19 @@ def try_stop(recorder: SourceRecorder) -> bool:
         )
         return False
     return True
+
+
+# The profiler event that ties the capture's clock to the wall clock.
+CLOCK_EVENT = "traceparse.clock"
+
+
+def mark_clock(tf: Any) -> None:
+    """Write a profiler event stamped with the wall clock (``decode/xspace.py``
+    reads it). TensorFlow 2.16's captures count time from the profiler's start
+    without saying when that was, and eager ops are joined to the record by
+    wall-clock time; microseconds apart, so the mark must be in the capture."""
+    with tf.profiler.experimental.Trace(CLOCK_EVENT, **{CLOCK_STAT: time.time_ns()}):
+        pass
 
 
 def write_sources(recorder: SourceRecorder, run_dir: str | os.PathLike[str], host: str) -> str:

@@ -73,9 +73,9 @@ _NO_INVENTORY = (
     "before it cannot be named"
 )
 NO_SOURCES = (
-    "no source lines: the capture has no source record (<host>.sources.json.gz); capture "
-    "with traceparse.profile(), `traceparse run` or traceparse.integrations.keras.MemoryCallback "
-    "to record the line of your code that made each allocation"
+    "no source lines (no <host>.sources.json.gz beside the capture): capture with "
+    "traceparse.profile(), `traceparse run` or its Keras MemoryCallback to name the line "
+    "of your code that made each allocation (JAX: python_tracer_level=1)"
 )
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
@@ -204,6 +204,8 @@ class Profile:
                 f"{int(reused.sum())} allocations share an address with a later allocation "
                 "and have no recorded free: events were dropped, so their lifetimes are unknown."
             )
+        if len(allocations) and not self.has_sources:
+            notes.append(NO_SOURCES + ".")
         return notes
 
     @pooled_property

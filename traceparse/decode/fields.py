@@ -51,8 +51,11 @@ for _number, _wire_type in _VALUE_WIRE.items():
 _NUMBERS = (_DOUBLE, _UINT64, _INT64)
 
 
+# The stat of traceparse's clock mark: the wall clock (ns since the epoch) when a
+# capture way wrote the event (capture/sources.py ``mark_clock``).
+CLOCK_STAT = "traceparse_wall_ns"
 # Every stat the decoder reads, by how its value is read.
-NUMBER_STATS = (*INT_STATS, "index_on_host", "device_ordinal", "step_num", "_r")
+NUMBER_STATS = (*INT_STATS, "index_on_host", "device_ordinal", "step_num", "_r", CLOCK_STAT)
 FLOAT_STATS = ("fragmentation",)
 TEXT_STATS = tuple(STR_STATS)
 

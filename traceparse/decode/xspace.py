@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from traceparse._proto import xplane_skim_pb2
 from traceparse.decode import wire
 from traceparse.decode.collect import MemoryEvents, StepMarkers, op_time_table
-from traceparse.decode.fields import EXPECTED, DecodedEvents, StatLayout, text
+from traceparse.decode.fields import CLOCK_STAT, EXPECTED, DecodedEvents, StatLayout, text
 from traceparse.decode.limits import (
     MAX_TIME_PS,
     check_allocators,
@@ -111,6 +111,7 @@ class _Decoder:
         self.modules: dict[str, set[int]] = {}  # of the programs, by name (run())
         self.given_back = 0  # bytes of a mapped buffer handed back (see _give_back)
         self.diagnostics: list[str] = []
+        self.clock: tuple[int, int] | None = None  # (time_ps, wall ns): _read_clock
         if self.start_ns is None:
             # No 'Task Environment' plane (older TensorFlow): lines stamped with
             # the epoch count from the earliest of them instead.
@@ -185,7 +186,7 @@ class _Decoder:
             step_markers=step_markers.frame(),
             op_types=op_types,
             op_time=op_time_table(op_time),
-            start_ns=self.start_ns,
+            start_ns=self._started_ns(),
             duration_ps=None
             if self.start_ns is None or self.stop_ns is None or self.stop_ns < self.start_ns
             else min((self.stop_ns - self.start_ns) * 1000, MAX_TIME_PS),
@@ -216,7 +217,10 @@ class _Decoder:
                     # An eager op is named after its type ("Fill").
                     op_type = name[len(_EAGER_PREFIX) :]
                     op_types.setdefault(op_type, op_type)
-        step_stat_ids = [k for k, n in stat_names.items() if n == "step_num"] if is_host else []
+        # Step markers and the clock mark: the few host events read for their stats.
+        step_stat_ids = (
+            [k for k, n in stat_names.items() if n in ("step_num", CLOCK_STAT)] if is_host else []
+        )
         # Sorted and unique: index_in looks ids up in them.
         memory = np.unique(wire.metadata_ids(memory_ids))
         markers = wire.metadata_ids(step_stat_ids)
@@ -282,11 +286,32 @@ class _Decoder:
                 memory_events.add(decoded, is_memory, is_allocation, plane_name, found.index)
             if found.markers.size:
                 step_markers.add(decoded, found.names, mids)
+                self._read_clock(decoded)
             if found.functions.size:
                 runs.append(_function_runs(decoded, mids, found.functions, found.op_ids))
             next_row = (number + 1) * batch_size
             rest = int(still[next_row]) if next_row < len(still) else later_planes
             self._give_back(min(rest, later_planes))
+
+    def _read_clock(self, decoded: DecodedEvents) -> None:
+        """The first clock mark's (capture time, wall clock): where the capture
+        does not say when it started (TensorFlow before 2.20 or so), this is what
+        puts its times on the wall clock, which source records are stamped with."""
+        if self.clock is not None:
+            return
+        wall, valid = decoded.int_stat(CLOCK_STAT)
+        rows = np.flatnonzero(valid & decoded.in_range & (wall > _EPOCH_NS))
+        if rows.size:
+            first = rows[np.argmin(decoded.time_ps[rows])]
+            self.clock = int(decoded.time_ps[first]), int(wall[first])
+
+    def _started_ns(self) -> int | None:
+        """When the capture started (ns since the epoch): as it says, else from
+        its clock mark, else not known."""
+        if self.start_ns is not None or self.clock is None:
+            return self.start_ns
+        time_ps, wall_ns = self.clock
+        return wall_ns - time_ps // 1000
 
     def _run_records(self, picked: list[_PlaneEvents]) -> RunRecords:
         """What ran when on the host lines, for linking allocations to programs:
