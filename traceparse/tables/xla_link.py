@@ -14,7 +14,10 @@ output, a parameter's output twin), and
   (a ``__inference_f_27`` event covers it) or the allocation's op names it; or
 - by size alone: the allocation has no op (every TF op names its allocations)
   and a run window of the program, on any thread, covers it. A program with no
-  run in the capture never gets an allocation this way.
+  run in the capture never gets an allocation this way, unless the capture
+  records no run of any program (TensorFlow 2.16 writes none on the CPU): then
+  an allocation with no op is linked where one program alone has an
+  allocation of its size.
 
 When several program allocations fit, nothing is guessed: within one program
 the program is named and the index left NA; across programs neither is set.
@@ -81,6 +84,7 @@ class Links:
     # Row -> end (ps) of the run it was made in, where the run records say.
     ends: dict[int, int] = field(default_factory=dict)
     size_only: int = 0  # rows linked by size alone, inside a run window on another thread
+    without_runs: int = 0  # rows linked by size alone in a capture that records no runs
     unlinked: int = 0  # rows with a program allocation's size that no run supports
     unlinked_bytes: int = 0  # and the bytes they requested
     # No run of any program recognised on any host (no event names one).
@@ -165,6 +169,12 @@ class Links:
                 f"{self.size_only} allocator events were linked to an XLA program by their "
                 "size alone, made while a run of that program was under way on another thread."
             )
+        if self.without_runs:
+            notes.append(
+                f"{self.without_runs} allocator events were linked to an XLA program by their "
+                "size alone: the capture records no run of any program (TensorFlow 2.16 "
+                "writes none on the CPU), and one program alone has an allocation of that size."
+            )
         if self.unlinked and self.no_runs and not self.runs:
             notes.append(
                 f"{self.unlinked} allocator events ({self.unlinked_bytes:,} bytes requested) "
@@ -246,7 +256,16 @@ def link_allocations(
                 # only while a run of that program is known to be under way.
                 how = "size"
                 active = windows.get(host, {})
-                fits = [c for c in fits if op is None and within(active.get(c.module), time, c.pid)]
+                sized = [
+                    c for c in fits if op is None and within(active.get(c.module), time, c.pid)
+                ]
+                one_program = len({c.program for c in fits}) == 1
+                if not sized and links.no_runs and op is None and one_program:
+                    # No run of any program is recorded at all (TensorFlow 2.16 on the
+                    # CPU writes none): size alone, where one program alone fits.
+                    how = "no runs"
+                    sized = fits
+                fits = sized
         if not fits:
             # A candidate left unlinked: no op, a program allocation's size, no run.
             left = run is None and op is None and row not in links.arguments
@@ -258,6 +277,7 @@ def link_allocations(
             links.program[row] = fits[0].program
             links.runs[(host, fits[0].program)] += 1
             links.size_only += how == "size"
+            links.without_runs += how == "no runs"
             if len(fits) == 1:
                 links.index[row] = fits[0].index
                 links.single[row] = (host, fits[0].program, fits[0].index)
