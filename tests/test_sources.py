@@ -287,3 +287,25 @@ def test_tensorflow_216_program_runs_are_linked_by_size_alone() -> None:
     assert any("size alone: the capture records no run" in n for n in prof.diagnostics)
     held = prof.breakdown[prof.breakdown["holder"].astype(object) == "xla_buffer"]
     assert int(held["bytes"].sum()) >= 2**22
+
+
+@pytest.mark.parametrize(
+    ("name", "forward"),
+    [
+        # A while loop's gradient body: the forward op in the loop's body.
+        (
+            "gradient_tape/net/lstm/while/gradients/net/lstm/while/cell/MatMul_grad/MatMul_1",
+            "net/lstm/while/cell/MatMul",
+        ),
+        # An aggregation there: under the loop.
+        ("gradient_tape/net/lstm/while/gradients/AddN_3", "net/lstm/while/AddN_3"),
+        ("gradient_tape/net/wide/MatMul/MatMul_1", "net/wide/MatMul/MatMul_1"),
+        # An accumulator the gradient adds to the forward body: itself (then its loop).
+        ("net/lstm/while/TensorListPushBack_6", "net/lstm/while/TensorListPushBack_6"),
+        ("gradients/_grad", "_grad"),
+    ],
+)
+def test_a_backward_ops_name_points_to_its_forward_op(name: str, forward: str) -> None:
+    from traceparse.capture.sources import forward_name
+
+    assert forward_name(name) == forward

@@ -3,8 +3,9 @@ child process, as a user's program would.
 
 The real-model checks are in ``test_sources.py`` on committed captures; these
 check the recorder's own cases: a ``tf.function`` traced before the capture,
-eager ops, ``sources=False``, and ``traceparse run --delay`` (the capture starts
-on a timer thread while the script's ops run on its main thread).
+eager ops, ``sources=False``, ``traceparse run --delay`` (the capture starts
+on a timer thread while the script's ops run on its main thread), and a
+recurrent layer, whose backward pass is made in graphs of its own.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ with traceparse.profile(sys.argv[1], sources=sys.argv[2] == "1"):
 """
 
 
-def run_script(tmp_path: Path, sources: bool) -> Path:
+def run_script(tmp_path: Path, sources: bool, text: str = SCRIPT) -> Path:
     script = tmp_path / "program.py"
-    script.write_text(SCRIPT)
+    script.write_text(text)
     logdir = tmp_path / "logs"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "1"}
     done = subprocess.run(
@@ -53,8 +54,8 @@ def run_script(tmp_path: Path, sources: bool) -> Path:
     return logdir
 
 
-def line(text: str) -> int:
-    return next(i + 1 for i, row in enumerate(SCRIPT.splitlines()) if row.endswith(text))
+def line(marker: str, text: str = SCRIPT) -> int:
+    return next(i + 1 for i, row in enumerate(text.splitlines()) if row.endswith(marker))
 
 
 def test_traced_before_and_eager_ops_get_their_lines(tmp_path: Path) -> None:
@@ -99,3 +100,44 @@ def test_run_with_a_delay_records_the_scripts_eager_ops(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     sources = set(traceparse.load(logdir).allocations["source"].dropna().astype(str))
     assert any(s.endswith("delayed.py:6 <module>") for s in sources), sources
+
+
+RECURRENT = """\
+import sys
+import keras
+import numpy as np
+import traceparse
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.lstm = keras.layers.LSTM(256)
+        self.head = keras.layers.Dense(4)
+
+    def call(self, x):
+        h = self.lstm(x)  # lstm line
+        return self.head(h)  # head line
+
+x = np.random.rand(192, 16, 64).astype("float32")
+y = np.random.randint(0, 4, 192)
+model = Net()
+model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x[:64], y[:64], batch_size=64, verbose=0)  # traced before the capture
+with traceparse.profile(sys.argv[1], sources=sys.argv[2] == "1"):
+    model.fit(x[64:], y[64:], batch_size=64, verbose=0)
+"""
+
+
+def test_a_loops_backward_pass_names_the_layers_line(tmp_path: Path) -> None:
+    # The LSTM's gradient runs in a while loop's gradient body, and the forward
+    # body gets accumulators, both made by TensorFlow's gradient code when the
+    # step asked for gradients: they name the line that called the layer, not
+    # the line of fit.
+    prof = traceparse.load(run_script(tmp_path, sources=True, text=RECURRENT))
+    lstm = f"program.py:{line('# lstm line', RECURRENT)} call"
+    made = prof.allocations
+    ops = made["op"].astype(object).fillna("")
+    backward = ops.str.contains("while_grad|TensorListPushBack", regex=True).to_numpy(dtype=bool)
+    assert backward.sum() >= 3
+    sources = made["source"].astype(object)[backward]
+    assert (sources == lstm).mean() >= 0.9, sources.value_counts()

@@ -58,6 +58,7 @@ __all__ = [
     "SUFFIX",
     "VERSION",
     "SourceRecorder",
+    "forward_name",
     "mark_clock",
     "treat_as_user",
     "try_start",
@@ -98,6 +99,8 @@ class SourceRecorder:
         self._active = False
         self._ops: dict[str, int] = {}
         self._grad_functions: dict[str, str] = {}  # gradient op -> forward op type
+        # Ops made for the backward pass whose forward op their graph lacks.
+        self._backward: set[str] = set()
 
     # -- eager ops -----------------------------------------------------------------
 
@@ -231,17 +234,22 @@ class SourceRecorder:
                 by_name.setdefault(text, graph)
         for graph in graphs:
             self._note_graph(graph, "", by_name, 0)
+        self._attribute_backward()
 
     def _note_graph(self, graph: Any, prefix: str, by_name: dict[str, Any], depth: int) -> None:
         operations = graph.get_operations()
-        stacks = {op.name: self._traceback_stack(op) for op in operations}
+        traced = {op.name: self._traceback_stack(op) for op in operations}
         forward = forward_ops(operations, self._grad_functions)
         for op in operations:
             name = prefix + op.name
             if name in self._ops:
                 continue
             # A gradient op is the line that called its forward op.
-            self._ops[name] = stacks.get(forward.get(op.name, op.name), stacks[op.name])
+            own = forward.get(op.name)
+            stack, backward = traced[op.name if own is None else own]
+            self._ops[name] = stack
+            if own is None and backward:
+                self._backward.add(name)
             if depth >= _MAX_CALL_DEPTH:
                 continue
             for callee in callees(op):
@@ -249,20 +257,39 @@ class SourceRecorder:
                 if inner is not None and inner is not graph:
                     self._note_graph(inner, name + "/", by_name, depth + 1)
 
-    def _traceback_stack(self, op: Any) -> int:
+    def _traceback_stack(self, op: Any) -> tuple[int, bool]:
+        """The op's stack, and whether it was made for the backward pass (under a
+        gradient scope, or by a gradient function: a while loop's accumulators)."""
         try:
             frames = [(f.filename, f.lineno, f.name) for f in op.traceback]
         except Exception:  # an op without a traceback (imported graphs)
             frames = []
-        if op.name.startswith(GRADIENT_SCOPES):
-            # The gradient function that made it (nn_grad.py's _SoftplusGrad) names
-            # the forward op's type; frames from the innermost out.
-            for _path, _line, function in reversed(frames):
-                found = GRAD_FUNCTION.match(function)
-                if found:
+        gradient = op.name.startswith(GRADIENT_SCOPES)
+        # The gradient function that made it (nn_grad.py's _SoftplusGrad) names
+        # the forward op's type; frames from the innermost out.
+        for _path, _line, function in reversed(frames):
+            found = GRAD_FUNCTION.match(function)
+            if found:
+                if gradient:
                     self._grad_functions[op.name] = found.group(1)
+                gradient = True
+                break
+        return self._stack_id([self._frame_id(*f) for f in frames]), gradient
+
+    def _attribute_backward(self) -> None:
+        """Ops made for the backward pass whose forward op is in another graph (a
+        while loop's gradient body; the accumulators it adds to the forward body)
+        have the stack of the code that asked for gradients (``fit``'s line).
+        They take the stack of the op their name points to: the forward op after
+        the innermost gradient scope (``gradients/<op>_grad/..``), else the
+        nearest op above them in their scope (the loop)."""
+        for name in self._backward:
+            parts = forward_name(name).split("/")
+            for end in range(len(parts), 0, -1):
+                owner = "/".join(parts[:end])
+                if owner != name and owner in self._ops and owner not in self._backward:
+                    self._ops[name] = self._ops[owner]
                     break
-        return self._stack_id([self._frame_id(*f) for f in frames])
 
     # -- the record ----------------------------------------------------------------
 
@@ -313,6 +340,21 @@ class SourceRecorder:
             "eager": {"time_ns": self._times, "op_type": self._types, "stack": self._eager_stacks},
             "eager_dropped": self._dropped,
         }
+
+
+def forward_name(name: str) -> str:
+    """The forward op a backward op's name points to: what follows its innermost
+    gradient scope, up to the ``<op>_grad`` part (``a/while/gradients/a/while/
+    cell/MatMul_grad/MatMul_1`` -> ``a/while/cell/MatMul``); without one, the
+    name less its gradient scopes (``gradient_tape/a/while/gradients/AddN`` ->
+    ``a/while/AddN``, under the loop)."""
+    parts = name.split("/")
+    inner = max((i + 1 for i, part in enumerate(parts) if part + "/" in GRADIENT_SCOPES), default=0)
+    rest = parts[inner:]
+    for i, part in enumerate(rest):
+        if part.endswith("_grad") and len(part) > len("_grad"):
+            return "/".join([*rest[:i], part.removesuffix("_grad")])
+    return "/".join(part for part in parts if part + "/" not in GRADIENT_SCOPES)
 
 
 def _library_roots() -> list[str]:
