@@ -459,8 +459,9 @@ def test_size_alone_links_only_allocations_with_no_op_inside_a_run() -> None:
     """``fit`` under XLA launches its step with no event on the op line: an
     allocation with no TF op and a program allocation's exact size is linked
     while a run of that program is under way (on another thread here); one
-    that a TF op made (an eager tensor of the same size) is not, and with no
-    run of the program in the capture nothing is."""
+    that a TF op made (an eager tensor of the same size) is not. With no run of
+    any program recorded (TensorFlow 2.16 on the CPU), a TF function's program
+    is linked by size alone; a JAX program (its allocations have no op) is not."""
     slab = 3 * 1024 * 1024
     module = "a_inference_one_step_on_data_9__.1"
     events = [
@@ -477,18 +478,45 @@ def test_size_alone_links_only_allocations_with_no_op_inside_a_run() -> None:
             "program_id": pd.array([None], dtype="Int64"),
         }
     )
-    for runs, expected in ((window, [1]), (window.iloc[:0], [0])):
-        program = _program(module, [([512, 512], True)], temp=slab)
+    cases = (
+        (module, window, [1], "while a run of that program was under way"),
+        (module, window.iloc[:0], [1], "the capture records no run of any program"),
+        ("jit_step.1", window.iloc[:0].assign(module="jit_step.1"), [0], None),
+    )
+    for name, runs, expected, note in cases:
+        program = _program(name, [([512, 512], True)], temp=slab)
         prof = _profile([program], [], {"mklcpu": 0}, events)
         prof.traces[0].runs = RunRecords(runs=runs)
         linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
         if expected == [1]:
             assert linked.loc[10] == 1  # the temp allocation, after the one parameter
-            assert any("by their size alone" in note for note in prof.diagnostics)
+            assert any("by their size alone" in n and note in n for n in prof.diagnostics)
         else:
             assert pd.isna(linked.loc[10])
         assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
         assert prof.xla_programs["runs"].tolist() == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["xla_keras", "layers_cnn_xla", "xla_function", "xla_tensorboard", "xla_eager"]
+)
+def test_without_run_records_tf_programs_are_linked_as_with_them(name: str) -> None:
+    # TensorFlow 2.16 records no run of a program on the CPU, and its slabs'
+    # events name no op ("(null)"): made so, these 2.21 captures must be linked
+    # by size alone as their run records link them, not merely somehow.
+    recorded = traceparse.load(FIXTURES / name)
+    made = recorded.allocations
+    programs_ops = set(made["op"][made["xla_program"].notna()].dropna().astype(str))
+    erased = traceparse.load(FIXTURES / name)
+    for trace in erased.traces:
+        trace.runs = RunRecords()
+        trace.function_runs = trace.function_runs.iloc[:0]
+        op = trace.events["tf_op"]
+        trace.events["tf_op"] = op.where(~op.astype(object).isin(programs_ops))
+    columns = ["xla_program", "xla_allocation_index"]
+    assert recorded.allocations["xla_program"].notna().sum() > 0
+    pd.testing.assert_frame_equal(recorded.allocations[columns], erased.allocations[columns])
+    assert any("the capture records no run of any program" in n for n in erased.diagnostics)
 
 
 @pytest.mark.parametrize("name", ["layers_cnn_xla", "xla_keras"])

@@ -16,8 +16,8 @@ output, a parameter's output twin), and
   and a run window of the program, on any thread, covers it. A program with no
   run in the capture never gets an allocation this way, unless the capture
   records no run of any program (TensorFlow 2.16 writes none on the CPU): then
-  an allocation with no op is linked where one program alone has an
-  allocation of its size.
+  an allocation with no op is linked where one program alone, a TF function's,
+  has an allocation of its size (not JAX's, whose allocations have no op).
 
 When several program allocations fit, nothing is guessed: within one program
 the program is named and the index left NA; across programs neither is set.
@@ -259,8 +259,13 @@ def link_allocations(
                 sized = [
                     c for c in fits if op is None and within(active.get(c.module), time, c.pid)
                 ]
-                one_program = len({c.program for c in fits}) == 1
-                if not sized and links.no_runs and op is None and one_program:
+                # TensorFlow's programs only (a TF function's): TF ops name their
+                # allocations, so one without an op of a per-run allocation's size is
+                # the program's. JAX's allocations have no op: size alone is no evidence.
+                one_tf_program = len({c.program for c in fits}) == 1 and all(
+                    c.function is not None for c in fits
+                )
+                if not sized and links.no_runs and op is None and one_tf_program:
                     # No run of any program is recorded at all (TensorFlow 2.16 on the
                     # CPU writes none): size alone, where one program alone fits.
                     how = "no runs"
