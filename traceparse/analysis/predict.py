@@ -32,6 +32,13 @@ from traceparse.analysis.layer_names import (
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
+from traceparse.analysis.predict_bfc import (
+    Simulated,
+    calibrate,
+    inventory_chunks,
+    programs,
+    simulate,
+)
 from traceparse.analysis.predict_fit import fit_two, match_keys
 from traceparse.analysis.predict_parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict_replay import (
@@ -155,6 +162,66 @@ class Predictor:
             fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
         self.rows = groups(base.timeline)
         self.pooled = a["allocator"].astype(object).to_numpy() == POOLED_ALLOCATOR
+        # The allocator model (analysis/bfc.py, predict_bfc.py) places every chunk at
+        # the new sizes, after the history it rebuilds (the chunks held before the
+        # capture, a warm-up step), with the free regions the capture shows that
+        # history lacks (``calibrate``). Its replay at the captured requests, against
+        # the captured counter, is ``simulated_peaks`` (docs/predict.md, measured).
+        self.programs = programs(
+            base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
+        )
+        captured = in_use(base.timeline)
+        sent = self._sent(self.requested)
+        self.ghosts: dict[tuple[object, object], tuple[int, ...]] = {}
+        self.simulated_peaks: dict[tuple[object, object], int] = {}
+        for key, program in self.programs.items():
+            self.ghosts[key], run = calibrate(program, sent, self.held, captured[self.rows[key]])
+            self.simulated_peaks[key] = round(float(run.in_use.max()))
+        self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+
+    def _sent(self, requests: np.ndarray) -> np.ndarray:
+        """The requests that reach the BFC allocator (0: none)."""
+        sent = np.rint(requests)
+        # oneDNN's CPU allocator serves requests under 256 KiB from its pool.
+        sent[self.pooled & (requests < POOLED_BELOW)] = 0.0
+        return sent
+
+    def _simulate(
+        self, requests: np.ndarray, only: set[tuple[object, object]]
+    ) -> dict[tuple[object, object], Simulated]:
+        sent = self._sent(requests)
+        return {key: simulate(self.programs[key], sent, self.ghosts[key]) for key in only}
+
+    def runs(self, batch: int) -> dict[tuple[object, object], Simulated]:
+        """The allocator model at ``batch``, per (host, allocator) (the last few batch
+        sizes asked are kept: a capacity search asks each several times)."""
+        if batch not in self._runs:
+            point, _, _ = self.sizing.at(batch)
+            if len(self._runs) >= 4:
+                self._runs.pop(next(iter(self._runs)))
+            self._runs[batch] = self._simulate(point, set(self.programs))
+        return self._runs[batch]
+
+    def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+        """The predicted counter after every event, and the bytes each allocation
+        holds, at ``batch``: the allocator model's (at the captured batch, the
+        capture's own)."""
+        held, _, _ = self.sizes(batch)
+        run = replay(
+            self.base.timeline, self.base.allocations, self.base.ends, self.held, held, self.rows
+        )
+        if batch == self.batch:  # the prediction at the captured batch is the capture
+            return run, held
+        held = held.copy()
+        for key, simulated in self.runs(batch).items():
+            run.bytes[key] = simulated.in_use
+            mine = self._mine(key)
+            held[mine] = 0.0
+            rows = np.fromiter(simulated.chunks, dtype=np.int64, count=len(simulated.chunks))
+            held[rows] = np.fromiter(
+                simulated.chunks.values(), dtype=np.float64, count=len(simulated.chunks)
+            )
+        return run, held
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high."""
@@ -174,13 +241,14 @@ class Predictor:
         return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
-        point, low, high = self.sizes(batch)
+        _, low, high = self.sizes(batch)
         base = self.base
         runs = [
             replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
-            for s in (point, low, high)
+            for s in (low, high)
         ]
-        return runs[0], runs[1], runs[2], point
+        point, held = self.point(batch)
+        return point, runs[0], runs[1], held
 
     def at(self, batch: int) -> pd.DataFrame:
         """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""

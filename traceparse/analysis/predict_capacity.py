@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.predict import Predictor
-from traceparse.analysis.predict_replay import replay
 
 Key = tuple[object, object]
 # The largest batch the search tries.
@@ -187,11 +186,7 @@ def report_curves(predictor: Predictor) -> dict[tuple[str, str], dict[str, Any]]
         if n in bounds:
             return bounds[n][key][1]
         if n not in points:
-            sizes, _, _ = predictor.sizes(n)
-            base = predictor.base
-            run = replay(
-                base.timeline, base.allocations, base.ends, predictor.held, sizes, predictor.rows
-            )
+            run, _ = predictor.point(n)
             points[n] = {k: run.peak(k)[1] for k in predictor.rows}
         return points[n][key]
 
