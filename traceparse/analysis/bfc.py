@@ -31,8 +31,9 @@ GRANULE = 256
 MAX_INTERNAL_FRAGMENTATION = 128 << 20
 # The first region of an allocator that grows on demand (allow_growth).
 FIRST_REGION = 2 << 20
-# Free chunks are kept as one sortable int: size in the high bits, address low.
-_ADDRESS_BITS = 48
+# Free chunks are kept as one sortable int: size in the high bits, address low
+# (room for regions far beyond any memory: a capacity search asks absurd sizes).
+_ADDRESS_BITS = 96
 _ADDRESS_MASK = (1 << _ADDRESS_BITS) - 1
 
 

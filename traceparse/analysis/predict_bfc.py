@@ -123,7 +123,10 @@ class Simulated:
 
 
 def simulate(
-    program: Program, requests: np.ndarray | list[float], ghosts: tuple[int, ...] = (), warm_up: bool = True
+    program: Program,
+    requests: np.ndarray | list[float],
+    ghosts: tuple[int, ...] = (),
+    warm_up: bool = True,
 ) -> Simulated:
     """Replays ``program`` with allocation row i asking ``requests[i]`` bytes (0 or
     less: not sent to this allocator). ``ghosts``: free chunks the capture shows the
