@@ -289,7 +289,6 @@ def _model_speed() -> tuple[int, float]:
         places=list(range(2 * n)),
         pre=[],
         held=[],
-        made=[],
         warm=[],
         reserved=np.zeros(2 * n),
     )

@@ -33,7 +33,6 @@ class Program:
     places: list[int]  # per item: index into ``events`` of the row it happens at
     pre: list[int]  # chunks held before the capture and freed in it
     held: list[int]  # chunks held before the capture and kept (allocated first)
-    made: list[int]  # per held chunk: transient chunks of its size made with it
     warm: list[int]  # items of the first step: the warm-up
     reserved: np.ndarray  # reserved bytes after each event (added to the counter)
 
@@ -43,7 +42,7 @@ def programs(
     allocations: pd.DataFrame,
     ends: np.ndarray,
     rows: dict[tuple[object, object], np.ndarray],
-    kept: dict[object, list[tuple[int, int]]] | None = None,
+    kept: dict[object, list[int]] | None = None,
 ) -> dict[tuple[object, object], Program]:
     """A Program per (host, allocator). ``kept``: chunk sizes known to be held before
     the capture (the inventoried variables), allocated before the rest."""
@@ -90,19 +89,18 @@ def programs(
             ]
         first_row = int(events[0])
         before = in_use[first_row] - delta[first_row] - reserved[first_row]
-        known = [k for k in (kept or {}).get(key[1], []) if k[0] > 0]
-        rest = before - sum(pre) - sum(k[0] for k in known)
+        known = [k for k in (kept or {}).get(key[1], []) if k > 0]
+        rest = before - sum(pre) - sum(known)
         if rest < 0:  # the inventory does not fit what was held: one chunk
             known, rest = [], before - sum(pre)
-        known += [(int(rest), 0)] if rest > 0 else []
+        known += [int(rest)] if rest > 0 else []
         out[key] = Program(
             events=events,
             kinds=item_kind.tolist(),
             refs=item_ref.tolist(),
             places=np.searchsorted(events, item_rows).tolist(),
             pre=pre,
-            held=[k[0] for k in known],
-            made=[k[1] for k in known],
+            held=known,
             warm=warm,
             reserved=reserved[events],
         )
@@ -132,11 +130,8 @@ def simulate(
     less: not sent to this allocator). ``ghosts``: free chunks the capture shows the
     allocator had at its start that the rebuilt history does not make."""
     bfc = BFC()
-    for size, transients in zip(program.held, program.made, strict=True):
-        temps = [bfc.allocate(size)[0] for _ in range(transients)]
+    for size in program.held:
         bfc.allocate(size)
-        for address in reversed(temps):
-            bfc.free(address)
     pre = [bfc.allocate(size)[0] for size in program.pre]
     for size in ghosts:
         bfc.add_region(size)
@@ -176,24 +171,20 @@ def simulate(
     return Simulated(filled + program.reserved, chunks, list(bfc.regions))
 
 
-def inventory_chunks(variables: pd.DataFrame | None) -> dict[object, list[tuple[int, int]]]:
-    """Per allocator: the chunks of the inventoried variables it held when the capture
-    started, as (bytes, transients made with it), weights first (a model's weights
-    exist before its optimizer's slots). A weight drawn at random is made with two
-    chunks of its size that are freed after (Keras's initializers: the uniform draw,
-    its scaling, its shift, the last kept as the variable)."""
+def inventory_chunks(variables: pd.DataFrame | None) -> dict[object, list[int]]:
+    """Per allocator: the bytes of each inventoried variable it held when the capture
+    started, weights first (a model's weights exist before its optimizer's slots)."""
     if variables is None or variables.empty:
         return {}
     mine = variables[
         variables["traced"].fillna(False).to_numpy(dtype=bool)
         & variables["at_start"].fillna(False).to_numpy(dtype=bool)
     ]
-    out: dict[object, list[tuple[int, int]]] = {}
+    mine = mine.sort_values("role", key=lambda role: role != "weight", kind="stable")
+    out: dict[object, list[int]] = {}
     for row in mine.itertuples(index=False):
         size = 0 if pd.isna(row.estimated_bytes) else int(row.estimated_bytes)
-        out.setdefault(row.allocator, []).append((size, 2 if row.role == "weight" else 0))
-    for chunks in out.values():
-        chunks.sort(key=lambda chunk: chunk[1] == 0)
+        out.setdefault(row.allocator, []).append(size)
     return out
 
 
