@@ -248,8 +248,8 @@ def _model_markdown(models: list[str]) -> str:
         for key, program in predictor.programs.items():
             ghosts = predictor.ghosts[key]
             run = simulate(program, predictor._sent(predictor.requested), ghosts)
-            rows = np.fromiter(run.chunks, dtype=np.int64)
-            chunks = np.fromiter(run.chunks.values(), dtype=np.int64)
+            rows = np.flatnonzero(run.chunks)
+            chunks = run.chunks[rows]
             captured = counter[predictor.rows[key]]
             peak, model = int(captured.max()), int(run.in_use.max())
             lines.append(

@@ -16,6 +16,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -170,14 +171,30 @@ class Predictor:
         self.programs = programs(
             base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
         )
-        captured = in_use(base.timeline)
-        sent = self._sent(self.requested)
-        self.ghosts: dict[tuple[object, object], tuple[int, ...]] = {}
-        self.simulated_peaks: dict[tuple[object, object], int] = {}
-        for key, program in self.programs.items():
-            self.ghosts[key], run = calibrate(program, sent, self.held, captured[self.rows[key]])
-            self.simulated_peaks[key] = round(float(run.in_use.max()))
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+
+    @cached_property
+    def _calibrated(
+        self,
+    ) -> dict[tuple[object, object], tuple[tuple[int, ...], int]]:
+        """Per (host, allocator): the free regions added to the rebuilt history, and
+        the model's peak replaying the capture at its own requests. Made when first
+        needed: a prediction at the captured batch needs no model."""
+        captured = in_use(self.base.timeline)
+        sent = self._sent(self.requested)
+        out = {}
+        for key, program in self.programs.items():
+            ghosts, run = calibrate(program, sent, self.held, captured[self.rows[key]])
+            out[key] = (ghosts, round(float(run.in_use.max())))
+        return out
+
+    @property
+    def ghosts(self) -> dict[tuple[object, object], tuple[int, ...]]:
+        return {key: found[0] for key, found in self._calibrated.items()}
+
+    @property
+    def simulated_peaks(self) -> dict[tuple[object, object], int]:
+        return {key: found[1] for key, found in self._calibrated.items()}
 
     def _sent(self, requests: np.ndarray) -> np.ndarray:
         """The requests that reach the BFC allocator (0: none)."""
@@ -190,14 +207,15 @@ class Predictor:
         self, requests: np.ndarray, only: set[tuple[object, object]]
     ) -> dict[tuple[object, object], Simulated]:
         sent = self._sent(requests)
-        return {key: simulate(self.programs[key], sent, self.ghosts[key]) for key in only}
+        ghosts = self.ghosts
+        return {key: simulate(self.programs[key], sent, ghosts[key]) for key in only}
 
     def runs(self, batch: int) -> dict[tuple[object, object], Simulated]:
         """The allocator model at ``batch``, per (host, allocator) (the last few batch
         sizes asked are kept: a capacity search asks each several times)."""
         if batch not in self._runs:
             point, _, _ = self.sizing.at(batch)
-            if len(self._runs) >= 4:
+            if len(self._runs) >= 2:
                 self._runs.pop(next(iter(self._runs)))
             self._runs[batch] = self._simulate(point, set(self.programs))
         return self._runs[batch]
@@ -216,11 +234,7 @@ class Predictor:
         for key, simulated in self.runs(batch).items():
             run.bytes[key] = simulated.in_use
             mine = self._mine(key)
-            held[mine] = 0.0
-            rows = np.fromiter(simulated.chunks, dtype=np.int64, count=len(simulated.chunks))
-            held[rows] = np.fromiter(
-                simulated.chunks.values(), dtype=np.float64, count=len(simulated.chunks)
-            )
+            held[mine] = simulated.chunks[mine]
         return run, held
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -116,7 +116,7 @@ def _column(timeline: pd.DataFrame, name: str) -> np.ndarray:
 @dataclass
 class Simulated:
     in_use: np.ndarray  # the counter after each of the program's events
-    chunks: dict[int, int]  # allocation row -> chunk size (rows it allocated)
+    chunks: np.ndarray  # per allocation row: its chunk (0: not allocated here)
     regions: list[int]
 
 
@@ -151,7 +151,7 @@ def simulate(
             bfc.free(address)
     counter = np.full(len(program.events), np.nan)
     addresses: dict[int, int] = {}
-    chunks: dict[int, int] = {}
+    chunks = [0] * len(requests)
     places = program.places
     for i in range(len(kinds)):
         ref = refs[i]
@@ -168,7 +168,9 @@ def simulate(
             bfc.free(pre[ref])
         counter[places[i]] = bfc.in_use
     filled = pd.Series(counter).ffill().to_numpy(dtype=np.float64, na_value=0.0)
-    return Simulated(filled + program.reserved, chunks, list(bfc.regions))
+    return Simulated(
+        filled + program.reserved, np.asarray(chunks, dtype=np.int64), list(bfc.regions)
+    )
 
 
 def inventory_chunks(variables: pd.DataFrame | None) -> dict[object, list[int]]:
@@ -208,7 +210,7 @@ def calibrate(
     ghosts: tuple[int, ...] = ()
     run = simulate(program, requests, ghosts)
     target = float(in_use.max()) if len(in_use) else 0.0
-    order = sorted(run.chunks)  # allocation rows are in time order
+    order = np.flatnonzero(run.chunks).tolist()  # allocation rows are in time order
     for _ in range(MAX_GHOSTS):
         if run.in_use.max() == target:
             break
@@ -216,7 +218,7 @@ def calibrate(
             (
                 int(chunks[row])
                 for row in order
-                if run.chunks.get(row) != chunks[row]
+                if run.chunks[row] != chunks[row]
                 and chunks[row] > rounded_bytes(int(requests[row]))
                 and is_region(int(chunks[row]))
             ),
@@ -228,5 +230,5 @@ def calibrate(
         if abs(tried.in_use.max() - target) > abs(run.in_use.max() - target):
             break
         ghosts, run = (*ghosts, missing), tried
-        order = [row for row in order if tried.chunks.get(row) != chunks[row]]
+        order = [row for row in order if tried.chunks[row] != chunks[row]]
     return ghosts, run
