@@ -246,8 +246,11 @@ def _model_markdown(models: list[str]) -> str:
         held = held_bytes(profile.allocations)
         counter = in_use(profile.timeline)
         for key, program in predictor.programs.items():
-            ghosts = predictor.ghosts[key]
-            run = simulate(program, predictor._sent(predictor.requested), ghosts)
+            history = predictor.histories[key]
+            ghosts = history.ghosts
+            run = simulate(
+                program, predictor._sent(predictor.requested), ghosts, history.first_region
+            )
             rows = np.flatnonzero(run.chunks)
             chunks = run.chunks[rows]
             captured = counter[predictor.rows[key]]
@@ -289,6 +292,8 @@ def _model_speed() -> tuple[int, float]:
         places=list(range(2 * n)),
         pre=[],
         held=[],
+        before=0,
+        capacity=0,
         warm=[],
         reserved=np.zeros(2 * n),
     )

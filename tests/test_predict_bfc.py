@@ -20,7 +20,15 @@ import traceparse
 from traceparse.analysis.bfc import BFC, FIRST_REGION, MAX_INTERNAL_FRAGMENTATION, rounded_bytes
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
-from traceparse.analysis.predict_bfc import inventory_chunks, programs, simulate
+from traceparse.analysis.predict_bfc import (
+    ALLOC,
+    FREE,
+    Program,
+    calibrate,
+    inventory_chunks,
+    programs,
+    simulate,
+)
 from traceparse.analysis.predict_replay import groups
 from traceparse.core.profile import predictor_of
 
@@ -148,3 +156,60 @@ def test_calibration_finds_the_free_region_a_compiled_slab_is_handed(
     # The same region, whole, at both sizes; what is left (measured: 256 KiB at 128)
     # is the input, in oneDNN's pool at 64 and so never seen in that capture.
     assert abs(row["predicted_peak_bytes"] - real) <= 256 << 10
+
+
+def _one_request(requested: int, captured_chunk: int) -> tuple[Program, np.ndarray, np.ndarray]:
+    """A capture of one allocation and its free, after 32 MiB held in chunks of 8, 8
+    and 16 MiB (regions of 8, 8 and 16: the next region the model adds is 32 MiB)."""
+    held = [8 * MiB, 8 * MiB, 16 * MiB]
+    program = Program(
+        events=np.arange(2),
+        kinds=[ALLOC, FREE],
+        refs=[0, 0],
+        places=[0, 1],
+        pre=[],
+        held=held,
+        before=sum(held),
+        capacity=0,
+        warm=[],
+        reserved=np.zeros(2),
+    )
+    counter = np.array([sum(held) + captured_chunk, sum(held)], dtype=np.float64)
+    return program, np.array([float(requested)]), counter
+
+
+def test_calibration_adds_a_whole_region_the_capture_shows() -> None:
+    # The capture handed a 9 MiB request a whole 16 MiB region; the rebuilt history
+    # would split a new 32 MiB one: a free 16 MiB region is added.
+    program, requests, counter = _one_request(9 * MiB, 16 * MiB)
+    assert simulate(program, requests).chunks[0] == 9 * MiB
+    history, run = calibrate(program, requests, np.array([16 * MiB]), counter)
+    assert history.ghosts == (16 * MiB,) and history.first_region == FIRST_REGION
+    assert run.chunks[0] == 16 * MiB and np.array_equal(run.in_use, counter)
+
+
+def test_calibration_adds_no_piece_that_is_not_a_region() -> None:
+    # A 12 MiB chunk handed whole is a piece of some region: the history that made it
+    # is the captured batch's own, so it is not carried to other sizes.
+    program, requests, counter = _one_request(9 * MiB, 12 * MiB)
+    history, run = calibrate(program, requests, np.array([12 * MiB]), counter)
+    assert history.ghosts == () and run.chunks[0] == 9 * MiB
+
+
+def test_a_device_allocator_that_reserved_its_memory_is_one_region() -> None:
+    # JAX preallocated 75% of the GPU (xprof's capacity, 144 GiB): one region, where
+    # every chunk is split. Its host allocator grows on demand (never one region).
+    profile = traceparse.load(FIXTURES / "jax08_elementwise")
+    predictor = predictor_of(profile, from_batch=8)
+    captured = in_use(profile.timeline)
+    capacity = dict(zip(profile.peak["allocator"], profile.peak["capacity_bytes"], strict=True))
+    for key, rows in predictor.rows.items():
+        # Within one granule (measured: 256 bytes over, of 640 MiB).
+        assert abs(predictor.simulated_peaks[key] - captured[rows].max()) <= 256, key
+        expected = FIRST_REGION if "host" in str(key[1]) else int(capacity[key[1]])
+        assert predictor.histories[key].first_region == expected, key
+    # Grown from 2 MiB instead, the model would hand out chunks whole: 20% over.
+    (gpu,) = [key for key in predictor.rows if key[1] == "GPU_0_bfc"]
+    requests = predictor._sent(predictor.requested)
+    grown = simulate(predictor.programs[gpu], requests).in_use.max()
+    assert grown > 1.1 * captured[predictor.rows[gpu]].max()

@@ -34,6 +34,7 @@ from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
 from traceparse.analysis.predict_bfc import (
+    History,
     Simulated,
     calibrate,
     inventory_chunks,
@@ -174,23 +175,25 @@ class Predictor:
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
 
     @cached_property
-    def _calibrated(
-        self,
-    ) -> dict[tuple[object, object], tuple[tuple[int, ...], int]]:
-        """Per (host, allocator): the free regions added to the rebuilt history, and
+    def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
+        """Per (host, allocator): what the rebuilt history needs (``calibrate``), and
         the model's peak replaying the capture at its own requests. Made when first
         needed: a prediction at the captured batch needs no model."""
         captured = in_use(self.base.timeline)
         sent = self._sent(self.requested)
         out = {}
         for key, program in self.programs.items():
-            ghosts, run = calibrate(program, sent, self.held, captured[self.rows[key]])
-            out[key] = (ghosts, round(float(run.in_use.max())))
+            history, run = calibrate(program, sent, self.held, captured[self.rows[key]])
+            out[key] = (history, round(float(run.in_use.max())))
         return out
 
     @property
-    def ghosts(self) -> dict[tuple[object, object], tuple[int, ...]]:
+    def histories(self) -> dict[tuple[object, object], History]:
         return {key: found[0] for key, found in self._calibrated.items()}
+
+    @property
+    def ghosts(self) -> dict[tuple[object, object], tuple[int, ...]]:
+        return {key: found[0].ghosts for key, found in self._calibrated.items()}
 
     @property
     def simulated_peaks(self) -> dict[tuple[object, object], int]:
@@ -207,8 +210,11 @@ class Predictor:
         self, requests: np.ndarray, only: set[tuple[object, object]]
     ) -> dict[tuple[object, object], Simulated]:
         sent = self._sent(requests)
-        ghosts = self.ghosts
-        return {key: simulate(self.programs[key], sent, ghosts[key]) for key in only}
+        found = self.histories
+        return {
+            key: simulate(self.programs[key], sent, found[key].ghosts, found[key].first_region)
+            for key in only
+        }
 
     def runs(self, batch: int) -> dict[tuple[object, object], Simulated]:
         """The allocator model at ``batch``, per (host, allocator) (the last few batch

@@ -4,7 +4,7 @@ at new request sizes: the in-use counter after every event, and each chunk.
 The allocator's state when the capture started is not in the capture, so it is
 rebuilt from what the capture does show, in the order a training script makes
 it: the chunks held before the capture (the inventoried variables the profiler
-sees, then the rest of the bytes held as one chunk, then the chunks the capture
+sees, then the rest of the bytes held, then the chunks the capture
 frees without having seen them allocated), and a warm-up: the events of the
 first captured step replayed once (the capture starts after a step of the same
 program), its leftovers freed. Then the captured events, in order.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.bfc import BFC, is_region, rounded_bytes
+from traceparse.analysis.bfc import BFC, FIRST_REGION, GRANULE, is_region, rounded_bytes
 from traceparse.analysis.liveness import STILL_LIVE
 
 ALLOC, FREE, PREFREE = 0, 1, 2
@@ -33,6 +33,10 @@ class Program:
     places: list[int]  # per item: index into ``events`` of the row it happens at
     pre: list[int]  # chunks held before the capture and freed in it
     held: list[int]  # chunks held before the capture and kept (allocated first)
+    before: int  # the counter when the capture started (without reservations)
+    # The allocator's memory limit (in use + available) where it may reserve it up
+    # front (a device's allocator); 0 where it always grows on demand, or unknown.
+    capacity: int
     warm: list[int]  # items of the first step: the warm-up
     reserved: np.ndarray  # reserved bytes after each event (added to the counter)
 
@@ -55,6 +59,7 @@ def programs(
     in_use = _column(timeline, "in_use_bytes")
     delta = _column(timeline, "delta_bytes")
     reserved = _column(timeline, "reserved_bytes")
+    available = _column(timeline, "available_bytes")
     chunk = _column(timeline, "allocation_bytes")
     out = {}
     for key, events in rows.items():
@@ -90,10 +95,8 @@ def programs(
         first_row = int(events[0])
         before = in_use[first_row] - delta[first_row] - reserved[first_row]
         known = [k for k in (kept or {}).get(key[1], []) if k > 0]
-        rest = before - sum(pre) - sum(known)
-        if rest < 0:  # the inventory does not fit what was held: one chunk
-            known, rest = [], before - sum(pre)
-        known += [int(rest)] if rest > 0 else []
+        if before - sum(pre) - sum(known) < 0:  # the inventory does not fit what was held
+            known = []
         out[key] = Program(
             events=events,
             kinds=item_kind.tolist(),
@@ -101,10 +104,22 @@ def programs(
             places=np.searchsorted(events, item_rows).tolist(),
             pre=pre,
             held=known,
+            before=max(int(before), 0),
+            capacity=0
+            if grows_on_demand(key[1])
+            else int(in_use[first_row] + available[first_row]),
             warm=warm,
             reserved=reserved[events],
         )
     return out
+
+
+def grows_on_demand(allocator: object) -> bool:
+    """Whether ``allocator`` always grows its regions on demand: oneDNN's CPU
+    allocator and TensorFlow's host allocators are made with ``allow_growth``; a
+    device's may reserve its whole memory up front instead."""
+    name = str(allocator).lower()
+    return name in ("mklcpu", "cpu") or "host" in name
 
 
 def _column(timeline: pd.DataFrame, name: str) -> np.ndarray:
@@ -124,14 +139,24 @@ def simulate(
     program: Program,
     requests: np.ndarray | list[float],
     ghosts: tuple[int, ...] = (),
+    first_region: int = FIRST_REGION,
     warm_up: bool = True,
 ) -> Simulated:
     """Replays ``program`` with allocation row i asking ``requests[i]`` bytes (0 or
     less: not sent to this allocator). ``ghosts``: free chunks the capture shows the
-    allocator had at its start that the rebuilt history does not make."""
-    bfc = BFC()
+    allocator had at its start that the rebuilt history does not make;
+    ``first_region``: the allocator's first region (2 MiB when it grows on demand,
+    its whole memory limit when it reserves that up front)."""
+    bfc = BFC(first_region)
     for size in program.held:
         bfc.allocate(size)
+    # The rest of the counter when the capture started, in pieces that fill their
+    # chunks exactly (powers of two, largest first): the captured counter already
+    # counts whatever slack the real chunks had, so the model must add none.
+    rest = (program.before - bfc.in_use - sum(program.pre)) // GRANULE * GRANULE
+    for bit in reversed(range(max(rest, 0).bit_length())):
+        if rest >> bit & 1:
+            bfc.allocate(1 << bit)
     pre = [bfc.allocate(size)[0] for size in program.pre]
     for size in ghosts:
         bfc.add_region(size)
@@ -195,21 +220,39 @@ def inventory_chunks(variables: pd.DataFrame | None) -> dict[object, list[int]]:
 MAX_GHOSTS = 8
 
 
+@dataclass(frozen=True)
+class History:
+    """What the replay adds to the rebuilt history, chosen by ``calibrate``."""
+
+    first_region: int = FIRST_REGION
+    ghosts: tuple[int, ...] = ()
+
+
 def calibrate(
     program: Program, requests: np.ndarray, chunks: np.ndarray, in_use: np.ndarray
-) -> tuple[tuple[int, ...], Simulated]:
-    """Free chunks to add to the rebuilt history so that the replay at the captured
-    requests hands out the chunks the capture shows, and that replay.
+) -> tuple[History, Simulated]:
+    """The history under which the replay at the captured requests comes closest to
+    the capture, and that replay.
 
-    The evidence is a chunk handed out whole (larger than its rounded request): a
-    free chunk of that size existed when it was allocated. Where the replay gives
-    that allocation another chunk, the history lacked it: it is added, as a free
-    region, and the replay rerun; kept only while the peak comes no further from
-    the captured one. ``chunks``: per allocation row, the captured chunk;
+    First the allocator's regions: grown on demand from 2 MiB (TensorFlow's CPU
+    allocator, a GPU with ``allow_growth``) or one region of its whole memory
+    limit reserved up front (a GPU without it, JAX's preallocation); the one whose
+    peak comes closer to the captured peak is kept, growing on a tie. Then the
+    free regions the capture shows. The evidence is a chunk the size of a region
+    (2 MiB doubled) handed out whole (larger than its rounded request): a free
+    region of that size existed when it was allocated. Where the replay gives
+    that allocation another chunk, the history lacked it: it is added, and the
+    replay rerun; kept only while the peak comes no further from the captured
+    one. ``chunks``: per allocation row, the captured chunk;
     ``in_use``: the captured counter after each of the program's events."""
-    ghosts: tuple[int, ...] = ()
-    run = simulate(program, requests, ghosts)
     target = float(in_use.max()) if len(in_use) else 0.0
+    first = FIRST_REGION
+    run = simulate(program, requests)
+    if program.capacity > FIRST_REGION:
+        whole = simulate(program, requests, first_region=program.capacity)
+        if abs(whole.in_use.max() - target) < abs(run.in_use.max() - target):
+            first, run = program.capacity, whole
+    ghosts: tuple[int, ...] = ()
     order = np.flatnonzero(run.chunks).tolist()  # allocation rows are in time order
     for _ in range(MAX_GHOSTS):
         if run.in_use.max() == target:
@@ -226,9 +269,9 @@ def calibrate(
         )
         if missing is None:
             break
-        tried = simulate(program, requests, (*ghosts, missing))
+        tried = simulate(program, requests, (*ghosts, missing), first)
         if abs(tried.in_use.max() - target) > abs(run.in_use.max() - target):
             break
         ghosts, run = (*ghosts, missing), tried
         order = [row for row in order if tried.chunks[row] != chunks[row]]
-    return ghosts, run
+    return History(first, ghosts), run
