@@ -308,15 +308,38 @@ class Predictor:
     def bounds(
         self, batch: int, runs: tuple[Replayed, Replayed, Replayed, np.ndarray] | None = None
     ) -> dict[tuple[object, object], tuple[int, int, int, int]]:
-        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``.
+        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``; the
+        bounds are ``extremes`` widened to hold the predicted peak."""
+        point, low, high, _ = runs if runs is not None else self.replay(batch)
+        extremes = self.extremes(batch, (low, high))
+        out = {}
+        for key in self.rows:
+            event, peak = point.peak(key)
+            lo, hi = extremes[key]
+            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+        return out
+
+    def extremes(
+        self, batch: int, runs: tuple[Replayed, Replayed] | None = None
+    ) -> dict[tuple[object, object], tuple[int, int]]:
+        """Per (host, allocator): the low and high peaks at ``batch``, without the
+        allocator model (a capacity search asks them of many batch sizes).
 
         Low: no chunk slack, no slack on what was held before the capture, and
-        the largest growing allocation (not a slab) live at that peak left out (TensorFlow may
-        write an op's output into a dying input's buffer, or free it sooner, in
-        another run). High: every chunk as large as the allocator hands out
-        whole, what was held before the capture included (its chunks too)."""
-        point, low, high, _ = runs if runs is not None else self.replay(batch)
-        _, low_sizes, _ = self.sizes(batch)
+        the largest growing allocation (not a slab) live at that peak left out
+        (TensorFlow may write an op's output into a dying input's buffer, or free
+        it sooner, in another run). High: every chunk as large as the allocator
+        hands out whole, what was held before the capture included (its chunks
+        too)."""
+        _, low_sizes, high_sizes = self.sizes(batch)
+        if runs is None:
+            base = self.base
+            low, high = (
+                replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
+                for s in (low_sizes, high_sizes)
+            )
+        else:
+            low, high = runs
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations
@@ -324,7 +347,6 @@ class Predictor:
             grows &= a["xla_program"].isna().to_numpy(dtype=bool)
         out = {}
         for key in self.rows:
-            event, peak = point.peak(key)
             low_event, lo = low.peak(key)
             _, hi = high.peak(key)
             lo -= self.before_slack(key)
@@ -332,8 +354,7 @@ class Predictor:
                 live = self._mine(key) & live_at(self.base.allocations, self.base.ends, low_event)
                 growing = low_sizes[live & grows]
                 lo -= int(growing.max()) if len(growing) else 0
-            hi += self._before(key)
-            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+            out[key] = (lo, hi + self._before(key))
         return out
 
     def _mine(self, key: tuple[object, object]) -> np.ndarray:
