@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from predict_models import COMPILED, MODELS  # noqa: E402
+from predict_models import COMPILED, HELD_OUT, MODELS  # noqa: E402
 
 CACHE = HERE / ".captures" / "predict"
 GOALS = {"one": {False: 0.05, True: 0.10}, "two": 0.02}
@@ -60,7 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--out", type=Path, default=HERE / "PREDICT_RESULTS.md")
     parser.add_argument("--no-capacity", action="store_true", help="skip the capacity check")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="only the models never tuned on (HELD_OUT): every pair of B, 2B, 4B",
+    )
     args = parser.parse_args(argv)
+    if args.held_out:
+        out = args.out if args.out != HERE / "PREDICT_RESULTS.md" else HERE / "PREDICT_HELD_OUT.md"
+        out.write_text(_held_out_markdown())
+        print(f"wrote {out}")
+        return 0
 
     import traceparse
     from traceparse.analysis.predict_capacity import capacity_fit
@@ -207,6 +217,41 @@ def _pairs_markdown(pairs: list[dict]) -> str:  # type: ignore[type-arg]
             f"| {model} | {', '.join(map(str, mine[0]['batches']))} | {len(mine)} "
             f"| {sum(p['in_bounds'] for p in mine)} | {errors.mean():.1%} | {errors.max():.1%} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def _held_out_markdown() -> str:
+    """Each held-out model at B, 2B and 4B: every ordered pair from one capture, and
+    4B from B and 2B."""
+    import traceparse
+
+    lines = [
+        "# Predicting the peak: models not tuned on",
+        "",
+        "Made by `python benchmarks/bench_predict.py --held-out`: the models of "
+        "`HELD_OUT` in `benchmarks/predict_models.py`, captured like the benchmark's. "
+        "Sizes in MiB; error = predicted / real - 1.",
+        "",
+        "| model | from batch | to batch | real | predicted | low | high | error "
+        "| real in bounds |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for model, b in HELD_OUT.items():
+        profiles = {k: traceparse.load(str(capture(model, b * k))) for k in (1, 2, 4)}
+        real = {k: real_peak(p) for k, p in profiles.items()}
+        cases = [(s, d, None) for s in (1, 2, 4) for d in (1, 2, 4) if s != d]
+        for src, dst, other in [*cases, (1, 4, 2)]:
+            other_profile = profiles[other] if other else None
+            row = profiles[src].predict(b * dst, other=other_profile).iloc[0]
+            pred, low, high = (
+                int(row[c]) for c in ("predicted_peak_bytes", "low_bytes", "high_bytes")
+            )
+            source = f"{b * src}" + (f" + {b * other}" if other else "")
+            lines.append(
+                f"| {model} | {source} | {b * dst} | {mib(real[dst])} | {mib(pred)} "
+                f"| {mib(low)} | {mib(high)} | {pred / real[dst] - 1:+.1%} "
+                f"| {'yes' if low <= real[dst] <= high else 'no'} |"
+            )
     return "\n".join(lines) + "\n"
 
 
