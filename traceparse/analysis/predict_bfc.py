@@ -174,25 +174,23 @@ def simulate(
                 bfc.free(live.pop(ref))
         for address in live.values():
             bfc.free(address)
-    counter = np.full(len(program.events), np.nan)
+    counter: list[float] = [np.nan] * len(program.events)
     addresses: dict[int, int] = {}
     chunks = [0] * len(requests)
-    places = program.places
-    for i in range(len(kinds)):
-        ref = refs[i]
-        kind = kinds[i]
+    allocate, free = bfc.allocate, bfc.free  # the loop runs once per event
+    for kind, ref, place in zip(kinds, refs, program.places, strict=True):
         if kind == ALLOC:
             size = int(requests[ref])
             if size > 0:
-                addresses[ref], chunks[ref] = bfc.allocate(size)
+                addresses[ref], chunks[ref] = allocate(size)
         elif kind == FREE:
             address = addresses.pop(ref, -1)
             if address >= 0:  # not sent to this allocator: nothing to free
-                bfc.free(address)
+                free(address)
         else:
-            bfc.free(pre[ref])
-        counter[places[i]] = bfc.in_use
-    filled = pd.Series(counter).ffill().to_numpy(dtype=np.float64, na_value=0.0)
+            free(pre[ref])
+        counter[place] = bfc.in_use
+    filled = pd.Series(counter, dtype=np.float64).ffill().to_numpy(na_value=0.0)
     return Simulated(
         filled + program.reserved, np.asarray(chunks, dtype=np.int64), list(bfc.regions)
     )
