@@ -230,18 +230,18 @@ class Predictor:
         """The predicted counter after every event, and the bytes each allocation
         holds, at ``batch``: the allocator model's (at the captured batch, the
         capture's own)."""
-        held, _, _ = self.sizes(batch)
-        run = replay(
-            self.base.timeline, self.base.allocations, self.base.ends, self.held, held, self.rows
-        )
         if batch == self.batch:  # the prediction at the captured batch is the capture
-            return run, held
-        held = held.copy()
-        for key, simulated in self.runs(batch).items():
-            run.bytes[key] = simulated.in_use
+            held, _, _ = self.sizes(batch)
+            base = self.base
+            return replay(
+                base.timeline, base.allocations, base.ends, self.held, held, self.rows
+            ), held
+        runs = self.runs(batch)
+        held = np.zeros(len(self.held))
+        for key, simulated in runs.items():
             mine = self._mine(key)
             held[mine] = simulated.chunks[mine]
-        return run, held
+        return Replayed(dict(self.rows), {key: run.in_use for key, run in runs.items()}), held
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high."""
