@@ -2,8 +2,10 @@
 
 From one capture: every allocation's request is sized at the new batch by
 its shape (``predict_batch``), a linked XLA slab by its HLO buffers' shapes
-(``predict_xla``), and the allocations are replayed in their captured order
-(``predict_replay``). From two captures of the same program at two batch
+(``predict_xla``), and the allocator's events are replayed in their captured
+order through a model of the BFC allocator (``predict_bfc``), which places
+every chunk; the bounds replay the captured counter with each chunk at its
+smallest and largest (``predict_replay``). From two captures of the same program at two batch
 sizes, allocations are matched by (host, allocator, step, op, occurrence) and
 each request fitted affinely in the batch (``predict_fit``); the capture
 nearer the target gives the order.
