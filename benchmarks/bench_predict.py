@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from predict_models import COMPILED, MODELS  # noqa: E402
+from predict_models import COMPILED, HELD_OUT, MODELS  # noqa: E402
 
 CACHE = HERE / ".captures" / "predict"
 GOALS = {"one": {False: 0.05, True: 0.10}, "two": 0.02}
@@ -60,7 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--out", type=Path, default=HERE / "PREDICT_RESULTS.md")
     parser.add_argument("--no-capacity", action="store_true", help="skip the capacity check")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="only the models never tuned on (HELD_OUT): every pair of B, 2B, 4B",
+    )
     args = parser.parse_args(argv)
+    if args.held_out:
+        out = args.out if args.out != HERE / "PREDICT_RESULTS.md" else HERE / "PREDICT_HELD_OUT.md"
+        out.write_text(_held_out_markdown())
+        print(f"wrote {out}")
+        return 0
 
     import traceparse
     from traceparse.analysis.predict_capacity import capacity_fit
@@ -147,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     pairs = _all_pairs(args.models)
-    args.out.write_text(_markdown(rows, fits) + _pairs_markdown(pairs))
+    args.out.write_text(
+        _markdown(rows, fits) + _pairs_markdown(pairs) + _model_markdown(args.models)
+    )
     print(f"wrote {args.out}")
     return 0
 
@@ -206,6 +218,133 @@ def _pairs_markdown(pairs: list[dict]) -> str:  # type: ignore[type-arg]
             f"| {sum(p['in_bounds'] for p in mine)} | {errors.mean():.1%} | {errors.max():.1%} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _held_out_markdown() -> str:
+    """Each held-out model at B, 2B and 4B: every ordered pair from one capture, and
+    4B from B and 2B."""
+    import traceparse
+
+    lines = [
+        "# Predicting the peak: models not tuned on",
+        "",
+        "Made by `python benchmarks/bench_predict.py --held-out`: the models of "
+        "`HELD_OUT` in `benchmarks/predict_models.py`, captured like the benchmark's. "
+        "Sizes in MiB; error = predicted / real - 1.",
+        "",
+        "| model | from batch | to batch | real | predicted | low | high | error "
+        "| real in bounds |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for model, b in HELD_OUT.items():
+        profiles = {k: traceparse.load(str(capture(model, b * k))) for k in (1, 2, 4)}
+        real = {k: real_peak(p) for k, p in profiles.items()}
+        cases = [(s, d, None) for s in (1, 2, 4) for d in (1, 2, 4) if s != d]
+        for src, dst, other in [*cases, (1, 4, 2)]:
+            other_profile = profiles[other] if other else None
+            row = profiles[src].predict(b * dst, other=other_profile).iloc[0]
+            pred, low, high = (
+                int(row[c]) for c in ("predicted_peak_bytes", "low_bytes", "high_bytes")
+            )
+            source = f"{b * src}" + (f" + {b * other}" if other else "")
+            lines.append(
+                f"| {model} | {source} | {b * dst} | {mib(real[dst])} | {mib(pred)} "
+                f"| {mib(low)} | {mib(high)} | {pred / real[dst] - 1:+.1%} "
+                f"| {'yes' if low <= real[dst] <= high else 'no'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _model_markdown(models: list[str]) -> str:
+    """How closely the allocator model (analysis/bfc.py) replays each cached capture
+    at its own requests, and how fast it runs."""
+    import re
+
+    import numpy as np
+
+    import traceparse
+    from traceparse.analysis.liveness import held_bytes
+    from traceparse.analysis.peak import in_use
+    from traceparse.analysis.predict_bfc import simulate
+    from traceparse.core.profile import predictor_of
+
+    lines = [
+        "",
+        "## The allocator model against the captures",
+        "",
+        "Each cached capture replayed through the BFC model at its own requests, after "
+        "the history it rebuilds (chunks held before the capture, a warm-up step, free "
+        "regions the capture shows: `ghosts`): allocations whose chunk is the captured "
+        "`allocation_bytes`, events after which the counter is the captured "
+        "`bytes_allocated`, and the peak.",
+        "",
+        "| capture | allocations | chunks equal | events | counter equal | captured peak "
+        "| model's peak | error | ghosts (MiB) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for path in sorted(CACHE.iterdir()):
+        match = re.fullmatch(r"(\w+?)_(\d+)", path.name)
+        if not (match and match.group(1) in models and any(path.rglob("*.xplane.pb"))):
+            continue
+        profile = traceparse.load(str(path))
+        predictor = predictor_of(profile)
+        held = held_bytes(profile.allocations)
+        counter = in_use(profile.timeline)
+        for key, program in predictor.programs.items():
+            history = predictor.histories[key]
+            ghosts = history.ghosts
+            run = simulate(
+                program, predictor._sent(predictor.requested), ghosts, history.first_region
+            )
+            rows = np.flatnonzero(run.chunks)
+            chunks = run.chunks[rows]
+            captured = counter[predictor.rows[key]]
+            peak, model = int(captured.max()), int(run.in_use.max())
+            lines.append(
+                f"| {path.name} | {len(rows)} | {int((chunks == held[rows]).sum())} "
+                f"| {len(captured)} | {int((run.in_use == captured).sum())} | {mib(peak)} "
+                f"| {mib(model)} | {model / peak - 1:+.1%} "
+                f"| {', '.join(mib(g) for g in ghosts) or 'none'} |"
+            )
+    events, seconds = _model_speed()
+    lines += [
+        "",
+        f"Speed: {events:,} events (a synthetic allocator workload, 500,000 allocations "
+        f"of 256 KiB to 64 MiB, each freed within 200 events) in {seconds:.2f} s: "
+        f"{seconds / events * 1e5:.2f} s per 100,000 events.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _model_speed() -> tuple[int, float]:
+    import numpy as np
+
+    from traceparse.analysis.predict_bfc import ALLOC, FREE, Program, simulate
+
+    rng = np.random.default_rng(0)
+    n = 500_000
+    sizes = np.exp(rng.uniform(np.log(256 << 10), np.log(64 << 20), n))
+    life = rng.integers(1, 200, n)
+    when = np.concatenate([2 * np.arange(n), 2 * (np.arange(n) + life) + 1])
+    order = np.argsort(when, kind="stable")
+    kinds = np.concatenate([np.full(n, ALLOC), np.full(n, FREE)])[order].tolist()
+    refs = np.concatenate([np.arange(n), np.arange(n)])[order].tolist()
+    program = Program(
+        events=np.arange(2 * n),
+        kinds=kinds,
+        refs=refs,
+        places=list(range(2 * n)),
+        pre=[],
+        held=[],
+        before=0,
+        capacity=0,
+        warm=[],
+        reserved=np.zeros(2 * n),
+    )
+    start = time.perf_counter()
+    simulate(program, sizes)
+    return 2 * n, time.perf_counter() - start
 
 
 def _bounds(predictor, key, batch):  # type: ignore[no-untyped-def]

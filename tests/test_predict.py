@@ -141,7 +141,7 @@ def test_one_capture_predicts_the_other(
     row = table.iloc[0]
     real = _peak(eager[target])
     assert row["low_bytes"] <= real <= row["high_bytes"]
-    assert abs(row["predicted_peak_bytes"] / real - 1) < 0.12  # measured: -10.5%, -4.5%
+    assert abs(row["predicted_peak_bytes"] / real - 1) < 0.12  # measured: +1.1% (128 to 256), -9.1%
     # The parts at the predicted peak sum to it, and the activations grew.
     roles = table[
         [
@@ -154,9 +154,17 @@ def test_one_capture_predicts_the_other(
     assert int(roles.iloc[0].sum()) == row["predicted_peak_bytes"]
     breakdown = table.attrs["breakdown"]
     assert int(breakdown["bytes"].sum()) == row["predicted_peak_bytes"]
-    growing = breakdown[breakdown["basis"] == BATCH_DIM]
-    assert len(growing)
-    grew = int(growing["bytes"].sum()) - int(growing["captured_bytes"].sum())
+    # Every allocation the model sends to the allocator holds a chunk of at least
+    # its new request, rounded to the granule, and under twice that (or it was split).
+    predictor = predictor_of(eager[source])
+    _, held = predictor.point(target)
+    requests, _, _ = predictor.sizing.at(target)
+    sent = predictor._sent(requests) > 0
+    rounded = np.ceil(requests[sent] / 256) * 256
+    assert (held[sent] >= rounded).all() and (held[sent] < 2 * rounded).all()
+    assert (held[~sent] == 0).all()
+    growing = predictor.sizing.basis == BATCH_DIM
+    grew = held[growing].sum() - predictor.held[growing].sum()
     assert grew > 0 if target > source else grew < 0
 
 

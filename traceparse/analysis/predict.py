@@ -2,8 +2,10 @@
 
 From one capture: every allocation's request is sized at the new batch by
 its shape (``predict_batch``), a linked XLA slab by its HLO buffers' shapes
-(``predict_xla``), and the allocations are replayed in their captured order
-(``predict_replay``). From two captures of the same program at two batch
+(``predict_xla``), and the allocator's events are replayed in their captured
+order through a model of the BFC allocator (``predict_bfc``), which places
+every chunk; the bounds replay the captured counter with each chunk at its
+smallest and largest (``predict_replay``). From two captures of the same program at two batch
 sizes, allocations are matched by (host, allocator, step, op, occurrence) and
 each request fitted affinely in the batch (``predict_fit``); the capture
 nearer the target gives the order.
@@ -16,6 +18,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,14 @@ from traceparse.analysis.layer_names import (
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
+from traceparse.analysis.predict_bfc import (
+    History,
+    Simulated,
+    calibrate,
+    inventory_chunks,
+    programs,
+    simulate,
+)
 from traceparse.analysis.predict_fit import fit_two, match_keys
 from traceparse.analysis.predict_parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict_replay import (
@@ -155,6 +166,84 @@ class Predictor:
             fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
         self.rows = groups(base.timeline)
         self.pooled = a["allocator"].astype(object).to_numpy() == POOLED_ALLOCATOR
+        # The allocator model (analysis/bfc.py, predict_bfc.py) places every chunk at
+        # the new sizes, after the history it rebuilds (the chunks held before the
+        # capture, a warm-up step), with the free regions the capture shows that
+        # history lacks (``calibrate``). Its replay at the captured requests, against
+        # the captured counter, is ``simulated_peaks`` (docs/predict.md, measured).
+        self.programs = programs(
+            base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
+        )
+        self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+
+    @cached_property
+    def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
+        """Per (host, allocator): what the rebuilt history needs (``calibrate``), and
+        the model's peak replaying the capture at its own requests. Made when first
+        needed: a prediction at the captured batch needs no model."""
+        captured = in_use(self.base.timeline)
+        sent = self._sent(self.requested)
+        out = {}
+        for key, program in self.programs.items():
+            history, run = calibrate(program, sent, self.held, captured[self.rows[key]])
+            out[key] = (history, round(float(run.in_use.max())))
+        return out
+
+    @property
+    def histories(self) -> dict[tuple[object, object], History]:
+        return {key: found[0] for key, found in self._calibrated.items()}
+
+    @property
+    def ghosts(self) -> dict[tuple[object, object], tuple[int, ...]]:
+        return {key: found[0].ghosts for key, found in self._calibrated.items()}
+
+    @property
+    def simulated_peaks(self) -> dict[tuple[object, object], int]:
+        return {key: found[1] for key, found in self._calibrated.items()}
+
+    def _sent(self, requests: np.ndarray) -> np.ndarray:
+        """The requests that reach the BFC allocator (0: none)."""
+        sent = np.rint(requests)
+        # oneDNN's CPU allocator serves requests under 256 KiB from its pool.
+        sent[self.pooled & (requests < POOLED_BELOW)] = 0.0
+        return sent
+
+    def _simulate(
+        self, requests: np.ndarray, only: set[tuple[object, object]]
+    ) -> dict[tuple[object, object], Simulated]:
+        sent = self._sent(requests)
+        found = self.histories
+        return {
+            key: simulate(self.programs[key], sent, found[key].ghosts, found[key].first_region)
+            for key in only
+        }
+
+    def runs(self, batch: int) -> dict[tuple[object, object], Simulated]:
+        """The allocator model at ``batch``, per (host, allocator) (the last few batch
+        sizes asked are kept: a capacity search asks each several times)."""
+        if batch not in self._runs:
+            point, _, _ = self.sizing.at(batch)
+            if len(self._runs) >= 2:
+                self._runs.pop(next(iter(self._runs)))
+            self._runs[batch] = self._simulate(point, set(self.programs))
+        return self._runs[batch]
+
+    def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+        """The predicted counter after every event, and the bytes each allocation
+        holds, at ``batch``: the allocator model's (at the captured batch, the
+        capture's own)."""
+        if batch == self.batch:  # the prediction at the captured batch is the capture
+            held, _, _ = self.sizes(batch)
+            base = self.base
+            return replay(
+                base.timeline, base.allocations, base.ends, self.held, held, self.rows
+            ), held
+        runs = self.runs(batch)
+        held = np.zeros(len(self.held))
+        for key, simulated in runs.items():
+            mine = self._mine(key)
+            held[mine] = simulated.chunks[mine]
+        return Replayed(dict(self.rows), {key: run.in_use for key, run in runs.items()}), held
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high."""
@@ -174,13 +263,14 @@ class Predictor:
         return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
-        point, low, high = self.sizes(batch)
+        _, low, high = self.sizes(batch)
         base = self.base
         runs = [
             replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
-            for s in (point, low, high)
+            for s in (low, high)
         ]
-        return runs[0], runs[1], runs[2], point
+        point, held = self.point(batch)
+        return point, runs[0], runs[1], held
 
     def at(self, batch: int) -> pd.DataFrame:
         """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""
@@ -220,15 +310,38 @@ class Predictor:
     def bounds(
         self, batch: int, runs: tuple[Replayed, Replayed, Replayed, np.ndarray] | None = None
     ) -> dict[tuple[object, object], tuple[int, int, int, int]]:
-        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``.
+        """Per (host, allocator): (event, predicted peak, low, high) at ``batch``; the
+        bounds are ``extremes`` widened to hold the predicted peak."""
+        point, low, high, _ = runs if runs is not None else self.replay(batch)
+        extremes = self.extremes(batch, (low, high))
+        out = {}
+        for key in self.rows:
+            event, peak = point.peak(key)
+            lo, hi = extremes[key]
+            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+        return out
+
+    def extremes(
+        self, batch: int, runs: tuple[Replayed, Replayed] | None = None
+    ) -> dict[tuple[object, object], tuple[int, int]]:
+        """Per (host, allocator): the low and high peaks at ``batch``, without the
+        allocator model (a capacity search asks them of many batch sizes).
 
         Low: no chunk slack, no slack on what was held before the capture, and
-        the largest growing allocation (not a slab) live at that peak left out (TensorFlow may
-        write an op's output into a dying input's buffer, or free it sooner, in
-        another run). High: every chunk as large as the allocator hands out
-        whole, what was held before the capture included (its chunks too)."""
-        point, low, high, _ = runs if runs is not None else self.replay(batch)
-        _, low_sizes, _ = self.sizes(batch)
+        the largest growing allocation (not a slab) live at that peak left out
+        (TensorFlow may write an op's output into a dying input's buffer, or free
+        it sooner, in another run). High: every chunk as large as the allocator
+        hands out whole, what was held before the capture included (its chunks
+        too)."""
+        _, low_sizes, high_sizes = self.sizes(batch)
+        if runs is None:
+            base = self.base
+            low, high = (
+                replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
+                for s in (low_sizes, high_sizes)
+            )
+        else:
+            low, high = runs
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations
@@ -236,7 +349,6 @@ class Predictor:
             grows &= a["xla_program"].isna().to_numpy(dtype=bool)
         out = {}
         for key in self.rows:
-            event, peak = point.peak(key)
             low_event, lo = low.peak(key)
             _, hi = high.peak(key)
             lo -= self.before_slack(key)
@@ -244,8 +356,7 @@ class Predictor:
                 live = self._mine(key) & live_at(self.base.allocations, self.base.ends, low_event)
                 growing = low_sizes[live & grows]
                 lo -= int(growing.max()) if len(growing) else 0
-            hi += self._before(key)
-            out[key] = (event, peak, min(lo, peak), max(hi, peak))
+            out[key] = (lo, hi + self._before(key))
         return out
 
     def _mine(self, key: tuple[object, object]) -> np.ndarray:

@@ -13,8 +13,9 @@ The rule, from the shapes the allocator recorded (docs/predict.md):
   leading dimension is the batch times a per-example size seen elsewhere
   (flattened tensors: ``[589824]`` = 16 x 36864).
 - A tensor without a recorded shape (XLA argument copies, temp buffers) is
-  unknown: it grows when its request is that of a growing tensor, and its
-  bounds cover both.
+  unknown: it grows when its request is that of a growing tensor, or when no
+  op made it (the step's inputs, copied from the host array outside any op)
+  and its request is a multiple of the batch; its bounds cover both.
 
 Every allocation gets a ``Sizing``: its request as ``fixed + per_example * N``
 under the chosen rule and under the alternative, and the basis of the choice.
@@ -38,6 +39,7 @@ NO_BATCH_DIM = "shape: no batch dimension"
 WEIGHT_SHAPE = "shape: a weight's shape"
 UNSHAPED_MATCH = "no shape: request of a growing tensor"
 UNSHAPED_KEPT = "no shape: kept as captured"
+UNSHAPED_INPUT = "no shape, no op: a step's input"
 FITTED = "two captures: affine fit"
 HLO = "HLO buffers' shapes"
 BASES = (
@@ -47,11 +49,12 @@ BASES = (
     WEIGHT_SHAPE,
     UNSHAPED_MATCH,
     UNSHAPED_KEPT,
+    UNSHAPED_INPUT,
     FITTED,
     HLO,
 )
 # Bases whose scaling is not read off a shape: their bounds cover both rules.
-UNCERTAIN = frozenset({WEIGHT_SHAPE, UNSHAPED_MATCH, UNSHAPED_KEPT})
+UNCERTAIN = frozenset({WEIGHT_SHAPE, UNSHAPED_MATCH, UNSHAPED_KEPT, UNSHAPED_INPUT})
 
 _DIMS = re.compile(r"-?\d+")
 
@@ -160,6 +163,11 @@ def sizing(
     ``example_bytes``: bytes per example of inputs known otherwise (XLA parameters)."""
     n = len(allocations)
     shapes = allocations["shape"].astype(object).to_numpy()
+    no_op = (
+        allocations["op"].isna().to_numpy(dtype=bool)
+        if "op" in allocations
+        else np.zeros(n, dtype=bool)
+    )
     parsed = [dims(s) for s in shapes]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
     fixed = requested.astype(np.float64)
@@ -192,6 +200,10 @@ def sizing(
         scaled = requested[i] / batch
         if requested[i] % batch == 0 and int(requested[i]) // batch in growing_sizes:
             basis[i] = UNSHAPED_MATCH
+            per[i], fixed[i] = scaled, 0.0
+            alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
+        elif no_op[i] and requested[i] % batch == 0:
+            basis[i] = UNSHAPED_INPUT
             per[i], fixed[i] = scaled, 0.0
             alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
         else:

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.predict import Predictor
-from traceparse.analysis.predict_replay import replay
 
 Key = tuple[object, object]
 # The largest batch the search tries.
@@ -86,23 +85,35 @@ def _bisect(fits: Any, low: int, high: int) -> int:
 def capacity_fit(predictor: Predictor, key: Key, capacity: int, batch: int) -> Fit:
     """The capacity answer for ``key``: the largest batch that fits ``capacity``
     (by the prediction, and by each bound), and the asked ``batch`` against it."""
-    cache: dict[int, tuple[int, int, int]] = {}
+    points: dict[int, int] = {}
+    extremes: dict[int, tuple[int, int]] = {}
+
+    def model(n: int) -> int:
+        if n not in points:
+            points[n] = predictor.point(n)[0].peak(key)[1]
+        return points[n]
+
+    def extreme(n: int) -> tuple[int, int]:
+        if n not in extremes:
+            extremes[n] = predictor.extremes(n)[key]
+        return extremes[n]
 
     def peaks(n: int) -> tuple[int, int, int]:
-        if n not in cache:
-            cache[n] = _peaks(predictor, n, key)
-        return cache[n]
+        low, high = extreme(n)
+        return model(n), min(low, model(n)), max(high, model(n))
 
-    largest = _largest(lambda n: peaks(n)[0] <= capacity)
-    sure = _largest(lambda n: peaks(n)[2] <= capacity)
-    possible = _largest(lambda n: peaks(n)[1] <= capacity)
+    # The bounds hold the predicted peak: a bound decides alone where it can, and
+    # the allocator model runs only where it must (it is the costly part).
+    largest = _largest(lambda n: model(n) <= capacity)
+    sure = _largest(lambda n: extreme(n)[1] <= capacity and model(n) <= capacity)
+    possible = _largest(lambda n: extreme(n)[0] <= capacity or model(n) <= capacity)
     point, low, high = peaks(batch)
     return Fit(
         host=key[0],
         allocator=key[1],
         capacity_bytes=capacity,
         largest=largest,
-        largest_peak_bytes=None if largest is None else peaks(largest)[0],
+        largest_peak_bytes=None if largest is None else model(largest),
         largest_sure=sure,
         largest_possible=possible,
         batch_size=batch,
@@ -187,11 +198,7 @@ def report_curves(predictor: Predictor) -> dict[tuple[str, str], dict[str, Any]]
         if n in bounds:
             return bounds[n][key][1]
         if n not in points:
-            sizes, _, _ = predictor.sizes(n)
-            base = predictor.base
-            run = replay(
-                base.timeline, base.allocations, base.ends, predictor.held, sizes, predictor.rows
-            )
+            run, _ = predictor.point(n)
             points[n] = {k: run.peak(k)[1] for k in predictor.rows}
         return points[n][key]
 

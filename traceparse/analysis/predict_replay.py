@@ -4,8 +4,10 @@ The allocator's in-use counter after each event is the captured one plus, for
 every allocation made and not yet freed by then, the change in the bytes it
 holds (its chunk: the request rounded up to the BFC allocator's 256-byte
 granule, plus the slack of an unsplit chunk). Bytes from before the capture
-and the reservation stay as captured. Nothing is re-placed: the allocator may
-split and merge chunks differently at another size (docs/predict.md).
+and the reservation stay as captured. Nothing is re-placed: this gives the
+bounds (each chunk at its smallest and at its largest) and the prediction at
+the captured batch; the point estimate elsewhere places every chunk
+(``predict_bfc``, docs/predict.md).
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ class PredictCommand(Command):
     Every allocation of the newest run under PATH is sized at the new batch
     from its shape (the captured batch size is the leading dimension its inputs
     and activations share, or --from-batch), a compiled program's slab from its
-    HLO buffers' shapes, and the allocations are replayed in their order. Per
+    HLO buffers' shapes, and the allocations are replayed in their order
+    through a model of the BFC allocator (where each chunk goes). Per
     allocator: the predicted peak with low and high bounds, its moment, its
     parts by role and layer with how each was sized, and the largest batch size
     that fits --capacity (default: the allocator's capacity in the capture).

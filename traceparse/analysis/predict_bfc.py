@@ -1,0 +1,275 @@
+"""Replay a capture's allocator events through the BFC model (``analysis/bfc.py``)
+at new request sizes: the in-use counter after every event, and each chunk.
+
+The allocator's state when the capture started is not in the capture, so it is
+rebuilt from what the capture does show, in the order a training script makes
+it: the chunks held before the capture (the inventoried variables the profiler
+sees, then the rest of the bytes held, then the chunks the capture
+frees without having seen them allocated), and a warm-up: the events of the
+first captured step replayed once (the capture starts after a step of the same
+program), its leftovers freed. Then the captured events, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.bfc import BFC, FIRST_REGION, GRANULE, is_region, rounded_bytes
+from traceparse.analysis.liveness import STILL_LIVE
+
+ALLOC, FREE, PREFREE = 0, 1, 2
+
+
+@dataclass
+class Program:
+    """One (host, allocator)'s events as the model replays them."""
+
+    events: np.ndarray  # the group's timeline rows, in order
+    kinds: list[int]  # per item: ALLOC, FREE (an allocation's end) or PREFREE
+    refs: list[int]  # allocation row, or index into ``pre``
+    places: list[int]  # per item: index into ``events`` of the row it happens at
+    pre: list[int]  # chunks held before the capture and freed in it
+    held: list[int]  # chunks held before the capture and kept (allocated first)
+    before: int  # the counter when the capture started (without reservations)
+    # The allocator's memory limit (in use + available) where it may reserve it up
+    # front (a device's allocator); 0 where it always grows on demand, or unknown.
+    capacity: int
+    warm: list[int]  # items of the first step: the warm-up
+    reserved: np.ndarray  # reserved bytes after each event (added to the counter)
+
+
+def programs(
+    timeline: pd.DataFrame,
+    allocations: pd.DataFrame,
+    ends: np.ndarray,
+    rows: dict[tuple[object, object], np.ndarray],
+    kept: dict[object, list[int]] | None = None,
+) -> dict[tuple[object, object], Program]:
+    """A Program per (host, allocator). ``kept``: chunk sizes known to be held before
+    the capture (the inventoried variables), allocated before the rest."""
+    start = allocations["alloc_event"].to_numpy(dtype=np.int64)
+    step = allocations["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+    owner = pd.MultiIndex.from_arrays(
+        [allocations["host"].astype(object), allocations["allocator"].astype(object)]
+    )
+    kind = timeline["kind"].astype(object).to_numpy()
+    in_use = _column(timeline, "in_use_bytes")
+    delta = _column(timeline, "delta_bytes")
+    reserved = _column(timeline, "reserved_bytes")
+    available = _column(timeline, "available_bytes")
+    chunk = _column(timeline, "allocation_bytes")
+    out = {}
+    for key, events in rows.items():
+        mine = np.flatnonzero(owner.isin([key])) if len(allocations) else np.zeros(0, np.int64)
+        stop = ends[mine]
+        freed = stop != STILL_LIVE
+        # Deallocations that end no captured allocation: chunks from before the capture.
+        ended = set(stop[freed].tolist())
+        lone = [int(r) for r in events if kind[r] == "deallocation" and int(r) not in ended]
+        pre = [int(chunk[r]) if chunk[r] > 0 else int(-delta[r]) for r in lone]
+        item_rows = np.concatenate([stop[freed], np.asarray(lone, np.int64), start[mine]])
+        item_kind = np.concatenate(
+            [
+                np.full(int(freed.sum()), FREE),
+                np.full(len(lone), PREFREE),
+                np.full(len(mine), ALLOC),
+            ]
+        )
+        item_ref = np.concatenate([mine[freed], np.arange(len(lone)), mine])
+        # At one row, an end (a dropped free) comes before the allocation it makes room for.
+        order = np.lexsort((item_kind == ALLOC, item_rows))
+        item_rows, item_kind, item_ref = item_rows[order], item_kind[order], item_ref[order]
+        steps = step[mine]
+        warm: list[int] = []
+        if np.isfinite(steps).any():
+            first = np.nanmin(steps)
+            of_first = set(mine[steps == first].tolist())
+            warm = [
+                i
+                for i in range(len(item_ref))
+                if item_kind[i] != PREFREE and int(item_ref[i]) in of_first
+            ]
+        first_row = int(events[0])
+        before = in_use[first_row] - delta[first_row] - reserved[first_row]
+        known = [k for k in (kept or {}).get(key[1], []) if k > 0]
+        if before - sum(pre) - sum(known) < 0:  # the inventory does not fit what was held
+            known = []
+        out[key] = Program(
+            events=events,
+            kinds=item_kind.tolist(),
+            refs=item_ref.tolist(),
+            places=np.searchsorted(events, item_rows).tolist(),
+            pre=pre,
+            held=known,
+            before=max(int(before), 0),
+            capacity=0
+            if grows_on_demand(key[1])
+            else int(in_use[first_row] + available[first_row]),
+            warm=warm,
+            reserved=reserved[events],
+        )
+    return out
+
+
+def grows_on_demand(allocator: object) -> bool:
+    """Whether ``allocator`` always grows its regions on demand: oneDNN's CPU
+    allocator and TensorFlow's host allocators are made with ``allow_growth``; a
+    device's may reserve its whole memory up front instead."""
+    name = str(allocator).lower()
+    return name in ("mklcpu", "cpu") or "host" in name
+
+
+def _column(timeline: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in timeline:
+        return np.zeros(len(timeline))
+    return timeline[name].to_numpy(dtype=np.float64, na_value=0.0)
+
+
+@dataclass
+class Simulated:
+    in_use: np.ndarray  # the counter after each of the program's events
+    chunks: np.ndarray  # per allocation row: its chunk (0: not allocated here)
+    regions: list[int]
+
+
+def simulate(
+    program: Program,
+    requests: np.ndarray | list[float],
+    ghosts: tuple[int, ...] = (),
+    first_region: int = FIRST_REGION,
+    warm_up: bool = True,
+) -> Simulated:
+    """Replays ``program`` with allocation row i asking ``requests[i]`` bytes (0 or
+    less: not sent to this allocator). ``ghosts``: free chunks the capture shows the
+    allocator had at its start that the rebuilt history does not make;
+    ``first_region``: the allocator's first region (2 MiB when it grows on demand,
+    its whole memory limit when it reserves that up front)."""
+    bfc = BFC(first_region)
+    for size in program.held:
+        bfc.allocate(size)
+    # The rest of the counter when the capture started, in pieces that fill their
+    # chunks exactly (powers of two, largest first): the captured counter already
+    # counts whatever slack the real chunks had, so the model must add none.
+    rest = (program.before - bfc.in_use - sum(program.pre)) // GRANULE * GRANULE
+    for bit in reversed(range(max(rest, 0).bit_length())):
+        if rest >> bit & 1:
+            bfc.allocate(1 << bit)
+    pre = [bfc.allocate(size)[0] for size in program.pre]
+    for size in ghosts:
+        bfc.add_region(size)
+    kinds, refs = program.kinds, program.refs
+    requests = np.asarray(requests).tolist()  # a list indexes faster in the loop
+    if warm_up and program.warm:
+        live: dict[int, int] = {}
+        for i in program.warm:
+            ref = refs[i]
+            if kinds[i] == ALLOC:
+                size = int(requests[ref])
+                if size > 0:
+                    live[ref] = bfc.allocate(size)[0]
+            elif ref in live:
+                bfc.free(live.pop(ref))
+        for address in live.values():
+            bfc.free(address)
+    counter: list[float] = [np.nan] * len(program.events)
+    addresses: dict[int, int] = {}
+    chunks = [0] * len(requests)
+    allocate, free = bfc.allocate, bfc.free  # the loop runs once per event
+    for kind, ref, place in zip(kinds, refs, program.places, strict=True):
+        if kind == ALLOC:
+            size = int(requests[ref])
+            if size > 0:
+                addresses[ref], chunks[ref] = allocate(size)
+        elif kind == FREE:
+            address = addresses.pop(ref, -1)
+            if address >= 0:  # not sent to this allocator: nothing to free
+                free(address)
+        else:
+            free(pre[ref])
+        counter[place] = bfc.in_use
+    filled = pd.Series(counter, dtype=np.float64).ffill().to_numpy(na_value=0.0)
+    return Simulated(
+        filled + program.reserved, np.asarray(chunks, dtype=np.int64), list(bfc.regions)
+    )
+
+
+def inventory_chunks(variables: pd.DataFrame | None) -> dict[object, list[int]]:
+    """Per allocator: the bytes of each inventoried variable it held when the capture
+    started, weights first (a model's weights exist before its optimizer's slots)."""
+    if variables is None or variables.empty:
+        return {}
+    mine = variables[
+        variables["traced"].fillna(False).to_numpy(dtype=bool)
+        & variables["at_start"].fillna(False).to_numpy(dtype=bool)
+    ]
+    mine = mine.sort_values("role", key=lambda role: role != "weight", kind="stable")
+    out: dict[object, list[int]] = {}
+    for row in mine.itertuples(index=False):
+        size = 0 if pd.isna(row.estimated_bytes) else int(row.estimated_bytes)
+        out.setdefault(row.allocator, []).append(size)
+    return out
+
+
+# At most this many free chunks are added to the rebuilt history (each one costs a
+# replay of the capture).
+MAX_GHOSTS = 8
+
+
+@dataclass(frozen=True)
+class History:
+    """What the replay adds to the rebuilt history, chosen by ``calibrate``."""
+
+    first_region: int = FIRST_REGION
+    ghosts: tuple[int, ...] = ()
+
+
+def calibrate(
+    program: Program, requests: np.ndarray, chunks: np.ndarray, in_use: np.ndarray
+) -> tuple[History, Simulated]:
+    """The history under which the replay at the captured requests comes closest to
+    the capture, and that replay.
+
+    First the allocator's regions: grown on demand from 2 MiB (TensorFlow's CPU
+    allocator, a GPU with ``allow_growth``) or one region of its whole memory
+    limit reserved up front (a GPU without it, JAX's preallocation); the one whose
+    peak comes closer to the captured peak is kept, growing on a tie. Then the
+    free regions the capture shows. The evidence is a chunk the size of a region
+    (2 MiB doubled) handed out whole (larger than its rounded request): a free
+    region of that size existed when it was allocated. Where the replay gives
+    that allocation another chunk, the history lacked it: it is added, and the
+    replay rerun; kept only while the peak comes no further from the captured
+    one. ``chunks``: per allocation row, the captured chunk;
+    ``in_use``: the captured counter after each of the program's events."""
+    target = float(in_use.max()) if len(in_use) else 0.0
+    first = FIRST_REGION
+    run = simulate(program, requests)
+    if program.capacity > FIRST_REGION:
+        whole = simulate(program, requests, first_region=program.capacity)
+        if abs(whole.in_use.max() - target) < abs(run.in_use.max() - target):
+            first, run = program.capacity, whole
+    ghosts: tuple[int, ...] = ()
+    order = np.flatnonzero(run.chunks).tolist()  # allocation rows are in time order
+    for _ in range(MAX_GHOSTS):
+        if run.in_use.max() == target:
+            break
+        missing = next(
+            (
+                int(chunks[row])
+                for row in order
+                if run.chunks[row] != chunks[row]
+                and chunks[row] > rounded_bytes(int(requests[row]))
+                and is_region(int(chunks[row]))
+            ),
+            None,
+        )
+        if missing is None:
+            break
+        tried = simulate(program, requests, (*ghosts, missing), first)
+        if abs(tried.in_use.max() - target) > abs(run.in_use.max() - target):
+            break
+        ghosts, run = (*ghosts, missing), tried
+        order = [row for row in order if tried.chunks[row] != chunks[row]]
+    return History(first, ghosts), run
