@@ -17,6 +17,13 @@ each in a process of its own. For each model:
 Captures are cached under benchmarks/.captures/predict/ (not committed).
 
     python benchmarks/bench_predict.py [--models cnn_eager ...] [--out FILE.md]
+
+``--repeats K`` measures the run-to-run noise instead: each model is captured
+K times at B, 2B and 4B, each in a fresh process (the benchmark's own capture
+is repeat 0, the others are cached as ``<model>_<batch>_r<i>``); the spread of
+the real peak, and each of the 12 cases predicted from every repeat of its
+input against the median and every repeat of the real peak, replace the
+section ``## Run-to-run noise`` of the output (the other sections are kept).
 """
 
 from __future__ import annotations
@@ -37,9 +44,13 @@ CACHE = HERE / ".captures" / "predict"
 GOALS = {"one": {False: 0.05, True: 0.10}, "two": 0.02}
 
 
-def capture(model: str, batch: int) -> Path:
-    """The cached capture of ``model`` at ``batch``, made if missing."""
-    logdir = CACHE / f"{model}_{batch}"
+def capture(model: str, batch: int, repeat: int = 0) -> Path:
+    """The cached capture of ``model`` at ``batch``, made if missing.
+
+    ``repeat`` > 0 names another run of the same program in a fresh process
+    (``<model>_<batch>_r<repeat>``); repeat 0 is the benchmark's own capture.
+    """
+    logdir = CACHE / (f"{model}_{batch}" + (f"_r{repeat}" if repeat else ""))
     if not any(logdir.rglob("*.xplane.pb")):
         env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
         cmd = [sys.executable, str(HERE / "predict_models.py"), model, str(batch), str(logdir)]
@@ -65,7 +76,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the models never tuned on (HELD_OUT): every pair of B, 2B, 4B",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=0,
+        metavar="K",
+        help="capture each model K times at B, 2B, 4B and report the run-to-run spread",
+    )
     args = parser.parse_args(argv)
+    if args.repeats:
+        section = _repeats_markdown(args.models, args.repeats)
+        _write_section(args.out, REPEATS_HEADING, section)
+        print(f"wrote {args.out}")
+        return 0
     if args.held_out:
         out = args.out if args.out != HERE / "PREDICT_RESULTS.md" else HERE / "PREDICT_HELD_OUT.md"
         out.write_text(_held_out_markdown())
@@ -157,11 +180,167 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     pairs = _all_pairs(args.models)
+    kept = _section(args.out, REPEATS_HEADING)  # the --repeats run's section stays
     args.out.write_text(
-        _markdown(rows, fits) + _pairs_markdown(pairs) + _model_markdown(args.models)
+        _markdown(rows, fits) + _pairs_markdown(pairs) + _model_markdown(args.models) + kept
     )
     print(f"wrote {args.out}")
     return 0
+
+
+REPEATS_HEADING = "## Run-to-run noise"
+
+
+def _section(out: Path, heading: str) -> str:
+    """The section of ``out`` from ``heading`` to the end ("" when absent)."""
+    if not out.exists():
+        return ""
+    text = out.read_text()
+    at = text.find("\n" + heading + "\n")
+    return "" if at < 0 else text[at:]
+
+
+def _write_section(out: Path, heading: str, section: str) -> None:
+    """``out`` with its section from ``heading`` to the end replaced by ``section``."""
+    text = out.read_text() if out.exists() else ""
+    old = _section(out, heading)
+    if old:
+        text = text[: len(text) - len(old)]
+    out.write_text(text.rstrip("\n") + "\n\n" + section.lstrip("\n"))
+
+
+def _repeats(models: list[str], k: int) -> dict[tuple[str, int], list]:  # type: ignore[type-arg]
+    """Each model at B, 2B and 4B, captured ``k`` times (repeat 0 first), loaded.
+
+    The captures are made repeat by repeat, so an interrupted run leaves whole
+    repeats of every model."""
+    import traceparse
+
+    paths: dict[tuple[str, int], list[Path]] = {}
+    for r in range(k):
+        for model in models:
+            for m in (1, 2, 4):
+                start = time.perf_counter()
+                paths.setdefault((model, MODELS[model] * m), []).append(
+                    capture(model, MODELS[model] * m, r)
+                )
+                print(
+                    f"{model:12s} {MODELS[model] * m:4d} repeat {r} "
+                    f"({time.perf_counter() - start:.0f} s)",
+                    flush=True,
+                )
+    return {key: [traceparse.load(str(p)) for p in ps] for key, ps in paths.items()}
+
+
+def _requested_at_peak(profile) -> int:  # type: ignore[no-untyped-def]
+    """The requested bytes of the capture's allocations live at its peak."""
+    a = profile.allocations
+    at = profile.peak["time_ps"].iloc[int(profile.peak["in_use_bytes"].argmax())]
+    live = (a["alloc_ps"] <= at) & (a["free_ps"].isna() | (a["free_ps"] > at))
+    return int(a.loc[live, "requested_bytes"].sum())
+
+
+def _repeats_markdown(models: list[str], k: int) -> str:
+    """The run-to-run spread of the real peak, and the 12 cases predicted from each
+    repeat of their input against the median and every repeat of the real peak."""
+    import numpy as np
+
+    profiles = _repeats(models, k)
+    real = {key: [real_peak(p) for p in ps] for key, ps in profiles.items()}
+    asked = {key: [_requested_at_peak(p) for p in ps] for key, ps in profiles.items()}
+    lines = [
+        REPEATS_HEADING,
+        "",
+        f"Made by `python benchmarks/bench_predict.py --repeats {k}`: each model captured "
+        f"{k} times at B, 2B and 4B, each capture in a fresh process (repeat 0 is the "
+        "capture of the tables above; the others are cached as `<model>_<batch>_r<i>`). "
+        "The same program at the same batch reaches a different peak from run to run: "
+        "ops that run in parallel (the optimizer's updates among them) allocate and free "
+        "in a different order, which leaves different free chunks. Sizes in MiB.",
+        "",
+        "### The real peak, run to run",
+        "",
+        "spread = (max - min) / median. requested at the peak: the bytes requested by the "
+        "capture's allocations live at the moment of each repeat's peak (what the program "
+        "asked for, before the allocator's rounding and choice of chunk; allocations held "
+        "from before the capture are in the peak but not here), lowest to highest.",
+        "",
+        "| model | batch | peaks (repeat 0, 1, ...) | min | median | max | spread "
+        "| requested at the peak |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for (model, batch), peaks in real.items():
+        med = float(np.median(peaks))
+        ask = asked[(model, batch)]
+        lines.append(
+            f"| {model} | {batch} | {', '.join(mib(p) for p in peaks)} | {mib(min(peaks))} "
+            f"| {mib(med)} | {mib(max(peaks))} | {(max(peaks) - min(peaks)) / med:.1%} "
+            f"| {mib(min(ask))} to {mib(max(ask))} |"
+        )
+    lines += [
+        "",
+        "### The 12 cases from each repeat",
+        "",
+        f"Each case predicted {k} times, once from each repeat of its input capture (from "
+        "two captures: repeat i of B with repeat i of 2B), against the median real peak "
+        "at the target batch. median error = the median prediction / the median real "
+        "peak - 1; errors vs median: each prediction's against the median real peak "
+        "(lowest to highest); errors vs every repeat: each prediction against each "
+        f"repeat of the real peak ({k} x {k}); in bounds: the pairs (prediction, real "
+        "repeat) whose real peak lies within that prediction's bounds.",
+        "",
+        "| model | from batch | to batch | predictions | low to high (widest) | real median "
+        "| median error | errors vs median | errors vs every repeat | goal | median within "
+        "goal | in bounds |",
+        "| --- | ---: | ---: | --- | --- | ---: | ---: | --- | --- | ---: | :---: | ---: |",
+    ]
+    met, covered, pairs = 0, 0, 0
+    cases = [("one", 1, 4, None), ("one", 4, 1, None), ("two", 1, 4, 2)]
+    for model in models:
+        b, compiled = MODELS[model], model in COMPILED
+        for kind, src, dst, other in cases:
+            reals = real[(model, b * dst)]
+            med_real = float(np.median(reals))
+            preds, lows, highs = [], [], []
+            for r in range(k):
+                other_profile = profiles[(model, b * other)][r] if other else None
+                row = profiles[(model, b * src)][r].predict(b * dst, other=other_profile)
+                row = row.iloc[0]
+                preds.append(int(row["predicted_peak_bytes"]))
+                lows.append(int(row["low_bytes"]))
+                highs.append(int(row["high_bytes"]))
+            error = float(np.median(preds)) / med_real - 1
+            vs_median = [p / med_real - 1 for p in preds]
+            vs_each = [p / q - 1 for p in preds for q in reals]
+            inside = sum(lo <= q <= hi for lo, hi in zip(lows, highs, strict=True) for q in reals)
+            goal = GOALS["two"] if kind == "two" else GOALS["one"][compiled]
+            met += abs(error) <= goal
+            covered += inside
+            pairs += k * k
+            source = f"{b * src}" + (f" + {b * other}" if other else "")
+            name = model + (" (XLA)" if compiled else "")
+            lines.append(
+                f"| {name} | {source} | {b * dst} | {', '.join(mib(p) for p in preds)} "
+                f"| {mib(max(lows))} to {mib(min(highs))} ({mib(min(lows))} to "
+                f"{mib(max(highs))}) | {mib(med_real)} | {error:+.1%} "
+                f"| {min(vs_median):+.1%} to {max(vs_median):+.1%} "
+                f"| {min(vs_each):+.1%} to {max(vs_each):+.1%} | {goal:.0%} "
+                f"| {'yes' if abs(error) <= goal else 'no'} | {inside} of {k * k} |"
+            )
+            print(
+                f"{model:12s} {source:>9s} -> {b * dst:<4d} real median {mib(med_real)} "
+                f"predictions {', '.join(mib(p) for p in preds)} error {error:+.1%}",
+                flush=True,
+            )
+    lines += [
+        "",
+        f"The median prediction within the goal of the median real peak: {met} of "
+        f"{len(models) * len(cases)} cases; real repeats within the bounds of each "
+        f"prediction: {covered} of {pairs} pairs. (low to high: the bounds every "
+        "prediction shares, and in brackets the widest.)",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _all_pairs(models: list[str]) -> list[dict]:  # type: ignore[type-arg]
