@@ -192,7 +192,8 @@ REPEATS_HEADING = "## Run-to-run noise"
 
 
 def _section(out: Path, heading: str) -> str:
-    """The section of ``out`` from ``heading`` to the end ("" when absent)."""
+    """The part of ``out`` from ``heading`` to the end ("" when absent): that section
+    and any written by hand after it."""
     if not out.exists():
         return ""
     text = out.read_text()
@@ -201,12 +202,15 @@ def _section(out: Path, heading: str) -> str:
 
 
 def _write_section(out: Path, heading: str, section: str) -> None:
-    """``out`` with its section from ``heading`` to the end replaced by ``section``."""
+    """``out`` with the section under ``heading`` (up to the next ``## `` heading, so a
+    section written by hand after it stays) replaced by ``section``, or added at the
+    end."""
     text = out.read_text() if out.exists() else ""
-    old = _section(out, heading)
-    if old:
-        text = text[: len(text) - len(old)]
-    out.write_text(text.rstrip("\n") + "\n\n" + section.lstrip("\n"))
+    at = text.find("\n" + heading + "\n")
+    before, after = (text, "") if at < 0 else (text[:at], text[at + 1 :])
+    nxt = after.find("\n## ", len(heading))
+    rest = "" if at < 0 or nxt < 0 else after[nxt:]
+    out.write_text(before.rstrip("\n") + "\n\n" + section.strip("\n") + "\n" + rest)
 
 
 def _repeats(models: list[str], k: int) -> dict[tuple[str, int], list]:  # type: ignore[type-arg]
