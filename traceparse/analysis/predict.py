@@ -201,12 +201,21 @@ class Predictor:
     def simulated_peaks(self) -> dict[tuple[object, object], int]:
         return {key: found[1] for key, found in self._calibrated.items()}
 
+    def _in_pool(self, requests: np.ndarray) -> np.ndarray:
+        """Where oneDNN's CPU allocator serves a request from its pool, not its BFC
+        allocator (under 256 KiB): it leaves (or stays out of) the counter."""
+        return self.pooled & (requests < POOLED_BELOW)
+
     def _sent(self, requests: np.ndarray) -> np.ndarray:
         """The requests that reach the BFC allocator (0: none)."""
         sent = np.rint(requests)
-        # oneDNN's CPU allocator serves requests under 256 KiB from its pool.
-        sent[self.pooled & (requests < POOLED_BELOW)] = 0.0
+        sent[self._in_pool(requests)] = 0.0
         return sent
+
+    def _replayed(self, held: np.ndarray) -> Replayed:
+        """The captured counter with each allocation holding ``held`` (``replay``)."""
+        base = self.base
+        return replay(base.timeline, base.allocations, base.ends, self.held, held, self.rows)
 
     def _simulate(
         self, requests: np.ndarray, only: set[tuple[object, object]]
@@ -234,10 +243,7 @@ class Predictor:
         capture's own)."""
         if batch == self.batch:  # the prediction at the captured batch is the capture
             held, _, _ = self.sizes(batch)
-            base = self.base
-            return replay(
-                base.timeline, base.allocations, base.ends, self.held, held, self.rows
-            ), held
+            return self._replayed(held), held
         runs = self.runs(batch)
         held = np.zeros(len(self.held))
         for key, simulated in runs.items():
@@ -254,23 +260,15 @@ class Predictor:
         held_point, _, _ = chunks(point, self.requested, settled, self.held)
         _, held_low, _ = chunks(low, self.requested, self.settled, self.held)
         _, _, held_high = chunks(high, self.requested, self.settled, self.held)
-        # oneDNN's CPU allocator serves requests under 256 KiB from a pool that is
-        # not its BFC allocator: they leave (or stay out of) its counter.
-        small = self.pooled & (point < POOLED_BELOW)
-        held_point[small] = 0.0
-        held_low[self.pooled & (low < POOLED_BELOW)] = 0.0
-        held_high[self.pooled & (high < POOLED_BELOW)] = 0.0
+        held_point[self._in_pool(point)] = 0.0
+        held_low[self._in_pool(low)] = 0.0
+        held_high[self._in_pool(high)] = 0.0
         return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
         _, low, high = self.sizes(batch)
-        base = self.base
-        runs = [
-            replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
-            for s in (low, high)
-        ]
         point, held = self.point(batch)
-        return point, runs[0], runs[1], held
+        return point, self._replayed(low), self._replayed(high), held
 
     def at(self, batch: int) -> pd.DataFrame:
         """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""
@@ -334,14 +332,7 @@ class Predictor:
         hands out whole, what was held before the capture included (its chunks
         too)."""
         _, low_sizes, high_sizes = self.sizes(batch)
-        if runs is None:
-            base = self.base
-            low, high = (
-                replay(base.timeline, base.allocations, base.ends, self.held, s, self.rows)
-                for s in (low_sizes, high_sizes)
-            )
-        else:
-            low, high = runs
+        low, high = runs if runs is not None else map(self._replayed, (low_sizes, high_sizes))
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations

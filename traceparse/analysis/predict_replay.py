@@ -17,16 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+# The allocator's rules, as the allocator model (analysis/bfc.py) states them.
+from traceparse.analysis.bfc import FIRST_REGION, GRANULE, MAX_INTERNAL_FRAGMENTATION
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.peak import in_use
-
-# The BFC allocator hands out multiples of 256 bytes.
-GRANULE = 256
-# It splits a free chunk unless that leaves less than the request, or less than
-# this much (kMaxInternalFragmentation in bfc_allocator.cc: 128 MiB).
-MAX_INTERNAL_FRAGMENTATION = 128 << 20
-# An allocator that grows on demand starts with regions of 2 MiB and doubles them.
-FIRST_REGION = 2 << 20
 
 
 def rounded(requested: np.ndarray) -> np.ndarray:
