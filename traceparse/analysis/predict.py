@@ -34,7 +34,15 @@ from traceparse.analysis.layer_names import (
 )
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
-from traceparse.analysis.predict_batch import HLO, UNCERTAIN, Sizing, dims, find_batch, sizing
+from traceparse.analysis.predict_batch import (
+    HLO,
+    UNCERTAIN,
+    Sizing,
+    batch_twins,
+    dims,
+    find_batch,
+    sizing,
+)
 from traceparse.analysis.predict_bfc import (
     History,
     Simulated,
@@ -101,15 +109,16 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     return found
 
 
-def captured_batch(
-    capture: Capture, roles: np.ndarray, weights: set[tuple[int, ...]]
-) -> int | None:
-    """The batch size the capture was made at, read off its shapes; None if not found."""
+def _shapes_and_ops(capture: Capture) -> tuple[list[object], list[object]]:
+    """Every recorded shape with its op: the allocations', then the XLA programs'."""
     a = capture.allocations
-    shapes = list(a["shape"].astype(object))
-    ops = list(a["op"].astype(object))
     extra_shapes, extra_ops = xla_evidence(capture.xla_buffers, capture.xla_parameters)
-    return find_batch(shapes + extra_shapes, ops + extra_ops, weights)
+    return list(a["shape"].astype(object)) + extra_shapes, list(a["op"].astype(object)) + extra_ops
+
+
+def captured_batch(capture: Capture, weights: set[tuple[int, ...]]) -> int | None:
+    """The batch size the capture was made at, read off its shapes; None if not found."""
+    return find_batch(*_shapes_and_ops(capture), weights)
 
 
 class Predictor:
@@ -126,7 +135,7 @@ class Predictor:
         a = base.allocations
         self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
-        found = captured_batch(base, self.roles, self.weights)
+        found = captured_batch(base, self.weights)
         if from_batch is None and found is None:
             raise UsageError(
                 "could not find the batch size this capture was made at: no leading "
@@ -138,6 +147,8 @@ class Predictor:
         if self.batch <= 0:
             raise UsageError(f"the captured batch size must be positive, got {self.batch}")
         self.found_batch = found
+        # Smaller batches the capture also ran (an epoch's partial last batch).
+        self.twins = batch_twins(*_shapes_and_ops(base), self.weights, self.batch)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
         self.settled = settled_chunks(match_keys(a), self.requested, self.held)
@@ -147,6 +158,7 @@ class Predictor:
             self.weights,
             self.requested,
             input_example_bytes(base.xla_parameters, self.batch, self.weights),
+            self.twins,
         )
         self.slabs: dict[int, SlabBuffers] = {}
         slab_sizing(
@@ -158,6 +170,7 @@ class Predictor:
             self.weights,
             self.requested,
             self.slabs,
+            self.twins,
         )
         self.buffer_places = buffer_places(base.xla_buffers, base.known, base.shapes)
         self.other_batch: int | None = None
@@ -470,7 +483,7 @@ def _other_batch(other: Capture, given: int | None) -> int:
     if given is not None:
         return given
     roles, _ = roles_of(other.allocations, other.known, other.shapes)
-    found = captured_batch(other, roles, weight_shapes(other, roles))
+    found = captured_batch(other, weight_shapes(other, roles))
     if found is None:
         raise UsageError(
             "could not find the batch size the second capture was made at; give it "

@@ -24,7 +24,6 @@ under the chosen rule and under the alternative, and the basis of the choice.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -107,26 +106,71 @@ class Sizing:
         return point, np.minimum(point, other), np.maximum(point, other)
 
 
-def find_batch(
+def _leads(
     shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
-) -> int | None:
-    """The leading dimension most non-weight tensors share (counted once per op)."""
-    seen: set[tuple[int, object]] = set()
-    counts: Counter[int] = Counter()
+) -> tuple[dict[int, set[object]], dict[tuple[object, tuple[int, ...]], set[int]]]:
+    """Per leading dimension of the non-weight shapes, the ops that recorded it; per
+    (op, trailing dimensions), the leading dimensions it was recorded with."""
+    by_lead: dict[int, set[object]] = {}
+    by_rest: dict[tuple[object, tuple[int, ...]], set[int]] = {}
     for shape, op in zip(shapes, ops, strict=True):
         found = dims(shape)
         if not found or found in weights or found[0] <= 1:
             continue
-        key = (found[0], op)
-        if key not in seen:
-            seen.add(key)
-            counts[found[0]] += 1
-    if not counts:
+        by_lead.setdefault(found[0], set()).add(op)
+        by_rest.setdefault((op, found[1:]), set()).add(found[0])
+    return by_lead, by_rest
+
+
+def _twins(
+    batch: int,
+    by_lead: dict[int, set[object]],
+    by_rest: dict[tuple[object, tuple[int, ...]], set[int]],
+) -> tuple[int, ...]:
+    """Smaller batch sizes the same program ran at (an epoch's partial last batch):
+    leading dimensions that most of their ops, two at least, also recorded with
+    the same trailing dimensions led by ``batch``."""
+    shared: dict[int, set[object]] = {}
+    for (op, _), leads in by_rest.items():
+        if batch in leads:
+            for lead in leads:
+                if 1 < lead < batch:
+                    shared.setdefault(lead, set()).add(op)
+    found = [
+        lead
+        for lead, ops in shared.items()
+        if len(ops) >= 2 and 2 * len(ops) > len(by_lead.get(lead, ()))
+    ]
+    return tuple(sorted(found, reverse=True))
+
+
+def find_batch(
+    shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
+) -> int | None:
+    """The leading dimension most non-weight tensors share (counted once per op),
+    the smallest among equals; unless a larger one ran most of the same ops with
+    the same trailing dimensions: that one is the batch, the other a partial last
+    batch (which may count more ops: a compiled program's 32 filters lead some of
+    its buffers too)."""
+    by_lead, by_rest = _leads(shapes, ops, weights)
+    if not by_lead:
         return None
+    counts = {lead: len(found) for lead, found in by_lead.items()}
     best = max(counts.values())
     if best < 2:  # one op is no evidence of a shared batch dimension
         return None
-    return min(d for d, c in counts.items() if c == best)
+    chosen = min(d for d, c in counts.items() if c == best)
+    larger = [d for d in by_lead if d > chosen and chosen in _twins(d, by_lead, by_rest)]
+    return max(larger, default=chosen)
+
+
+def batch_twins(
+    shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]], batch: int
+) -> tuple[int, ...]:
+    """The captured batch, then the smaller batch sizes the same ops also ran at
+    (an epoch's last partial batch): tensors led by any of them grow."""
+    by_lead, by_rest = _leads(shapes, ops, weights)
+    return (batch, *_twins(batch, by_lead, by_rest))
 
 
 def _per_example(shapes: Iterable[tuple[int, ...]], batch: int) -> set[int]:
@@ -142,9 +186,12 @@ def _per_example(shapes: Iterable[tuple[int, ...]], batch: int) -> set[int]:
     return sizes
 
 
-def grows(found: tuple[int, ...], batch: int, examples: set[int]) -> str | None:
-    """The basis on which a (non-weight) shape grows with the batch, else None."""
-    if batch in found:
+def grows(
+    found: tuple[int, ...], batch: int, examples: set[int], twins: tuple[int, ...] = ()
+) -> str | None:
+    """The basis on which a (non-weight) shape grows with the batch, else None;
+    ``twins``: smaller batch sizes the capture also ran (``batch_twins``)."""
+    if batch in found or any(t in found for t in twins):
         return BATCH_DIM
     lead = found[0] if found else 0
     if lead > batch and lead % batch == 0 and lead // batch in examples:
@@ -158,9 +205,12 @@ def sizing(
     weights: set[tuple[int, ...]],
     requested: np.ndarray,
     example_bytes: Iterable[int] = (),
+    twins: tuple[int, ...] = (),
 ) -> Sizing:
     """The one-capture rule for every allocation at captured batch ``batch``;
-    ``example_bytes``: bytes per example of inputs known otherwise (XLA parameters)."""
+    ``example_bytes``: bytes per example of inputs known otherwise (XLA parameters);
+    ``twins``: smaller batch sizes the capture also ran, whose tensors scale in
+    proportion too (N / ``batch``)."""
     n = len(allocations)
     shapes = allocations["shape"].astype(object).to_numpy()
     no_op = (
@@ -180,7 +230,7 @@ def sizing(
     for i, found in enumerate(parsed):
         if found is None:
             continue
-        how = grows(found, batch, examples)
+        how = grows(found, batch, examples, twins)
         if how is None:
             if found in weights:
                 basis[i] = WEIGHT_SHAPE
@@ -190,19 +240,21 @@ def sizing(
             alt_fixed[i], alt_per[i] = 0.0, fixed[i] / batch
             continue
         basis[i] = how
-        if requested[i] % batch == 0:
-            growing_sizes.add(int(requested[i]) // batch)
+        lead = batch if batch in found else next((t for t in twins if t in found), batch)
+        if requested[i] % lead == 0:
+            growing_sizes.add(int(requested[i]) // lead)
         per[i], fixed[i] = fixed[i] / batch, 0.0
         alt_fixed[i], alt_per[i] = 0.0, per[i]
     for i, found in enumerate(parsed):
         if found is not None:
             continue
         scaled = requested[i] / batch
-        if requested[i] % batch == 0 and int(requested[i]) // batch in growing_sizes:
+        leads = [b for b in (batch, *twins) if requested[i] % b == 0]
+        if any(int(requested[i]) // b in growing_sizes for b in leads):
             basis[i] = UNSHAPED_MATCH
             per[i], fixed[i] = scaled, 0.0
             alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
-        elif no_op[i] and requested[i] % batch == 0:
+        elif no_op[i] and leads:
             basis[i] = UNSHAPED_INPUT
             per[i], fixed[i] = scaled, 0.0
             alt_fixed[i], alt_per[i] = float(requested[i]), 0.0

@@ -16,6 +16,7 @@ proportion of all its buffers' bytes that grow.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,10 @@ from traceparse.analysis.predict_batch import HLO, Sizing, _per_example, dims, g
 from traceparse.analysis.xla import _in_place, _intervals
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import allocation_kind
+
+# A program's module id, "(203)": the same function compiled for another shape (an
+# epoch's partial last batch) gets another, and its instructions the same names.
+_MODULE_ID = re.compile(r"\(\d+\)$")
 
 # (host, program, allocation index) -> (the allocation's size, [(logical buffer,
 # first, last schedule position, bytes)])
@@ -55,13 +60,14 @@ def slab_spans(
 def xla_evidence(
     buffers: pd.DataFrame, parameters: pd.DataFrame
 ) -> tuple[list[object], list[object]]:
-    """Shapes (and who made them) of the programs' buffers and inputs, for finding the batch."""
+    """Shapes (and who made them) of the programs' buffers and inputs, for finding the
+    batch; an instruction is named by its function, whatever shape it was compiled for."""
     shapes: list[object] = []
     ops: list[object] = []
     if len(buffers):
         shapes += list(buffers["shape"].astype(object))
         ops += [
-            f"{p}/{i}"
+            f"{_MODULE_ID.sub('', str(p))}/{i}"
             for p, i in zip(
                 buffers["program"].astype(object),
                 buffers["instruction"].astype(object),
@@ -72,7 +78,7 @@ def xla_evidence(
         inputs = parameters[~parameters["updated"].fillna(False).to_numpy(dtype=bool)]
         shapes += list(inputs["shape"].astype(object))
         ops += [
-            f"{p}/parameter {n}"
+            f"{_MODULE_ID.sub('', str(p))}/parameter {n}"
             for p, n in zip(
                 inputs["program"].astype(object), inputs["parameter_number"], strict=True
             )
@@ -104,6 +110,7 @@ def slab_sizing(
     weights: set[tuple[int, ...]],
     requested: np.ndarray,
     slabs: dict[int, SlabBuffers],
+    twins: tuple[int, ...] = (),
 ) -> None:
     """Size each linked slab of ``allocations`` from its buffers (in place); ``slabs``
     gets, per slab row, its buffers' liveness for the breakdown at another batch.
@@ -117,7 +124,7 @@ def slab_sizing(
     linked = allocations["xla_program"].notna() & allocations["xla_allocation_index"].notna()
     if not linked.any():
         return
-    growing = _growing(buffers, batch, weights)
+    growing = _growing(buffers, batch, weights, twins)
     shares = _growing_shares(buffers, growing)
     by_buffer = dict(zip(_keys(buffers, "logical_buffer"), growing, strict=True))
     hosts = allocations["host"].astype(object).to_numpy()
@@ -221,13 +228,16 @@ def _keys(buffers: pd.DataFrame, last: str) -> list[tuple[object, object, int]]:
     )
 
 
-def _growing(buffers: pd.DataFrame, batch: int, weights: set[tuple[int, ...]]) -> np.ndarray:
-    """Whether each HLO buffer's shape grows with the batch."""
+def _growing(
+    buffers: pd.DataFrame, batch: int, weights: set[tuple[int, ...]], twins: tuple[int, ...]
+) -> np.ndarray:
+    """Whether each HLO buffer's shape grows with the batch (a program compiled for
+    a partial last batch, ``twins``, grows in proportion too)."""
     parsed = [dims(s) for s in buffers["shape"].astype(object)]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
     return np.array(
         [
-            p is not None and p not in weights and grows(p, batch, examples) is not None
+            p is not None and p not in weights and grows(p, batch, examples, twins) is not None
             for p in parsed
         ],
         dtype=bool,
