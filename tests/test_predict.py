@@ -21,6 +21,7 @@ from traceparse.analysis.predict_batch import (
     BATCH_DIM,
     FLATTENED,
     NO_BATCH_DIM,
+    UNSHAPED_INPUT,
     UNSHAPED_KEPT,
     UNSHAPED_MATCH,
     WEIGHT_SHAPE,
@@ -104,6 +105,18 @@ def test_sizing_tells_growing_fixed_flattened_and_unshaped_apart() -> None:
     assert point[2] == requested[2] and high[2] == 4 * requested[2]
     assert point[4] == 4 * requested[4] and low[4] == requested[4]  # the input copy
     assert point[5] == low[5] == requested[5] and high[5] == 4 * requested[5]
+
+
+def test_an_unshaped_copy_outside_any_op_grows_when_every_step_makes_it() -> None:
+    # Three steps' inputs (16 x 12544 bytes, no shape, no op) and the whole data
+    # set of 355 examples copied once: the inputs grow, the data set is kept.
+    frame = pd.DataFrame({"shape": [None] * 4, "op": [None] * 4})
+    requested = np.array([16 * 12544] * 3 + [355 * 12544], dtype=np.float64)
+    s = sizing(frame, 16, set(), requested)
+    assert list(s.basis) == [UNSHAPED_INPUT] * 3 + [UNSHAPED_KEPT]
+    point, _, high = s.at(64)
+    assert list(point) == [4 * 16 * 12544] * 3 + [355 * 12544]
+    assert high[3] == 4 * 355 * 12544  # its bounds still cover growing
 
 
 def test_chunks_follow_the_bfc_rules() -> None:
@@ -231,6 +244,32 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
     peak = XLA[f"predict_xla_{target}"]["peak_in_use_bytes"]
     assert row["low_bytes"] <= peak <= row["high_bytes"]
     assert abs(row["predicted_peak_bytes"] / peak - 1) < 0.02
+
+
+def test_a_flattened_batch_is_not_the_batch() -> None:
+    # Keras 2's Dense on [8,64,128] multiplies [512,128] (a kernel's shape too):
+    # 512 leads more ops, but it is 8 x 64 of a tensor recorded beside it.
+    shapes = ["[512,512]", "[512,512]", "[512,128]", "[8,64,128]"]
+    ops = ["expand", "expand_grad", "project", "pool_grad"]
+    assert find_batch(shapes, ops, {(512, 128), (128, 512)}) == 8
+    # 512 alone, or beside an 8 that does not flatten to it, stays the batch.
+    assert find_batch(shapes[:3], ops[:3], set()) == 512
+    assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()) == 512
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MANIFEST["fixtures"] if "batch_size" in MANIFEST["fixtures"][n])
+)
+def test_the_batch_read_off_real_captures(name: str) -> None:
+    entry = MANIFEST["fixtures"][name]
+    profile = traceparse.load(FIXTURES / name)
+    if name == "notebook_two_models":  # activations [64,256] sit in oneDNN's pool, unseen
+        with pytest.raises(UsageError, match="could not find the batch size"):
+            profile.predict()
+        return
+    found = int(profile.predict()["found_batch"].iloc[0])
+    # MirroredStrategy's replicas share the CPU's allocator: the batch is per replica.
+    assert found == entry["batch_size"] // (2 if "mirrored" in name else 1)
 
 
 # --- an epoch's partial last batch ------------------------------------------------------

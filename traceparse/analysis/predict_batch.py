@@ -14,8 +14,9 @@ The rule, from the shapes the allocator recorded (docs/predict.md):
   (flattened tensors: ``[589824]`` = 16 x 36864).
 - A tensor without a recorded shape (XLA argument copies, temp buffers) is
   unknown: it grows when its request is that of a growing tensor, or when no
-  op made it (the step's inputs, copied from the host array outside any op)
-  and its request is a multiple of the batch; its bounds cover both.
+  op made it (the step's inputs, copied from the host array outside any op),
+  its request is a multiple of the batch and recurs (every step copies its
+  input; the whole data set, copied once, does not grow); its bounds cover both.
 
 Every allocation gets a ``Sizing``: its request as ``fixed + per_example * N``
 under the chosen rule and under the alternative, and the basis of the choice.
@@ -24,6 +25,7 @@ under the chosen rule and under the alternative, and the basis of the choice.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -144,14 +146,39 @@ def _twins(
     return tuple(sorted(found, reverse=True))
 
 
+def _unflattened(
+    lead: int, by_lead: dict[int, set[object]], recorded: set[tuple[int, ...]]
+) -> int | None:
+    """A smaller batch that ``lead`` is the flattening of: a tensor [d, x1, .., xn]
+    beside one recorded as [d * x1 * .. * xj, x(j+1), .., xn] (Keras 2's Dense on
+    [8,64,128] computes on [512,128]); of several, the one leading the most ops."""
+    found = []
+    for d in by_lead:
+        if d >= lead or lead % d:
+            continue
+        for shape in recorded:
+            if len(shape) < 2 or shape[0] != d:
+                continue
+            product = d
+            for j, x in enumerate(shape[1:], start=2):
+                product *= x
+                if product == lead and (lead, *shape[j:]) in recorded:
+                    found.append(d)
+                if product >= lead:
+                    break
+    return max(found, key=lambda d: (len(by_lead[d]), -d), default=None)
+
+
 def find_batch(
     shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
 ) -> int | None:
     """The leading dimension most non-weight tensors share (counted once per op),
-    the smallest among equals; unless a larger one ran most of the same ops with
-    the same trailing dimensions: that one is the batch, the other a partial last
-    batch (which may count more ops: a compiled program's 32 filters lead some of
-    its buffers too)."""
+    the smallest among equals; unless it is the flattening of a smaller one
+    (``_unflattened``), or a larger one ran most of the same ops with the same
+    trailing dimensions: that one is the batch, the other a partial last batch
+    (which may count more ops: a compiled program's 32 filters lead some of its
+    buffers too)."""
+    shapes = list(shapes)
     by_lead, by_rest = _leads(shapes, ops, weights)
     if not by_lead:
         return None
@@ -160,6 +187,8 @@ def find_batch(
     if best < 2:  # one op is no evidence of a shared batch dimension
         return None
     chosen = min(d for d, c in counts.items() if c == best)
+    recorded = {found for found in map(dims, shapes) if found}
+    chosen = _unflattened(chosen, by_lead, recorded) or chosen
     larger = [d for d in by_lead if d > chosen and chosen in _twins(d, by_lead, by_rest)]
     return max(larger, default=chosen)
 
@@ -245,6 +274,11 @@ def sizing(
             growing_sizes.add(int(requested[i]) // lead)
         per[i], fixed[i] = fixed[i] / batch, 0.0
         alt_fixed[i], alt_per[i] = 0.0, per[i]
+    # An input is copied every step: a request made once outside any op is
+    # something else (the whole data set, copied when a dataset is built).
+    recurring = Counter(
+        float(requested[i]) for i, found in enumerate(parsed) if found is None and no_op[i]
+    )
     for i, found in enumerate(parsed):
         if found is not None:
             continue
@@ -254,7 +288,7 @@ def sizing(
             basis[i] = UNSHAPED_MATCH
             per[i], fixed[i] = scaled, 0.0
             alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
-        elif no_op[i] and leads:
+        elif no_op[i] and leads and recurring[float(requested[i])] > 1:
             basis[i] = UNSHAPED_INPUT
             per[i], fixed[i] = scaled, 0.0
             alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
