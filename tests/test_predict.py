@@ -272,6 +272,29 @@ def test_the_batch_read_off_real_captures(name: str) -> None:
     assert found == entry["batch_size"] // (2 if "mirrored" in name else 1)
 
 
+def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
+    from types import SimpleNamespace
+
+    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER
+    from traceparse.analysis.predict import weight_shapes
+
+    # An embedding's gradient rows [64 x 80, 64] squared by Adam beside the lookup's
+    # [64,80,64]: with a sparse update in the step they are not a weight's shape.
+    frame = pd.DataFrame(
+        {
+            "shape": ["[64,80,64]", "[4000,64]", "[5120,64]", "[4000,64]"],
+            "op_type": ["GatherV2", "UnsortedSegmentSum", "Square", "Sqrt"],
+        }
+    )
+    roles = np.array([ACTIVATION, OPTIMIZER, OPTIMIZER, OPTIMIZER], dtype=object)
+    capture = SimpleNamespace(allocations=frame, variables=None, xla_parameters=pd.DataFrame())
+    assert weight_shapes(capture, roles) == {(4000, 64)}  # type: ignore[arg-type]
+    # Without one, the same shapes are a dense update's: [5120,64] is a kernel's.
+    dense = frame.assign(op_type=["GatherV2", "Mul", "Square", "Sqrt"])
+    capture = SimpleNamespace(allocations=dense, variables=None, xla_parameters=pd.DataFrame())
+    assert weight_shapes(capture, roles) == {(4000, 64), (5120, 64)}  # type: ignore[arg-type]
+
+
 # --- an epoch's partial last batch ------------------------------------------------------
 
 

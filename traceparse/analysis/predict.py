@@ -41,6 +41,7 @@ from traceparse.analysis.predict_batch import (
     batch_twins,
     dims,
     find_batch,
+    flattens,
     sizing,
 )
 from traceparse.analysis.predict_bfc import (
@@ -73,6 +74,8 @@ from traceparse.errors import UsageError
 
 ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
+# Ops of an optimizer's sparse update (an embedding's gradient rows).
+SPARSE_UPDATES = ("UnsortedSegmentSum", "Unique", "UniqueV2", "ResourceScatterAdd", "ScatterAdd")
 # oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
 POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", 256 * 1024
 
@@ -96,7 +99,13 @@ class Capture:
 
 
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
-    """Shapes of the weights and optimizer slots: what the batch does not change."""
+    """Shapes of the weights and optimizer slots: what the batch does not change.
+
+    The optimizer's temporaries have its weights' shapes, except a sparse update's
+    (an embedding's gradient rows, [B x T, 64]): where the optimizer made sparse
+    updates, a shape that flattens another op's tensor ([64,80,64]) is an
+    activation's, not a weight's. (Elsewhere such a shape is a coincidence:
+    ``keras2_subclassed``'s [512,128] kernel at batch 8 beside [8,64,128].)"""
     found: set[tuple[int, ...]] = set()
     if capture.variables is not None and len(capture.variables):
         found |= {d for d in map(dims, capture.variables["shape"].astype(object)) if d}
@@ -105,8 +114,13 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
         updated = params["updated"].fillna(False).to_numpy(dtype=bool)
         found |= {d for d in map(dims, params.loc[updated, "shape"].astype(object)) if d}
     shapes = capture.allocations["shape"].astype(object).to_numpy()
-    found |= {d for d in map(dims, shapes[roles == OPTIMIZER]) if d}
-    return found
+    optimizer = roles == OPTIMIZER
+    slots = {d for d in map(dims, shapes[optimizer]) if d} - found
+    types = capture.allocations.loc[optimizer, "op_type"].astype(object)
+    if not types.isin(SPARSE_UPDATES).any():
+        return found | slots
+    others = {d for d in map(dims, shapes[~optimizer]) if d} - found - slots
+    return found | {s for s in slots if not any(flattens(s, o) for o in others)}
 
 
 def _shapes_and_ops(capture: Capture) -> tuple[list[object], list[object]]:

@@ -146,26 +146,31 @@ def _twins(
     return tuple(sorted(found, reverse=True))
 
 
+def flattens(big: tuple[int, ...], small: tuple[int, ...]) -> bool:
+    """Whether ``big`` is ``small`` with its leading dimensions multiplied together:
+    [512,128] of [8,64,128]."""
+    if len(small) < 2 or len(big) >= len(small) or not big:
+        return False
+    product = small[0]
+    for j, x in enumerate(small[1:], start=2):
+        product *= x
+        if product >= big[0]:
+            return product == big[0] and small[j:] == big[1:]
+    return False
+
+
 def _unflattened(
     lead: int, by_lead: dict[int, set[object]], recorded: set[tuple[int, ...]]
 ) -> int | None:
     """A smaller batch that ``lead`` is the flattening of: a tensor [d, x1, .., xn]
     beside one recorded as [d * x1 * .. * xj, x(j+1), .., xn] (Keras 2's Dense on
     [8,64,128] computes on [512,128]); of several, the one leading the most ops."""
-    found = []
-    for d in by_lead:
-        if d >= lead or lead % d:
-            continue
-        for shape in recorded:
-            if len(shape) < 2 or shape[0] != d:
-                continue
-            product = d
-            for j, x in enumerate(shape[1:], start=2):
-                product *= x
-                if product == lead and (lead, *shape[j:]) in recorded:
-                    found.append(d)
-                if product >= lead:
-                    break
+    bigs = [big for big in recorded if big[0] == lead]
+    found = {
+        small[0]
+        for small in recorded
+        if small[0] in by_lead and small[0] < lead and any(flattens(b, small) for b in bigs)
+    }
     return max(found, key=lambda d: (len(by_lead[d]), -d), default=None)
 
 

@@ -57,7 +57,7 @@ def chunks(
     power_of_two = (whole >= FIRST_REGION) & ((whole & (whole - 1)) == 0)
     region = power_of_two & (settled > rounded(requested)) & (new > settled)
     doubled = settled * 2.0 ** np.ceil(
-        np.log2(np.divide(new, settled, out=np.ones_like(new), where=settled > 0))
+        np.log2(np.divide(new, settled, out=np.ones_like(new), where=(settled > 0) & (new > 0)))
     )
     grown = region & (doubled < 2 * new)
     point = np.where(grown, doubled, point)
