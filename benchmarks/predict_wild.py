@@ -4,7 +4,10 @@
 inside ``traceparse.profile()``). These scenarios are what a user brings
 instead: ``model.fit`` over a dataset whose last batch is partial, profiled
 with ``tf.profiler.experimental`` or Keras' TensorBoard callback; a custom
-``tf.function`` loop; a compiled CNN. None was used to tune the prediction.
+``tf.function`` loop; a compiled CNN; and Keras 3's default ``compile()``, which
+compiles the step with XLA wherever every layer supports it (an embedding and
+a GRU, an attention block fitted with validation data). None was used to tune
+the prediction.
 
     python benchmarks/predict_wild.py SCENARIO BATCH OUTDIR [EXAMPLES]
 
@@ -25,8 +28,12 @@ WILD: dict[str, int] = {
     "resnet_callback": 8,
     "depthwise_loop": 16,
     "cnn_fit_xla": 16,
+    "gru_default": 32,
+    "attention_default": 8,
 }
-WILD_COMPILED = {"cnn_fit_xla"}
+# Compiled with XLA: asked for, or Keras 3's default (jit_compile="auto").
+WILD_COMPILED = {"cnn_fit_xla", "gru_default", "attention_default"}
+DEFAULT_COMPILE = {"gru_default", "attention_default"}
 
 
 def _lstm(keras: Any) -> Any:
@@ -76,10 +83,36 @@ def _cnn(keras: Any) -> Any:
     )
 
 
+def _gru(keras: Any) -> Any:
+    return keras.Sequential(
+        [
+            keras.Input((60,), dtype="int32"),
+            keras.layers.Embedding(2000, 48),
+            keras.layers.GRU(64, return_sequences=True),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(4),
+        ]
+    )
+
+
+def _attention(keras: Any) -> Any:
+    inp = keras.Input((48, 96))
+    att = keras.layers.MultiHeadAttention(4, 24)(inp, inp)
+    x = keras.layers.LayerNormalization()(inp + att)
+    ffn = keras.layers.Dense(192, activation="gelu")(x)
+    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(96)(ffn))
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(inp, keras.layers.Dense(10)(x))
+
+
 def _data(np: Any, name: str, n: int) -> tuple[Any, Any, int]:
     rng = np.random.default_rng(0)
     if name == "lstm_fit":
         return rng.integers(0, 4000, (n, 80)).astype("int32"), rng.integers(0, 4, n), 4
+    if name == "gru_default":
+        return rng.integers(0, 2000, (n, 60)).astype("int32"), rng.integers(0, 4, n), 4
+    if name == "attention_default":
+        return rng.random((n, 48, 96), dtype=np.float32), rng.integers(0, 10, n), 10
     shape = {"resnet_callback": (32, 32, 3), "depthwise_loop": (48, 48, 8)}.get(name, (28, 28, 4))
     classes = {"resnet_callback": 10, "depthwise_loop": 6}.get(name, 10)
     return rng.random((n, *shape), dtype=np.float32), rng.integers(0, classes, n), classes
@@ -90,6 +123,8 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "resnet_callback": _resnet,
     "depthwise_loop": _depthwise,
     "cnn_fit_xla": _cnn,
+    "gru_default": _gru,
+    "attention_default": _attention,
 }
 
 
@@ -133,7 +168,18 @@ def capture(name: str, batch: int, logdir: str, examples: int | None = None) -> 
         if name == "resnet_callback"
         else keras.optimizers.Adam(1e-3)
     )
-    model.compile(optimizer=opt, loss=loss, jit_compile=name in WILD_COMPILED)
+    if name in DEFAULT_COMPILE:
+        model.compile(optimizer=opt, loss=loss)
+    else:
+        model.compile(optimizer=opt, loss=loss, jit_compile=name in WILD_COMPILED)
+    if name == "attention_default":
+        split = n * 4 // 5
+        fit = {"x": xs[:split], "y": ys[:split], "validation_data": (xs[split:], ys[split:])}
+        model.fit(**fit, batch_size=batch, epochs=1, verbose=0)  # build and trace
+        tf.profiler.experimental.start(logdir)
+        model.fit(**fit, batch_size=batch, epochs=1, verbose=0)
+        tf.profiler.experimental.stop()
+        return
     if name == "resnet_callback":
         data = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(batch)
         board = keras.callbacks.TensorBoard(logdir, profile_batch=(2, 4))

@@ -327,6 +327,11 @@ class Predictor:
                 "op": _cell(timeline["op"], event),
                 "event": event,
                 "basis": "; ".join(f"{b} {int(v)}" for b, v in basis.items() if v),
+                # Tensors of fewer bytes per example were requests under the pool's
+                # limit at the captured batch: not in the capture, not predicted.
+                "pooled_below_bytes": (
+                    -(-POOLED_BELOW // self.batch) if key[1] == POOLED_ALLOCATOR else None
+                ),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
             rows.append(row)

@@ -48,6 +48,21 @@ def moment(row: pd.Series) -> str:
     return f"at {step}, after {op}"
 
 
+def unseen_line(row: pd.Series) -> str | None:
+    """What a CPU capture cannot show about a larger batch, when that is asked."""
+    below = row.get("pooled_below_bytes")
+    if below is None or pd.isna(below) or row["batch_size"] <= row["from_batch"]:
+        return None
+    grows_in = format_bytes(-(-int(below) * int(row["from_batch"]) // int(row["batch_size"])))
+    return (
+        f"Not predicted: {row['allocator']} sends requests under 256 KiB to oneDNN's pool, "
+        f"which records nothing, so tensors of under {format_bytes(int(below))} per example "
+        f"are not in this capture at batch {row['from_batch']}; at batch "
+        f"{row['batch_size']} those of {grows_in} per example and more reach the allocator. "
+        "A capture at a batch nearer the one asked shows them."
+    )
+
+
 def role_lines(row: pd.Series) -> list[tuple[str, str]]:
     return [(_ROLE_WORDS[r], format_bytes(row[f"{r}_bytes"])) for r in ROLE_ORDER]
 
@@ -109,6 +124,9 @@ def render(
         term.heading(f"{row['allocator']} ({row['host']})")
         term.line(headline(row))
         term.line(f"The predicted peak is {moment(row)}.")
+        unseen = unseen_line(row)
+        if unseen:
+            term.line(unseen)
         term.fields(role_lines(row))
         mine = breakdown[
             (breakdown["host"].astype(object) == row["host"])
