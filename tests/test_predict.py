@@ -257,6 +257,17 @@ def test_a_flattened_batch_is_not_the_batch() -> None:
     assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()) == 512
 
 
+def test_a_time_major_copy_is_not_the_batch() -> None:
+    # A GRU at batch 64 over 60 steps: its transposes lead by the time as often as
+    # the batch-major tensors lead by the batch; the step starts batch-major.
+    shapes = ["[64,60,48]", "[60,64,48]", "[60,64,64]", "[64,60,64]"]
+    ops = ["embedding", "transpose", "stack", "transpose_1"]
+    assert find_batch(shapes, ops, set()) == 64
+    # A transpose of its own ([256,512] flipped) leaves the batch where it leads first.
+    shapes = ["[512,512]", "[256,512]", "[512,256]", "[256,512]"]
+    assert find_batch(shapes, ["w", "x", "flip", "first"], set()) == 256
+
+
 @pytest.mark.parametrize(
     "name", sorted(n for n in MANIFEST["fixtures"] if "batch_size" in MANIFEST["fixtures"][n])
 )

@@ -174,12 +174,31 @@ def _unflattened(
     return max(found, key=lambda d: (len(by_lead[d]), -d), default=None)
 
 
+def _untransposed(
+    lead: int, by_lead: dict[int, set[object]], parsed: list[tuple[int, ...]]
+) -> int | None:
+    """The batch where ``lead`` leads time-major copies of batch-major tensors: of
+    the tensors led by ``lead`` or by a dimension it swaps places with ([60,64,48]
+    beside [64,60,48], a recurrent layer's transposes), the first one's (a step
+    starts from its batch-major input)."""
+    recorded = set(parsed)
+
+    def swapped(s: tuple[int, ...]) -> bool:
+        return len(s) >= 2 and s[0] != s[1] and (s[1], s[0], *s[2:]) in recorded
+
+    pairs = [s for s in parsed if lead in s[:2] and s[0] in by_lead and swapped(s)]
+    if not pairs or all(s[0] == lead for s in pairs):
+        return None
+    return pairs[0][0]
+
+
 def find_batch(
     shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
 ) -> int | None:
     """The leading dimension most non-weight tensors share (counted once per op),
-    the smallest among equals; unless it is the flattening of a smaller one
-    (``_unflattened``), or a larger one ran most of the same ops with the same
+    the smallest among equals; unless it is a time-major copy's leading dimension
+    (``_untransposed``) or the flattening of a smaller one (``_unflattened``), or a
+    larger one ran most of the same ops with the same
     trailing dimensions: that one is the batch, the other a partial last batch
     (which may count more ops: a compiled program's 32 filters lead some of its
     buffers too)."""
@@ -192,7 +211,9 @@ def find_batch(
     if best < 2:  # one op is no evidence of a shared batch dimension
         return None
     chosen = min(d for d, c in counts.items() if c == best)
-    recorded = {found for found in map(dims, shapes) if found}
+    parsed = [found for found in map(dims, shapes) if found]
+    recorded = set(parsed)
+    chosen = _untransposed(chosen, by_lead, parsed) or chosen
     chosen = _unflattened(chosen, by_lead, recorded) or chosen
     larger = [d for d in by_lead if d > chosen and chosen in _twins(d, by_lead, by_rest)]
     return max(larger, default=chosen)
