@@ -86,9 +86,9 @@ def _cnn(keras: Any) -> Any:
 def _gru(keras: Any) -> Any:
     return keras.Sequential(
         [
-            keras.Input((60,), dtype="int32"),
-            keras.layers.Embedding(2000, 48),
-            keras.layers.GRU(64, return_sequences=True),
+            keras.Input((100,), dtype="int32"),
+            keras.layers.Embedding(20000, 128),
+            keras.layers.GRU(256, return_sequences=True),
             keras.layers.GlobalAveragePooling1D(),
             keras.layers.Dense(4),
         ]
@@ -96,11 +96,11 @@ def _gru(keras: Any) -> Any:
 
 
 def _attention(keras: Any) -> Any:
-    inp = keras.Input((48, 96))
-    att = keras.layers.MultiHeadAttention(4, 24)(inp, inp)
+    inp = keras.Input((128, 256))
+    att = keras.layers.MultiHeadAttention(8, 32)(inp, inp)
     x = keras.layers.LayerNormalization()(inp + att)
-    ffn = keras.layers.Dense(192, activation="gelu")(x)
-    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(96)(ffn))
+    ffn = keras.layers.Dense(1024, activation="gelu")(x)
+    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(256)(ffn))
     x = keras.layers.GlobalAveragePooling1D()(x)
     return keras.Model(inp, keras.layers.Dense(10)(x))
 
@@ -110,9 +110,9 @@ def _data(np: Any, name: str, n: int) -> tuple[Any, Any, int]:
     if name == "lstm_fit":
         return rng.integers(0, 4000, (n, 80)).astype("int32"), rng.integers(0, 4, n), 4
     if name == "gru_default":
-        return rng.integers(0, 2000, (n, 60)).astype("int32"), rng.integers(0, 4, n), 4
+        return rng.integers(0, 20000, (n, 100)).astype("int32"), rng.integers(0, 4, n), 4
     if name == "attention_default":
-        return rng.random((n, 48, 96), dtype=np.float32), rng.integers(0, 10, n), 10
+        return rng.random((n, 128, 256), dtype=np.float32), rng.integers(0, 10, n), 10
     shape = {"resnet_callback": (32, 32, 3), "depthwise_loop": (48, 48, 8)}.get(name, (28, 28, 4))
     classes = {"resnet_callback": 10, "depthwise_loop": 6}.get(name, 10)
     return rng.random((n, *shape), dtype=np.float32), rng.integers(0, classes, n), classes

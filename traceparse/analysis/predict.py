@@ -357,10 +357,12 @@ class Predictor:
         """Per (host, allocator): the low and high peaks at ``batch``, without the
         allocator model (a capacity search asks them of many batch sizes).
 
-        Low: no chunk slack, no slack on what was held before the capture, and
-        the largest growing allocation (not a slab) live at that peak left out
-        (TensorFlow may write an op's output into a dying input's buffer, or free
-        it sooner, in another run). High: every chunk as large as the allocator
+        Low: no chunk slack, no slack on what was held before the capture, the
+        peak of the step that peaks lowest (ops that run in parallel interleave
+        differently from run to run, and from step to step: a real run peaks at
+        least where its steps do), and the largest growing allocation (not a
+        slab) live at that peak left out (TensorFlow may write an op's output
+        into a dying input's buffer, or free it sooner, in another run). High: every chunk as large as the allocator
         hands out whole, what was held before the capture included (its chunks
         too)."""
         _, low_sizes, high_sizes = self.sizes(batch)
@@ -371,8 +373,9 @@ class Predictor:
         if "xla_program" in a:
             grows &= a["xla_program"].isna().to_numpy(dtype=bool)
         out = {}
+        steps = self.base.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
         for key in self.rows:
-            low_event, lo = low.peak(key)
+            low_event, lo = low.lowest_step_peak(key, steps)
             _, hi = high.peak(key)
             lo -= self.before_slack(key)
             if low_event >= 0:

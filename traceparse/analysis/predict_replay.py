@@ -95,6 +95,29 @@ class Replayed:
         at = len(values) - 1 - int(np.argmax(values[::-1] == top))
         return int(self.events[key][at]), round(float(top))
 
+    def lowest_step_peak(self, key: tuple[object, object], steps: np.ndarray) -> tuple[int, int]:
+        """(timeline row, bytes) of the peak of the step that peaks lowest, ``steps``
+        being each timeline row's step (NaN outside any); the events outside any
+        step count with every step. Without two steps, ``peak``."""
+        values, rows = self.bytes[key], self.events[key]
+        mine = steps[rows]
+        marked = ~np.isnan(mine)
+        if len(np.unique(mine[marked])) < 2:
+            return self.peak(key)
+        outside = values[~marked].max() if (~marked).any() else -np.inf
+        best: tuple[int, int] | None = None
+        for step in np.unique(mine[marked]):
+            inside = np.flatnonzero(mine == step)
+            at = inside[int(np.argmax(values[inside]))]
+            top = float(values[at])
+            if best is None or top < best[1]:
+                best = (int(rows[at]), round(top))
+        assert best is not None
+        if outside >= best[1]:
+            at = int(np.flatnonzero(~marked)[int(np.argmax(values[~marked]))])
+            return int(rows[at]), round(float(outside))
+        return best
+
 
 def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
     """The timeline rows of each (host, allocator), in time order."""
