@@ -4,9 +4,10 @@
 inside ``traceparse.profile()``). These scenarios are what a user brings
 instead: ``model.fit`` over a dataset whose last batch is partial, profiled
 with ``tf.profiler.experimental`` or Keras' TensorBoard callback; a custom
-``tf.function`` loop; a compiled CNN; and Keras 3's default ``compile()``, which
-compiles the step with XLA wherever every layer supports it (an embedding and
-a GRU, an attention block fitted with validation data). None was used to tune
+``tf.function`` loop; a compiled CNN; Keras 3's default ``compile()`` (an
+embedding and a GRU, an attention block fitted with validation data); and a
+CNN under the ``mixed_float16`` policy, whose loss-scaling optimizer updates the
+weights inside a ``cond`` (only when the gradients are finite). None was used to tune
 the prediction.
 
     python benchmarks/predict_wild.py SCENARIO BATCH OUTDIR [EXAMPLES]
@@ -30,6 +31,7 @@ WILD: dict[str, int] = {
     "cnn_fit_xla": 16,
     "gru_default": 32,
     "attention_default": 8,
+    "cnn_mixed": 16,
 }
 # Compiled with XLA: asked for, or Keras 3's default (jit_compile="auto").
 WILD_COMPILED = {"cnn_fit_xla", "gru_default", "attention_default"}
@@ -105,6 +107,21 @@ def _attention(keras: Any) -> Any:
     return keras.Model(inp, keras.layers.Dense(10)(x))
 
 
+def _cnn_mixed(keras: Any) -> Any:
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    return keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10, dtype="float32"),  # logits in float32, as Keras advises
+        ]
+    )
+
+
 def _data(np: Any, name: str, n: int) -> tuple[Any, Any, int]:
     rng = np.random.default_rng(0)
     if name == "lstm_fit":
@@ -113,7 +130,12 @@ def _data(np: Any, name: str, n: int) -> tuple[Any, Any, int]:
         return rng.integers(0, 20000, (n, 100)).astype("int32"), rng.integers(0, 4, n), 4
     if name == "attention_default":
         return rng.random((n, 128, 256), dtype=np.float32), rng.integers(0, 10, n), 10
-    shape = {"resnet_callback": (32, 32, 3), "depthwise_loop": (48, 48, 8)}.get(name, (28, 28, 4))
+    shapes = {
+        "resnet_callback": (32, 32, 3),
+        "depthwise_loop": (48, 48, 8),
+        "cnn_mixed": (32, 32, 3),
+    }
+    shape = shapes.get(name, (28, 28, 4))
     classes = {"resnet_callback": 10, "depthwise_loop": 6}.get(name, 10)
     return rng.random((n, *shape), dtype=np.float32), rng.integers(0, classes, n), classes
 
@@ -125,6 +147,7 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "cnn_fit_xla": _cnn,
     "gru_default": _gru,
     "attention_default": _attention,
+    "cnn_mixed": _cnn_mixed,
 }
 
 

@@ -209,6 +209,12 @@ def test_functional_subclassed_and_sequential_models_give_their_layers_own_names
         ("compile_loss/sparse_categorical_crossentropy/Mul", NO_LAYER, OTHER),
         ("replica_1/mycnn_1/conv_a_1/Relu", "conv_a", ACTIVATION),
         ("gradient_tape/replica_2/mycnn_1/conv_b_1/Conv2DBackpropInput", "conv_b", GRADIENT),
+        # mixed_float16: the loss-scaling optimizer updates inside a cond's branch
+        ("StatefulPartitionedCall/cond/then/_34/cond/adam/Mul_19", OPTIMIZER_UNASSIGNED, OPTIMIZER),
+        ("cond/then/_3/net_1/dense_1/Relu", "dense", ACTIVATION),
+        ("cond/then/_3/Relu", NO_LAYER, OTHER),  # a branch's own op: no scope left
+        # inside a layer, a loop's body is the layer's
+        ("sequential_1/lstm_1/while/body/_1/sequential_1/lstm_1/while/MatMul", "lstm", ACTIVATION),
     ],
 )
 def test_ops_are_placed_under_their_layer(op: str, layer: str, kind: str) -> None:

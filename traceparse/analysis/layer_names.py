@@ -3,7 +3,8 @@
 The rules, from real Keras 3 and Keras 2 captures (see docs/analyses.md):
 
 - Function-call wrappers (``StatefulPartitionedCall/``, ``__inference_...``)
-  are dropped, then leading ``gradient_tape/`` (or TF1 ``gradients/``) marks
+  and a leading control-flow branch's call (``cond/then/_34/cond/``) are
+  dropped, then leading ``gradient_tape/`` (or TF1 ``gradients/``) marks
   the backward pass and leading ``replica_N/`` / ``tower_N/`` (distribution
   strategies) give the replica; both can come in either order.
 - What is left is ``<model>/<layer>/...op``, read by the generation that
@@ -58,6 +59,9 @@ ACTIVATION, GRADIENT, OPTIMIZER, WEIGHT, OTHER = (
     "other",
 )
 
+# A control-flow op's branch functions and the id of their call in the graph.
+_BRANCHES = frozenset({"then", "else", "body", "cond"})
+_CALL = re.compile(r"^_\d+$")
 _BACKWARD = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
 _REPLICA = re.compile(r"^(?:replica|tower)_(\d+)$")
 _SUFFIX = re.compile(r"^(.+)_\d+$")
@@ -166,11 +170,18 @@ class ParsedOp:
 
 
 def written_scopes(op: str) -> list[str]:
-    """An op name's scopes as written, without the op itself and the call wrappers."""
+    """An op name's scopes as written, without the op itself and the call wrappers,
+    nor a leading control-flow branch's call (``cond/then/_34/cond/adam/Mul``: a
+    mixed-precision optimizer's updates, made only when the gradients are finite,
+    are ``adam/Mul`` in the branch the graph calls)."""
     parts = op.split("/")[:-1]  # the last part is the op itself
-    while parts and WRAPPER.match(parts[0]):
-        parts = parts[1:]
-    return parts
+    while True:
+        while parts and WRAPPER.match(parts[0]):
+            parts = parts[1:]
+        if not (len(parts) > 3 and parts[1] in _BRANCHES and _CALL.match(parts[2])):
+            return parts
+        # The branch's body repeats the control-flow op's name scope: drop it too.
+        parts = parts[4:] if parts[3] == parts[0] else parts[3:]
 
 
 def parse_op(op: str, known: KnownNames) -> ParsedOp:

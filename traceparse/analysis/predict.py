@@ -362,9 +362,9 @@ class Predictor:
         differently from run to run, and from step to step: a real run peaks at
         least where its steps do), and the largest growing allocation (not a
         slab) live at that peak left out (TensorFlow may write an op's output
-        into a dying input's buffer, or free it sooner, in another run). High: every chunk as large as the allocator
-        hands out whole, what was held before the capture included (its chunks
-        too)."""
+        into a dying input's buffer, or free it sooner, in another run). High:
+        every chunk as large as the allocator hands out whole, what was held
+        before the capture included (its chunks too)."""
         _, low_sizes, high_sizes = self.sizes(batch)
         low, high = runs if runs is not None else map(self._replayed, (low_sizes, high_sizes))
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
