@@ -149,7 +149,8 @@ class Predictor:
         a = base.allocations
         self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
-        found = captured_batch(base, self.weights)
+        shapes, ops = _shapes_and_ops(base)
+        found = find_batch(shapes, ops, self.weights)
         if from_batch is None and found is None:
             raise UsageError(
                 "could not find the batch size this capture was made at: no leading "
@@ -162,7 +163,7 @@ class Predictor:
             raise UsageError(f"the captured batch size must be positive, got {self.batch}")
         self.found_batch = found
         # Smaller batches the capture also ran (an epoch's partial last batch).
-        self.twins = batch_twins(*_shapes_and_ops(base), self.weights, self.batch)[1:]
+        self.twins = batch_twins(shapes, ops, self.weights, self.batch)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
         self.settled = settled_chunks(match_keys(a), self.requested, self.held)

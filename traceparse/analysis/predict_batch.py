@@ -198,10 +198,9 @@ def find_batch(
     """The leading dimension most non-weight tensors share (counted once per op),
     the smallest among equals; unless it is a time-major copy's leading dimension
     (``_untransposed``) or the flattening of a smaller one (``_unflattened``), or a
-    larger one ran most of the same ops with the same
-    trailing dimensions: that one is the batch, the other a partial last batch
-    (which may count more ops: a compiled program's 32 filters lead some of its
-    buffers too)."""
+    larger one ran most of the same ops with the same trailing dimensions: that
+    one is the batch, the other a partial last batch (which may count more ops: a
+    compiled program's 32 filters lead some of its buffers too)."""
     shapes = list(shapes)
     by_lead, by_rest = _leads(shapes, ops, weights)
     if not by_lead:
