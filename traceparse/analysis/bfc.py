@@ -25,6 +25,11 @@ for the CPU and the plain GPU sub-allocators).
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from typing import TypeVar
+
+import numpy as np
+
+Sizes = TypeVar("Sizes", int, np.ndarray)
 
 GRANULE = 256
 # bfc_allocator.cc kMaxInternalFragmentation: a larger waste always splits.
@@ -42,9 +47,10 @@ def rounded_bytes(n: int) -> int:
     return max(GRANULE, -(-n // GRANULE) * GRANULE)
 
 
-def is_region(size: int) -> bool:
-    """Whether ``size`` is one a growing allocator gives a region (2 MiB doubled)."""
-    return size >= FIRST_REGION and size & (size - 1) == 0
+def is_region(size: Sizes) -> Sizes:
+    """Whether ``size`` is one a growing allocator gives a region (2 MiB doubled);
+    elementwise for an integer array."""
+    return (size >= FIRST_REGION) & ((size & (size - 1)) == 0)
 
 
 class BFC:

@@ -124,6 +124,25 @@ def _leads(
     return by_lead, by_rest
 
 
+def _sharing(
+    lead: int, by_rest: dict[tuple[object, tuple[int, ...]], set[int]]
+) -> dict[int, set[object]]:
+    """The other leading dimensions that ops recorded with the same trailing
+    dimensions as they did ``lead``, each with those ops."""
+    shared: dict[int, set[object]] = {}
+    for (op, _), leads in by_rest.items():
+        if lead in leads:
+            for other in leads - {lead}:
+                shared.setdefault(other, set()).add(op)
+    return shared
+
+
+def _partial(small: int, shared_ops: set[object], by_lead: dict[int, set[object]]) -> bool:
+    """Whether ``small`` is a partial batch of a larger leading dimension with which it
+    shares ``shared_ops``: most of its ops, two at least."""
+    return len(shared_ops) >= 2 and 2 * len(shared_ops) > len(by_lead.get(small, ()))
+
+
 def _twins(
     batch: int,
     by_lead: dict[int, set[object]],
@@ -132,16 +151,10 @@ def _twins(
     """Smaller batch sizes the same program ran at (an epoch's partial last batch):
     leading dimensions that most of their ops, two at least, also recorded with
     the same trailing dimensions led by ``batch``."""
-    shared: dict[int, set[object]] = {}
-    for (op, _), leads in by_rest.items():
-        if batch in leads:
-            for lead in leads:
-                if 1 < lead < batch:
-                    shared.setdefault(lead, set()).add(op)
     found = [
         lead
-        for lead, ops in shared.items()
-        if len(ops) >= 2 and 2 * len(ops) > len(by_lead.get(lead, ()))
+        for lead, ops in _sharing(batch, by_rest).items()
+        if 1 < lead < batch and _partial(lead, ops, by_lead)
     ]
     return tuple(sorted(found, reverse=True))
 
@@ -214,7 +227,11 @@ def find_batch(
     recorded = set(parsed)
     chosen = _untransposed(chosen, by_lead, parsed) or chosen
     chosen = _unflattened(chosen, by_lead, recorded) or chosen
-    larger = [d for d in by_lead if d > chosen and chosen in _twins(d, by_lead, by_rest)]
+    larger = [
+        d
+        for d, ops in _sharing(chosen, by_rest).items()
+        if d > chosen and d in by_lead and _partial(chosen, ops, by_lead)
+    ]
     return max(larger, default=chosen)
 
 

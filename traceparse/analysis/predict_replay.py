@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 # The allocator's rules, as the allocator model (analysis/bfc.py) states them.
-from traceparse.analysis.bfc import FIRST_REGION, GRANULE, MAX_INTERNAL_FRAGMENTATION
+from traceparse.analysis.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.peak import in_use
 
@@ -54,8 +54,7 @@ def chunks(
     # that outgrows it gets a new region, doubled until it fits, whole when that
     # is less than twice the request (the allocator grows its regions by doubling).
     whole = settled.astype(np.int64)
-    power_of_two = (whole >= FIRST_REGION) & ((whole & (whole - 1)) == 0)
-    region = power_of_two & (settled > rounded(requested)) & (new > settled)
+    region = is_region(whole) & (settled > rounded(requested)) & (new > settled)
     doubled = settled * 2.0 ** np.ceil(
         np.log2(np.divide(new, settled, out=np.ones_like(new), where=(settled > 0) & (new > 0)))
     )
@@ -101,22 +100,17 @@ class Replayed:
         step count with every step. Without two steps, ``peak``."""
         values, rows = self.bytes[key], self.events[key]
         mine = steps[rows]
-        marked = ~np.isnan(mine)
+        marked = np.flatnonzero(~np.isnan(mine))
         if len(np.unique(mine[marked])) < 2:
             return self.peak(key)
-        outside = values[~marked].max() if (~marked).any() else -np.inf
-        best: tuple[int, int] | None = None
-        for step in np.unique(mine[marked]):
-            inside = np.flatnonzero(mine == step)
-            at = inside[int(np.argmax(values[inside]))]
-            top = float(values[at])
-            if best is None or top < best[1]:
-                best = (int(rows[at]), round(top))
-        assert best is not None
-        if outside >= best[1]:
-            at = int(np.flatnonzero(~marked)[int(np.argmax(values[~marked]))])
-            return int(rows[at]), round(float(outside))
-        return best
+        # Each step's first event at its maximum; of those, the lowest (first among equals).
+        tops = pd.Series(values[marked], index=marked).groupby(mine[marked]).idxmax().to_numpy()
+        at = int(tops[int(np.argmin(values[tops]))])
+        outside = np.flatnonzero(np.isnan(mine))
+        if len(outside):
+            top = int(outside[int(np.argmax(values[outside]))])
+            at = top if values[top] >= values[at] else at
+        return int(rows[at]), round(float(values[at]))
 
 
 def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from traceparse.analysis.predict import POOLED_BELOW
 from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.jsonvalues import json_value
 from traceparse.output.units import format_bytes
@@ -55,7 +56,8 @@ def unseen_line(row: pd.Series) -> str | None:
         return None
     grows_in = format_bytes(-(-int(below) * int(row["from_batch"]) // int(row["batch_size"])))
     return (
-        f"Not predicted: {row['allocator']} sends requests under 256 KiB to oneDNN's pool, "
+        f"Not predicted: {row['allocator']} sends requests under "
+        f"{format_bytes(POOLED_BELOW)} to oneDNN's pool, "
         f"which records nothing, so tensors of under {format_bytes(int(below))} per example "
         f"are not in this capture at batch {row['from_batch']}; at batch "
         f"{row['batch_size']} those of {grows_in} per example and more reach the allocator. "
