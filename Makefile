@@ -30,7 +30,7 @@ COMPAT_TESTS ?= tests --ignore=tests/test_report_browser.py \
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist loadfile
 
-.PHONY: demo test quick lint typecheck pytest compat protos fixtures bench browser clean
+.PHONY: demo test quick lint typecheck pytest compat protos schema fixtures bench browser clean
 
 # The C extensions (the decoder's loops, the array pool) are built by the
 # install: a change to them reinstalls.
@@ -92,6 +92,11 @@ browser:
 # Regenerate traceparse/_proto from protos/*.proto with a pinned grpcio-tools.
 protos:
 	$(PYTHON) protos/generate.py
+
+# The schema of an allocator's JSON, from AllocatorRecord's fields
+# (tests/test_record_json.py checks the committed file against it).
+schema: $(STAMP)
+	$(BIN)/python -m traceparse.output.schema docs/record-schema.json
 
 # Re-capture the fixtures (needs TensorFlow; see fixtures/README.md).
 fixtures: $(STAMP)

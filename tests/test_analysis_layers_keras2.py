@@ -287,10 +287,10 @@ def test_a_tf1_graph_places_ops_under_their_first_scope_as_written() -> None:
 def test_unsure_generations_are_said_in_the_diagnostics() -> None:
     ops = ["Adam/mul_3", "Adam/mul_4", "compile_loss/Mul", "gradient_tape/m/dense/MatMul/MatMul"]
     prof = profile_of([alloc(10 * i, i + 1, 1024, op=op) for i, op in enumerate(ops)])
-    notes = [n for n in prof.diagnostics if n.startswith("layer names:")]
+    notes = [n for n in prof.diagnostics() if n.startswith("layer names:")]
     assert len(notes) == 1 and "keras 2" in notes[0] and "compile_loss/" in notes[0]
     for name in [*KERAS2_FIXTURES, *KERAS3_FIXTURES]:
-        assert not any(n.startswith("layer names:") for n in load(name).diagnostics), name
+        assert not any(n.startswith("layer names:") for n in load(name).diagnostics()), name
 
 
 def test_a_depth_that_is_not_a_whole_number_of_levels_is_refused() -> None:

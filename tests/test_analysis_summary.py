@@ -8,16 +8,12 @@ from dataclasses import fields
 from helpers.trace import GPU, alloc, free, profile_of, trace_of
 
 from traceparse import Profile
-from traceparse.analysis import PARTS, AllocatorSummary
+from traceparse.analysis import PARTS
 from traceparse.analysis.attribution import OPTIONAL_PARTS
-from traceparse.analysis.summary import (
-    OPTIONAL_FIELDS,
-    TOP_OP_COLUMNS,
-    TOP_SCOPE_COLUMNS,
-    TOP_TENSOR_COLUMNS,
-)
 from traceparse.output.jsonvalues import json_value
 from traceparse.output.sentences import allocator_notes
+from traceparse.records import RECORD_VERSION, SECTIONS, AllocatorRecord
+from traceparse.records.build import TOP_OP_COLUMNS, TOP_SCOPE_COLUMNS, TOP_TENSOR_COLUMNS
 
 MiB = 1 << 20
 
@@ -65,11 +61,13 @@ def test_top_tables_are_the_largest_at_the_peak() -> None:
 def test_to_dict_is_plain_json() -> None:
     for summary in busy_profile().summary():
         record = json_value(summary.to_dict())
-        # The inventory's fields are left out of a capture without one.
-        # Fields the profile's own tables carry (layers, steps) are not repeated.
-        assert set(record) == {
-            f.name for f in fields(AllocatorSummary) if f.metadata.get("json", True)
-        } - set(OPTIONAL_FIELDS)
+        # Every section is there, null when not made; fields the profile's own
+        # tables carry (layers, steps) are not repeated.
+        assert set(record) == {"record_version"} | {
+            f.name for f in fields(AllocatorRecord) if f.metadata.get("json", True)
+        }
+        assert record["record_version"] == RECORD_VERSION
+        assert all(record[name] is None for name in SECTIONS)
         text = json.dumps(record, allow_nan=False)
         back = json.loads(text)
         assert back["peak_bytes"] == summary.peak_bytes

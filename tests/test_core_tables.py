@@ -158,8 +158,8 @@ def test_capture_without_memory_events_loads_empty_with_a_diagnostic() -> None:
     prof = traceparse.load(fixture_file("no_memory"))
     assert prof.allocations.empty and prof.timeline.empty
     assert list(prof.allocations.columns[: len(ALLOCATION_COLUMNS)]) == ALLOCATION_COLUMNS
-    assert any("no memory events" in d and "tracer level" in d for d in prof.diagnostics)
-    assert any("cuda_malloc_async" in d for d in prof.diagnostics)
+    assert any("no memory events" in d and "tracer level" in d for d in prof.diagnostics())
+    assert any("cuda_malloc_async" in d for d in prof.diagnostics())
 
 
 def test_tables_use_compact_dtypes() -> None:

@@ -54,3 +54,37 @@ def test_traceparse_keras_still_imports_with_a_warning() -> None:
     from traceparse.integrations.keras import MemoryCallback
 
     assert old.MemoryCallback is MemoryCallback is traceparse.MemoryCallback
+
+
+def test_diagnostics_and_failures_are_methods_and_the_old_spelling_warns(
+    prof: traceparse.Profile,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        notes, failures = prof.diagnostics(), prof.failures()
+    assert isinstance(notes, list) and failures == [] and prof.failure is None
+    with pytest.warns(DeprecationWarning, match=r"Profile\.diagnostics\(\)"):
+        assert list(prof.diagnostics) == notes
+    with pytest.warns(DeprecationWarning, match=r"Profile\.failures\(\)"):
+        assert prof.failures == []  # the comparison old code made still answers
+    with pytest.warns(DeprecationWarning, match=r"Profile\.failures\(\)"):
+        assert not prof.failures
+    failed = traceparse.load(FIXTURES / "oom_run_graph")
+    with pytest.warns(DeprecationWarning, match=r"Profile\.failures\(\)"):
+        assert failed.failures[0] == failed.failures()[0] == failed.failure
+
+
+def test_the_record_moved_to_traceparse_records() -> None:
+    from traceparse.records import AllocatorRecord, build_records
+
+    for old in ("traceparse.analysis.record", "traceparse.analysis.summary"):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=r"traceparse\.records"):
+            module = importlib.import_module(old)
+        assert module.AllocatorRecord is AllocatorRecord
+    import traceparse.analysis as analysis
+
+    with pytest.warns(DeprecationWarning, match=r"traceparse\.records\.build_records"):
+        assert analysis.build_records is build_records
+    with pytest.warns(DeprecationWarning, match=r"traceparse\.records\.AllocatorRecord"):
+        assert analysis.AllocatorRecord is AllocatorRecord is traceparse.AllocatorRecord

@@ -55,8 +55,8 @@ def test_profile_failure_names_the_request(name: str) -> None:
     assert f.exceeds_capacity
     assert f.in_use_bytes is not None and 0 < f.in_use_bytes < f.capacity_bytes
     assert f.caught_ps is not None and f.time_ps is not None and f.time_ps <= f.caught_ps
-    assert prof.failures == [f]
-    assert not [d for d in prof.diagnostics if "failure record" in d]
+    assert prof.failures() == [f]
+    assert not [d for d in prof.diagnostics() if "failure record" in d]
 
 
 def counters(path: Path) -> list[tuple[int, str, int]]:
@@ -227,7 +227,7 @@ def test_batch_lists_out_of_memory_captures_apart(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", GOOD_XPLANE_FIXTURES)
 def test_captures_that_did_not_fail_show_no_failure(name: str) -> None:
     prof = traceparse.load(FIXTURES / name)
-    assert prof.failure is None and prof.failures == []
+    assert prof.failure is None and prof.failures() == []
     from traceparse.report import render_markdown
 
     assert "Out of memory" not in render_markdown([prof])

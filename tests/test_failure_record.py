@@ -182,8 +182,8 @@ def loads_without_failure(run: Path) -> list[str]:
     prof = traceparse.load(run)
     assert prof.failure is None
     assert len(prof.allocations) > 0  # the capture itself still loads
-    notes = [d for d in prof.diagnostics if "failure record" in d]
-    assert len(notes) == 1, prof.diagnostics
+    notes = [d for d in prof.diagnostics() if "failure record" in d]
+    assert len(notes) == 1, prof.diagnostics()
     return notes
 
 

@@ -62,7 +62,7 @@ def test_a_run_with_an_xplane_and_a_memory_profile_reads_the_xplane() -> None:
 def test_pre_converted_memory_profiles_fill_the_same_tables(name: str, fmt: str) -> None:
     legacy = traceparse.load(FIXTURES / name)
     assert legacy.format == fmt
-    assert any("pre-converted" in d for d in legacy.diagnostics)
+    assert any("pre-converted" in d for d in legacy.diagnostics())
     # The legacy fixtures were converted by xprof from the eager_ops capture.
     original = traceparse.load(FIXTURES / "eager_ops").allocations
     converted = legacy.allocations
@@ -161,7 +161,7 @@ def test_every_truncation_of_a_real_capture_fails_cleanly_or_loads(tmp_path: Pat
         path.write_bytes(data[:cut])
         try:
             prof = traceparse.load(path)
-            assert isinstance(prof.diagnostics, list)
+            assert isinstance(prof.diagnostics(), list)
         except traceparse.TraceparseError as exc:
             assert str(path) in str(exc)
 
@@ -217,7 +217,7 @@ def test_an_empty_memory_profile_is_valid_and_empty(tmp_path: Path) -> None:
     path = _empty_memory_profile(tmp_path)
     prof = traceparse.load(path)
     assert prof.allocations.empty and prof.peak.empty and prof.summary() == []
-    assert any("no memory events" in note for note in prof.diagnostics)
+    assert any("no memory events" in note for note in prof.diagnostics())
     result = run_traceparse("summary", str(path))
     assert result.returncode == 0, result.stderr
     assert "no memory events" in result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""The record of each allocator (``analysis/record.py``) on every fixture: the gate's
+"""The record of each allocator (``records/allocator.py``) on every fixture: the gate's
 figures are the breakdown's, the rows add up, every output shows the same
 figures, and ``--top`` means what it says.
 
@@ -21,11 +21,11 @@ from helpers.trace import GPU, alloc, trace_of
 
 import traceparse
 from traceparse import Profile
-from traceparse.analysis.record import LIVE_PARTS, LeakVerdict, Part, StepUnit, owned
 from traceparse.gate.baseline import Baseline, baseline_of
 from traceparse.gate.figures import NO_OP, figures_of
 from traceparse.output.jsonvalues import json_value
 from traceparse.output.units import format_bytes
+from traceparse.records import LIVE_PARTS, LeakVerdict, Part, StepUnit, owned
 
 GOLDEN = FIXTURES.parent / "tests" / "golden" / "records"
 MiB = 1 << 20
@@ -249,7 +249,7 @@ def test_a_table_that_drops_a_part_says_the_rest_do_not_add_up() -> None:
 
 
 def test_a_new_section_is_one_function_per_output(monkeypatch: pytest.MonkeyPatch) -> None:
-    """How issue 38-40's sections plug in (analysis/record.py's docstring): a fact said
+    """How issue 38-40's sections plug in (records/allocator.py's docstring): a fact said
     first (LEADS) and a table (TABLES) reach every output that walks the view."""
     from traceparse.report import render_html, render_markdown, view
     from traceparse.report.notebook import profile_html

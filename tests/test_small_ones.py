@@ -31,7 +31,7 @@ def test_frees_of_earlier_memory_are_said_in_binary_units() -> None:
     line = b.line()
     free(b, line, 100, addr=0xA, size=4_718_592, total=0)
     alloc(b, line, 200, addr=0xB, size=512, total=512)
-    (note,) = [d for d in b.decode().diagnostics if "frees release" in d]
+    (note,) = [d for d in b.decode().diagnostics() if "frees release" in d]
     assert "(4.5 MiB)" in note and "bytes)" not in note
 
 

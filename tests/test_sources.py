@@ -210,7 +210,7 @@ def test_no_record_no_source_and_a_note() -> None:
     assert not prof.has_sources
     assert "traceparse.profile()" in prof.lines().attrs["diagnostic"]
     # Captures made elsewhere say how to get source lines, once.
-    assert [note for note in prof.diagnostics if "source" in note] == [NO_SOURCES + "."]
+    assert [note for note in prof.diagnostics() if "source" in note] == [NO_SOURCES + "."]
 
 
 def test_without_the_record_every_other_table_is_the_same(tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_without_the_record_every_other_table_is_the_same(tmp_path: Path) -> Non
     for table in ("ops", "peak", "attribution", "steps", "timeline"):
         pd.testing.assert_frame_equal(getattr(with_record, table), getattr(without, table))
     pd.testing.assert_frame_equal(with_record.layers(), without.layers())
-    assert [*with_record.diagnostics, NO_SOURCES + "."] == without.diagnostics
+    assert [*with_record.diagnostics(), NO_SOURCES + "."] == without.diagnostics()
 
 
 def test_the_lines_command(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_tensorflow_216_captures_are_put_on_the_wall_clock_by_the_clock_mark(nam
     (trace,) = prof.traces
     assert trace.start_ns is not None and trace.sources is not None
     assert trace.sources.started_ns <= trace.start_ns <= trace.sources.stopped_ns
-    assert not any("when it started" in note for note in prof.diagnostics)
+    assert not any("when it started" in note for note in prof.diagnostics())
 
 
 def test_tensorflow_216_program_runs_are_linked_by_size_alone() -> None:
@@ -284,7 +284,7 @@ def test_tensorflow_216_program_runs_are_linked_by_size_alone() -> None:
     linked = prof.allocations[prof.allocations["xla_program"].notna().to_numpy(dtype=bool)]
     assert len(linked) == 3  # one slab per step
     assert linked["xla_program"].astype(str).str.contains("one_step_on_data").all()
-    assert any("size alone: the capture records no run" in n for n in prof.diagnostics)
+    assert any("size alone: the capture records no run" in n for n in prof.diagnostics())
     held = prof.breakdown[prof.breakdown["holder"].astype(object) == "xla_buffer"]
     assert int(held["bytes"].sum()) >= 2**22
 

@@ -66,7 +66,7 @@ def test_traced_before_and_eager_ops_get_their_lines(tmp_path: Path) -> None:
     assert f"program.py:{line('# eager line')} <module>" in sources
     lines = prof.lines()
     assert lines["source"].notna().all()
-    assert not any("source lines" in note for note in prof.diagnostics)
+    assert not any("source lines" in note for note in prof.diagnostics())
 
 
 def test_sources_false_writes_no_record(tmp_path: Path) -> None:

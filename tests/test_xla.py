@@ -399,7 +399,7 @@ def test_agreeing_candidates_name_their_value() -> None:
         allocations["xla_program"].notna() & allocations["xla_allocation_index"].isna()
     ]
     assert len(agreed) >= 2
-    assert any("same shape x dtype" in d for d in prof.diagnostics)
+    assert any("same shape x dtype" in d for d in prof.diagnostics())
     buffers = prof.xla_buffers
     expanded = prof.live_at_peak(expand_xla=True)
     rows = expanded.loc[expanded["allocation"].isin(agreed.index) & expanded["dtype"].notna()]
@@ -490,7 +490,7 @@ def test_size_alone_links_only_allocations_with_no_op_inside_a_run() -> None:
         linked = prof.allocations.set_index("alloc_ps")["xla_allocation_index"]
         if expected == [1]:
             assert linked.loc[10] == 1  # the temp allocation, after the one parameter
-            assert any("by their size alone" in n and note in n for n in prof.diagnostics)
+            assert any("by their size alone" in n and note in n for n in prof.diagnostics())
         else:
             assert pd.isna(linked.loc[10])
         assert pd.isna(linked.loc[20]) and pd.isna(linked.loc[30])
@@ -516,7 +516,7 @@ def test_without_run_records_tf_programs_are_linked_as_with_them(name: str) -> N
     columns = ["xla_program", "xla_allocation_index"]
     assert recorded.allocations["xla_program"].notna().sum() > 0
     pd.testing.assert_frame_equal(recorded.allocations[columns], erased.allocations[columns])
-    assert any("the capture records no run of any program" in n for n in erased.diagnostics)
+    assert any("the capture records no run of any program" in n for n in erased.diagnostics())
 
 
 @pytest.mark.parametrize("name", ["layers_cnn_xla", "xla_keras"])

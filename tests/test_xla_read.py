@@ -159,7 +159,7 @@ def test_linking_parses_no_instruction(name: str, parses: Counter[str]) -> None:
     _ = prof.summary()
     total = sum(p.module.instruction_count for p in programs)
     assert 0 < parses["HloInstructionProto"] < total
-    _ = prof.xla_buffers, prof.xla_programs, prof.diagnostics
+    _ = prof.xla_buffers, prof.xla_programs, prof.diagnostics()
     assert parses["HloProto"] == 0
 
 
@@ -195,7 +195,7 @@ def test_unreadable_instructions_leave_linking_whole(tmp_path: Path) -> None:
     buffers = prof.xla_buffers
     assert len(buffers) == len(good.xla_buffers)
     assert buffers["instruction"].isna().all() and buffers["dtype"].isna().all()
-    assert sum("unreadable module" in note for note in prof.diagnostics) == broken
+    assert sum("unreadable module" in note for note in prof.diagnostics()) == broken
 
 
 def _varint(value: int) -> bytes:

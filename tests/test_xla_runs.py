@@ -185,7 +185,7 @@ def test_a_program_that_never_ran_gets_no_allocation(tmp_path: Path) -> None:
     assert prof.allocations.sort_values("alloc_ps")["xla_allocation_index"].tolist()[0] == 1
     runs = dict(zip(prof.xla_programs["program"], prof.xla_programs["runs"], strict=True))
     assert runs == {"jit_sin(3)": 1, "jit_cos(5)": 0}
-    assert any("no run of that program covers them" in note for note in prof.diagnostics)
+    assert any("no run of that program covers them" in note for note in prof.diagnostics())
 
 
 def test_same_module_twice_is_told_apart_by_program_id(tmp_path: Path) -> None:

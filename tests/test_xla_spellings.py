@@ -203,8 +203,8 @@ def test_every_spelling_finds_the_runs(tmp_path: Path, fixture: str, how: str) -
 def test_unrecognised_runs_are_said_with_the_bytes_they_leave(tmp_path: Path) -> None:
     prof = traceparse.load(respell("jax08_conv", "unrecognised", tmp_path))
     assert prof.allocations["xla_program"].notna().sum() == 0
-    notes = [n for n in prof.diagnostics if "no run of any program" in n]
-    assert len(notes) == 1, prof.diagnostics
+    notes = [n for n in prof.diagnostics() if "no run of any program" in n]
+    assert len(notes) == 1, prof.diagnostics()
     found = re.search(r"^(\d+) allocator events \(([\d,]+) bytes requested\)", notes[0])
     assert found, notes[0]
     # The bytes the runs link in the capture as recorded are among them.

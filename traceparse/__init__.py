@@ -7,6 +7,18 @@
 ...             train_step()
 >>> prof = cap.load()                                  # doctest: +SKIP
 >>> prof.allocations.nlargest(10, "allocated_bytes")   # doctest: +SKIP
+>>> record = prof.summary()[0]                         # doctest: +SKIP
+>>> record.peak_bytes, record.to_dict()["attribution"]  # doctest: +SKIP
+>>> traceparse.predictor_of(prof).breakdown(256)       # doctest: +SKIP
+
+The public names: capturing (``profile``, ``Capture``, ``MemoryCallback``),
+loading (``load``, ``load_all``, ``batch``), the tables (``Profile``), the
+records every output renders (``AllocatorRecord``, ``LeakVerdict``, ``Part``;
+``to_dict()`` is the JSON of docs/record-schema.json), the prediction at other
+batch sizes (``predictor_of``, ``Predictor``; docs/predict.md), shape x dtype
+estimates (``estimate_bytes``, ``Estimate``) and the errors, each with its exit
+code (``TraceparseError`` and below; ``OutOfMemoryError`` and
+``BudgetExceededError`` are what ``traceparse check`` fails with).
 
 Analysing a capture never imports TensorFlow; capturing does.
 """
@@ -21,6 +33,7 @@ from traceparse.core import display as _display
 # Errors are light; everything else (pandas above all) loads on first use, so
 # `import traceparse` and the pytest plugin cost next to nothing until used.
 from traceparse.errors import (
+    BudgetExceededError,
     CaptureError,
     CaptureNotFoundError,
     CaptureTooLargeError,
@@ -28,17 +41,20 @@ from traceparse.errors import (
     DependencyError,
     InputError,
     NoCaptureError,
+    OutOfMemoryError,
     TraceparseError,
     UsageError,
 )
 from traceparse.version import __version__
 
 if TYPE_CHECKING:
+    from traceparse.analysis.predict import Predictor
     from traceparse.batching import batch
     from traceparse.capture.session import Capture, profile
     from traceparse.core.loading import load, load_all
-    from traceparse.core.profile import Profile
+    from traceparse.core.profile import Profile, predictor_of
     from traceparse.integrations.keras import MemoryCallback
+    from traceparse.records import AllocatorRecord, LeakVerdict, Part
     from traceparse.tables.dtypes import Estimate, estimate_bytes
 
 # Public name -> the module that defines it.
@@ -51,6 +67,11 @@ _LAZY = {
     "load": "traceparse.core.loading",
     "load_all": "traceparse.core.loading",
     "Profile": "traceparse.core.profile",
+    "predictor_of": "traceparse.core.profile",
+    "Predictor": "traceparse.analysis.predict",
+    "AllocatorRecord": "traceparse.records",
+    "LeakVerdict": "traceparse.records",
+    "Part": "traceparse.records",
     # Imports Keras (and so TensorFlow) on first use only.
     "MemoryCallback": "traceparse.integrations.keras",
 }
@@ -80,6 +101,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AllocatorRecord",
+    "BudgetExceededError",
     "Capture",
     "CaptureError",
     "CaptureNotFoundError",
@@ -88,8 +111,12 @@ __all__ = [
     "DependencyError",
     "Estimate",
     "InputError",
+    "LeakVerdict",
     "MemoryCallback",
     "NoCaptureError",
+    "OutOfMemoryError",
+    "Part",
+    "Predictor",
     "Profile",
     "TraceparseError",
     "UsageError",
@@ -98,5 +125,6 @@ __all__ = [
     "estimate_bytes",
     "load",
     "load_all",
+    "predictor_of",
     "profile",
 ]

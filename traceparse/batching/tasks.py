@@ -185,7 +185,7 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
     if failed is not None:  # issue 39: listed apart, its allocators summarised all the same
         return _outcome(task, "out_of_memory", failed, [summary_row(s) for s in summaries]), True
     if not summaries:
-        notes = [_without_path(task, note) for note in profile.diagnostics]
+        notes = [_without_path(task, note) for note in profile.diagnostics()]
         message = _one_line(" ".join(notes)) or "the capture has no memory events"
         return _outcome(task, "empty", message, []), True
     return _outcome(task, "ok", None, [summary_row(s) for s in summaries]), True

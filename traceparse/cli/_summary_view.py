@@ -162,24 +162,3 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
         title=table.title,
         footer=footer,
     )
-
-
-def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
-    """The summary as plain data, for ``--format json``."""
-    from traceparse.output.sentences import summary_record
-    from traceparse.report.failure import failure_records
-    from traceparse.report.jsonreport import frame_records
-
-    return [
-        {
-            "run": profile.run,
-            # Issue 39: a key only when the capture ended in failure.
-            **({"failures": failure_records(profile)} if profile.failures else {}),
-            "hosts": list(profile.hosts),
-            "paths": list(profile.paths),
-            "allocators": [summary_record(summary) for summary in profile.summary()],
-            "layers": frame_records(profile.layers()),
-            "diagnostics": list(profile.diagnostics),
-        }
-        for profile in profiles
-    ]

@@ -138,7 +138,7 @@ class TableCommand(Command):
         else:
             self._export(table, fmt, args.output, term)
         if total == 0:
-            for note in profile.diagnostics:
+            for note in profile.diagnostics():
                 term.note(note)
         return 0
 
@@ -227,7 +227,7 @@ def word_headers(columns: Sequence[object]) -> dict[str, str]:
 
 def _step_header(profile: Profile, table: pd.DataFrame) -> dict[str, str]:
     """Without step markers the step column holds executions: its header says so."""
-    from traceparse.analysis.record import StepUnit, step_unit
+    from traceparse.records import StepUnit, step_unit
 
     if "step" not in table.columns or profile.step_markers.shape[0]:
         return {}

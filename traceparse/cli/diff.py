@@ -165,7 +165,7 @@ def _side(path: str, term: Terminal) -> tuple[list[AllocatorFigures], dict[str, 
     from traceparse.gate.figures import figures_of
 
     profile = load_newest(path, term)
-    for note in profile.diagnostics:
+    for note in profile.diagnostics():
         if "no memory events" in note:
             term.warn(note)
     return figures_of(profile), {

@@ -59,17 +59,9 @@ class OomCommand(Command):
 
         profiles = load_each(args.paths, term)
         if args.format == "json":
-            from traceparse.report.failure import failure_records
+            from traceparse.cli._json import failures_as_dicts
 
-            data = [
-                {
-                    "run": profile.run,
-                    "hosts": list(profile.hosts),
-                    "paths": list(profile.paths),
-                    "failures": failure_records(profile),
-                }
-                for profile in profiles
-            ]
+            data = failures_as_dicts(profiles)
             text = json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
             write_output(text, args.output)
             return 0

@@ -127,7 +127,13 @@ class PredictCommand(Command):
         if args.output:
             _write_page(args.output, profile.path, predictor, table, fits)
         if args.format == "json":
-            term.raw(dumps(words.as_json(table, breakdown, fits)) + "\n")
+            from traceparse.analysis.predict_capacity import report_curves
+            from traceparse.records.build import with_predictions
+
+            keys = set(zip(table["host"].astype(str), table["allocator"].astype(str), strict=True))
+            mine = [r for r in profile.summary() if (r.host, r.allocator) in keys]
+            records = with_predictions(mine, report_curves(predictor))
+            term.raw(dumps(words.as_json(table, breakdown, fits, records)) + "\n")
             return 0
         words.render(term, table, breakdown, fits)
         return 0

@@ -58,8 +58,9 @@ class SummaryCommand(Command):
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         import io
 
+        from traceparse.cli._json import summaries_as_dicts
         from traceparse.cli._loading import load_each
-        from traceparse.cli._summary_view import print_summaries, summaries_as_dicts
+        from traceparse.cli._summary_view import print_summaries
         from traceparse.output.export import format_from_path, json_default, write_output
         from traceparse.output.terminal import Terminal
 

@@ -1,7 +1,8 @@
 """Old spellings of ``Profile``'s public names, kept a release with a DeprecationWarning.
 
-``Profile.layers`` and ``Profile.leaks`` were read as properties; they are
-methods now (``prof.layers(by_replica=True)``). ``called_or_read`` keeps both
+``Profile.layers``, ``Profile.leaks``, ``Profile.diagnostics`` and
+``Profile.failures`` were read as properties; they are methods now
+(``prof.layers(by_replica=True)``, ``prof.diagnostics()``). ``called_or_read`` keeps both
 working: calling is the new spelling, silent; using the method as if it
 were its result (``prof.layers["layer"]``, ``prof.leaks.verdict``) warns and
 answers with the result of the call. CHANGELOG.md lists what moved.
@@ -54,6 +55,20 @@ class _CalledOrRead:
 
     def __len__(self) -> int:
         return len(self._read())
+
+    def __bool__(self) -> bool:
+        return bool(self._read())
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._read()
+
+    def __eq__(self, other: object) -> bool:
+        # ``prof.failures == []`` compared the list; a bound method compares itself.
+        if isinstance(other, _CalledOrRead):
+            return self._method == other._method
+        return bool(self._read() == other)
+
+    __hash__ = None  # type: ignore[assignment]  # it stands for a list
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._read())

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceparse.analysis import (
-    AllocatorSummary,
     LeakReport,
     attribution_table,
-    build_summaries,
     layers_table,
     leak_report,
     live_at_peak_table,
@@ -53,6 +50,8 @@ from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.errors import UsageError
+from traceparse.records import AllocatorRecord, build_records
+from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -124,12 +123,14 @@ class Profile:
       defaults**, so the plain call gives the usual view:
       ``scopes(depth=1)``, ``layers(by_replica=False)``,
       ``live_at_peak(allocator=None, host=None, expand_xla=False)``,
-      ``predict(batch_size=None, ...)`` (docs/predict.md);
+      ``predict(batch_size=None, ...)`` and ``predicted_breakdown(batch_size=None, ...)``
+      (docs/predict.md);
       ``lines(by_stack=False)`` (bytes per source line, docs/sources.md);
     - a result that is not one DataFrame is a **method** too:
       ``leaks()`` (a ``LeakReport``: a verdict and three tables),
       ``xla_at_peak()`` (two tables: programs and their values at the peak) and
-      ``summary()`` (one ``AllocatorRecord`` per allocator, ``analysis/record.py``).
+      ``summary()`` (one ``AllocatorRecord`` per allocator, ``records/allocator.py``),
+      ``diagnostics()`` (sentences) and ``failures()`` (one ``Failure`` per failed host).
 
     Everything is computed on first use and cached.
     """
@@ -167,9 +168,13 @@ class Profile:
         """Allocator names seen in the capture, in name order."""
         return sorted(self.timeline["allocator"].dropna().unique().tolist())
 
-    @pooled_property
+    @called_or_read  # read as a property before; that spelling warns for a release
     def diagnostics(self) -> list[str]:
         """Plain sentences about what the capture lacks or what looked wrong."""
+        return list(self._diagnostics)
+
+    @pooled_property
+    def _diagnostics(self) -> list[str]:
         notes: list[str] = []
         for trace in self.traces:
             notes.extend(trace.diagnostics)
@@ -441,17 +446,21 @@ class Profile:
 
     # -- the failure the capture ended in (issue 39) --
 
-    @pooled_property
+    @called_or_read  # read as a property before; that spelling warns for a release
     def failures(self) -> list[Failure]:
         """One ``Failure`` per host whose capture ended in an exception (its
         ``<host>.failure.json``): what raised, the request, the allocator's state then."""
+        return list(self._failures)
+
+    @pooled_property
+    def _failures(self) -> list[Failure]:
         return failures(self.traces, self.timeline)
 
     @property
     def failure(self) -> Failure | None:
         """The failure the capture ended in (the first host's that has one); None
-        when it ended normally. ``failures`` has one per host."""
-        found = self.failures
+        when it ended normally. ``failures()`` has one per host."""
+        found = self._failures
         return found[0] if found else None
 
     def breakdown_at(self, time_ps: int | None = None, host: str | None = None) -> pd.DataFrame:
@@ -608,7 +617,7 @@ class Profile:
         """Step-over-step growth, a verdict, and the ops holding what stays live."""
         return self._leaks
 
-    def summary(self, predict: bool = False) -> list[AllocatorSummary]:
+    def summary(self, predict: bool = False) -> list[AllocatorRecord]:
         """One headline record per (host, allocator); empty without memory events.
 
         ``predict=True`` also fills each record's ``prediction`` (the predicted peak
@@ -617,16 +626,12 @@ class Profile:
         return list(self._predicted_summaries if predict else self._summaries)
 
     @pooled_property
-    def _predicted_summaries(self) -> list[AllocatorSummary]:
-        curves = self._report_predictions
-        return [
-            replace(s, prediction=curves.get((str(s.host), str(s.allocator))))
-            for s in self._summaries
-        ]
+    def _predicted_summaries(self) -> list[AllocatorRecord]:
+        return with_predictions(self._summaries, self._report_predictions)
 
     @pooled_property
-    def _summaries(self) -> list[AllocatorSummary]:
-        return build_summaries(
+    def _summaries(self) -> list[AllocatorRecord]:
+        return build_records(
             self.peak,
             self.attribution,
             self.breakdown,
@@ -663,7 +668,8 @@ class Profile:
         """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
         captured batch size, where the prediction is the capture itself) (with
         ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
-        role and a ``basis``; ``attrs["breakdown"]`` has them by layer and role.
+        role and a ``basis``; ``predicted_breakdown()`` has them by layer and role
+        (also in ``attrs["breakdown"]``, which most pandas operations drop).
 
         The captured batch size is read off the capture unless ``from_batch``
         gives it; ``other`` (a Profile of the same program at another batch
@@ -677,6 +683,23 @@ class Profile:
         table = predictor.at(batch)
         table.attrs["breakdown"] = predictor.breakdown(batch)
         return table
+
+    def predicted_breakdown(
+        self,
+        batch_size: int | None = None,
+        from_batch: int | None = None,
+        other: Profile | None = None,
+        other_batch: int | None = None,
+    ) -> pd.DataFrame:
+        """What ``predict`` (same arguments) predicts, by layer and role: per (host,
+        allocator) the bytes of each layer's weights, optimizer state, activations
+        and gradients at the predicted peak, with the bytes captured and the basis.
+        Many batch sizes at once: ``traceparse.predictor_of(prof).breakdown(n)``.
+
+        >>> prof.predicted_breakdown(256)  # doctest: +SKIP
+        """
+        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
+        return predictor.breakdown(predictor.batch if batch_size is None else batch_size)
 
     @pooled_property
     def _prediction_input(self) -> PredictionInput:

@@ -5,23 +5,28 @@ allocators sorted by host then name, ops sorted by name, integers as plain
 numbers, one value per line, a trailing newline. Nothing in it depends on the
 time it was written, so the same capture always gives the same bytes.
 
-::
+Each allocator is its record's JSON, as every other command writes it
+(``AllocatorRecord.to_dict()``, docs/record-schema.json), with the figures the
+gate compares in its ``gate`` section (version 3; versions 1 and 2 had those
+beside ``peak_bytes``, and still load)::
 
     {
       "format": "traceparse-baseline",
-      "version": 1,
+      "version": 3,
       "traceparse": "0.1.0",
       "source": {"path": "logs/plugins/profile/2026_11_29_14_13_15/localhost.xplane.pb",
                  "run": "2026_11_29_14_13_15"},
       "allocators": [
-        {"host": "localhost", "allocator": "mklcpu", "peak_bytes": 29360128,
-         "capacity_bytes": 25276502016, "live_at_peak_bytes": 29360128,
-         "padding_at_peak_bytes": 2752512, "allocated_bytes": 159907840,
-         "allocations": 43,
-         "ops": {"AddV2": {"live_at_peak_bytes": 4194304, "allocated_bytes": 4194304,
-                           "count": 1, "requested_bytes": 4194304,
-                           "live_at_peak_requested_bytes": 4194304,
-                           "shapes": ["float32[4096,256]"]}, ...}}
+        {"record_version": 1, "host": "localhost", "allocator": "mklcpu",
+         "peak_bytes": 29360128, "capacity_bytes": 25276502016,
+         "live_at_peak_bytes": 29360128, "allocations": 43, ...,
+         "gate": {"padding_at_peak_bytes": 2752512, "allocated_bytes": 159907840,
+                  "steps": 5,
+                  "ops": {"AddV2": {"live_at_peak_bytes": 4194304,
+                                    "allocated_bytes": 4194304, "count": 1,
+                                    "requested_bytes": 4194304,
+                                    "live_at_peak_requested_bytes": 4194304,
+                                    "shapes": ["float32[4096,256]"]}, ...}}}
       ]
     }
 """
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from traceparse.errors import InputError
@@ -51,7 +56,8 @@ __all__ = [
 
 BASELINE_FORMAT = "traceparse-baseline"
 # 2: live_at_peak_bytes counts compiled programs' XLA buffers and slab slack.
-BASELINE_VERSION = 2
+# 3: each allocator is its record's JSON, the gate's figures in its "gate" section.
+BASELINE_VERSION = 3
 # Figures whose meaning changed at a version: a baseline written before it still
 # loads, and a comparison with it says which of its figures mean something else.
 MEANING_CHANGES: dict[int, dict[str, str]] = {
@@ -85,6 +91,11 @@ class Baseline:
     source: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # the file it was read from, for messages
     version: int = BASELINE_VERSION  # the version it was written with
+    # Per (host, allocator): the record's JSON the file carries beside the figures
+    # (output.sentences.summary_record); empty for a file of version 1 or 2.
+    records: dict[tuple[str, str], dict[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def label(self) -> str:
@@ -116,10 +127,30 @@ class Baseline:
             "traceparse": __version__,
             "source": dict(self.source),
             "allocators": [
-                _allocator_dict(a)
-                for a in sorted(self.allocators, key=lambda a: (a.host, a.allocator))
+                self._entry(a) for a in sorted(self.allocators, key=lambda a: (a.host, a.allocator))
             ],
         }
+
+    def _entry(self, figures: AllocatorFigures) -> dict[str, Any]:
+        """An allocator's entry: its record's JSON, the gate's figures in ``gate``."""
+        gate = _gate_dict(figures)
+        record = self.records.get((figures.host, figures.allocator))
+        if record is None:  # read from a file of version 1 or 2: only the figures
+            return {
+                "host": figures.host,
+                "allocator": figures.allocator,
+                "peak_bytes": figures.peak_bytes,
+                "capacity_bytes": figures.capacity_bytes,
+                "live_at_peak_bytes": figures.live_at_peak_bytes,
+                "allocations": figures.allocations,
+                "gate": gate,
+            }
+        # In the record's own key order (the section's place), whatever the figures.
+        return (
+            {**record, "gate": gate}
+            if "gate" not in record
+            else {k: gate if k == "gate" else v for k, v in record.items()}
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -161,19 +192,33 @@ class Baseline:
             raise InputError(f'{where}: the baseline has no "allocators" list', path)
         source = data.get("source") if isinstance(data.get("source"), dict) else {}
         allocators = [_allocator_from(entry, i, where, path) for i, entry in enumerate(entries)]
+        records = {
+            (str(entry["host"]), str(entry["allocator"])): dict(entry)
+            for entry in entries
+            if "record_version" in entry
+        }
         return cls(
             allocators=allocators,
             source={str(k): str(v) for k, v in (source or {}).items()},
             path=path,
             version=version,
+            records=records,
         )
 
 
 def baseline_of(profile: Profile) -> Baseline:
-    """The baseline figures of ``profile``."""
+    """The baseline of ``profile``: its gate figures and every allocator's record."""
+    from traceparse.output.sentences import summary_record
+
+    figures = figures_of(profile)
+    gates = {(f.host, f.allocator): _gate_dict(f) for f in figures}
     return Baseline(
-        allocators=figures_of(profile),
+        allocators=figures,
         source={"path": profile.path, "run": profile.run or ""},
+        records={
+            (r.host, r.allocator): summary_record(replace(r, gate=gates[(r.host, r.allocator)]))
+            for r in profile.summary()
+        },
     )
 
 
@@ -201,16 +246,12 @@ def read_baseline(path: str | os.PathLike[str]) -> Baseline:
     return Baseline.from_json(text, text_path)
 
 
-def _allocator_dict(figures: AllocatorFigures) -> dict[str, Any]:
+def _gate_dict(figures: AllocatorFigures) -> dict[str, Any]:
+    """The record's ``gate`` section: the figures a comparison reads besides the
+    record's own peak, capacity, live-at-peak bytes and allocation count."""
     return {
-        "host": figures.host,
-        "allocator": figures.allocator,
-        "peak_bytes": figures.peak_bytes,
-        "capacity_bytes": figures.capacity_bytes,
-        "live_at_peak_bytes": figures.live_at_peak_bytes,
         "padding_at_peak_bytes": figures.padding_at_peak_bytes,
         "allocated_bytes": figures.allocated_bytes,
-        "allocations": figures.allocations,
         "steps": figures.steps,
         "ops": {
             op: {
@@ -234,6 +275,11 @@ def _allocator_from(entry: Any, index: int, where: str, path: str | None) -> All
 
     if not isinstance(entry, dict):
         raise bad("is not an object")
+    gate = entry.get("gate")
+    if gate is not None and not isinstance(gate, dict):
+        raise bad("has an invalid 'gate' (an object of figures)")
+    # Version 3 keeps the gate's figures in "gate"; 1 and 2 beside the peak.
+    entry = {**entry, **(gate or {})}
     host, allocator = entry.get("host"), entry.get("allocator")
     if not isinstance(host, str) or not isinstance(allocator, str):
         raise bad('needs "host" and "allocator" strings')

@@ -25,7 +25,6 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from traceparse.analysis.record import LeakVerdict
 from traceparse.errors import InputError, UsageError
 from traceparse.gate.baseline import Baseline, read_baseline
 from traceparse.gate.figures import NO_OP, AllocatorFigures, figures_of, pair_allocators
@@ -39,10 +38,11 @@ from traceparse.output.units import (
     parse_bytes,
     parse_percent,
 )
+from traceparse.records import LeakVerdict
 
 if TYPE_CHECKING:
-    from traceparse.analysis.summary import AllocatorSummary
     from traceparse.core.profile import Profile
+    from traceparse.records import AllocatorRecord
 
 __all__ = [
     "BUDGET_NAMES",
@@ -249,7 +249,7 @@ def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
 # -- the budgets --------------------------------------------------------------
 
 
-def _peak(profile: Profile, s: AllocatorSummary, limit: int) -> Result:
+def _peak(profile: Profile, s: AllocatorRecord, limit: int) -> Result:
     over = s.peak_bytes - limit
     failed = over > 0
     message = f"peak {format_bytes(s.peak_bytes)} {'>' if failed else '<='} allowed " + (
@@ -269,7 +269,7 @@ def _peak(profile: Profile, s: AllocatorSummary, limit: int) -> Result:
     )
 
 
-def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
+def _utilisation(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
     if s.utilisation is None or not s.capacity_bytes:
         return Result(
             "max-utilisation",
@@ -299,7 +299,7 @@ def _utilisation(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
     )
 
 
-def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
+def _padding(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
     padding = s.attribution["padding_bytes"]
     # What the allocations live at the peak hold, compiled programs' buffers included.
     held = s.live_at_peak_bytes
@@ -322,11 +322,11 @@ def _padding(profile: Profile, s: AllocatorSummary, limit: float) -> Result:
     )
 
 
-def _leaks(profile: Profile, s: AllocatorSummary) -> Result:
+def _leaks(profile: Profile, s: AllocatorRecord) -> Result:
     report = profile.leaks()
     rate = s.growth_bytes_per_step
     if s.leak_verdict is LeakVerdict.GROWING:
-        from traceparse.analysis.record import owned
+        from traceparse.records import owned
 
         by_op = owned(report.by_op, s.host, s.allocator)
         contributors = tuple(
@@ -463,7 +463,7 @@ def _against(
 # -- contributors -------------------------------------------------------------
 
 
-def _top_tensors(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
+def _top_tensors(profile: Profile, s: AllocatorRecord) -> tuple[Contributor, ...]:
     live = profile.live_at_peak(allocator=s.allocator, host=s.host).head(CONTRIBUTORS)
     return tuple(
         Contributor(_op_name(row["op"]), _int(row["allocated_bytes"]), tensor_detail(row))
@@ -471,7 +471,7 @@ def _top_tensors(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ..
     )
 
 
-def _top_padding(profile: Profile, s: AllocatorSummary) -> tuple[Contributor, ...]:
+def _top_padding(profile: Profile, s: AllocatorRecord) -> tuple[Contributor, ...]:
     from traceparse.analysis.attribution import split_bytes
 
     live = profile.live_at_peak(allocator=s.allocator, host=s.host)

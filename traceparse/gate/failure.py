@@ -27,7 +27,7 @@ def out_of_memory_results(profile: Profile) -> list[Result]:
     from traceparse.analysis.failure import holders_at
 
     results = []
-    for f in profile.failures:
+    for f in profile.failures():
         if not f.out_of_memory:
             continue
         holders: list[tuple[str, int]] = []

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from traceparse.analysis.record import AllocatorRecord, Part
 from traceparse.output import cells
+from traceparse.records import AllocatorRecord, Part
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile

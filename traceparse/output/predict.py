@@ -14,6 +14,7 @@ import pandas as pd
 from traceparse.analysis.predict import POOLED_BELOW
 from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.jsonvalues import json_value
+from traceparse.output.sentences import SummaryFigures, summary_record
 from traceparse.output.units import format_bytes
 
 if TYPE_CHECKING:
@@ -157,10 +158,18 @@ def render(
         term.line()
 
 
-def as_json(table: pd.DataFrame, breakdown: pd.DataFrame, fits: Sequence[Fit]) -> dict[str, Any]:
-    """The prediction as plain JSON values: per allocator, its parts, its capacity answer."""
+def as_json(
+    table: pd.DataFrame,
+    breakdown: pd.DataFrame,
+    fits: Sequence[Fit],
+    records: Sequence[SummaryFigures] = (),
+) -> dict[str, Any]:
+    """The prediction as plain JSON values: per allocator, its parts, its capacity
+    answer, and its record (``allocators``: as every command writes an allocator,
+    its ``prediction`` section the curve of this prediction)."""
     return {
         "predictions": json_value(table),
         "breakdown": json_value(breakdown),
         "capacity": [json_value(f.as_dict()) for f in fits],
+        "allocators": [summary_record(r) for r in records],
     }

@@ -1,6 +1,6 @@
 """The sentences about an analysis's numbers: the leak verdict and an allocator's notes.
 
-The analyses return figures (``LeakReport.allocators``, ``AllocatorSummary``);
+The analyses return figures (``LeakReport.allocators``, ``AllocatorRecord``);
 what a person reads about them is made here, once, for the terminal, the
 reports and the gate.
 """
@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from traceparse.analysis.leaks import GROWING, MIN_STEPS, NO_EVENTS, STABLE
-from traceparse.analysis.record import Note
 from traceparse.analysis.steps import STEP_ID
 from traceparse.output.units import format_bytes, is_missing, plural
+from traceparse.records import Note
 
 if TYPE_CHECKING:
     from traceparse.analysis.leaks import LeakReport
@@ -177,7 +177,7 @@ def allocator_notes(s: SummaryFigures) -> list[str]:
 
 
 def summary_record(s: SummaryFigures) -> dict[str, Any]:
-    """``AllocatorSummary.to_dict()`` plus its leak check and notes in words, as JSON values."""
+    """``AllocatorRecord.to_dict()`` plus its leak check and notes in words, as JSON values."""
     from traceparse.output.jsonvalues import json_value
 
     return json_value(

@@ -1,9 +1,10 @@
 """The record of one allocator of one host: every figure any output shows, built once.
 
-``analysis.summary.build_records`` makes one ``AllocatorRecord`` per (host,
-allocator) from the breakdown and the other analyses. Every renderer (terminal,
-Markdown, HTML, notebook, JSON, batch rows, the pytest plugin) and the CI gate
-read these records and nothing else, so a figure is derived in one place:
+``records.build.build_records`` makes one ``AllocatorRecord`` per (host,
+allocator) from the breakdown and the other analyses (``Profile.summary()``
+hands them out). Every renderer (terminal, Markdown, HTML, notebook, JSON,
+batch rows, the pytest plugin) and the CI gate read these records, so a
+figure is derived in one place:
 
 - the attribution is keyed by ``Part``; "live at the peak" is the sum of the
   ``LIVE_PARTS`` (every byte an allocation made during the capture holds,
@@ -12,19 +13,23 @@ read these records and nothing else, so a figure is derived in one place:
 - ranked tables are kept whole: a renderer cuts rows, once, and says how
   many it left out.
 
-Optional sections (the variables from before the capture, and any added
-later) are fields that default to None and are named in ``OPTIONAL_FIELDS``:
-``to_dict`` leaves them out when None, so a capture without one reports as
-before. Fields whose ``metadata`` has ``json=False`` are inputs of renderers
-that the JSON already carries elsewhere (the profile's layers, steps).
+**One JSON.** ``to_dict()`` is what every command writes for an allocator
+(``summary``, ``report``, ``oom``, ``predict`` and ``baseline``, through
+``output.sentences.summary_record``): every key always, a section not
+computed (``SECTIONS``: a prediction, the gate's figures, the variables from
+before the capture) present and null, and ``record_version``
+(``RECORD_VERSION``). ``docs/record-schema.json`` is generated from the
+fields (``records/schema.py``). Fields whose ``metadata`` has ``json=False``
+are inputs of renderers that the JSON already carries elsewhere (the
+profile's layers, steps).
 
 Adding a section (a failure, source lines, a prediction):
 
-1. here, one field ``name: T | None = None`` on ``AllocatorRecord`` and its
-   name in ``OPTIONAL_FIELDS`` (a frame, or a dataclass whose fields are
-   plain values: the JSON is ``to_dict``, made plain by
-   ``output.jsonvalues.json_value``);
-2. in ``analysis/summary.py`` ``build_summaries``, one keyword argument (the
+1. here, one field ``name: T | None = section("what it holds")`` on
+   ``AllocatorRecord`` (a frame, or a dict of plain values: the JSON is
+   ``to_dict``, made plain by ``output.jsonvalues.json_value``), and
+   ``make schema`` to write the schema again;
+2. in ``records/build.py`` ``build_records``, one keyword argument (the
    profile's table, None when absent; ``Profile._summaries`` passes it) and the
    field filled from the allocator's rows (``owned(frame, host, allocator)``),
    whole: renderers cut rows;
@@ -41,20 +46,26 @@ Adding a section (a failure, source lines, a prediction):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
 import pandas as pd
 
+from traceparse.analysis.steps import STEP_ID
+
 __all__ = [
     "LIVE_PARTS",
     "OPTIONAL_FIELDS",
+    "RECORD_VERSION",
+    "SECTIONS",
     "AllocatorRecord",
     "LeakVerdict",
     "Note",
     "Part",
     "StepUnit",
+    "doc",
+    "json_fields",
     "live_at_peak_bytes",
     "notes_of",
     "owned",
@@ -187,8 +198,6 @@ def step_unit(
     and ``allocator``) all come from TensorFlow's step ids (no step markers:
     ``tables.build`` renumbers them 1, 2, ... in time order). The one place the
     word is decided."""
-    from traceparse.analysis.steps import STEP_ID
-
     if steps is None or steps.empty or "source" not in steps.columns:
         return StepUnit.STEP
     mine = steps if host is None or allocator is None else owned(steps, host, allocator)
@@ -196,8 +205,18 @@ def step_unit(
     return StepUnit.EXECUTION if sources == {STEP_ID} else StepUnit.STEP
 
 
-# The metadata of a field the JSON does not carry (the profile's own tables carry it).
-_NOT_IN_JSON = {"json": False}
+# The version of ``AllocatorRecord.to_dict()``'s layout, written in every record as
+# ``record_version``: bump it when a key is renamed or removed, or changes meaning
+# (adding a key is fine); docs/record-schema.json says what each key holds.
+RECORD_VERSION = 1
+
+
+def doc(text: str, *, json: bool = True, section: bool = False) -> dict[str, Any]:
+    """A field's metadata: its meaning (the schema's description); ``json=False``: a
+    renderer's input the JSON carries elsewhere (the profile's tables); ``section``:
+    made only when asked or when the capture has what it needs, None otherwise and
+    then null in the JSON (``SECTIONS`` lists them)."""
+    return {"doc": text, "json": json, "section": section}
 
 
 @dataclass
@@ -205,78 +224,167 @@ class AllocatorRecord:
     """One allocator of one host. ``to_dict()`` gives its JSON (frames stay frames;
     ``traceparse.output.jsonvalues.json_value`` makes plain values of them)."""
 
-    host: str
-    allocator: str
-    peak_bytes: int
-    peak_time_ps: int
-    peak_step: int | None
-    capacity_bytes: int | None
-    utilisation: float | None  # peak / capacity, 0..1
-    heap_bytes: int
-    reserved_bytes: int
-    fragmentation: float | None
-    allocations: int
-    live_at_peak: int  # allocations live at the peak
+    host: str = field(metadata=doc("The host whose capture this is."))
+    allocator: str = field(metadata=doc("The allocator's name (GPU_0_bfc, mklcpu, ...)."))
+    peak_bytes: int = field(
+        metadata=doc("Bytes in use at the allocator's peak (reserved + allocated).")
+    )
+    peak_time_ps: int = field(
+        metadata=doc("When the peak was reached, picoseconds from the capture start.")
+    )
+    peak_step: int | None = field(
+        metadata=doc("The step the peak fell in; null outside every step.")
+    )
+    capacity_bytes: int | None = field(
+        metadata=doc("What the allocator could hold then (in use + available); null when unknown.")
+    )
+    utilisation: float | None = field(
+        metadata=doc("peak_bytes / capacity_bytes, 0..1; null without one.")
+    )
+    heap_bytes: int = field(metadata=doc("Bytes the allocator handed out at the peak."))
+    reserved_bytes: int = field(metadata=doc("Bytes the allocator reserved at the peak."))
+    fragmentation: float | None = field(
+        metadata=doc("The allocator's fragmentation at the peak, 0..1.")
+    )
+    allocations: int = field(metadata=doc("Allocations the capture records on this allocator."))
+    live_at_peak: int = field(metadata=doc("Allocations live at the peak."))
     # Ranked tables, whole: a renderer cuts them.
-    top_tensors: pd.DataFrame = field(repr=False)
-    top_ops: pd.DataFrame = field(repr=False)
-    top_scopes: pd.DataFrame = field(repr=False)
-    attribution: dict[str, int]
-    leak_verdict: LeakVerdict
-    growth_bytes_per_step: float | None
-    # The leak check's figures: a row of LeakReport.allocators as plain values
-    # (output.sentences.leak_sentence says them in words); empty when not judged.
-    leak: dict[str, Any]
-    peak_events: int  # how many events reach the peak (the figures are the last one's)
-    lifetime_peak_bytes: int | None  # the allocator's own peak since it started
-    # Bytes the allocations live at the peak hold (the LIVE_PARTS), XLA's included.
-    live_at_peak_bytes: int = 0
-    step_unit: StepUnit = StepUnit.STEP
-    # What a reader should know about these figures (notes_of), said by the renderers.
-    notes: tuple[Note, ...] = ()
-    # What was allocated before the capture, split by the variable inventory:
-    # weight_bytes / weight_variables, optimizer_bytes / optimizer_variables /
-    # optimizer (its name), other_bytes / other_variables, variable_bytes (the
-    # attribution's part), unnamed_bytes (before_capture_bytes). Without one but
-    # with XLA programs that ran: xla_parameter_bytes (the part), xla_parameters,
-    # xla_programs, xla_program (its name when one), xla_parameter_shapes,
-    # unnamed_bytes. None otherwise.
-    before_capture: dict[str, Any] | None = None
-    top_variables: pd.DataFrame | None = field(default=None, repr=False)
-    # The peak predicted at other batch sizes (issue 40, docs/predict.md), where the
-    # captured batch size can be read off the capture: captured_batch,
-    # captured_peak_bytes, capacity_bytes, largest_batch / largest_peak_bytes (the
-    # largest batch whose predicted peak fits the capacity; None without one) and
-    # curve (batch_size, peak_bytes, low_bytes, high_bytes: a quarter of the
-    # captured batch to eight times it, and the largest). None otherwise.
-    prediction: dict[str, Any] | None = field(default=None, repr=False)
-    # Every op of the allocator (bytes at the peak, allocated, count), the gate's figures.
-    ops: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
-    # The allocator's rows of Profile.layers() holding bytes at the peak, its
-    # XLA programs and buffers at the peak, and its steps.
-    layers: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
-    xla_programs: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
-    xla_buffers: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
-    steps: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
+    top_tensors: pd.DataFrame = field(
+        repr=False, metadata=doc("Every tensor (and XLA buffer) live at the peak, largest first.")
+    )
+    top_ops: pd.DataFrame = field(
+        repr=False, metadata=doc("Every op holding bytes at the peak, largest first.")
+    )
+    top_scopes: pd.DataFrame = field(
+        repr=False, metadata=doc("Every name scope holding bytes at the peak, largest first.")
+    )
+    attribution: dict[str, int] = field(
+        metadata=doc("The bytes in use at the peak by part (Part); they sum to peak_bytes.")
+    )
+    leak_verdict: LeakVerdict = field(metadata=doc("The leak check's verdict (LeakVerdict)."))
+    growth_bytes_per_step: float | None = field(
+        metadata=doc("Bytes in use added per step; null when not judged.")
+    )
+    leak: dict[str, Any] = field(
+        metadata=doc(
+            "The leak check's figures (a row of LeakReport.allocators); empty when not judged."
+        )
+    )
+    peak_events: int = field(
+        metadata=doc("How many events reach the peak (the figures are the last one's).")
+    )
+    lifetime_peak_bytes: int | None = field(
+        metadata=doc(
+            "The allocator's own peak since it started (peak_bytes_in_use); null when not recorded."
+        )
+    )
+    live_at_peak_bytes: int = field(
+        default=0,
+        metadata=doc(
+            "Bytes the allocations live at the peak hold (the LIVE_PARTS), XLA's included."
+        ),
+    )
+    step_unit: StepUnit = field(
+        default=StepUnit.STEP,
+        metadata=doc("What the steps count: marked steps, or single executions."),
+    )
+    notes: tuple[Note, ...] = field(
+        default=(),
+        metadata=doc(
+            "What a reader should know about these figures (Note), said by the renderers."
+        ),
+    )
+    before_capture: dict[str, Any] | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "What was allocated before the capture, split by the variable inventory: "
+            "weight_bytes / weight_variables, optimizer_bytes / optimizer_variables / optimizer "
+            "(its name), other_bytes / other_variables, variable_bytes (the attribution's "
+            "part), unnamed_bytes (before_capture_bytes). Without one but with XLA programs "
+            "that ran: xla_parameter_bytes (the part), xla_parameters, xla_programs, "
+            "xla_program (its name when one), xla_parameter_shapes, unnamed_bytes.",
+            section=True,
+        ),
+    )
+    top_variables: pd.DataFrame | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "The variables the inventory names on this allocator, largest first.",
+            section=True,
+        ),
+    )
+    prediction: dict[str, Any] | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "The peak predicted at other batch sizes (docs/predict.md), where the captured "
+            "batch size can be read off the capture: captured_batch, captured_peak_bytes, "
+            "capacity_bytes, largest_batch / largest_peak_bytes (the largest batch whose "
+            "predicted peak fits the capacity; null without one) and curve (batch_size, "
+            "peak_bytes, low_bytes, high_bytes: a quarter of the captured batch to eight "
+            "times it, and the largest). Made by Profile.summary(predict=True), the report "
+            "and the predict command.",
+            section=True,
+        ),
+    )
+    gate: dict[str, Any] | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "The figures the CI gate compares (gate/figures.py), made by the baseline: "
+            "padding_at_peak_bytes, allocated_bytes, steps, and ops (per op: "
+            "live_at_peak_bytes, allocated_bytes, count, requested_bytes, "
+            "live_at_peak_requested_bytes, shapes).",
+            section=True,
+        ),
+    )
+    # Renderers' inputs the JSON carries elsewhere (the profile's own tables).
+    ops: pd.DataFrame | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "Every op of the allocator (bytes at the peak, allocated, count).", json=False
+        ),
+    )
+    layers: pd.DataFrame | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "The allocator's rows of Profile.layers() holding bytes at the peak.", json=False
+        ),
+    )
+    xla_programs: pd.DataFrame | None = field(
+        default=None, repr=False, metadata=doc("Its XLA programs at the peak.", json=False)
+    )
+    xla_buffers: pd.DataFrame | None = field(
+        default=None, repr=False, metadata=doc("Its XLA buffers at the peak.", json=False)
+    )
+    steps: pd.DataFrame | None = field(
+        default=None, repr=False, metadata=doc("Its steps.", json=False)
+    )
 
     @property
     def name(self) -> str:
         return f"{self.allocator} on {self.host}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field the JSON carries, by name; optional sections only when present."""
-        out: dict[str, Any] = {}
-        for item in fields(self):
-            if item.metadata.get("json", True) is False:
-                continue
-            value = getattr(self, item.name)
-            if value is None and item.name in OPTIONAL_FIELDS:
-                continue
-            out[item.name] = value
+        """Every field the JSON carries, by name, after ``record_version``; a section
+        not made is there and None (so every output has the same keys)."""
+        out: dict[str, Any] = {"record_version": RECORD_VERSION}
+        for item in json_fields():
+            out[item.name] = getattr(self, item.name)
         return out
 
 
-# Sections present only when the capture has what they need; to_dict leaves
-# them out otherwise. A new optional section is one field here (default None)
-# and its name in this tuple.
-OPTIONAL_FIELDS = ("before_capture", "top_variables", "prediction")
+def json_fields() -> list[Field[Any]]:
+    """The fields ``to_dict`` writes, in order."""
+    return [item for item in fields(AllocatorRecord) if item.metadata.get("json", True)]
+
+
+# Sections made only when asked or when the capture has what they need: None
+# otherwise (null in the JSON). A new one is a field whose metadata is ``doc(..., section=True)``.
+SECTIONS = tuple(item.name for item in fields(AllocatorRecord) if item.metadata.get("section"))
+# The name the sections had when to_dict left them out while None.
+OPTIONAL_FIELDS = SECTIONS

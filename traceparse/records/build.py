@@ -1,10 +1,12 @@
-"""Builds the record of each allocator (``analysis.record``): the input of every
-report, of batch analysis and of the gate."""
+"""Builds the record of each allocator (``records.allocator``) from the analyses'
+tables: the input of every report, of batch analysis and of the gate."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ import pandas as pd
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS
 from traceparse.analysis.leaks import LeakReport
 from traceparse.analysis.liveness import owner_groups
-from traceparse.analysis.record import (
+from traceparse.records.allocator import (
     OPTIONAL_FIELDS,
     AllocatorRecord,
     LeakVerdict,
@@ -35,6 +37,7 @@ __all__ = [
     "build_summaries",
     "owned",
     "plain",
+    "with_predictions",
 ]
 
 # In the order reports show them (a column declared not shown by default,
@@ -191,6 +194,14 @@ def build_summaries(
 
 # The name the records are built by everywhere else.
 build_records = build_summaries
+
+
+def with_predictions(
+    records: Sequence[AllocatorRecord], curves: Mapping[tuple[str, str], dict[str, Any]]
+) -> list[AllocatorRecord]:
+    """``records`` with their ``prediction`` section (``predict_capacity.report_curves``
+    of a predictor, per (host, allocator)); None where the predictor has none."""
+    return [replace(r, prediction=curves.get((str(r.host), str(r.allocator)))) for r in records]
 
 
 def _before_capture(

@@ -50,7 +50,8 @@ class FailureView:
 def failure_views(profile: Any) -> list[FailureView]:
     """One view per failed host of ``profile`` (a ``Profile``); none for a healthy capture."""
     views = []
-    for f in getattr(profile, "failures", None) or []:
+    found = getattr(profile, "failures", None)  # a stand-in for a Profile may have none
+    for f in (found() if callable(found) else found) or []:
         if f.time_ps is None:
             empty = pd.DataFrame({"name": [], "bytes": [], "share": []})
             views.append(FailureView(f, empty, empty))

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from traceparse.analysis.record import owned
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
+from traceparse.records import owned
 from traceparse.report.escape import html_text as esc
 from traceparse.report.failure import html_failure
 from traceparse.report.interact import SCRIPT

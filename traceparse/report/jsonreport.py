@@ -6,7 +6,7 @@ Layout (``schema_version`` 1)::
      "generator": {"name": "traceparse", "version": "..."},
      "generated_at": "YYYY-MM-DDTHH:MM:SSZ",
      "profiles": [{"run", "hosts", "paths", "diagnostics",
-                   "summary": [AllocatorSummary.to_dict(), ...],
+                   "summary": [AllocatorRecord.to_dict(), ...],
                    "tables": {"peak": [...], "attribution": [...],
                               "ops": [...], "layers": [...], "steps": [...]}}]}
 
@@ -67,7 +67,7 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         **({"failures": failures} if failures else {}),
         "hosts": [str(h) for h in profile.hosts],
         "paths": [str(p) for p in profile.paths],
-        "diagnostics": [str(d) for d in profile.diagnostics],
+        "diagnostics": [str(d) for d in profile.diagnostics()],
         "summary": [summary_record(s) for s in profile.summary(predict=True)],
         "tables": {name: frame_records(_measured(_table(profile, name))) for name in TABLES}
         | _xla_tables(profile)

@@ -11,14 +11,14 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from traceparse.analysis.record import LeakVerdict, StepUnit
 from traceparse.output.sentences import SummaryFigures
+from traceparse.records import LeakVerdict, StepUnit
 
 __all__ = ["AllocatorSummaryLike", "ProfileLike"]
 
 
 class AllocatorSummaryLike(SummaryFigures, Protocol):
-    """One allocator of one host (``analysis.record.AllocatorRecord``): the figures
+    """One allocator of one host (``records.AllocatorRecord``): the figures
     its notes are made from, and the rest a report shows."""
 
     @property
@@ -72,7 +72,6 @@ class ProfileLike(Protocol):
     def hosts(self) -> list[str]: ...
     @property
     def paths(self) -> list[str]: ...
-    @property
     def diagnostics(self) -> list[str]: ...
     @property
     def timeline(self) -> pd.DataFrame: ...

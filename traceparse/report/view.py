@@ -18,7 +18,6 @@ from typing import Any, Literal
 import pandas as pd
 
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
-from traceparse.analysis.record import LeakVerdict, StepUnit, step_unit
 from traceparse.output.cells import (
     MAX_NOTE_WIDTH,
     MAX_REPORT_CELL_WIDTH,
@@ -37,6 +36,7 @@ from traceparse.output.units import (
     format_percent,
     is_missing,
 )
+from traceparse.records import LeakVerdict, StepUnit, step_unit
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
 from traceparse.tables.columns import COLUMNS
 
@@ -236,7 +236,7 @@ def _profile_view(profile: ProfileLike, index: int, top: int, predict: bool) -> 
         hosts=[str(h) for h in profile.hosts],
         paths=[str(p) for p in profile.paths],
         anchor=anchor,
-        diagnostics=_notes(profile.diagnostics),
+        diagnostics=_notes(profile.diagnostics()),
         allocators=allocators,
         profile=profile,
     )

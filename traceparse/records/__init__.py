@@ -1,0 +1,39 @@
+"""The records: one per allocator of a run, every section a renderer shows built once.
+
+Between the analyses and the outputs: ``build_records`` turns the analyses'
+tables into ``AllocatorRecord`` s (``Profile.summary()`` hands them out), and
+the terminal, the reports, the JSON and the gate render them. ``to_dict()`` is
+the one JSON of an allocator; ``docs/record-schema.json`` documents it.
+"""
+
+from traceparse.records.allocator import (
+    LIVE_PARTS,
+    RECORD_VERSION,
+    SECTIONS,
+    AllocatorRecord,
+    LeakVerdict,
+    Note,
+    Part,
+    StepUnit,
+    live_at_peak_bytes,
+    notes_of,
+    owned,
+    step_unit,
+)
+from traceparse.records.build import build_records
+
+__all__ = [
+    "LIVE_PARTS",
+    "RECORD_VERSION",
+    "SECTIONS",
+    "AllocatorRecord",
+    "LeakVerdict",
+    "Note",
+    "Part",
+    "StepUnit",
+    "build_records",
+    "live_at_peak_bytes",
+    "notes_of",
+    "owned",
+    "step_unit",
+]
