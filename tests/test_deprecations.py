@@ -88,3 +88,21 @@ def test_the_record_moved_to_traceparse_records() -> None:
         assert analysis.build_records is build_records
     with pytest.warns(DeprecationWarning, match=r"traceparse\.records\.AllocatorRecord"):
         assert analysis.AllocatorRecord is AllocatorRecord is traceparse.AllocatorRecord
+
+
+def test_the_face_exports_the_record_the_errors_and_the_predictor() -> None:
+    from traceparse.analysis.predict import Predictor
+    from traceparse.errors import BudgetExceededError, OutOfMemoryError
+    from traceparse.records import AllocatorRecord
+
+    assert traceparse.OutOfMemoryError is OutOfMemoryError
+    assert traceparse.BudgetExceededError is BudgetExceededError
+    assert traceparse.AllocatorRecord is AllocatorRecord and traceparse.Predictor is Predictor
+    prof = traceparse.load(FIXTURES / "batch_128")
+    assert isinstance(prof.summary()[0], traceparse.AllocatorRecord)
+    # The breakdown is a method's answer; the attrs spelling still holds it.
+    breakdown = prof.predicted_breakdown(256)
+    assert len(breakdown) and breakdown.equals(prof.predict(256).attrs["breakdown"])
+    predictor = traceparse.predictor_of(prof)
+    assert isinstance(predictor, traceparse.Predictor)
+    assert predictor.breakdown(256).equals(breakdown)

@@ -22,13 +22,16 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "traceparse"
 
-# In pipeline order; ``errors``, the versions, the loading of the optional C
-# extensions (``compiled``) and the generated ``_proto`` code come before all.
+# In pipeline order; ``errors``, the versions, bytes in words (``units``), the
+# loading of the optional C extensions (``compiled``) and the generated
+# ``_proto`` code come before all. ``records`` (one per allocator, built from
+# the analyses) comes before ``core``, whose Profile hands them out.
 # capture (profiling, TensorFlow present) reads what it wrote with core; the
 # integrations (Keras, pytest) use the gate and the reports.
 STAGES = [
     "errors",
     "version",
+    "units",
     "compiled",
     "_proto",
     "files",
@@ -53,7 +56,7 @@ SHIM_MODULES = {"traceparse.analysis.record", "traceparse.analysis.summary"}
 # The package face and ``python -m traceparse``: they glue the stages together.
 EXEMPT = {"__init__", "__main__", *SHIMS}
 # The only modules at the top of the package: the rest is in stage packages.
-TOP_MODULES = {"__init__", "__main__", "errors", "version", "compiled", *SHIMS}
+TOP_MODULES = {"__init__", "__main__", "errors", "version", "units", "compiled", *SHIMS}
 # Reading a capture from disk is the job of the stages that take paths from a
 # user or write the capture themselves.
 LOADERS = {"capture", "integrations", "batching", "cli"}

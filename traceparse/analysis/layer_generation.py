@@ -34,6 +34,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from traceparse.analysis.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
+
 KERAS3 = "keras 3"
 KERAS2 = "keras 2"
 TF1 = "tf1 graph"
@@ -48,23 +50,7 @@ _MARKER = re.compile(r"^(?:gradient_tape|replica_\d+|tower_\d+)(?:_\d+)?$")
 _SUFFIX = re.compile(r"^.+_\d+$")
 _DOUBLE = re.compile(r"^.+_\d+_\d+$")
 # Keras 2 optimizers scope their ops with their class name; Keras 3 with it in lower case.
-_KERAS2_OPTIMIZERS = frozenset(
-    [
-        "Adam",
-        "AdamW",
-        "Adamax",
-        "Adagrad",
-        "Adadelta",
-        "Adafactor",
-        "Ftrl",
-        "Nadam",
-        "RMSprop",
-        "SGD",
-        "Lion",
-        "LossScaleOptimizer",
-    ]
-)
-_KERAS3_OPTIMIZERS = frozenset(n.lower() for n in _KERAS2_OPTIMIZERS) | {"loss_scale_optimizer"}
+_KERAS2_OPTIMIZERS, _KERAS3_OPTIMIZERS = KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
 _KERAS2_OPTIMIZER = re.compile(rf"^(?:{'|'.join(sorted(_KERAS2_OPTIMIZERS))})(?:_\d+)?$")
 _KERAS3_OPTIMIZER = re.compile(rf"^(?:{'|'.join(sorted(_KERAS3_OPTIMIZERS))})(?:_\d+)?$")
 # Scopes and step functions each generation alone writes (whole scope names).

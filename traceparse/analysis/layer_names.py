@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
+from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
@@ -65,24 +66,6 @@ _CALL = re.compile(r"^_\d+$")
 _BACKWARD = re.compile(r"^(?:gradient_tape|gradients)(?:_\d+)?$")
 _REPLICA = re.compile(r"^(?:replica|tower)_(\d+)$")
 _SUFFIX = re.compile(r"^(.+)_\d+$")
-# Keras optimizers' scope names (lower-case class names), as Keras 3 and tf.keras write them.
-OPTIMIZER_SCOPES = frozenset(
-    [
-        "adam",
-        "adamw",
-        "adamax",
-        "adagrad",
-        "adadelta",
-        "adafactor",
-        "ftrl",
-        "lamb",
-        "lion",
-        "nadam",
-        "rmsprop",
-        "sgd",
-        "loss_scale_optimizer",
-    ]
-)
 # Scopes Keras puts loss and metric ops under: not layers of the model.
 _NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
 # Keras 2 computes a loss under the loss's own name (sparse_categorical_crossentropy/

@@ -71,13 +71,14 @@ from traceparse.analysis.predict_xla import (
     xla_evidence,
 )
 from traceparse.errors import UsageError
+from traceparse.tables.variables import CPU_POOL_BYTES
 
 ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 # Ops of an optimizer's sparse update (an embedding's gradient rows).
 SPARSE_UPDATES = ("UnsortedSegmentSum", "Unique", "UniqueV2", "ResourceScatterAdd", "ScatterAdd")
 # oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
-POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", 256 * 1024
+POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", CPU_POOL_BYTES  # tables.variables says why
 
 
 @dataclass

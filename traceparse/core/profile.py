@@ -57,6 +57,7 @@ from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
+from traceparse.units import format_bytes
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -188,7 +189,7 @@ class Profile:
         if len(unpaired):
             notes.append(
                 f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({_size(int(unpaired['allocated_bytes'].sum()))}); start the profiler "
+                f"({format_bytes(int(unpaired['allocated_bytes'].sum()))}); start the profiler "
                 "earlier to see those allocations."
             )
         allocations = self.allocations
@@ -817,12 +818,3 @@ def predictor_of(
     except UsageError as exc:
         paths = profile.path if other is None else f"{profile.path} (with {other.path})"
         raise UsageError(f"{paths}: {exc}") from None
-
-
-def _size(n: int) -> str:
-    """Bytes in a sentence as the tables write them (``4.5 MiB``): binary units, one
-    decimal at most (output/units.py comes after this stage)."""
-    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} B"

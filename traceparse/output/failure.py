@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from traceparse.output.cells import shorten, visible
 from traceparse.output.units import format_bytes
+from traceparse.tables.sources import is_library_path
 
 if TYPE_CHECKING:
     from traceparse.analysis.failure import Failure
@@ -139,7 +140,7 @@ def stack_lines(f: Failure, limit: int = 8) -> tuple[str, list[str]]:
     failing graph node, else the traceback; the program's own frames (not those of
     installed packages) when it has any, innermost last."""
     frames = list(f.defined_at or f.traceback)
-    own = [fr for fr in frames if not any(p in fr.file for p in _LIBRARY_PATHS)]
+    own = [fr for fr in frames if not is_library_path(fr.file)]
     shown = (own or frames)[-limit:]
     title = "Where it was defined" if f.defined_at else "Traceback"
     if own and len(own) < len(frames):
@@ -149,7 +150,3 @@ def stack_lines(f: Failure, limit: int = 8) -> tuple[str, list[str]]:
         for fr in shown
     ]
     return title, lines
-
-
-# Frames in these directories are libraries' (TensorFlow, Keras), not the program's.
-_LIBRARY_PATHS = ("/site-packages/", "/dist-packages/", "/lib/python3")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from traceparse.analysis.leaks import GROWING, MIN_STEPS, NO_EVENTS, STABLE
+from traceparse.analysis.leaks import MIN_STEPS
 from traceparse.analysis.steps import STEP_ID
 from traceparse.output.units import format_bytes, is_missing, plural
-from traceparse.records import Note
+from traceparse.records import LeakVerdict, Note
 
 if TYPE_CHECKING:
     from traceparse.analysis.leaks import LeakReport
@@ -63,7 +63,7 @@ def leak_reason(row: Mapping[str, Any]) -> str | None:
             "the capture has no step markers, so growth cannot be judged (TensorFlow's step "
             f"ids number single executions, not training steps); {MARK_STEPS}"
         )
-    if str(row["verdict"]) not in (GROWING, STABLE):
+    if LeakVerdict.of(row["verdict"]) not in (LeakVerdict.GROWING, LeakVerdict.STABLE):
         return (
             f"{plural(int(row['steps']), 'step')} is too few to judge growth; it takes at "
             f"least {MIN_STEPS} (the first is warm-up)"
@@ -84,7 +84,7 @@ def leak_sentence(row: Mapping[str, Any], *, name: str | None = None) -> str:
     total = int(row["total_growth_bytes"])
     judged, grew = int(row["judged_steps"]), int(row["grew_steps"])
     span = f"steps {row['first_step']}–{row['last_step']}"
-    if verdict == GROWING:
+    if verdict == LeakVerdict.GROWING:
         text = (
             f"{who}is growing: {format_bytes(total)} more in use after {span} "
             f"({format_bytes(row['growth_bytes_per_step'])} per step, "
@@ -122,7 +122,7 @@ def leak_growth(row: Mapping[str, Any]) -> str:
     """The growth figure that goes with the verdict: per step only when it is growing."""
     if is_missing(row.get("total_growth_bytes")):
         return "-"
-    if str(row["verdict"]) == GROWING or int(row["total_growth_bytes"]) <= 0:
+    if LeakVerdict.of(row["verdict"]) == LeakVerdict.GROWING or int(row["total_growth_bytes"]) <= 0:
         return f"{format_bytes(row['growth_bytes_per_step'], signed=True)} per step"
     # A one-time rise: "+8 MiB per step" next to "stable" would contradict the verdict.
     return (
@@ -133,7 +133,7 @@ def leak_growth(row: Mapping[str, Any]) -> str:
 
 def leak_message(report: LeakReport) -> str:
     """The whole capture's leak check: one sentence per allocator."""
-    if report.verdict == NO_EVENTS:
+    if LeakVerdict.of(report.verdict) == LeakVerdict.NO_MEMORY_EVENTS:
         return "The capture has no memory events, so there is no growth to judge."
     if report.allocators.empty:
         return (

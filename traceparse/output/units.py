@@ -13,6 +13,9 @@ from typing import Any
 
 from traceparse.errors import UsageError
 
+# Bytes in words are made before every stage (core's sentences say them too).
+from traceparse.units import format_bytes, is_missing
+
 __all__ = [
     "format_bytes",
     "format_count",
@@ -23,8 +26,6 @@ __all__ = [
     "parse_duration_s",
     "parse_percent",
 ]
-
-_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 _BYTE_MULTIPLIERS: dict[str, int] = {
     "": 1,
@@ -44,46 +45,6 @@ _BYTE_MULTIPLIERS: dict[str, int] = {
 }
 
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e([+-]?[0-9]+))?\s*([a-z]*)\s*$", re.I)
-
-
-def is_missing(value: Any) -> bool:
-    """True for None, NaN and pandas NA (without importing pandas)."""
-    if value is None:
-        return True
-    if isinstance(value, float):
-        return math.isnan(value)
-    # pandas.NA and NaT: comparisons do not return a plain bool.
-    try:
-        return bool(value != value)
-    except TypeError:
-        return True
-
-
-def format_bytes(n: Any, *, signed: bool = False, missing: str = "-") -> str:
-    """``1536 -> "1.5 KiB"``; binary units, three significant digits, exact bytes below 1 KiB.
-
-    ``signed=True`` puts a ``+`` on positive values (for deltas and growth).
-    Unknown values (None, NaN, NA) render as ``missing``.
-    """
-    if is_missing(n):
-        return missing
-    value = float(n)
-    sign = "-" if value < 0 else ("+" if signed and value > 0 else "")
-    value = abs(value)
-    if value < 1024:
-        return f"{sign}{round(value)} B"
-    unit = 0
-    while value >= 1024 and unit < len(_BINARY_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    # Rounding may push 1023.96 KiB to "1024 KiB"; show it as the next unit instead.
-    if round(value, 1 if value < 100 else 0) >= 1024 and unit < len(_BINARY_UNITS) - 1:
-        value /= 1024
-        unit += 1
-    text = f"{value:.1f}" if value < 100 else f"{value:.0f}"
-    if text.endswith(".0"):
-        text = text[:-2]
-    return f"{sign}{text} {_BINARY_UNITS[unit]}"
 
 
 def format_duration_ps(ps: Any, *, missing: str = "-") -> str:

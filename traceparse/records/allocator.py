@@ -52,6 +52,7 @@ from typing import Any
 
 import pandas as pd
 
+from traceparse.analysis import leaks
 from traceparse.analysis.steps import STEP_ID
 
 __all__ = [
@@ -120,10 +121,11 @@ def live_at_peak_bytes(parts: Mapping[str, int]) -> int:
 class LeakVerdict(_Words):
     """What the leak check found (``analysis/leaks.py``); ``UNKNOWN`` when not judged."""
 
-    GROWING = "growing"
-    STABLE = "stable"
-    TOO_FEW_STEPS = "too few steps"
-    NO_MEMORY_EVENTS = "no memory events"
+    # The words analysis/leaks.py judges with, so the two cannot drift apart.
+    GROWING = leaks.GROWING
+    STABLE = leaks.STABLE
+    TOO_FEW_STEPS = leaks.TOO_FEW
+    NO_MEMORY_EVENTS = leaks.NO_EVENTS
     UNKNOWN = "unknown"
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
+from traceparse.analysis.optimizers import OPTIMIZER_NAMES
 from traceparse.output.cells import (
     MAX_NOTE_WIDTH,
     MAX_REPORT_CELL_WIDTH,
@@ -151,21 +152,6 @@ ATTRIBUTION_LABELS: dict[str, str] = {
 
 # With an inventory, what it does not name.
 _UNNAMED_LABEL = "allocated before the capture, not named"
-# Optimizer names as people write them (the variables' path prefix is lower case).
-_OPTIMIZER_NAMES = {
-    "adam": "Adam",
-    "adamw": "AdamW",
-    "adamax": "Adamax",
-    "nadam": "Nadam",
-    "sgd": "SGD",
-    "rmsprop": "RMSprop",
-    "adagrad": "Adagrad",
-    "adadelta": "Adadelta",
-    "adafactor": "Adafactor",
-    "ftrl": "FTRL",
-    "lamb": "LAMB",
-    "lion": "Lion",
-}
 _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 
 # Columns holding identifiers from the capture: shown as code. Declared on the
@@ -428,7 +414,7 @@ def before_capture_text(split: dict[str, Any]) -> str:
         )
     if split.get("optimizer_variables"):
         name = split.get("optimizer")
-        label = f"{_OPTIMIZER_NAMES.get(name, name)} state" if name else "optimizer state"
+        label = f"{OPTIMIZER_NAMES.get(name, name)} state" if name else "optimizer state"
         parts.append(
             f"{format_bytes(split['optimizer_bytes'])} {label} "
             f"in {count(split['optimizer_variables'])}"

@@ -28,6 +28,13 @@ _FRAME = re.compile(r"^(?P<file>\S+\.py):(?P<line>\d+) (?P<function>.+)$")
 _LIBRARY = re.compile(r"(?:^|/)(?:site-packages|dist-packages|lib/python\d+(?:\.\d+)?)/")
 
 
+def is_library_path(path: str) -> bool:
+    """Whether a frame's file is a library's (an installed package or the standard
+    library: TensorFlow, Keras, ...), not the program's own; the one test every
+    reader of frames uses."""
+    return _LIBRARY.search(path) is not None
+
+
 def user_frame(frames: list[str]) -> str | None:
     """The user's frame of a call stack (outermost first), or None."""
     located = [f for f in frames if _FRAME.match(f)]
@@ -36,7 +43,7 @@ def user_frame(frames: list[str]) -> str | None:
     with_paths = [f for f in located if "/" in f.split(":", 1)[0]]
     if with_paths:
         for frame in reversed(with_paths):
-            if not _LIBRARY.search(frame.split(":", 1)[0]):
+            if not is_library_path(frame.split(":", 1)[0]):
                 return frame
         return None
     return located[0]
