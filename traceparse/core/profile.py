@@ -77,6 +77,10 @@ NO_SOURCES = (
     "traceparse.profile(), `traceparse run` or its Keras MemoryCallback to name the line "
     "of your code that made each allocation (JAX: python_tracer_level=1)"
 )
+_SOURCES_REFUSED = (
+    "no source lines: the source record beside the capture was refused (the diagnostics "
+    "say why)"
+)
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
     "was made, so oneDNN was off: TensorFlow's default CPU allocator records no memory "
@@ -204,7 +208,9 @@ class Profile:
                 f"{int(reused.sum())} allocations share an address with a later allocation "
                 "and have no recorded free: events were dropped, so their lifetimes are unknown."
             )
-        if len(allocations) and not self.has_sources:
+        # A refused record has its own diagnostic: "no record beside it" would be wrong.
+        refused = any(t.sources_refused for t in self.traces)
+        if len(allocations) and not self.has_sources and not refused:
             notes.append(NO_SOURCES + ".")
         return notes
 
@@ -722,7 +728,11 @@ class Profile:
             table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
             table = self._conform(table, LINES)
             if not self.has_sources:
-                table.attrs["diagnostic"] = NO_SOURCES
+                table.attrs["diagnostic"] = (
+                    _SOURCES_REFUSED
+                    if any(t.sources_refused for t in self.traces)
+                    else NO_SOURCES
+                )
             self._lines[key] = table
         return self._lines[key]
 
