@@ -41,7 +41,7 @@ from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.predict import Capture as PredictionInput
 from traceparse.analysis.predict import Predictor, make_predictor
-from traceparse.analysis.predict_capacity import report_curves
+from traceparse.analysis.predict_capacity import MAX_BATCH, report_curves
 from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -52,7 +52,8 @@ from traceparse.core.compat import called_or_read, moved
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.xla import XlaParts
 from traceparse.decode.trace import MemoryTrace, lean_masks
-from traceparse.errors import UsageError
+from traceparse.decode.variables import quote
+from traceparse.errors import PredictArgumentError, UsageError
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -78,8 +79,7 @@ NO_SOURCES = (
     "of your code that made each allocation (JAX: python_tracer_level=1)"
 )
 _SOURCES_REFUSED = (
-    "no source lines: the source record beside the capture was refused (the diagnostics "
-    "say why)"
+    "no source lines: the source record beside the capture was refused (the diagnostics say why)"
 )
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
@@ -677,7 +677,17 @@ class Profile:
         allocation's size through both (docs/predict.md).
 
         >>> prof.predict(256)  # doctest: +SKIP
+
+        A batch that is not a whole number from 1 to ``MAX_BATCH`` raises
+        ``TypeError`` / ``ValueError`` (``PredictArgumentError``) naming it.
         """
+        for name, value in (
+            ("batch_size", batch_size),
+            ("from_batch", from_batch),
+            ("other_batch", other_batch),
+        ):
+            if value is not None:
+                checked_batch(value, name)
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
         batch = predictor.batch if batch_size is None else batch_size
         table = predictor.at(batch)
@@ -729,9 +739,7 @@ class Profile:
             table = self._conform(table, LINES)
             if not self.has_sources:
                 table.attrs["diagnostic"] = (
-                    _SOURCES_REFUSED
-                    if any(t.sources_refused for t in self.traces)
-                    else NO_SOURCES
+                    _SOURCES_REFUSED if any(t.sources_refused for t in self.traces) else NO_SOURCES
                 )
             self._lines[key] = table
         return self._lines[key]
@@ -776,6 +784,85 @@ class Profile:
 
 # Prediction at other batch sizes (issue 40): the Predictor behind Profile.predict,
 # for many batch sizes at once (analysis/predict_capacity.py).
+def checked_batch(value: object, what: str = "batch_size") -> int:
+    """``value`` as a batch size: a whole number (``TypeError`` for a float, a bool,
+    NaN or text) from 1 to ``MAX_BATCH`` (``PredictArgumentError``, a ValueError,
+    otherwise). MAX_BATCH is the largest batch the capacity search tries
+    (analysis/predict_capacity.py); past it a batch is a typo, and the sizes
+    scaled to it would leave int64."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a whole number, not {value!r}")
+    number = int(value)
+    if not 1 <= number <= MAX_BATCH:
+        shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
+        raise PredictArgumentError(f"{what} must be from 1 to {MAX_BATCH:,}, not {shown}")
+    return number
+
+
+def _check_pair(
+    profile: Profile, other: Profile, from_batch: int | None, other_batch: int | None
+) -> None:
+    """Refuse an ``other`` that cannot be fitted with ``profile``: the same capture,
+    the same batch given twice, or another program.
+
+    A fit through two captures needs the same program at two batch sizes. The
+    batch changes allocations' sizes, not which ops make them: TensorFlow names
+    a graph's nodes after the model's code (scopes from layer names), so the
+    same program's captures share allocators and nearly all op names (seen:
+    94 to 100% of the bytes on every pair of the predict fixtures; 0.4 to 59%
+    between different models). Less than half of either capture's bytes under
+    ops the other has is another program."""
+    if sorted(profile.paths) == sorted(other.paths):
+        raise UsageError(
+            f"{other.path}: --with names the capture PATH already is; give a capture of "
+            "the same program at another batch size"
+        )
+    if from_batch is not None and other_batch is not None and from_batch == other_batch:
+        raise UsageError(
+            f"{other.path}: --with-batch {other_batch} is PATH's own batch; a fit needs two "
+            "batch sizes"
+        )
+    mine, theirs = set(profile.allocators), set(other.allocators)
+    if not mine & theirs:
+        raise UsageError(
+            f"{other.path}: none of its allocators ({', '.join(sorted(theirs)) or 'none'}) is "
+            f"one of PATH's ({', '.join(sorted(mine)) or 'none'}), so nothing can be fitted "
+            "through both: --with needs a capture of the same program on the same devices"
+        )
+    unmatched = []
+    for a, b, names in ((profile, other, ("PATH", "OTHER")), (other, profile, ("OTHER", "PATH"))):
+        share, missing = _op_share(a, b)
+        if share < 0.5:
+            unmatched.append((names, share, missing))
+    if unmatched:
+        parts = [
+            f"{share:.0%} of {mine}'s bytes are by ops {theirs} has (not in {theirs}: "
+            f"{', '.join(missing)})"
+            for (mine, theirs), share, missing in unmatched
+        ]
+        raise UsageError(
+            f"{other.path}: not the program PATH captured: {'; '.join(parts)}. --with needs "
+            "the same program at another batch size"
+        )
+
+
+def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
+    """The share of ``profile``'s requested bytes made by (allocator, op) pairs
+    ``other`` has too, and up to three of the largest that it lacks."""
+    a, b = profile.allocations, other.allocations
+    if a.empty:
+        return 1.0, []
+    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), a["op"].astype(str)])
+    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), b["op"].astype(str)])
+    found = keys.isin(theirs)
+    size = a["requested_bytes"].fillna(0).to_numpy(dtype=np.float64)
+    total = float(size.sum())
+    share = float(size[found].sum()) / total if total > 0 else float(found.mean())
+    lacking = pd.Series(size[~found], index=a["op"].astype(str)[~found].to_numpy())
+    missing = lacking.groupby(level=0).sum().sort_values(ascending=False).head(3).index
+    return share, [quote(name, 60) for name in missing]
+
+
 def predictor_of(
     profile: Profile,
     batch_size: int | None = None,
@@ -793,6 +880,8 @@ def predictor_of(
                 f"{capture.path}: the capture has no memory events, so there is nothing "
                 "to predict from"
             )
+    if other is not None:
+        _check_pair(profile, other, from_batch, other_batch)
     try:
         return make_predictor(
             profile._prediction_input,

@@ -54,6 +54,7 @@ def _inventory_budget() -> JsonBudget:
         InventoryProblem,
     )
 
+
 # How far the capture's own start may lie outside the recorder's window: the
 # recorder's clock is read just before the profiler starts and after it stops.
 _CLOCK_SLACK_NS = 2 * 10**9

@@ -85,6 +85,7 @@ def clock_start(marks: list[tuple[int, int]], now_ns: int) -> tuple[int | None, 
         )
     return starts[0], None
 
+
 _ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # Host events of TF ops are named "<op name>:<op type>"; eager ops have their
 # own event, named after the op type.

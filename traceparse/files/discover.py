@@ -284,7 +284,7 @@ def read_buffer(
         raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})", path) from exc
     _check_size(path, len(data), limit)
     if not path.endswith(".gz"):
-        if scan is not None:
+        if scan is not None and isinstance(data, bytes):  # read_bytes never maps
             scan(data)
         return data
     assert isinstance(data, bytes)  # gzip files are never mapped

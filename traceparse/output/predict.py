@@ -69,8 +69,26 @@ def role_lines(row: pd.Series) -> list[tuple[str, str]]:
     return [(_ROLE_WORDS[r], format_bytes(row[f"{r}_bytes"])) for r in ROLE_ORDER]
 
 
-def fit_lines(fit: Fit) -> list[str]:
-    """The capacity answer in sentences."""
+# How far from the captured batch a prediction has been measured: the pairs in
+# docs/predict.md (PREDICT_RESULTS, PREDICT_WILD) lie within 8x of each other.
+# Further out the shapes are scaled past anything checked: say so.
+MEASURED_RATIO = 8
+
+
+def extrapolation_note(largest: int, captured: int | None) -> str | None:
+    """The caveat for a largest batch more than MEASURED_RATIO times the captured one."""
+    if captured is None or captured < 1 or largest <= MEASURED_RATIO * captured:
+        return None
+    return (
+        f"That is {largest / captured:,.0f}x the captured batch ({captured}): an "
+        f"extrapolation past the {MEASURED_RATIO}x the predictions were measured over "
+        "(docs/predict.md); capture at a batch nearer it to confirm."
+    )
+
+
+def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
+    """The capacity answer in sentences; ``captured`` (the captured batch) adds a
+    caveat when the largest batch lies far past it."""
     cap = format_bytes(fit.capacity_bytes)
     lines = []
     if fit.largest is None:
@@ -85,6 +103,9 @@ def fit_lines(fit: Fit) -> list[str]:
             f"The largest batch size that fits: {fit.largest} (peak "
             f"{format_bytes(fit.largest_peak_bytes)} of {cap})."
         )
+        far = extrapolation_note(fit.largest, captured)
+        if far:
+            lines.append(far)
         sure = "none" if fit.largest_sure is None else str(fit.largest_sure)
         possible = "none" if fit.largest_possible is None else str(fit.largest_possible)
         lines.append(
@@ -153,7 +174,7 @@ def render(
             )
         fit = by_key.get((row["host"], row["allocator"]))
         if fit is not None:
-            term.bullets(fit_lines(fit))
+            term.bullets(fit_lines(fit, int(row["from_batch"])))
         term.line()
 
 
