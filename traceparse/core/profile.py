@@ -795,7 +795,9 @@ def checked_batch(value: object, what: str = "batch_size") -> int:
     number = int(value)
     if not 1 <= number <= MAX_BATCH:
         shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
-        raise PredictArgumentError(f"{what} must be from 1 to {MAX_BATCH:,}, not {shown}")
+        raise PredictArgumentError(
+            f"{what} must be a positive whole number up to {MAX_BATCH:,}, not {shown}"
+        )
     return number
 
 
