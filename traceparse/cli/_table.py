@@ -38,6 +38,9 @@ class TableCommand(Command):
     display_columns: ClassVar[tuple[str, ...]] = ()
     #: Candidate name columns, first present wins: a terminal always shows it.
     name_columns: ClassVar[tuple[str, ...]] = ("layer", "op", "scope", "program")
+    #: The columns a terminal keeps longest after the name, the first longest:
+    #: what the table is for (default: the columns' declared priorities).
+    keep_columns: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def epilog(cls) -> str:
@@ -196,6 +199,7 @@ class TableCommand(Command):
                 headers={**word_headers(table.columns), **_step_header(profile, table)},
                 key=_first_present(table, self.name_columns),
                 hidden_hint="--columns A,B,... picks the columns, --wide shows them all",
+                keep=self.keep_columns,
             )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)
