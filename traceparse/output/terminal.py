@@ -445,12 +445,16 @@ def _priorities(names: Sequence[str], declared: Sequence[int], keep: Sequence[st
 
 
 def _wrapped(text: str | None, width: int | None) -> list[str]:
-    """``text`` on lines of ``width`` (one line without a width; none without text)."""
+    """``text`` on lines of ``width`` (its own lines without a width; none without text)."""
     if not text:
         return []
-    if width is None or len(text) <= width:
-        return [text]
-    return textwrap.wrap(text, width=width, break_on_hyphens=False) or [text]
+    out: list[str] = []
+    for line in text.split("\n"):
+        if width is None or len(line) <= width:
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width=width, break_on_hyphens=False) or [line]
+    return out
 
 
 def _escape(text: str) -> str:
