@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from traceparse import load
 from traceparse.report import render_html
 
@@ -34,3 +36,43 @@ def test_the_before_the_capture_card_counts_the_unnamed_bytes_too() -> None:
     page = render_html([load(f"{FIXTURES}/keras_inventory")])
     value, detail = _card(page, "Before the capture")
     assert value == "6 MiB" and "0 B not named" in detail
+
+
+# -- batch's summary.md: code spans render, hostile names stay escaped ----------
+
+
+def _summary_md(message: str, status: str = "out_of_memory") -> str:
+    from traceparse.batching.summary import render_markdown, summary_frame
+
+    row = {"path": "/x/localhost.xplane.pb", "host": "localhost", "status": status}
+    return render_markdown(summary_frame([{**row, "message": message}]))
+
+
+def test_batch_summary_shows_quoted_names_as_code() -> None:
+    # What output.failure writes (plain_code quotes names in backticks).
+    sentence = (
+        "Out of memory at step 3: `RandomUniform` asked `mklcpu` for 4 TiB "
+        "(`[1048576,1048576]` float32); 6.5 MiB were in use of 23.5 GiB."
+    )
+    markdown = _summary_md(sentence)
+    # Was \`RandomUniform\`: the backticks shown with their backslashes.
+    assert "\\`" not in markdown
+    assert (
+        "Out of memory at step 3: `RandomUniform` asked `mklcpu` for 4 TiB "
+        "(`[1048576,1048576]` float32); 6.5 MiB were in use of 23.5 GiB." in markdown
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a|b", "<img src=x onerror=alert(1)>", "x`y", "**bold**", "[l](http://e)", "``"],
+)
+def test_batch_summary_keeps_hostile_names_escaped(name: str) -> None:
+    from traceparse.report.markdown import md_sentence
+
+    sentence = f"Out of memory: `{name}` asked `GPU_0_bfc` for 1 MiB | *x* <b>"
+    text = md_sentence(sentence)
+    row = _summary_md(sentence).split("\n")[-2]
+    assert row.count("|") - row.count("\\|") == 3  # the table's own pipes only
+    assert "<img" not in text.replace("`<img", "") and "<b>" not in text
+    assert "*x*" not in text and "\\*x\\*" in text
