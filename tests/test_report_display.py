@@ -76,3 +76,31 @@ def test_batch_summary_keeps_hostile_names_escaped(name: str) -> None:
     assert row.count("|") - row.count("\\|") == 3  # the table's own pipes only
     assert "<img" not in text.replace("`<img", "") and "<b>" not in text
     assert "*x*" not in text and "\\*x\\*" in text
+
+
+# -- an out-of-memory report: the text and the chart name the same steps --------
+
+
+@pytest.mark.parametrize("name", ["oom_profile_graph", "oom_run_eager", "oom_callback_eager"])
+def test_the_chart_names_the_peak_step_the_text_names(name: str) -> None:
+    # oom_profile_graph peaks at 2.25 s, inside step 2 (a 27 ms band, too narrow to
+    # see); the chart showed the peak against step 3's band, where the program ran
+    # out of memory at 12.28 s, and said neither step.
+    prof = load(f"{FIXTURES}/{name}")
+    (summary,) = prof.summary()
+    (failure,) = prof.failures
+    page = render_html([prof])
+    steps = dict(prof.steps[["step", "start_ps"]].itertuples(index=False))
+    peak_step = int(summary.peak_step)
+    assert steps and peak_step in steps
+    assert f"step {peak_step}; leak check" in page  # the headline
+    timeline = page[page.index('id="timeline-') :].split("</svg>")[0]
+    assert re.search(rf"peak [\d.]+ [KMG]?i?B at [\d.]+ m?s, step {peak_step}\b", timeline)
+    assert f"out of memory, step {failure.step}" in timeline
+    if failure.step != peak_step:
+        assert f"step {failure.step}" not in timeline.split("peak ")[1].split("<")[0]
+
+
+def test_a_healthy_capture_has_no_failure_mark() -> None:
+    page = render_html([load(f"{FIXTURES}/keras_train")])
+    assert "out of memory" not in page and re.search(r"peak [^<]* at [^<]*, step 3", page)

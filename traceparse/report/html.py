@@ -220,6 +220,9 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
                 capacity_bytes=_int(s.capacity_bytes),
                 steps=steps,
                 start_bytes=_counter_before(mine),
+                # The step the text names (view's _where): the chart says it too.
+                peak_step=_step_words(s.step_unit, s.peak_step),
+                failure=_failure_mark(profile.profile, a),
                 label=f"Memory in use over time, {a.host} {a.allocator}",
                 salt=f"{salt}-timeline",
             ),
@@ -328,6 +331,24 @@ def _steps(profile: ProfileLike, host: str) -> tuple[list[tuple[int, int, int]],
         for i, r in zip(spans.index, spans.itertuples(), strict=True)
     ]
     return steps, ""
+
+
+def _step_words(unit: object, step: int | None) -> str:
+    """``step 2`` (or ``execution 2``); empty where the step is not known."""
+    return "" if step is None or is_missing(step) else f"{unit} {int(step)}"
+
+
+def _failure_mark(profile: ProfileLike, a: AllocatorView) -> tuple[int, str] | None:
+    """Where on this allocator's timeline the capture failed, and the words for it."""
+    from traceparse.output.failure import failure_title
+
+    for f in getattr(profile, "failures", None) or []:
+        if f.host != a.host or f.time_ps is None or f.allocator not in (None, a.allocator):
+            continue
+        step = _step_words(a.summary.step_unit, f.step)
+        step = f", {step}" if step else ""
+        return int(f.time_ps), ("out of memory" if f.out_of_memory else failure_title(f)) + step
+    return None
 
 
 def _int(value: object) -> int | None:
