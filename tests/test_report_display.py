@@ -104,3 +104,26 @@ def test_the_chart_names_the_peak_step_the_text_names(name: str) -> None:
 def test_a_healthy_capture_has_no_failure_mark() -> None:
     page = render_html([load(f"{FIXTURES}/keras_train")])
     assert "out of memory" not in page and re.search(r"peak [^<]* at [^<]*, step 3", page)
+
+
+# -- the largest tensors: Source in view -----------------------------------------
+
+
+def test_the_largest_tensors_show_source_beside_the_op() -> None:
+    # Was the eleventh and last column: off screen behind a sideways scroll.
+    page = render_html([load(f"{FIXTURES}/sources_fit")])
+    table = page[page.index('<table class="top_tensors"') :].split("</table>")[0]
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert headers[:2] == ["Op", "Source"], headers
+    assert len(headers) == len(set(headers)) >= 10  # every column still there, once
+    first = table.split("<tbody>")[1].split("</tr>")[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", first)
+    assert len(cells) == len(headers)
+    assert cells[1] == "<code>fixtures/<wbr>sources_model.py:60 train</code>"  # may wrap
+
+
+def test_a_table_without_sources_keeps_its_order() -> None:
+    page = render_html([load(f"{FIXTURES}/keras_train")])
+    table = page[page.index('<table class="top_tensors"') :].split("</table>")[0]
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert headers[0] == "Op" and "Source" not in headers
