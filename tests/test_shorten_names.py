@@ -93,3 +93,13 @@ def test_a_source_location_loses_its_directories_first() -> None:
     assert shorten(where, 32) == "…/dir/sources_model.py:60 train"
     assert shorten(where, 28) == "…/sources_model.py:60 train"
     assert shorten("fixtures/sources_model.py:60 train", 34) == "fixtures/sources_model.py:60 train"
+
+
+@pytest.mark.parametrize("width", range(30, 41))
+def test_a_layer_too_long_is_cut_not_swapped_for_the_model(width: int) -> None:
+    # A public AlexNet capture at 80 columns: alex_net_3/…/FusedBatchNormV3 for five
+    # layers alike; the layer's number is what tells them apart.
+    name = "alex_net_3/batch_normalization_12/FusedBatchNormV3"
+    cut = shorten(name, width)
+    assert len(cut) <= width and "alex_net_3" not in cut, cut
+    assert cut.startswith("…/batch") and cut.endswith("_12/FusedBatchNormV3"), cut

@@ -268,8 +268,8 @@ def _compact_change(before: str, after: str) -> str:
     return f"{dtype}[{','.join(dims)}]"
 
 
-def _keep_order(parts: list[str]) -> list[int]:
-    """The indexes of a name's scopes, most worth keeping first.
+def _keep_order(parts: list[str]) -> tuple[list[int], int | None]:
+    """The indexes of a name's scopes, most worth keeping first, and the layer's.
 
     The op (the last part), then the layer, the direction, the scopes between
     the layer and the op (nearest the op first), and the model; never the
@@ -294,7 +294,7 @@ def _keep_order(parts: list[str]) -> list[int]:
             model, layer = scopes[:1], scopes[1:2]
     middle = [i for i in reversed(scopes) if i not in model and i not in layer]
     # Wrappers are never kept: a name cut to fit has no room for what says nothing.
-    return [last, *layer, *directions, *middle, *model]
+    return [last, *layer, *directions, *middle, *model], (layer[0] if layer else None)
 
 
 def _joined(parts: list[str], kept: set[int]) -> str:
@@ -314,15 +314,26 @@ def _joined(parts: list[str], kept: set[int]) -> str:
 
 def _shorten_name(parts: list[str], width: int) -> str | None:
     """``shorten`` of a name split at ``/``; None where not even the op fits whole."""
+    order, layer = _keep_order(parts)
     kept: set[int] = set()
-    for i in _keep_order(parts):
+    for i in order:
         # The most worth keeping first; a scope too long to fit is skipped, not
         # the end: a shorter one after it may still fit.
         if len(_joined(parts, kept | {i})) <= width:
             kept.add(i)
         elif not kept:
             return None
-    return _joined(parts, kept)
+    if layer is None or layer in kept:
+        return _joined(parts, kept)
+    # The layer does not fit whole: it is cut in the middle (its number stays) rather
+    # than left out for the model's scope, which names every op alike.
+    bare = _joined(parts, {order[0], layer})
+    room = width - (len(bare) - len(parts[layer]))
+    if room < 8:
+        return _joined(parts, kept)
+    head = (room - 1) // 2
+    cut = parts[layer][:head] + "…" + parts[layer][len(parts[layer]) - (room - 1 - head) :]
+    return _joined([*parts[:layer], cut, *parts[layer + 1 :]], {order[0], layer})
 
 
 def render_plain_table(
