@@ -375,12 +375,19 @@ def environment() -> str:
         version = tf.__version__
     except ImportError:
         version = "not installed"
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
+
+    commit = git("rev-parse", "--short", "HEAD").strip()
+    dirty = (
+        " with uncommitted changes under traceparse/"
+        if git("status", "--porcelain", "--", "traceparse").strip()
+        else ""
+    )
     return (
-        f"traceparse at `{commit}` (plus uncommitted changes, if any); CPU captures with "
-        f"TensorFlow {version} on {platform.machine()} ({os.cpu_count()} cores, shared)"
+        f"traceparse at `{commit}`{dirty}; CPU captures with TensorFlow {version} on "
+        f"{platform.machine()} ({os.cpu_count()} cores, shared)"
     )
 
 
