@@ -35,8 +35,8 @@ xprof_convert = LazyModule(
 GPU_BREAKDOWN = pytest.mark.xfail(
     strict=True,
     reason="xprof lists small rows at the peak that live_at_peak leaves out (the loss's "
-    "softmax_cross_entropy_with_logits temporaries, DynamicStitch [2]; gpu_host_bfc's "
-    "unused row 3840 B where ours is 4096 B): issue 47",
+    "softmax_cross_entropy_with_logits temporaries, DynamicStitch [2]) and its unused "
+    "preallocated row is 256 to 512 B below ours: issue 47",
 )
 CAPTURES = xplane_files() + [
     pytest.param(p, marks=GPU_BREAKDOWN) for p in sorted(FIXTURES.glob("gpu_*/**/*.xplane.pb"))
