@@ -43,10 +43,12 @@ from traceparse.analysis.attribution import counted_variables, split_bytes
 from traceparse.analysis.layer_generation import KERAS3
 from traceparse.analysis.layer_names import (
     BEFORE_CAPTURE,
+    NO_LAYER,
     OPTIMIZER_ROLES,
     OPTIMIZER_UNASSIGNED,
     OTHER,
     RESERVED,
+    UNKNOWN,
     XLA_SLAB,
     KnownNames,
     model_scopes,
@@ -354,9 +356,20 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
         tied = np.asarray([shapes.get(k, "") if k else "" for k in keys], dtype=object)
         mask = optimizer & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
         layer[mask] = tied[mask]
+    # An op named by its type alone (an eager op: ``Mul``, ``_MklMatMul``) or by
+    # nothing says no part of training: unknown, not other (which is what a scope
+    # outside the model's layers says: a loss, a user's name scope). The recorded
+    # stacks may say more (``layer_stacks.place_by_stack``).
+    bare = np.asarray([_bare(op) for op in names] + [True], dtype=bool)[codes]
+    kind[bare & (kind == OTHER) & (layer == NO_LAYER)] = UNKNOWN
     scopes = [_scope(op, known) for op in names] + [None]
     rows["layer"], rows["role"], rows["replica"] = layer, kind, replica
     rows["scope"] = np.asarray(scopes, dtype=object)[codes]
+
+
+def _bare(op: str) -> bool:
+    """Whether an op's name has no scope at all (``Mul``; not an XLA buffer's marker)."""
+    return "/" not in op and op != NO_TF_OP
 
 
 def _scope(op: str, known: KnownNames) -> str:

@@ -152,15 +152,27 @@ def variable_owner(var: Mapping[str, Any], known: KnownNames) -> tuple[str, str]
         if layer is not None and layer in known.layers:
             return layer, kind
         head = str(var["path"]).split("/")[0]
-        return (OPTIMIZER_UNASSIGNED if is_optimizer_scope(head, known) else NO_LAYER), kind
+        if not is_optimizer_scope(head, known):
+            return NO_LAYER, kind
+        # Under the optimizer's scope and named as a weight's slot (Keras names a
+        # slot ``<weight path with _>_<slot>``, add_variable_from_reference): its
+        # state, though the inventory could not tie it to the optimizer (a custom
+        # loop's optimizer no model holds); counters stay other.
+        slot = _slot_owner(str(var["path"]).split("/")[-1], known)
+        return (slot, OPTIMIZER_STATE) if slot is not None else (OPTIMIZER_UNASSIGNED, kind)
     owner = var.get("belongs_to")
     if isinstance(owner, str) and owner:
         return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED), kind
-    slot = str(var["path"]).split("/")[-1]
+    found = _slot_owner(str(var["path"]).split("/")[-1], known)
+    return found or OPTIMIZER_UNASSIGNED, kind
+
+
+def _slot_owner(slot: str, known: KnownNames) -> str | None:
+    """The layer whose weight a slot name starts with (longest prefix), or None."""
     for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
         if slot.startswith(prefix + "_"):
-            return known.slot_prefixes[prefix], kind
-    return OPTIMIZER_UNASSIGNED, kind
+            return known.slot_prefixes[prefix]
+    return None
 
 
 def parameter_owners(parameters: pd.DataFrame, known: KnownNames) -> list[tuple[str, str]]:

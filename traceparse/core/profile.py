@@ -35,6 +35,7 @@ from traceparse.analysis.layer_owners import (
     known_names,
     unique_weight_shapes,
 )
+from traceparse.analysis.layer_stacks import place_by_stack
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
@@ -504,6 +505,8 @@ class Profile:
         )
         # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
         table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
+        # Roles the recorded stacks say where the op names do not (eager loops).
+        table = place_by_stack(table, self.stacks, shapes)
         return self._conform(table, BREAKDOWN)
 
     # -- the failure the capture ended in (issue 39) --
