@@ -306,7 +306,7 @@ class Profile:
         highest event. ``peak`` keeps the latest; ``breakdown_at`` opens any."""
         return self._conform(peak_instants(self.timeline), PEAK_INSTANTS)
 
-    def at_instant(self, at: str | int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def at_instant(self, at: str | int = "last") -> tuple[pd.DataFrame, pd.DataFrame]:
         """``peak`` and ``breakdown`` at another of the repeated peak instants
         (``peak_instants``): ``at`` is ``"first"``, ``"last"`` (the peak's own rule,
         the latest at the maximum) or a step number (that step's highest instant).
