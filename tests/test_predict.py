@@ -166,7 +166,8 @@ def test_one_capture_predicts_the_other(
             c
             for c in table.columns
             if c.endswith("_bytes")
-            and c.split("_")[0] in ("weight", "optimizer", "activation", "gradient", "other")
+            and c.split("_")[0]
+            in ("weight", "optimizer", "activation", "gradient", "other", "unknown")
         ]
     ]
     assert int(roles.iloc[0].sum()) == row["predicted_peak_bytes"]
@@ -286,7 +287,7 @@ def test_the_batch_read_off_real_captures(name: str) -> None:
 def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
     from types import SimpleNamespace
 
-    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER
+    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER_UPDATE
     from traceparse.analysis.predict import weight_shapes
 
     # An embedding's gradient rows [64 x 80, 64] squared by Adam beside the lookup's
@@ -297,7 +298,7 @@ def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
             "op_type": ["GatherV2", "UnsortedSegmentSum", "Square", "Sqrt"],
         }
     )
-    roles = np.array([ACTIVATION, OPTIMIZER, OPTIMIZER, OPTIMIZER], dtype=object)
+    roles = np.array([ACTIVATION, *[OPTIMIZER_UPDATE] * 3], dtype=object)
     capture = SimpleNamespace(allocations=frame, variables=None, xla_parameters=pd.DataFrame())
     assert weight_shapes(capture, roles) == {(4000, 64)}  # type: ignore[arg-type]
     # Without one, the same shapes are a dense update's: [5120,64] is a kernel's.

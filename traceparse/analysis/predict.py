@@ -27,8 +27,11 @@ import pandas as pd
 from traceparse.analysis.layer_names import (
     ACTIVATION,
     GRADIENT,
-    OPTIMIZER,
+    OPTIMIZER_ROLES,
+    OPTIMIZER_STATE,
+    OPTIMIZER_UPDATE,
     OTHER,
+    UNKNOWN,
     WEIGHT,
     KnownNames,
 )
@@ -72,7 +75,7 @@ from traceparse.analysis.predict_xla import (
 )
 from traceparse.errors import UsageError
 
-ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
+ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 # Ops of an optimizer's sparse update (an embedding's gradient rows).
 SPARSE_UPDATES = ("UnsortedSegmentSum", "Unique", "UniqueV2", "ResourceScatterAdd", "ScatterAdd")
@@ -114,7 +117,7 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
         updated = params["updated"].fillna(False).to_numpy(dtype=bool)
         found |= {d for d in map(dims, params.loc[updated, "shape"].astype(object)) if d}
     shapes = capture.allocations["shape"].astype(object).to_numpy()
-    optimizer = roles == OPTIMIZER
+    optimizer = np.isin(roles, OPTIMIZER_ROLES)
     slots = {d for d in map(dims, shapes[optimizer]) if d} - found
     types = capture.allocations.loc[optimizer, "op_type"].astype(object)
     if not types.isin(SPARSE_UPDATES).any():

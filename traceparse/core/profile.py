@@ -35,10 +35,19 @@ from traceparse.analysis.layer_owners import (
     known_names,
     unique_weight_shapes,
 )
+from traceparse.analysis.layer_stacks import place_by_stack
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.peak_repeats import (
+    MOST_INSTANTS,
+    NEAR,
+    PEAK_INSTANTS,
+    chosen_instant,
+    held_at_every,
+    peak_instants,
+)
 from traceparse.analysis.predict import Capture as PredictionInput
 from traceparse.analysis.predict import Predictor, make_predictor
 from traceparse.analysis.predict_capacity import MAX_BATCH, report_curves
@@ -297,6 +306,65 @@ class Profile:
         return self._conform(peak_table(self.timeline), PEAK)
 
     @pooled_property
+    def peak_instants(self) -> pd.DataFrame:
+        """Per (host, allocator) every instant its bytes in use come within 1% of its
+        maximum (``analysis/peak_repeats.py``): one row per visit near the peak, its
+        highest event. ``peak`` keeps the latest; ``breakdown_at`` opens any."""
+        return self._conform(peak_instants(self.timeline), PEAK_INSTANTS)
+
+    def at_instant(self, at: str | int = "last") -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``peak`` and ``breakdown`` at another of the repeated peak instants
+        (``peak_instants``): ``at`` is ``"first"``, ``"last"`` (the peak's own rule,
+        the latest at the maximum) or a step number (that step's highest instant).
+        Per allocator: its own instant; an allocator that reaches no instant in the
+        step has no rows. A usage error when no allocator has one."""
+        chosen = chosen_instant(self.peak_instants, at)
+        if chosen.empty:
+            steps = sorted({int(s) for s in self.peak_instants["step"].dropna()})
+            raise UsageError(
+                f"no peak instant in step {at}; the peak is reached in steps "
+                f"{', '.join(map(str, steps)) or 'none (no marked steps)'}"
+            )
+        peaks, frames = [], []
+        for row in chosen.itertuples(index=False):
+            instant = instant_table(self.timeline, int(row.time_ps), str(row.host))
+            mine = (instant["allocator"].astype(object) == row.allocator).to_numpy(dtype=bool)
+            peaks.append(instant[mine])
+            rows = self.breakdown_at(int(row.time_ps), str(row.host))
+            frames.append(rows[(rows["allocator"].astype(object) == row.allocator).to_numpy()])
+        peak = self._conform(pd.concat(peaks, ignore_index=True), PEAK)
+        return peak, self._conform(pd.concat(frames, ignore_index=True), BREAKDOWN)
+
+    @pooled_property
+    def _peak_repeats(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Per (host, allocator) whose peak is reached at several instants: the
+        instants' steps and bytes, and the layers and ops holding memory at every
+        one (``peak_repeats.held_at_every``), for the summary."""
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        keys = ["host", "allocator"]
+        for (host, allocator), mine in self.peak_instants.groupby(keys, observed=True):
+            if len(mine) < 2:
+                continue
+            highest = mine.sort_values("in_use_bytes", ascending=False, kind="stable")
+            opened = highest.head(MOST_INSTANTS)
+            frames = []
+            for time_ps in opened["time_ps"].tolist():
+                rows = self.breakdown_at(int(time_ps), str(host))
+                frames.append(rows[(rows["allocator"] == allocator).to_numpy(dtype=bool)])
+            steps = sorted({int(s) for s in mine["step"].dropna()})
+            out[(str(host), str(allocator))] = {
+                "instants": len(mine),
+                "opened": len(opened),
+                "near": NEAR,
+                "steps": steps,
+                "low_bytes": int(mine["in_use_bytes"].min()),
+                "high_bytes": int(mine["in_use_bytes"].max()),
+                "layers": held_at_every(frames, "layer"),
+                "ops": held_at_every(frames, "op"),
+            }
+        return out
+
+    @pooled_property
     def _live_at_peak(self) -> pd.DataFrame:
         table = live_at_peak_table(self.allocations, self.peak, self._ends)
         return self._conform(table, LIVE_AT_PEAK)
@@ -443,6 +511,8 @@ class Profile:
         )
         # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
         table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
+        # Roles the recorded stacks say where the op names do not (eager loops).
+        table = place_by_stack(table, self.stacks, shapes)
         return self._conform(table, BREAKDOWN)
 
     # -- the failure the capture ended in (issue 39) --
@@ -646,6 +716,7 @@ class Profile:
             layers=self.layers(),
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
+            repeats=self._peak_repeats,
         )
 
     @pooled_property

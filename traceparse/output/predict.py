@@ -20,10 +20,15 @@ if TYPE_CHECKING:
     from traceparse.analysis.predict_capacity import Fit
     from traceparse.output.terminal import Terminal
 
-ROLE_ORDER = ("weight", "optimizer", "activation", "gradient", "other")
+ROLE_ORDER = (
+    *("weight", "optimizer_state", "optimizer_update", "activation", "gradient"),
+    *("other", "unknown"),
+)
 _ROLE_WORDS = {
     "weight": "weights",
-    "optimizer": "optimizer state",
+    "optimizer_state": "optimizer state",
+    "optimizer_update": "optimizer update",
+    "unknown": "unknown",
     "activation": "activations",
     "gradient": "gradients",
     "other": "other",

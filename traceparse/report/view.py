@@ -178,8 +178,10 @@ _LAYER_COLUMNS = [
     "activation_bytes",
     "gradient_bytes",
     "weight_bytes",
-    "optimizer_bytes",
+    "optimizer_state_bytes",
+    "optimizer_update_bytes",
     "other_bytes",
+    "unknown_bytes",
     "live_at_peak_bytes",
     "largest_tensor",
 ]
