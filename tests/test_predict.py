@@ -66,14 +66,60 @@ def test_dims_reads_the_shapes_the_tables_hold() -> None:
     assert dims("[-1,3]") is None  # a dynamic dimension is no size
 
 
-def test_find_batch_skips_weight_shapes_and_counts_each_op_once() -> None:
+def test_find_batch_skips_weight_shapes_and_weighs_both_passes() -> None:
     weights = {(512, 2048), (2048, 512)}
     shapes = ["[512,2048]"] * 5 + ["[2048,512]"] * 5 + ["[64,2048]", "[64,512]", "[64,10]"]
     ops = [f"adam/{i}" for i in range(10)] + ["dense/Relu", "dense_1/Relu", "logits/MatMul"]
-    assert find_batch(shapes, ops, weights) == 64
-    # One op alone is no evidence of a shared leading dimension.
-    assert find_batch(["[64,2048]"] * 3, ["x"] * 3, set()) is None
-    assert find_batch([None, None], ["a", "b"], set()) is None
+    grads = ["gradient_tape/dense/ReluGrad", "gradient_tape/dense_1/ReluGrad"]
+    reading = find_batch([*shapes, "[64,2048]", "[64,512]"], [*ops, *grads], weights)
+    assert reading.batch == 64
+    assert reading.evidence.startswith("activations and their gradients")
+    # A forward pass without its gradients (nor inputs) is no consistent evidence.
+    assert find_batch(shapes, ops, weights).batch is None
+    assert find_batch([None, None], ["a", "b"], set()).batch is None
+
+
+def test_the_inputs_decide_the_batch_and_their_bytes_weigh() -> None:
+    # A GPU step's inputs arrive through SameWorkerRecvDone (images and labels); a
+    # [2] shape tensor beside them weighs nothing against them.
+    shapes = ["[128,256,256,3]", "[128,4]", "[2]", "[96,11,11,1]", "[96,11,11,1]"]
+    ops = ["SameWorkerRecvDone"] * 3 + ["conv/Conv2D", "gradient_tape/conv/Conv2DBackpropFilter"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch == 128
+    assert reading.evidence.startswith("inputs and labels")
+    # The loss's per-example labels [N] count as inputs too.
+    labels = find_batch(["[32]", "[32,10]"], ["sparse_categorical_crossentropy/Cast", "x"], set())
+    assert labels.batch == 32
+
+
+def test_a_transposed_pair_is_evidence_for_neither() -> None:
+    # A Sequential MNIST CNN at 256 whose Dense has 128 inputs: [256,128] (an
+    # activation) beside [128,256] (a matmul's transposed operand) was read as 128
+    # by allocation order; the pair counts for neither, the rest decides.
+    shapes = ["[128,256]", "[256,128]", "[256,10]", "[256,10]", "[256,128]"]
+    ops = [
+        "gradient_tape/dense/MatMul/MatMul_1",
+        "dense/Relu",
+        "dense_1/BiasAdd",
+        "gradient_tape/dense_1/BiasAddGrad",
+        "gradient_tape/dense/ReluGrad",
+    ]
+    for order in (shapes, shapes[::-1]):
+        names = ops if order is shapes else ops[::-1]
+        assert find_batch(order, names, set()).batch == 256
+
+
+def test_ties_are_refused_not_broken_by_order() -> None:
+    # Two leading dimensions with the same bytes of evidence in both passes.
+    shapes = ["[16,5]", "[16,5]", "[32,5,1]", "[32,5,1]"]
+    shapes = ["[16,10]", "[16,10]", "[20,8]", "[20,8]"]
+    ops = ["a/Relu", "gradient_tape/a/ReluGrad", "b/Relu", "gradient_tape/b/ReluGrad"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch is None
+    assert reading.evidence.startswith("tie: 16, 20")
+    # A near tie is decided, and said.
+    near = find_batch([*shapes, "[20,1]"], [*ops, "c/Relu"], set())
+    assert near.batch == 20 and "near tie with 16" in near.evidence
 
 
 def test_sizing_tells_growing_fixed_flattened_and_unshaped_apart() -> None:
@@ -247,25 +293,24 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
 
 
 def test_a_flattened_batch_is_not_the_batch() -> None:
-    # Keras 2's Dense on [8,64,128] multiplies [512,128] (a kernel's shape too):
-    # 512 leads more ops, but it is 8 x 64 of a tensor recorded beside it.
+    # Keras 2's Dense on [8,64,128] multiplies [512,128] (tf.tensordot's reshape; a
+    # kernel's shape too): 512's tensors are 8's, flattened.
     shapes = ["[512,512]", "[512,512]", "[512,128]", "[8,64,128]"]
-    ops = ["expand", "expand_grad", "project", "pool_grad"]
-    assert find_batch(shapes, ops, {(512, 128), (128, 512)}) == 8
+    ops = ["expand", "gradient_tape/expand", "project", "gradient_tape/pool/Tile"]
+    assert find_batch(shapes, ops, {(512, 128), (128, 512)}).batch == 8
     # 512 alone, or beside an 8 that does not flatten to it, stays the batch.
-    assert find_batch(shapes[:3], ops[:3], set()) == 512
-    assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()) == 512
+    assert find_batch(shapes[:3], ops[:3], set()).batch == 512
+    assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()).batch == 512
 
 
 def test_a_time_major_copy_is_not_the_batch() -> None:
-    # A GRU at batch 64 over 60 steps: its transposes lead by the time as often as
-    # the batch-major tensors lead by the batch; the step starts batch-major.
-    shapes = ["[64,60,48]", "[60,64,48]", "[60,64,64]", "[64,60,64]"]
-    ops = ["embedding", "transpose", "stack", "transpose_1"]
-    assert find_batch(shapes, ops, set()) == 64
-    # A transpose of its own ([256,512] flipped) leaves the batch where it leads first.
-    shapes = ["[512,512]", "[256,512]", "[512,256]", "[256,512]"]
-    assert find_batch(shapes, ["w", "x", "flip", "first"], set()) == 256
+    # A GRU at batch 64 over 60 steps: Keras' rnn transposes [64,60,48] to [60,64,48]
+    # (a pair that counts for neither); each step's gates [64,96] and their
+    # gradients lead by the batch, whichever copy came first.
+    shapes = ["[64,60,48]", "[60,64,48]", "[60,64,64]", "[64,60,64]", "[64,96]", "[64,96]"]
+    ops = ["embedding", "transpose", "stack", "transpose_1", "gru/MatMul", "gradient_tape/gru"]
+    assert find_batch(shapes, ops, set()).batch == 64
+    assert find_batch(shapes[::-1], ops[::-1], set()).batch == 64
 
 
 @pytest.mark.parametrize(
@@ -310,17 +355,19 @@ def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
 
 
 def test_a_partial_last_batch_is_not_the_batch() -> None:
-    # Two leads on the same ops: 8 is the partial last batch of 16, not the batch.
+    # Two leads on the same ops (Dataset.batch keeps the remainder): 8 is the
+    # partial last batch of 16, not the batch, even where it weighs more (a
+    # compiled program's 8 filters lead some of its buffers too).
     shapes = ["[16,48,48,8]", "[16,2304]", "[16,2304]", "[8,48,48,8]", "[8,2304]", "[8,2304]"]
-    ops = ["conv", "dense", "relu", "conv", "dense", "relu"]
-    assert find_batch(shapes, ops, set()) == 16
-    # The partial batch may lead more ops (a transposed kernel of 8 filters), as
-    # long as most of its ops are the batch's.
-    shapes += ["[8,3,3,48]", "[8,64]"]
-    ops += ["transpose", "bias"]
-    assert find_batch(shapes, ops, set()) == 16
-    # Equal leads on other ops are no partial batch: the smallest is kept.
-    assert find_batch(["[16,5]", "[16,6]", "[32,7]", "[32,8]"], list("abcd"), set()) == 16
+    ops = ["conv", "dense", "gradient_tape/relu"] * 2
+    assert find_batch(shapes, ops, set()).batch == 16
+    shapes += ["[8,3,3,48]", "[8,65536]"]
+    ops += ["transpose", "gradient_tape/x"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch == 16 and "partial last batch" in reading.evidence
+    # Leads on other ops are no partial batch.
+    other = ["[16,5]", "[16,6]", "[32,7]", "[32,8]"]
+    assert find_batch(other, ["a", "gradient_tape/b", "c", "d"], set()).batch == 16
 
 
 @pytest.mark.parametrize("prefix", ["predict_partial", "predict_partial_xla"])
