@@ -111,7 +111,6 @@ def test_a_transposed_pair_is_evidence_for_neither() -> None:
 
 def test_ties_are_refused_not_broken_by_order() -> None:
     # Two leading dimensions with the same bytes of evidence in both passes.
-    shapes = ["[16,5]", "[16,5]", "[32,5,1]", "[32,5,1]"]
     shapes = ["[16,10]", "[16,10]", "[20,8]", "[20,8]"]
     ops = ["a/Relu", "gradient_tape/a/ReluGrad", "b/Relu", "gradient_tape/b/ReluGrad"]
     reading = find_batch(shapes, ops, set())
@@ -440,3 +439,71 @@ def test_compiled_breakdown_opens_the_slab_into_layers(
     # At 256 the slab's peak holds the wide layer's activations ([256,2048] float32).
     assert int(wide["bytes"].sum()) >= 256 * 2048 * 4
     assert int(table["activation_bytes"].iloc[0]) >= 256 * 2048 * 4
+
+
+# --- scratch buffers that are not tensors -------------------------------------------
+
+
+def test_scratch_buffers_are_sized_by_their_mechanism() -> None:
+    from traceparse.analysis.predict_batch import (
+        BLAS_WORKSPACE,
+        CONV_WORKSPACE,
+        SCRATCH_KEPT,
+        UNCERTAIN,
+    )
+
+    # Rows of a public AlexNet capture at batch 128 on a T4 (TF 2.3: op types not
+    # recorded; the fused conv named after its Relu), a cuBLAS workspace and a
+    # batch norm's beside them.
+    frame = pd.DataFrame(
+        {
+            "op": [
+                "alex_net/conv2d_1/Relu",
+                "gradient_tape/alex_net/conv2d_1/Conv2D/Conv2DBackpropFilter",
+                "alex_net/conv2d/Conv2D",
+                "dense/MatMul",
+                "alex_net/batch_normalization/FusedBatchNormV3",
+                "alex_net/conv2d_1/Relu",
+            ],
+            "op_type": [None, None, None, "MatMul", None, None],
+            "shape": [
+                "[503939072]",
+                "[503939072]",
+                "[23072]",
+                "[4194304]",
+                "[65536]",
+                "[128,256,30,30]",
+            ],
+            "dtype": ["uint8"] * 5 + ["float32"],
+        }
+    )
+    requested = np.array([503939072, 503939072, 23072, 4194304, 65536, 117964800], dtype=float)
+    found = sizing(frame, 128, set(), requested)
+    assert list(found.basis) == [
+        CONV_WORKSPACE,
+        CONV_WORKSPACE,
+        CONV_WORKSPACE,
+        BLAS_WORKSPACE,
+        SCRATCH_KEPT,
+        BATCH_DIM,
+    ]
+    assert {CONV_WORKSPACE, BLAS_WORKSPACE, SCRATCH_KEPT} <= UNCERTAIN
+    point, low, high = found.at(32)
+    # The convolution's workspace grows per example; kept is its other reading. The
+    # same GPU's capture at 32 asked 138444800, inside them.
+    assert point[0] == 503939072 / 4 and high[0] == 503939072
+    assert low[0] <= 138444800 <= high[0]
+    # cuBLAS's is fixed (its bounds cover growing); the batch norm's kept likewise.
+    assert point[3] == 4194304 and low[3] == 4194304 / 4
+    assert point[4] == 65536 and low[4] == 65536 / 4
+    p512, _, hi512 = found.at(512)
+    assert p512[3] == 4194304 and hi512[3] == 4194304 * 4
+    # At 8x (the issue's Conv2DBackpropFilter: [16924672] at 64, [135397376] at 512).
+    ws = sizing(frame.iloc[[1]], 64, set(), np.array([16924672.0]))
+    assert ws.at(512)[0][0] == 135397376
+
+
+def test_the_leak_capture_is_refused_not_assumed() -> None:
+    # Two ops' [512,512] temporaries and no model: no inputs, no backward pass.
+    with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch"):
+        traceparse.load(FIXTURES / "leak").predict(8)

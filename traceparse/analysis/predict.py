@@ -102,11 +102,16 @@ class Capture:
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     """Shapes of the weights and optimizer slots: what the batch does not change.
 
-    The optimizer's temporaries have its weights' shapes, except a sparse update's
-    (an embedding's gradient rows, [B x T, 64]): where the optimizer made sparse
-    updates, a shape that flattens another op's tensor ([64,80,64]) is an
-    activation's, not a weight's. (Elsewhere such a shape is a coincidence:
-    ``keras2_subclassed``'s [512,128] kernel at batch 8 beside [8,64,128].)"""
+    The optimizer's temporaries have its weights' shapes (a dense update works on
+    the whole variable), except a sparse update's: an embedding lookup's gradient
+    is ``tf.IndexedSlices`` whose values are one row per looked-up id, [B x T,
+    64], and Keras' optimizers deduplicate them (``Unique`` +
+    ``UnsortedSegmentSum``, keras/src/optimizers ``_deduplicate_sparse_grad``)
+    before a scatter update. So where the optimizer made sparse updates, a shape
+    that flattens another op's tensor ([64,80,64]) is such rows, not a weight's.
+    Without a sparse update there are no such rows, and the shape is a weight's
+    even where it happens to flatten an activation (a [512,128] kernel beside
+    [8,64,128])."""
     found: set[tuple[int, ...]] = set()
     if capture.variables is not None and len(capture.variables):
         found |= {d for d in map(dims, capture.variables["shape"].astype(object)) if d}
@@ -184,7 +189,7 @@ class Predictor:
         # Which evidence decided the batch (``find_batch``), or that it was given.
         self.batch_evidence = (
             reading.evidence
-            if from_batch is None
+            if from_batch is None or from_batch == reading.batch
             else f"given (--from-batch); read off the capture: {reading.evidence}"
         )
         # Smaller batches the capture also ran (an epoch's partial last batch).

@@ -1,17 +1,21 @@
 """Which allocations grow with the batch, and the batch size the capture was made at.
 
-The rule, from the shapes the allocator recorded (docs/predict.md):
+The rules, each the model of a mechanism (docs/predict.md, "How"):
 
 - A shape that is also a weight's (an inventoried variable, an XLA parameter
   the program updates, an allocation of a weight's or the optimizer's op) is
   a weight, its gradient or an optimizer slot: it does not grow.
-- The captured batch size is the leading dimension most of the other
-  tensors (inputs, activations, their gradients) share, counted by distinct
-  op; given by the caller when known.
+- The captured batch size (``find_batch``) is the candidate with the most
+  bytes of evidence: the step's input and label tensors where recorded, else
+  the tensors it leads in both the forward pass and its gradients; weak or
+  tied evidence gives none (the caller asks for it).
 - A tensor grows in proportion to the batch when one of its dimensions is the
   batch (the leading one, or another for time-major layouts) or when its
   leading dimension is the batch times a per-example size seen elsewhere
   (flattened tensors: ``[589824]`` = 16 x 36864).
+- A scratch buffer (a rank-1 byte array: cuDNN's, cuBLAS's workspace) is sized
+  by what its library does (``scratch_kinds``), its bounds covering the
+  other reading.
 - A tensor without a recorded shape (XLA argument copies, temp buffers) is
   unknown: it grows when its request is that of a growing tensor, or when no
   op made it (the step's inputs, copied from the host array outside any op),
@@ -319,11 +323,11 @@ def find_batch(
       has a gradient [B, ...] (backprop keeps the shape of what it
       differentiates), so the batch leads tensors in both passes; the
       dimension leading most bytes across both is the batch. One that leads
-      only one pass is no consistent evidence (the leak fixture's [512,512]
-      temporaries, made by no model).
+      only one pass is no consistent evidence (temporaries of ops outside
+      any model, [512,512] beside [256,1024], say nothing of a batch).
 
     A transposed pair (``_swapped``) counts for neither of its dimensions; a
-    flattened tensor counts for the batch it flattens (``_flattened_lead``).
+    flattened batch's tensors count for the batch (``_unflattened``).
     A runner-up within ``NEAR_TIE`` of the winner is reported; an exact tie is
     not broken (no batch), nor is weak evidence. Last, an epoch's partial batch
     (``Dataset.batch`` keeps the remainder unless ``drop_remainder=True``, and
@@ -521,7 +525,9 @@ def sizing(
         per[i], fixed[i] = fixed[i] / batch, 0.0
         alt_fixed[i], alt_per[i] = 0.0, per[i]
     # An input is copied every step: a request made once outside any op is
-    # something else (the whole data set, copied when a dataset is built).
+    # something else (the whole data set: Keras' array adapter builds its
+    # tf.data pipeline with Dataset.from_tensor_slices, which converts the array
+    # to one tensor once, keras/src/trainers/data_adapters/array_data_adapter.py).
     recurring = Counter(
         float(requested[i]) for i, found in enumerate(parsed) if found is None and no_op[i]
     )
