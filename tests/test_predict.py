@@ -507,3 +507,35 @@ def test_the_leak_capture_is_refused_not_assumed() -> None:
     # Two ops' [512,512] temporaries and no model: no inputs, no backward pass.
     with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch"):
         traceparse.load(FIXTURES / "leak").predict(8)
+
+
+# --- public GPU captures (fixtures/gpu_*, development set) ------------------------------
+
+
+def _gpu(name: str) -> list[traceparse.Profile]:
+    runs = sorted((FIXTURES / name / "plugins" / "profile").iterdir())
+    return [traceparse.load(run) for run in runs]
+
+
+def _gpu_peak(profile: traceparse.Profile) -> int:
+    peak = profile.peak
+    return int(peak.loc[peak["allocator"].astype(str) == "GPU_0_bfc", "in_use_bytes"].max())
+
+
+@pytest.mark.parametrize(("source", "target"), [(128, 64), (64, 16)])
+def test_gpu_workspaces_scale_and_the_bounds_hold(source: int, target: int) -> None:
+    # An AlexNet-style CNN on a V100 (TF 2.4, TensorBoard callback): its step's
+    # inputs give the batch, its cuDNN workspaces grow per example, and every
+    # real run at the target lies inside the bounds (issue 47's goal).
+    reals = [_gpu_peak(p) for p in _gpu(f"gpu_alexnet_v100_{target}")]
+    profile = _gpu(f"gpu_alexnet_v100_{source}")[0]
+    table = profile.predict(target)
+    row = table[table["allocator"].astype(str) == "GPU_0_bfc"].iloc[0]
+    assert row["found_batch"] == source
+    assert (
+        row["batch_evidence"].startswith("inputs and labels: ")
+        and f"led by {source}" in (row["batch_evidence"])
+    )
+    predictor = predictor_of(profile)
+    assert "scratch: convolution workspace, per example" in set(predictor.sizing.basis)
+    assert all(row["low_bytes"] <= real <= row["high_bytes"] for real in reals)
