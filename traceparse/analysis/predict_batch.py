@@ -141,7 +141,9 @@ def _leads(
     (op, trailing dimensions), the leading dimensions it was recorded with."""
     by_lead: dict[int, set[object]] = {}
     by_rest: dict[tuple[object, tuple[int, ...]], set[int]] = {}
-    for shape, op in zip(shapes, ops, strict=True):
+    # Each distinct (shape, op) once: a step repeats them.
+    pairs = pd.DataFrame({"shape": list(shapes), "op": list(ops)}, dtype=object)
+    for shape, op in pairs.drop_duplicates().itertuples(index=False):
         found = dims(shape)
         if not found or found in weights or found[0] <= 1:
             continue
@@ -235,7 +237,6 @@ class _Score:
     forward: float = 0.0  # bytes of forward-pass tensors led by it
     backward: float = 0.0  # bytes of backward-pass tensors led by it
     neutral: float = 0.0  # bytes of transposed pairs led by it (evidence for neither)
-    ops: set[object] = field(default_factory=set)
 
     @property
     def activations(self) -> float:
@@ -256,37 +257,61 @@ def _unflattened(recorded: set[tuple[int, ...]]) -> dict[int, int]:
     [512,128] before its matmul, so every tensor that model computes on is led by
     512 = 8 x 64 where the batch is 8: a tensor [d, x1, .., xn] recorded beside
     one [d x1 .. xj, x(j+1), .., xn] moves d x1 .. xj's evidence to d."""
+    # Every flattening each shape has, (d x1 .. xj, (x(j+1), .., xn)) -> the
+    # smallest d: one pass over the shapes instead of comparing every pair.
+    flat: dict[tuple[int, tuple[int, ...]], int] = {}
+    for small in recorded:
+        if len(small) < 2 or small[0] <= 1:
+            continue
+        product = small[0]
+        for j, x in enumerate(small[1:], start=2):
+            if x == 1:  # the same product as before: ``flattens`` takes the first
+                continue
+            product *= x
+            key = (product, small[j:])
+            flat[key] = min(small[0], flat.get(key, small[0]))
     out: dict[int, int] = {}
     for big in recorded:
-        smaller = [s[0] for s in recorded if 1 < s[0] < big[0] and flattens(big, s)]
-        if smaller:
-            out[big[0]] = min(min(smaller), out.get(big[0], big[0]))
+        found = flat.get((big[0], big[1:])) if big else None
+        if found is not None and found < big[0]:
+            out[big[0]] = min(found, out.get(big[0], big[0]))
     return out
 
 
 def _scores(
     shapes: list[object],
-    ops: list[object],
     weights: set[tuple[int, ...]],
     sizes: list[float] | None,
-    names: list[object] | None,
+    names: list[object],
 ) -> dict[int, _Score]:
     """Per leading dimension of the tensors that are not weights, the bytes of its
-    evidence by kind."""
-    parsed = [dims(s) for s in shapes]
-    recorded = {p for p in parsed if p and p not in weights}
+    evidence by kind (each distinct shape and name classified once)."""
+    frame = pd.DataFrame(
+        {
+            "shape": pd.Series(shapes, dtype=object).astype(str),
+            "name": pd.Series(names, dtype=object).astype(str),
+            "size": np.nan if sizes is None else np.asarray(sizes, dtype=np.float64),
+        }
+    )
+    frame.loc[~(frame["size"] > 0), "size"] = np.nan
+    frame["unsized"] = frame["size"].isna()
+    grouped = frame.groupby(["shape", "name"], sort=False).agg(
+        size=("size", "sum"), unsized=("unsized", "sum")
+    )
+    parsed = {shape: dims(shape) for shape in grouped.index.get_level_values(0).unique()}
+    recorded = {p for p in parsed.values() if p and p not in weights}
     # Every shape, weights' too: a flattened activation may have a kernel's shape.
-    flat = _unflattened({p for p in parsed if p})
+    flat = _unflattened({p for p in parsed.values() if p})
     scores: dict[int, _Score] = {}
-    for i, found in enumerate(parsed):
+    for (shape, name), size, unsized in zip(
+        grouped.index, grouped["size"], grouped["unsized"], strict=True
+    ):
+        found = parsed[shape]
         if not found or found in weights or found[0] <= 1:
             continue
         score = scores.setdefault(flat.get(found[0], found[0]), _Score())
-        nbytes = float(sizes[i]) if sizes is not None and sizes[i] == sizes[i] else 0.0
-        if nbytes <= 0:
-            nbytes = float(np.prod(found, dtype=np.float64))
-        name = str(names[i] if names is not None else ops[i])
-        score.ops.add(ops[i])
+        # Where the bytes are not recorded, the elements stand for them.
+        nbytes = float(size) + float(unsized) * float(np.prod(found, dtype=np.float64))
         label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
         if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
             score.inputs += nbytes
@@ -338,10 +363,9 @@ def find_batch(
     ops = list(ops)
     scores = _scores(
         shapes,
-        ops,
         weights,
         None if sizes is None else [float(s) for s in sizes],
-        None if names is None else list(names),
+        ops if names is None else list(names),
     )
     if any(s.inputs > 0 for s in scores.values()):
         kind = "inputs and labels"
