@@ -48,6 +48,14 @@ def headline(row: pd.Series) -> str:
     )
 
 
+def batch_line(row: pd.Series) -> str | None:
+    """Which evidence gave the captured batch size (``batch_evidence``)."""
+    evidence = row.get("batch_evidence")
+    if evidence is None or (isinstance(evidence, float) and pd.isna(evidence)):
+        return None
+    return f"The captured batch size {row['from_batch']}: {evidence}."
+
+
 def moment(row: pd.Series) -> str:
     step = "no step" if pd.isna(row["step"]) else f"step {row['step']}"
     op = "an op the capture does not name" if pd.isna(row["op"]) else str(row["op"])
@@ -151,6 +159,9 @@ def render(
     for _, row in table.iterrows():
         term.heading(f"{row['allocator']} ({row['host']})")
         term.line(headline(row))
+        evidence = batch_line(row)
+        if evidence:
+            term.line(evidence)
         term.line(f"The predicted peak is {moment(row)}.")
         unseen = unseen_line(row)
         if unseen:
