@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
+from helpers.sources_record import IGNORED, SOURCE, capture_with, packed, real_record
 
 import traceparse
 from traceparse.cli import main
@@ -25,28 +26,7 @@ from traceparse.decode.sources import SourcesProblem, decode_sources, escaped, s
 from traceparse.decode.xspace import clock_start
 from traceparse.files.discover import MAX_SOURCES_BYTES, CaptureFile, read_bytes
 
-SOURCE = next((FIXTURES / "sources_fit").rglob("*.xplane.pb")).parent
 PREDICT = FIXTURES / "predict_mixed_16"
-IGNORED = "the source lines were ignored"
-
-
-def record() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        gzip.decompress((SOURCE / "localhost.sources.json.gz").read_bytes())
-    )
-    return data
-
-
-def capture_with(tmp_path: Path, data: bytes) -> Path:
-    run = tmp_path / "logs" / "plugins" / "profile" / SOURCE.name
-    shutil.copytree(SOURCE, run)
-    (run / "localhost.sources.json.gz").write_bytes(data)
-    return tmp_path / "logs"
-
-
-def packed(document: Any) -> bytes:
-    return gzip.compress(json.dumps(document).encode())
-
 
 # -- the sources record --------------------------------------------------------------
 
@@ -62,7 +42,7 @@ def packed(document: Any) -> bytes:
 def test_an_integer_past_int64_is_one_diagnostic(
     field: str, value: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    document = record()
+    document = real_record()
     document["eager"][field][0] = value
     data = packed(document)
     with pytest.raises(SourcesProblem, match="not a count"):
@@ -81,7 +61,7 @@ def test_counts_past_int64_elsewhere_are_refused() -> None:
         lambda d: d.update(started_ns=10**40),
         lambda d: d["ops"].update({"x": 2**63}),
     ):
-        document = record()
+        document = real_record()
         change(document)
         text = json.dumps(document).encode()
         try:
@@ -93,7 +73,7 @@ def test_counts_past_int64_elsewhere_are_refused() -> None:
 
 
 def test_a_lone_surrogate_stays_readable_and_writable(tmp_path: Path) -> None:
-    document = record()
+    document = real_record()
     user = next(i for i, f in enumerate(document["frames"]) if f[3] == 1)
     document["frames"][user][0] = "/x/\udcff.py"
     document["frames"][user][2] = "f\udcff"
@@ -359,5 +339,10 @@ def test_predict_on_events_that_name_no_allocator(
         corpus / "valueerror-leaks-suspects-by-op-55991d66.xplane.pb", run / "localhost.xplane.pb"
     )
     page = tmp_path / "p.html"
-    assert main(["predict", str(tmp_path / "logs"), "--batch", "64", "-o", str(page)]) == 0
+    logs = str(tmp_path / "logs")
+    # No batch evidence: refused with the --from-batch message; given one, the
+    # capacity search and the page run.
+    assert main(["predict", logs, "--batch", "64"]) == 2
+    assert "--from-batch" in capsys.readouterr().err
+    assert main(["predict", logs, "--from-batch", "16", "--batch", "64", "-o", str(page)]) == 0
     assert "internal error" not in capsys.readouterr().err
