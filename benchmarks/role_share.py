@@ -20,12 +20,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from named_share import rows_over
 
 import traceparse
 from traceparse.analysis.breakdown import in_capture
-from traceparse.errors import TraceparseError
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 UNPLACED = ("other", "unknown")
 
 
@@ -51,14 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.paths or sorted(d for d in FIXTURES.iterdir() if d.is_dir())
-    rows = []
-    for path in paths:
-        try:
-            rows.extend(roles(path))
-        except TraceparseError as exc:  # no memory events, not a capture...
-            print(f"skipped {path.name}: {exc}", file=sys.stderr)
-    frame = pd.DataFrame(rows).fillna(0.0)
+    frame = pd.DataFrame(rows_over(args.paths, roles)).fillna(0.0)
     print(frame.to_string(index=False))
     return 0
 
