@@ -328,13 +328,19 @@ def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
     return bool(names & known.optimizers) or any(n.lower() in OPTIMIZER_SCOPES for n in names)
 
 
+def slot_owner(name: str, known: KnownNames) -> str | None:
+    """The layer whose weight a slot name (``hidden_kernel_momentum``) starts with
+    (longest prefix), or None."""
+    for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
+        if name.startswith(prefix + "_"):
+            return known.slot_prefixes[prefix]
+    return None
+
+
 def _slot_layer(rest: list[str], known: KnownNames) -> str:
     """The layer whose slot an optimizer op names (``hidden_kernel_momentum``), if any."""
-    for scope in rest[:1]:
-        for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
-            if scope.startswith(prefix + "_"):
-                return known.slot_prefixes[prefix]
-    return OPTIMIZER_UNASSIGNED
+    found = slot_owner(rest[0], known) if rest else None
+    return found or OPTIMIZER_UNASSIGNED
 
 
 def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]:

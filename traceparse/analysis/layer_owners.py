@@ -40,6 +40,7 @@ from traceparse.analysis.layer_names import (
     learn_from_ops,
     learn_scopes,
     place_op,
+    slot_owner,
 )
 
 # An inventoried variable's recorded role -> its role at the peak: an optimizer's
@@ -154,25 +155,22 @@ def variable_owner(var: Mapping[str, Any], known: KnownNames) -> tuple[str, str]
         head = str(var["path"]).split("/")[0]
         if not is_optimizer_scope(head, known):
             return NO_LAYER, kind
-        # Under the optimizer's scope and named as a weight's slot (Keras names a
+        # Under an optimizer's scope and named as a weight's slot (Keras names a
         # slot ``<weight path with _>_<slot>``, add_variable_from_reference): its
         # state, though the inventory could not tie it to the optimizer (a custom
-        # loop's optimizer no model holds); counters stay other.
-        slot = _slot_owner(str(var["path"]).split("/")[-1], known)
+        # loop's optimizer no model holds); counters stay other. Not under the
+        # scope of an optimizer a model holds (known.optimizers): the inventory
+        # lists that optimizer's variables itself, so one it left out is not its
+        # slot, whatever its name says.
+        if head in known.optimizers:
+            return OPTIMIZER_UNASSIGNED, kind
+        slot = slot_owner(str(var["path"]).split("/")[-1], known)
         return (slot, OPTIMIZER_STATE) if slot is not None else (OPTIMIZER_UNASSIGNED, kind)
     owner = var.get("belongs_to")
     if isinstance(owner, str) and owner:
         return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED), kind
-    found = _slot_owner(str(var["path"]).split("/")[-1], known)
+    found = slot_owner(str(var["path"]).split("/")[-1], known)
     return found or OPTIMIZER_UNASSIGNED, kind
-
-
-def _slot_owner(slot: str, known: KnownNames) -> str | None:
-    """The layer whose weight a slot name starts with (longest prefix), or None."""
-    for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
-        if slot.startswith(prefix + "_"):
-            return known.slot_prefixes[prefix]
-    return None
 
 
 def parameter_owners(parameters: pd.DataFrame, known: KnownNames) -> list[tuple[str, str]]:
