@@ -106,3 +106,20 @@ def test_the_face_exports_the_record_the_errors_and_the_predictor() -> None:
     predictor = traceparse.predictor_of(prof)
     assert isinstance(predictor, traceparse.Predictor)
     assert predictor.breakdown(256).equals(breakdown)
+
+
+def test_the_layers_optimizer_bytes_column_is_read_with_a_warning(
+    prof: traceparse.Profile,
+) -> None:
+    """optimizer_bytes split into optimizer_state_bytes and optimizer_update_bytes
+    (issue 48): the old name answers with their sum for a release."""
+    table = prof.layers()
+    assert "optimizer_bytes" not in table.columns
+    with pytest.warns(DeprecationWarning, match=r"optimizer_state_bytes \+ optimizer_update_bytes"):
+        old = table["optimizer_bytes"]
+    assert old.equals(
+        (table["optimizer_state_bytes"] + table["optimizer_update_bytes"]).rename("optimizer_bytes")
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(table[table["layer"] != ""]["optimizer_state_bytes"]) == len(table)

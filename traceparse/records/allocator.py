@@ -149,7 +149,9 @@ class Note(_Words):
     BEFORE_CAPTURE_NOT_A_VARIABLE = "before_capture_not_a_variable"
     BEFORE_CAPTURE_NOT_A_PARAMETER = "before_capture_not_a_parameter"
     BEFORE_CAPTURE = "before_capture"
-    PEAK_REPEATED = "peak_repeated"  # several events reach the peak: the last one's figures
+    # Several events reach the peak, or several instants come within 1% of it
+    # (``peak_repeats``): the figures are the latest's at the maximum.
+    PEAK_REPEATED = "peak_repeated"
     PEAKED_BEFORE_CAPTURE = "peaked_before_capture"  # its lifetime peak is higher
 
 
@@ -167,7 +169,7 @@ def notes_of(record: AllocatorRecord) -> tuple[Note, ...]:
         notes.append(Note.BEFORE_CAPTURE_NOT_A_PARAMETER)
     elif before > 0:
         notes.append(Note.BEFORE_CAPTURE)
-    if record.peak_events > 1:
+    if record.peak_events > 1 or record.peak_repeats:
         notes.append(Note.PEAK_REPEATED)
     lifetime = record.lifetime_peak_bytes
     if lifetime is not None and lifetime > (record.heap_bytes or 0):
@@ -328,6 +330,19 @@ class AllocatorRecord:
             "peak_bytes, low_bytes, high_bytes: a quarter of the captured batch to eight "
             "times it, and the largest). Made by Profile.summary(predict=True), the report "
             "and the predict command.",
+            section=True,
+        ),
+    )
+    peak_repeats: dict[str, Any] | None = field(
+        default=None,
+        repr=False,
+        metadata=doc(
+            "Where the peak repeats (within 1% of it at several instants): instants (how "
+            "many), opened (how many were broken down, the highest), near (the 1%), steps "
+            "(those reaching it), low_bytes / high_bytes (the instants' bytes in use), layers "
+            "and ops (what holds memory at the instants: low_bytes, high_bytes and at how "
+            "many instants, those held at every one first). Null when the peak is reached "
+            "once: its figures then describe the only instant.",
             section=True,
         ),
     )
