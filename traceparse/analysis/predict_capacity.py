@@ -306,7 +306,7 @@ def report_batches(captured: int) -> list[int]:
 # events) beyond the capture itself: on a large capture the curve's far batches
 # and the search past them are left out (and the report says so) rather than
 # letting its predictions take many times what reading the capture does.
-REPORT_REPLAY_EVENTS = 24_000_000
+REPORT_REPLAY_EVENTS = 8_000_000
 # ... but always a couple of batches either side of the captured one.
 REPORT_MIN_BATCHES = 2
 
