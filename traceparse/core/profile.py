@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -39,10 +39,6 @@ from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
-from traceparse.analysis.predict import Capture as PredictionInput
-from traceparse.analysis.predict import Predictor, make_predictor
-from traceparse.analysis.predict_capacity import report_curves
-from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
@@ -58,6 +54,10 @@ from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
+
+if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
+    from traceparse.analysis.predict import Capture as PredictionInput
+    from traceparse.analysis.predict import Predictor
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -650,6 +650,8 @@ class Profile:
             predictor = predictor_of(self)
         except UsageError:
             return {}
+        from traceparse.analysis.predict_capacity import report_curves
+
         return report_curves(predictor)
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
@@ -693,8 +695,12 @@ class Profile:
                     strict=True,
                 )
             )
+            from traceparse.analysis.predict_xla import slab_spans
+
             fill = slab_spans(self._xla.programs, wanted)
-        return PredictionInput(
+        from traceparse.analysis.predict import Capture
+
+        return Capture(
             self.allocations,
             self.timeline,
             self._ends,
@@ -784,6 +790,8 @@ def predictor_of(
                 "to predict from"
             )
     try:
+        from traceparse.analysis.predict import make_predictor
+
         return make_predictor(
             profile._prediction_input,
             from_batch,
