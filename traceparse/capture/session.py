@@ -139,6 +139,7 @@ class Capture(AbstractContextManager["Capture"]):
         models: Sequence[Any] = (),
         inventory: bool = True,
         sources: bool = True,
+        keras_steps: bool = True,
     ) -> None:
         self.logdir: Path = check_logdir(logdir)
         self.host_tracer_level = check_level("host_tracer_level", host_tracer_level, 3)
@@ -167,6 +168,9 @@ class Capture(AbstractContextManager["Capture"]):
         # Source lines (docs/sources.md): recorded while running, written at stop.
         self.record_sources = bool(sources)
         self._sources: SourceRecorder | None = None
+        # Keras fit/evaluate/predict batches as steps while running (profile()).
+        self.keras_steps = bool(keras_steps)
+        self._keras_steps = contextlib.ExitStack()
 
     def __repr__(self) -> str:
         return (
@@ -241,6 +245,8 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             self._mark_clock(tf)
+            if self.keras_steps:
+                self._mark_keras_steps()
             self._state = _RUNNING
             self._pid = os.getpid()
             _running.add(self)
@@ -259,9 +265,11 @@ class Capture(AbstractContextManager["Capture"]):
             if os.getpid() != self._pid:
                 # A process forked inside the block: the session is its parent's,
                 # which writes the capture; this one writes none.
+                self._keras_steps.close()
                 self._state = _STOPPED
                 return self.files
             tf = import_tensorflow()
+            self._keras_steps.close()  # fit, evaluate and predict as they were
             self._state = _STOPPED
             at_stop = _snapshot(self.logdir)
             self._mark_clock(tf)  # again: a delayed start (delay_ms) missed the first
@@ -292,6 +300,15 @@ class Capture(AbstractContextManager["Capture"]):
             self._write_failure()
             self._write_sources()
             return self.files
+
+    def _mark_keras_steps(self) -> None:
+        """Mark Keras ``fit``/``evaluate``/``predict`` batches as steps until stopped;
+        nothing when Keras cannot be imported."""
+        try:
+            from traceparse.capture.steps import step_markers_in_fit
+        except ImportError:  # no Keras: nothing to mark
+            return
+        self._keras_steps.enter_context(step_markers_in_fit())
 
     def _write_inventory(self) -> None:
         """Take the stop inventory and write it beside each host's capture."""
@@ -485,6 +502,7 @@ def profile(
     models: Sequence[Any] = (),
     inventory: bool = True,
     sources: bool = True,
+    keras_steps: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
 
@@ -493,6 +511,13 @@ def profile(
     ``<host>.variables.json``, so that the bytes allocated before the capture
     get names. ``models`` are Keras models to name first (any live Keras model
     is found anyway); ``inventory=False`` skips it.
+
+    Inside the block each batch of a Keras ``Model.fit`` (and of ``evaluate`` and
+    ``predict`` called on their own) is a marked step, as ``cap.step(n)`` marks
+    one: ``fit`` calls the callbacks' ``on_train_batch_begin``/``_end`` around
+    every batch, and the capture adds a ``StepMarker`` callback to each call
+    (``traceparse.capture.steps.step_markers_in_fit``), so a leak check can
+    compare the batches. ``keras_steps=False`` leaves ``fit`` alone.
 
     ``host_tracer_level`` 2 (the default) is the lowest level at which the
     allocator records memory events; ``python_tracer_level`` 1 traces every
@@ -509,4 +534,5 @@ def profile(
         models=models,
         inventory=inventory,
         sources=sources,
+        keras_steps=keras_steps,
     )
