@@ -138,6 +138,10 @@ def captured_batch(capture: Capture, weights: set[tuple[int, ...]]) -> int | Non
 class Predictor:
     """Sizes every allocation of ``base`` at any batch, and replays them."""
 
+    # Where the captured batch came from when not read off the shapes (core.profile's
+    # predictor_of sets it for a batch the capture recorded beside itself).
+    batch_evidence: str | None = None
+
     def __init__(
         self,
         base: Capture,
@@ -318,6 +322,7 @@ class Predictor:
                 "batch_size": batch,
                 "from_batch": self.batch,
                 "found_batch": self.found_batch,
+                "batch_evidence": self.batch_evidence,
                 "other_batch": self.other_batch,
                 "captured_peak_bytes": captured.get(key, {}).get("in_use_bytes"),
                 "capacity_bytes": captured.get(key, {}).get("capacity_bytes"),

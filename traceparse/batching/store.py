@@ -15,18 +15,11 @@ import stat
 from typing import Any
 
 from traceparse.batching.records import Fingerprint, Outcome, Task
+from traceparse.core.sidecars import SIDECARS
 from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
-from traceparse.files.discover import (
-    FAILURE_SUFFIX,
-    INVENTORY_SUFFIX,
-    MAX_INVENTORY_BYTES,
-    CaptureFile,
-    is_url,
-    not_regular,
-    sidecar,
-)
+from traceparse.files.discover import CaptureFile, is_url, not_regular
 
 __all__ = [
     "RESULT_NAME",
@@ -70,22 +63,22 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def input_fingerprint(capture: CaptureFile, how: Fingerprint) -> dict[str, Any]:
     """The fingerprint of every file the analysis of ``capture`` reads: the capture
-    and, when one is beside it, its variable inventory (adding, changing or removing
-    it changes what the analysis says). Raises ``InputError`` as ``fingerprint``."""
+    and every record beside it that the registry (``core.sidecars.SIDECARS``) marks
+    for the fingerprint, under the record's name (adding, changing or removing one
+    changes what the analysis says). Raises ``InputError`` as ``fingerprint``."""
     found = fingerprint(capture.path, how)
-    inventory = sidecar(capture, INVENTORY_SUFFIX)
-    if inventory is not None:
-        found["inventory"] = _inventory_fingerprint(inventory.path, how)
-    failure = sidecar(capture, FAILURE_SUFFIX)  # the failure record (issue 39) likewise
-    if failure is not None:
-        found["failure"] = _inventory_fingerprint(failure.path, how)
+    for entry in SIDECARS:
+        beside = entry.beside(capture) if entry.fingerprint else None
+        if beside is not None:
+            found[entry.name] = _sidecar_fingerprint(beside.path, how, entry.limit)
     return found
 
 
-def _inventory_fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
-    """Like ``fingerprint``, but an inventory that cannot be read is described, not
-    an error (the analysis ignores it with a diagnostic). Only a regular file within
-    the inventory limit is ever opened, so a FIFO cannot block the check."""
+def _sidecar_fingerprint(path: str, how: Fingerprint, limit: int) -> dict[str, Any]:
+    """Like ``fingerprint``, but a record that cannot be read is described, not an
+    error (the analysis ignores it with a diagnostic). Only a regular file within
+    the record's limit (``limit`` bytes) is ever hashed, so a FIFO cannot block the
+    check."""
     if is_url(path):
         try:
             return fingerprint(path, how)
@@ -98,7 +91,7 @@ def _inventory_fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
     kind = not_regular(info.st_mode)
     if kind is not None:
         return {"kind": kind}
-    if how == "hash" and info.st_size <= MAX_INVENTORY_BYTES:
+    if how == "hash" and info.st_size <= limit:
         try:
             return fingerprint(path, how)
         except InputError as exc:

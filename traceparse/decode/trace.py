@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
+    from traceparse.decode.batch import BatchRecord
     from traceparse.decode.failure import FailureRecord
     from traceparse.decode.runs import RunRecords
     from traceparse.decode.sources import SourceRecord
@@ -196,3 +197,5 @@ class MemoryTrace:
     runs: RunRecords | None = None
     # The source record written beside the capture (docs/sources.md), when there is one.
     sources: SourceRecord | None = None
+    # The batch size the capture's steps saw (``<host>.batch.json``), when recorded.
+    batch: BatchRecord | None = None
