@@ -137,6 +137,7 @@ class MemoryCallback(StepMarker):
         if owner is not None:
             weakref.finalize(owner, _stop_left_running, weakref.ref(self))
         self._fit_frame = _frame_key(sys._getframe(2))  # CallbackList.on_train_begin's caller
+        self._find_adapter()  # the batch each step gets (traceparse.capture.batch)
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._batch += 1
@@ -151,6 +152,7 @@ class MemoryCallback(StepMarker):
         if self.capture is not None and self.capture.running:
             self._begin_step(self._batch)
             self.capture._step = self._batch
+            self._note_batch(batch, self._batch)
             _guard_train_function(self)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
