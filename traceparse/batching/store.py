@@ -20,12 +20,14 @@ from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
 from traceparse.files.discover import CaptureFile, is_url, not_regular
+from traceparse.report.formats import named
 
 __all__ = [
     "RESULT_NAME",
     "Fingerprint",
     "fingerprint",
     "input_fingerprint",
+    "report_name",
     "reuse",
     "store",
     "stored",
@@ -56,6 +58,11 @@ _CHUNK = 1 << 20
 # few KiB. A larger one is damaged or made up and is redone, never read.
 MAX_RESULT_BYTES = 4 * 2**20
 _INT64 = (-(2**63), 2**63 - 1)
+
+
+def report_name(fmt: str) -> str:
+    """The file a capture's report in format ``fmt`` is written to: ``report.md``..."""
+    return "report" + named(fmt).suffix
 
 
 # -- fingerprints ----------------------------------------------------------------
@@ -180,7 +187,7 @@ def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
     # fewer). A capture that failed has none.
     if data.get("status") != "error":
         for fmt in task.reports:
-            if not os.path.isfile(os.path.join(task.directory, f"report.{fmt}")):
+            if not os.path.isfile(os.path.join(task.directory, report_name(fmt))):
                 return None
     if not _well_formed(data):
         return None  # damaged, though its fingerprint matches: analyse it again

@@ -105,10 +105,14 @@ class MemoryCallback(StepMarker):
 
         self.log_dir = check_logdir(log_dir)
         self.profile_batch = _batch_range(profile_batch)
+        from traceparse.report.formats import format_of_path, suffix_words
+
         self.report = None if report is None else Path(os.fspath(report))
-        if self.report is not None and self.report.suffix.lstrip(".") not in ("html", "md", "json"):
+        # The report's format, by its suffix (report.formats.REPORT_FORMATS).
+        self.report_format = None if self.report is None else format_of_path(self.report)
+        if self.report is not None and self.report_format is None:
             raise UsageError(
-                f"report {self.report} must end in .html, .md or .json (the format)",
+                f"report {self.report} must end in {suffix_words()} (the format)",
                 path=self.report,
             )
         self.budgets: Budgets = Budgets.from_options(
@@ -232,9 +236,9 @@ class MemoryCallback(StepMarker):
         assert self.report is not None
         from traceparse.report import write_report
 
-        fmt = self.report.suffix.lstrip(".")
+        assert self.report_format is not None
         try:
-            write_report([profile], fmt, self.report)  # type: ignore[arg-type]
+            write_report([profile], self.report_format.name, self.report)
         except (TraceparseError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             _warn(
