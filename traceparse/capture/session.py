@@ -278,6 +278,7 @@ class Capture(AbstractContextManager["Capture"]):
             try:
                 tf.profiler.experimental.stop()
             except tf.errors.UnavailableError as exc:
+                self._stop_batch()  # nothing to write it beside: stop noting
                 raise CaptureError(
                     "the TensorFlow profiler was stopped by someone else before this "
                     "capture ended (tf.profiler.experimental.stop called inside the "
@@ -285,6 +286,7 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             except tf.errors.OpError as exc:
+                self._stop_batch()
                 raise CaptureError(
                     f"TensorFlow could not write the capture to {self.logdir}: "
                     f"{type(exc).__name__}: {exc.message}",
