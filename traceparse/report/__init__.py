@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from traceparse.report.formats import (
     DEFAULT_TOP,
@@ -21,7 +22,9 @@ from traceparse.report.formats import (
     render_json,
     render_markdown,
 )
-from traceparse.report.source import ProfileLike
+
+if TYPE_CHECKING:  # the command line reads the formats without loading pandas
+    from traceparse.report.source import ProfileLike
 
 __all__ = ["FORMATS", "Format", "render_html", "render_json", "render_markdown", "write_report"]
 

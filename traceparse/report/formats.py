@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from traceparse.errors import UsageError
 from traceparse.output.export import TABLE_SUFFIXES
-from traceparse.report.source import ProfileLike
+
+if TYPE_CHECKING:  # the command line reads this list without loading pandas
+    from traceparse.report.source import ProfileLike
 
 __all__ = [
     "DEFAULT_TOP",
