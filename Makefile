@@ -32,9 +32,9 @@ XDIST := -n $(PYTEST_JOBS) --dist loadfile
 
 .PHONY: demo test quick lint typecheck pytest compat protos fixtures bench browser clean
 
-# The C extensions (the decoder's loops, the array pool) are built by the
+# The C extensions (the decoder's loops, the array pool), declared in setup.py, are built by the
 # install: a change to them reinstalls.
-NATIVE := traceparse/decode/_native.c traceparse/core/_pool.c
+NATIVE := setup.py traceparse/decode/_native.c traceparse/core/_pool.c
 
 $(STAMP): pyproject.toml $(NATIVE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -75,18 +76,25 @@ def shares(path: Path) -> list[dict[str, object]]:
     return rows
 
 
+def rows_over(
+    paths: list[Path], per_capture: Callable[[Path], list[dict[str, object]]]
+) -> list[dict[str, object]]:
+    """``per_capture``'s rows for each path (every fixture when none is given),
+    skipping with a line on stderr what is not a capture with memory events."""
+    rows: list[dict[str, object]] = []
+    for path in paths or sorted(d for d in FIXTURES.iterdir() if d.is_dir()):
+        try:
+            rows.extend(per_capture(path))
+        except TraceparseError as exc:  # no memory events, not a capture...
+            print(f"skipped {path.name}: {exc}", file=sys.stderr)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.paths or sorted(d for d in FIXTURES.iterdir() if d.is_dir())
-    rows = []
-    for path in paths:
-        try:
-            rows.extend(shares(path))
-        except TraceparseError as exc:  # no memory events, not a capture...
-            print(f"skipped {path.name}: {exc}", file=sys.stderr)
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows_over(args.paths, shares))
     print(frame.to_string(index=False))
     return 0
 

@@ -21,8 +21,9 @@ from traceparse.analysis.layer_names import (
     BEFORE_CAPTURE,
     GRADIENT,
     NO_LAYER,
-    OPTIMIZER,
+    OPTIMIZER_STATE,
     OPTIMIZER_UNASSIGNED,
+    OPTIMIZER_UPDATE,
     OTHER,
     KnownNames,
     place_op,
@@ -32,7 +33,10 @@ from traceparse.analysis.xla_live import slab_frame
 from traceparse.core.profile import Profile
 
 LAYER_FIXTURES = ["layers_cnn", "layers_functional", "layers_sequential"]
-KINDS = ["activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"]
+KINDS = [
+    *("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_state_bytes"),
+    *("optimizer_update_bytes", "other_bytes", "unknown_bytes"),
+]
 # On CPU, mklcpu serves requests under 256 KiB from a pool that records nothing.
 RECORDED = 256 * 1024
 
@@ -135,8 +139,8 @@ def test_an_inventory_gives_weights_and_about_twice_their_bytes_of_adam_state() 
     kernel = MANIFEST["fixtures"]["layers_cnn"]["tensors"]["dense_1_kernel"]["bytes"]
     assert weighted.loc["dense_1", "weight_bytes"] == kernel
     for layer, row in weighted.iterrows():
-        ratio = row["optimizer_bytes"] / row["weight_bytes"]
-        assert 1.9 <= ratio <= 2.1, (layer, ratio)
+        # Adam keeps two slots per weight (m and v): its state is twice the weights.
+        assert row["optimizer_state_bytes"] == 2 * row["weight_bytes"], layer
         assert row["largest_bytes"] >= row["weight_bytes"] or row["largest_tensor"]
     # The named variables came out of the before-capture bytes, not on top of them.
     rest = table.set_index("layer")["live_at_peak_bytes"].get(BEFORE_CAPTURE, 0)
@@ -161,7 +165,7 @@ def test_belongs_to_ties_a_slot_to_its_weight_when_the_name_cannot() -> None:
     frame.loc[slots, "path"] = [f"adam/slot_{i}" for i in range(int(slots.sum()))]
     untied = with_inventory(prof, frame).set_index("layer")
     assert (
-        untied.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"]
+        untied.loc[OPTIMIZER_UNASSIGNED, "optimizer_state_bytes"]
         >= 2 * untied.loc["dense_1", "weight_bytes"]
     )
     weights = frame.loc[frame["role"] == "weight", "path"].tolist()
@@ -171,7 +175,7 @@ def test_belongs_to_ties_a_slot_to_its_weight_when_the_name_cannot() -> None:
         for name in frame.loc[slots, "name"]
     ]
     tied = with_inventory(prof, frame).set_index("layer")
-    assert tied.loc["dense_1", "optimizer_bytes"] == 2 * tied.loc["dense_1", "weight_bytes"]
+    assert tied.loc["dense_1", "optimizer_state_bytes"] == 2 * tied.loc["dense_1", "weight_bytes"]
 
 
 @pytest.mark.parametrize("name", LAYER_FIXTURES)
@@ -203,14 +207,19 @@ def test_functional_subclassed_and_sequential_models_give_their_layers_own_names
         ("net_1/shared_3/Relu", "shared", ACTIVATION),  # a layer called twice
         ("net_1/block_1/block_dense_1/Relu", "block", ACTIVATION),  # a nested model
         ("StatefulPartitionedCall/gradient_tape/mlp_1/hidden_1/MatMul/MatMul", "hidden", GRADIENT),
-        ("adam/Sqrt_9", OPTIMIZER_UNASSIGNED, OPTIMIZER),
+        ("adam/Sqrt_9", OPTIMIZER_UNASSIGNED, OPTIMIZER_UPDATE),
+        ("adam/dense_kernel_momentum/Initializer/zeros", OPTIMIZER_UNASSIGNED, OPTIMIZER_STATE),
         ("augment/resize/ResizeBilinear", NO_LAYER, OTHER),  # a tf.name_scope, not a layer
         ("Fill", NO_LAYER, OTHER),
         ("compile_loss/sparse_categorical_crossentropy/Mul", NO_LAYER, OTHER),
         ("replica_1/mycnn_1/conv_a_1/Relu", "conv_a", ACTIVATION),
         ("gradient_tape/replica_2/mycnn_1/conv_b_1/Conv2DBackpropInput", "conv_b", GRADIENT),
         # mixed_float16: the loss-scaling optimizer updates inside a cond's branch
-        ("StatefulPartitionedCall/cond/then/_34/cond/adam/Mul_19", OPTIMIZER_UNASSIGNED, OPTIMIZER),
+        (
+            "StatefulPartitionedCall/cond/then/_34/cond/adam/Mul_19",
+            OPTIMIZER_UNASSIGNED,
+            OPTIMIZER_UPDATE,
+        ),
         ("cond/then/_3/net_1/dense_1/Relu", "dense", ACTIVATION),
         ("cond/then/_3/Relu", NO_LAYER, OTHER),  # a branch's own op: no scope left
         # inside a layer, a loop's body is the layer's
@@ -249,7 +258,7 @@ def test_replicas_fold_into_one_layer_row_with_a_per_replica_breakdown() -> None
     assert folded.loc["conv_a", "activation_bytes"] == 4096 + 2048
     assert folded.loc["conv_b", "gradient_bytes"] == 1024
     assert folded.loc[NO_LAYER, "live_at_peak_bytes"] == 256
-    assert folded.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"] == 512
+    assert folded.loc[OPTIMIZER_UNASSIGNED, "optimizer_update_bytes"] == 512
     assert folded.loc[OPTIMIZER_UNASSIGNED, "allocated_bytes"] == 512
     split = prof.layers(by_replica=True)
     conv_a = split[split["layer"] == "conv_a"].set_index("replica")["activation_bytes"]
@@ -288,7 +297,7 @@ def test_expanded_xla_rows_are_placed_by_their_tf_op_names() -> None:
     assert_rows_sum_to_in_use(prof, table)
     by_layer = table.set_index("layer")
     assert by_layer.loc["conv_a", "gradient_bytes"] >= size // 4
-    assert by_layer.loc[OPTIMIZER_UNASSIGNED, "optimizer_bytes"] == size // 8
+    assert by_layer.loc[OPTIMIZER_UNASSIGNED, "optimizer_update_bytes"] == size // 8
     assert table["layer"].iloc[0] == "conv_a"
 
 
@@ -323,12 +332,14 @@ def test_a_real_inventory_gives_each_layer_its_weights_and_twice_their_bytes_of_
     for layer in ("hidden", "bottleneck"):  # the 1 MiB kernels; the rest is under 256 KiB
         row = table.loc[layer]
         assert row["weight_bytes"] == 1024 * 1024
-        mine = rows[(rows["layer"] == layer) & (rows["role"] == "optimizer")]
-        slots = mine[mine["variable"].notna()]
-        assert slots["bytes"].sum() == 2 * row["weight_bytes"]
-        temporaries = mine[mine["variable"].isna()]
+        mine = rows[rows["layer"] == layer]
+        slots = mine[mine["role"] == OPTIMIZER_STATE]
+        assert slots["variable"].notna().all()
+        assert slots["bytes"].sum() == 2 * row["weight_bytes"] == row["optimizer_state_bytes"]
+        temporaries = mine[mine["role"] == OPTIMIZER_UPDATE]
+        assert len(temporaries) and temporaries["variable"].isna().all()
         assert temporaries["op"].astype(str).str.contains("(?:^|/)adam/").all()
-        assert row["optimizer_bytes"] == slots["bytes"].sum() + temporaries["bytes"].sum()
+        assert row["optimizer_update_bytes"] == temporaries["bytes"].sum()
     assert_rows_sum_to_in_use(prof, prof.layers())
 
 
@@ -383,6 +394,6 @@ def test_the_jit_compiled_twins_inventory_gives_twice_the_weights_of_adam_state(
     kernel = MANIFEST["fixtures"]["layers_cnn_xla"]["tensors"]["dense_1_kernel"]["bytes"]
     assert weighted.loc["dense_1", "weight_bytes"] >= kernel
     for layer, row in weighted.iterrows():
-        ratio = row["optimizer_bytes"] / row["weight_bytes"]
-        assert 1.9 <= ratio <= 2.1, (layer, ratio)
+        ratio = row["optimizer_state_bytes"] / row["weight_bytes"]
+        assert ratio == 2, (layer, ratio)
     assert BEFORE_CAPTURE not in set(table["layer"])  # the inventory names every byte

@@ -27,8 +27,8 @@ from traceparse.analysis.layer_names import (
     EXPLICIT_ROWS,
     GRADIENT,
     NO_LAYER,
-    OPTIMIZER,
     OPTIMIZER_UNASSIGNED,
+    OPTIMIZER_UPDATE,
     KnownNames,
     layer_path,
     place_op,
@@ -47,7 +47,10 @@ KERAS2_FIXTURES = [
     "keras2_tf216_mirrored",
 ]
 KERAS3_FIXTURES = ["layers_cnn", "layers_functional", "layers_sequential", "keras_train"]
-KINDS = ["activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"]
+KINDS = [
+    *("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_state_bytes"),
+    *("optimizer_update_bytes", "other_bytes", "unknown_bytes"),
+]
 MARKERS = ("gradient_tape", "StatefulPartitionedCall")
 
 
@@ -219,7 +222,7 @@ def test_public_keras2_names_are_read_as_keras2_and_kept_as_written() -> None:
         "batch_normalization_5",
         "batch_normalization_6",
     ]
-    assert (placed[1].kind, placed[5].kind) == (GRADIENT, OPTIMIZER)
+    assert (placed[1].kind, placed[5].kind) == (GRADIENT, OPTIMIZER_UPDATE)
     assert placed[5].layer == OPTIMIZER_UNASSIGNED
     assert (placed[6].layer, placed[6].replica, placed[7].kind) == ("bert_encoder_1", 4, GRADIENT)
     assert layer_path(PUBLIC_KERAS2_OPS[6], known, 4) == (
@@ -324,4 +327,4 @@ def test_a_keras2_loss_scope_is_not_a_model_and_tf1_updates_are_the_optimizers()
     assert known.models == {"mlp"}
     assert place_op(ops[3], known).layer == NO_LAYER
     tf1 = known_names(["gradients/dense/MatMul_grad/MatMul", "training/Adam/mul_1"], None, None)
-    assert place_op("training/Adam/mul_1", tf1).kind == OPTIMIZER
+    assert place_op("training/Adam/mul_1", tf1).kind == OPTIMIZER_UPDATE

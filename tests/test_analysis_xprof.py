@@ -29,8 +29,18 @@ xprof_convert = LazyModule(
     "xprof.convert.raw_to_tool_data", reason="needs tensorboard-plugin-profile (xprof)"
 )
 
-# Every readable capture; the corrupt fixtures belong to the error tests.
-CAPTURES = xplane_files()
+# Every readable capture; the corrupt fixtures belong to the error tests. The public
+# GPU captures (fixtures/gpu_*, TF 2.4 on NVIDIA GPUs, issue 47) too: their peak,
+# capacity, heap and reserved bytes agree with xprof's, their breakdowns do not yet.
+GPU_BREAKDOWN = pytest.mark.xfail(
+    strict=True,
+    reason="xprof lists small rows at the peak that live_at_peak leaves out (the loss's "
+    "softmax_cross_entropy_with_logits temporaries, DynamicStitch [2]) and its unused "
+    "preallocated row is 256 to 512 B below ours: issue 47",
+)
+CAPTURES = xplane_files() + [
+    pytest.param(p, marks=GPU_BREAKDOWN) for p in sorted(FIXTURES.glob("gpu_*/**/*.xplane.pb"))
+]
 HOST_PLANE = "/host:CPU"
 UNUSED, STACK = "unused preallocated device memory", "stack"
 Key = tuple[str, str, int, str, int, int]

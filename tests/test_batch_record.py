@@ -20,7 +20,15 @@ from conftest import FIXTURES, run_traceparse
 import traceparse
 from traceparse.capture.batch import BatchRecorder
 from traceparse.core.sidecars import BATCH
-from traceparse.decode.batch import MAX_BATCH_BYTES, MAX_STEPS, BatchProblem, decode_batch
+from traceparse.decode.batch import (
+    MAX_BATCH_BYTES,
+    MAX_STEPS,
+    MAX_VALUES,
+    BatchProblem,
+    batch_budget,
+    decode_batch,
+)
+from traceparse.files.discover import CaptureFile, read_bytes
 
 IGNORED = "the recorded batch size was ignored"
 # A small eager capture whose batch (128) the shapes give (test_predict.py).
@@ -79,6 +87,9 @@ CRAFTED: dict[str, bytes] = {
     "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
     "past its size limit": json.dumps(record(pad=" " * MAX_BATCH_BYTES)).encode(),
     "a time past int64": json.dumps(record(started_ns=2**63)).encode(),
+    # 3 MB of empty lists: within the size limit, refused before it is parsed.
+    "a million empty lists": b"[" + b"[]," * 1_000_000 + b"[]]",
+    "too many values": json.dumps(record(pad=[0] * (MAX_VALUES + 1))).encode(),
 }
 
 
@@ -95,6 +106,34 @@ def test_a_crafted_record_is_one_diagnostic_and_the_capture_loads(
     assert len(notes[0]) < 400  # a crafted value is quoted short
     assert profile.recorded_batch is None
     assert int(profile.predict()["from_batch"].iloc[0]) == 128  # read off the shapes
+
+
+def test_a_record_too_costly_to_parse_is_refused_while_it_is_read(tmp_path: Path) -> None:
+    """The budget runs on the text as the reader reads it (``read_bytes(scan=)``),
+    so json.loads never sees it (issue 52's bound, for the batch record too)."""
+    logs = capture_with(tmp_path, CRAFTED["a million empty lists"])
+    found = next(logs.rglob(f"*{BATCH.suffix}"))
+    capture = CaptureFile(str(found.parent), HOST, str(found), "batch")
+    with pytest.raises(BatchProblem, match="lists and objects, more than a batch record"):
+        read_bytes(capture, BATCH.limit, scan=batch_budget())
+    # The recorder's own largest record passes the same budget.
+    largest = record(steps=[[2**62 + i, MAX_STEPS] for i in range(MAX_STEPS)])
+    batch_budget()(json.dumps(largest, indent=1).encode())
+
+
+def test_a_version_that_is_not_printable_text_is_dropped(tmp_path: Path) -> None:
+    """A lone surrogate (what json.dumps writes for undecodable text) or a bidi
+    override in the TensorFlow version is dropped; the batch is still used."""
+    start = start_ns()
+    for n, version in enumerate(("2.21\udcff", "2.21\u202e0")):
+        # ensure_ascii: the surrogate travels as its \\u escape, as a writer's would.
+        text = json.dumps(
+            record(tensorflow=version, started_ns=start - 10**9, stopped_ns=start + 60 * 10**9)
+        )
+        profile = traceparse.load(capture_with(tmp_path / str(n), text.encode()))
+        recorded = profile.recorded_batch
+        assert recorded is not None and recorded.batch_size == 96
+        assert recorded.tensorflow is None
 
 
 @pytest.mark.parametrize("kind", ["a directory", "a FIFO", "a link loop"])
@@ -144,10 +183,15 @@ def test_the_recorded_batch_comes_before_the_shapes(tmp_path: Path) -> None:
     row = profile.predict(192).iloc[0]
     assert int(row["from_batch"]) == 96
     assert int(row["found_batch"]) == 128  # what the shapes alone would have said
-    assert str(row["batch_evidence"]).startswith("recorded by the capture")
+    evidence = str(row["batch_evidence"])
+    assert evidence.startswith("recorded by the capture")
     # What the user gives still wins over the record.
-    assert int(profile.predict(192, from_batch=128).iloc[0]["from_batch"]) == 128
-    assert profile.predict(192, from_batch=128).iloc[0]["batch_evidence"] is None
+    given = profile.predict(192, from_batch=128).iloc[0]
+    assert int(given["from_batch"]) == 128
+    assert not str(given["batch_evidence"]).startswith("recorded")
+    # The shapes disagree with the record (128), and the evidence says what they
+    # say, as for a batch given that they disagree with.
+    assert evidence.endswith(f"; read off the capture: {given['batch_evidence']}")
 
 
 def test_a_record_without_a_batch_leaves_the_shapes_to_say_it(tmp_path: Path) -> None:

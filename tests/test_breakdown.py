@@ -15,6 +15,7 @@ from helpers.trace import GPU, alloc, free, profile_of
 import traceparse
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.breakdown import HOLDERS, INSIDE
+from traceparse.analysis.layer_names import ROLES
 from traceparse.analysis.rollups import scope_of
 from traceparse.core.profile import Profile
 
@@ -76,7 +77,7 @@ def test_rows_sum_to_each_peak_and_every_view_is_a_group_by(name: str) -> None:
         )
     # layers = group-by on layer x role.
     layers = prof.layers()
-    for role in ("activation", "gradient", "weight", "optimizer", "other"):
+    for role in ROLES:
         mine = rows[rows["role"] == role]
         assert _by(layers, [*KEYS, "layer"], f"{role}_bytes").equals(
             _by(mine, [*KEYS, "layer"], "bytes")

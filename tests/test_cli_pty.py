@@ -56,8 +56,9 @@ for i, argv in enumerate(commands):
 """
 
 
-def _run_in_pty(columns: int) -> str:
-    code = CHILD.format(commands=[argv for argv, _ in COMMANDS], mark=MARK)
+def _run_in_pty(columns: int, code: str | None = None) -> str:
+    if code is None:
+        code = CHILD.format(commands=[argv for argv, _ in COMMANDS], mark=MARK)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env["PYTHONPATH"] = str(REPO)
     env["TERM"] = "xterm"
@@ -100,20 +101,43 @@ def _sections(text: str) -> dict[tuple[str, int], str]:
 
 def _shown(name: str, text: str) -> bool:
     """``name`` whole, cut in the middle with at least its first and last 4 characters,
-    or cut at scopes: its last scopes whole after its first scope left or none
-    (``gradient_tape/…/dense/MatMul``, ``…/adam/Sqrt``: output/cells.py ``shorten``)."""
+    or cut at scopes: whole scopes in order, its op last, each run of dropped ones
+    ``…`` (``gradient_tape/…/dense/…/MatMul``, ``…/adam/Sqrt``: output/cells.py
+    ``shorten``)."""
     if name in text:
         return True
     for match in re.finditer(r"(\S*)…(\S+)", text):
         head, tail = match.group(1), match.group(2)
-        if not name.endswith(tail):
-            continue
-        if len(head) >= min(4, len(name)) and name.startswith(head):
+        if name.endswith(tail) and len(head) >= min(4, len(name)) and name.startswith(head):
             return True
-        scopes = tail.startswith("/") and len(tail) > 1
-        if scopes and (not head or (head.endswith("/") and f"/{head}" in f"/{name}")):
+        if _cut_at_scopes(name, match.group(0)):
             return True
     return False
+
+
+def _cut_at_scopes(name: str, cut: str) -> bool:
+    """Whether ``cut`` is ``name`` with runs of whole scopes replaced by ``…``, the op kept."""
+    parts, kept = name.split("/"), cut.split("/")
+    if kept[-1] != parts[-1] or "…" not in kept:
+        return False
+    at = 0
+    for piece in kept:
+        if piece == "…":
+            continue
+        head, _, tail = piece.partition("…")  # a layer too long is cut in its middle
+        found = [
+            i
+            for i in range(at, len(parts))
+            if parts[i] == piece or ("…" in piece and _ends(parts[i], head, tail))
+        ]
+        if not found:
+            return False
+        at = found[0] + 1
+    return True
+
+
+def _ends(part: str, head: str, tail: str) -> bool:
+    return len(part) > len(head) + len(tail) and part.startswith(head) and part.endswith(tail)
 
 
 # A cell holding a cut number: digits (and a unit's start) then the ellipsis.
@@ -164,7 +188,8 @@ def test_numbers_stay_whole_and_columns_drop_from_the_right() -> None:
     assert all(len(line) <= 70 for line in head + body)
     assert "1.1 GiB" in body[1] and "384 MiB" in body[1]
     first = body[1].split()[0]
-    assert first.startswith("gradient_tape/") and first.endswith("Input") and "…" in first
+    # Issue 52: the layer outlasts the direction (output/cells.py shorten).
+    assert _shown(long_name, first) and first.endswith("/Conv2DBackpropInput") and "…" in first
     narrow = fit_columns(headers, rows, right, 46)
     assert narrow.shown == [0, 1] and narrow.hidden == [2, 3, 4]
 
@@ -182,3 +207,62 @@ def test_headers_wrap_at_underscores() -> None:
     assert wrap_header("live_at_peak_bytes", 12) == ["live_at_", "peak_bytes"]
     assert wrap_header("op", 10) == ["op"]
     assert wrap_header("activation_bytes", 11) == ["activation_", "bytes"]
+
+
+# -- issue 52: what each command is for survives 80 columns --------------------
+
+PLAIN_CHILD = """
+import sys
+from traceparse.cli.app import main
+for i, argv in enumerate({commands!r}):
+    print("{mark}tty", i, flush=True)
+    main([*argv, "--quiet", "--no-color"])
+    sys.stdout.flush()
+"""
+AT_80 = [
+    ["ops", "fixtures/predict_partial_64", "--top", "40"],
+    ["layers", "fixtures/layers_cnn"],
+    ["diff", "fixtures/batch_128", "fixtures/batch_256"],
+    ["summary", "fixtures/sources_fit"],
+]
+
+
+@pytest.fixture(scope="module")
+def at_80() -> list[str]:
+    parts = _sections(_run_in_pty(80, PLAIN_CHILD.format(commands=AT_80, mark=MARK)))
+    shown = [parts[("tty", i)] for i in range(len(AT_80))]
+    for text in shown:
+        assert all(len(line) <= 80 for line in text.split("\n")), text
+    return shown
+
+
+def test_ops_keep_the_layer_scope_at_80_columns(at_80: list[str]) -> None:
+    # Was sequential_1_1/…/MaxPool2d: the model's scope kept, the layer dropped.
+    ops = at_80[0]
+    # gradient_tape/functional_1/max_pooling2d_1/MaxPool2d/MaxPoolGrad: was
+    # gradient_tape/…/MaxPool2d/MaxPoolGrad, no layer.
+    assert "…/max_pooling2d_1/…/MaxPoolGrad" in ops, ops
+    # gradient_tape/functional_1/conv2d_1/convolution/Conv2DBackpropInput
+    assert "…/conv2d_1/…/Conv2DBackpropInput" in ops, ops
+
+
+def test_layers_keep_their_role_columns_at_80_columns(at_80: list[str]) -> None:
+    header = " ".join(line for line in at_80[1].split("\n")[1:3])
+    for role in ("activation_", "gradient_", "optimizer_", "live_at_"):
+        assert role in header, at_80[1]
+    hidden = at_80[1].split("Not shown at 80 columns:")[1]
+    assert "allocated_bytes" in hidden and "largest_tensor" in hidden
+
+
+def test_diff_shows_both_sides_of_a_shape_at_80_columns(at_80: list[str]) -> None:
+    # Was float32…56,2048]: the batch that changed cut away.
+    diff = at_80[2]
+    assert "float32[128→256,2048]" in diff and "float32[128→256,512]" in diff, diff
+    assert "float32…" not in diff
+
+
+def test_the_summary_keeps_the_source_column_at_80_columns(at_80: list[str]) -> None:
+    tensors = at_80[3].split("Largest tensors live at the peak")[1].split("\n\n")[0]
+    assert "Source" in tensors.split("\n")[1], tensors
+    assert "…/sources_model.py:60 train" in tensors
+    assert "Source" not in tensors.split("Not shown at 80 columns:")[1]

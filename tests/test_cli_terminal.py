@@ -252,3 +252,26 @@ def test_plain_output_without_rich_installed() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert "allocated_bytes" in result.stdout
+
+
+def test_a_fitted_table_keeps_the_layer_of_a_wrapped_name() -> None:
+    # Issue 52: at 80 columns `ops` showed sequential_1_1/…/MaxPool2d.
+    name = "StatefulPartitionedCall/sequential_1_1/max_pooling2d_1/MaxPool2d"
+    frame = pd.DataFrame(
+        {
+            "op": pd.Categorical([name, "adam/Mul_19"]),
+            "op_type": pd.Categorical(["MaxPool", "Mul"]),
+            "count": pd.array([3, 1], dtype="Int64"),
+            "allocated_bytes": pd.array([96 * 2**20, 2**20], dtype="Int64"),
+            "padding_bytes": pd.array([0, 0], dtype="Int64"),
+            "largest_bytes": pd.array([32 * 2**20, 2**20], dtype="Int64"),
+            "live_at_peak_bytes": pd.array([32 * 2**20, 0], dtype="Int64"),
+            "live_at_end_bytes": pd.array([0, 0], dtype="Int64"),
+        }
+    )
+    out = io.StringIO()
+    Terminal(stream=out, width=80).table(frame, key="op")
+    text = out.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    row = next(line for line in text.splitlines() if "MaxPool2d" in line)
+    assert row.split()[0] in ("…/max_pooling2d_1/MaxPool2d", "…/" + name.split("/", 1)[1]), text

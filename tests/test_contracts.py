@@ -50,6 +50,7 @@ def public_tables(prof: Profile) -> Iterator[tuple[str, pd.DataFrame]]:
     yield "timeline", prof.timeline
     yield "step_markers", prof.step_markers
     yield "peak", prof.peak
+    yield "peak_instants", prof.peak_instants
     yield "live_at_peak", prof.live_at_peak()
     yield "attribution", prof.attribution
     yield "breakdown", prof.breakdown
@@ -175,7 +176,7 @@ def test_one_way_to_reach_each_result() -> None:
         if isinstance(value, pd.DataFrame):
             assert name in contracts.TABLES, f"Profile.{name} is a table with no contract"
     # Results that are not one table: a report, two tables, records.
-    for name in methods - {"leaks", "xla_at_peak", "summary"}:
+    for name in methods - {"leaks", "xla_at_peak", "at_instant", "summary"}:
         assert isinstance(getattr(prof, name)(), pd.DataFrame), name
     # Properties hand out tables (or plain facts): none of them is a tuple of tables.
     for name in sorted(members.keys() - methods):

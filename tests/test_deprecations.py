@@ -54,3 +54,20 @@ def test_traceparse_keras_still_imports_with_a_warning() -> None:
     from traceparse.integrations.keras import MemoryCallback
 
     assert old.MemoryCallback is MemoryCallback is traceparse.MemoryCallback
+
+
+def test_the_layers_optimizer_bytes_column_is_read_with_a_warning(
+    prof: traceparse.Profile,
+) -> None:
+    """optimizer_bytes split into optimizer_state_bytes and optimizer_update_bytes
+    (issue 48): the old name answers with their sum for a release."""
+    table = prof.layers()
+    assert "optimizer_bytes" not in table.columns
+    with pytest.warns(DeprecationWarning, match=r"optimizer_state_bytes \+ optimizer_update_bytes"):
+        old = table["optimizer_bytes"]
+    assert old.equals(
+        (table["optimizer_state_bytes"] + table["optimizer_update_bytes"]).rename("optimizer_bytes")
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(table[table["layer"] != ""]["optimizer_state_bytes"]) == len(table)

@@ -11,37 +11,17 @@ from __future__ import annotations
 import builtins
 import gzip
 import io
-import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES
+from helpers.sources_record import IGNORED, SOURCE, capture_with, packed, real_record
 
 import traceparse
 from traceparse.cli import main
 from traceparse.decode.sources import MAX_DEPTH, MAX_FRAMES, SourcesProblem, decode_sources
-
-SOURCE = next((FIXTURES / "sources_fit").rglob("*.xplane.pb")).parent
-IGNORED = "the source lines were ignored"
-
-
-def real_record() -> dict[str, Any]:
-    return json.loads(gzip.decompress((SOURCE / "localhost.sources.json.gz").read_bytes()))
-
-
-def capture_with(tmp_path: Path, data: bytes) -> Path:
-    run = tmp_path / "logs" / "plugins" / "profile" / SOURCE.name
-    shutil.copytree(SOURCE, run)
-    (run / "localhost.sources.json.gz").write_bytes(data)
-    return tmp_path / "logs"
-
-
-def packed(document: Any) -> bytes:
-    return gzip.compress(json.dumps(document).encode())
 
 
 def edited(change: Callable[[dict[str, Any]], None]) -> bytes:

@@ -212,3 +212,28 @@ def test_import_traceparse_imports_neither_tensorflow_nor_keras() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_profile_around_fit_marks_each_batch_as_a_step(tmp_path: Path, tf: ModuleType) -> None:
+    """Issue 48: ``traceparse.profile()`` around ``fit`` for 3 epochs of 5 batches
+    gives 15 steps (validation batches are not steps), ``evaluate`` on its own
+    marks its batches too, and ``fit`` is put back when the capture stops."""
+    import keras
+    import numpy as np
+
+    import traceparse
+
+    inp = keras.Input((256,))
+    model = keras.Model(inp, keras.layers.Dense(1024, name="wide")(inp))
+    model.compile(optimizer="adam", loss="mse")
+    xs, ys = np.ones((160, 256), "float32"), np.zeros((160, 1024), "float32")
+    original = keras.Model.fit
+    with traceparse.profile(tmp_path / "logs") as cap:
+        model.fit(xs, ys, batch_size=32, epochs=3, verbose=0, validation_data=(xs[:64], ys[:64]))
+    assert keras.Model.fit is original
+    prof = cap.load()
+    assert sorted(prof.step_markers["step"].tolist()) == list(range(1, 16))
+    assert prof.leaks().allocators["judged_steps"].max() >= 2
+    with traceparse.profile(tmp_path / "eval") as cap:
+        model.evaluate(xs, ys, batch_size=32, verbose=0)
+    assert sorted(cap.load().step_markers["step"].tolist()) == [1, 2, 3, 4, 5]

@@ -192,6 +192,10 @@ def _same(got: object, want: object) -> None:
         assert isinstance(want, list | tuple) and len(got) == len(want)
         for g, w in zip(got, want, strict=True):
             _same(g, w)
+    elif isinstance(got, dict):
+        assert isinstance(want, dict) and list(got) == list(want)
+        for key in got:
+            _same(got[key], want[key])
     elif dataclasses.is_dataclass(got):
         for field in dataclasses.fields(got):
             _same(getattr(got, field.name), getattr(want, field.name))

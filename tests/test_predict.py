@@ -66,14 +66,59 @@ def test_dims_reads_the_shapes_the_tables_hold() -> None:
     assert dims("[-1,3]") is None  # a dynamic dimension is no size
 
 
-def test_find_batch_skips_weight_shapes_and_counts_each_op_once() -> None:
+def test_find_batch_skips_weight_shapes_and_weighs_both_passes() -> None:
     weights = {(512, 2048), (2048, 512)}
     shapes = ["[512,2048]"] * 5 + ["[2048,512]"] * 5 + ["[64,2048]", "[64,512]", "[64,10]"]
     ops = [f"adam/{i}" for i in range(10)] + ["dense/Relu", "dense_1/Relu", "logits/MatMul"]
-    assert find_batch(shapes, ops, weights) == 64
-    # One op alone is no evidence of a shared leading dimension.
-    assert find_batch(["[64,2048]"] * 3, ["x"] * 3, set()) is None
-    assert find_batch([None, None], ["a", "b"], set()) is None
+    grads = ["gradient_tape/dense/ReluGrad", "gradient_tape/dense_1/ReluGrad"]
+    reading = find_batch([*shapes, "[64,2048]", "[64,512]"], [*ops, *grads], weights)
+    assert reading.batch == 64
+    assert reading.evidence.startswith("activations and their gradients")
+    # A forward pass without its gradients (nor inputs) is no consistent evidence.
+    assert find_batch(shapes, ops, weights).batch is None
+    assert find_batch([None, None], ["a", "b"], set()).batch is None
+
+
+def test_the_inputs_decide_the_batch_and_their_bytes_weigh() -> None:
+    # A GPU step's inputs arrive through SameWorkerRecvDone (images and labels); a
+    # [2] shape tensor beside them weighs nothing against them.
+    shapes = ["[128,256,256,3]", "[128,4]", "[2]", "[96,11,11,1]", "[96,11,11,1]"]
+    ops = ["SameWorkerRecvDone"] * 3 + ["conv/Conv2D", "gradient_tape/conv/Conv2DBackpropFilter"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch == 128
+    assert reading.evidence.startswith("inputs and labels")
+    # The loss's per-example labels [N] count as inputs too.
+    labels = find_batch(["[32]", "[32,10]"], ["sparse_categorical_crossentropy/Cast", "x"], set())
+    assert labels.batch == 32
+
+
+def test_a_transposed_pair_is_evidence_for_neither() -> None:
+    # A Sequential MNIST CNN at 256 whose Dense has 128 inputs: [256,128] (an
+    # activation) beside [128,256] (a matmul's transposed operand) was read as 128
+    # by allocation order; the pair counts for neither, the rest decides.
+    shapes = ["[128,256]", "[256,128]", "[256,10]", "[256,10]", "[256,128]"]
+    ops = [
+        "gradient_tape/dense/MatMul/MatMul_1",
+        "dense/Relu",
+        "dense_1/BiasAdd",
+        "gradient_tape/dense_1/BiasAddGrad",
+        "gradient_tape/dense/ReluGrad",
+    ]
+    for order in (shapes, shapes[::-1]):
+        names = ops if order is shapes else ops[::-1]
+        assert find_batch(order, names, set()).batch == 256
+
+
+def test_ties_are_refused_not_broken_by_order() -> None:
+    # Two leading dimensions with the same bytes of evidence in both passes.
+    shapes = ["[16,10]", "[16,10]", "[20,8]", "[20,8]"]
+    ops = ["a/Relu", "gradient_tape/a/ReluGrad", "b/Relu", "gradient_tape/b/ReluGrad"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch is None
+    assert reading.evidence.startswith("tie: 16, 20")
+    # A near tie is decided, and said.
+    near = find_batch([*shapes, "[20,1]"], [*ops, "c/Relu"], set())
+    assert near.batch == 20 and "near tie with 16" in near.evidence
 
 
 def test_sizing_tells_growing_fixed_flattened_and_unshaped_apart() -> None:
@@ -166,7 +211,8 @@ def test_one_capture_predicts_the_other(
             c
             for c in table.columns
             if c.endswith("_bytes")
-            and c.split("_")[0] in ("weight", "optimizer", "activation", "gradient", "other")
+            and c.split("_")[0]
+            in ("weight", "optimizer", "activation", "gradient", "other", "unknown")
         ]
     ]
     assert int(roles.iloc[0].sum()) == row["predicted_peak_bytes"]
@@ -247,25 +293,24 @@ def test_compiled_slab_is_sized_from_its_hlo_buffers(
 
 
 def test_a_flattened_batch_is_not_the_batch() -> None:
-    # Keras 2's Dense on [8,64,128] multiplies [512,128] (a kernel's shape too):
-    # 512 leads more ops, but it is 8 x 64 of a tensor recorded beside it.
+    # Keras 2's Dense on [8,64,128] multiplies [512,128] (tf.tensordot's reshape; a
+    # kernel's shape too): 512's tensors are 8's, flattened.
     shapes = ["[512,512]", "[512,512]", "[512,128]", "[8,64,128]"]
-    ops = ["expand", "expand_grad", "project", "pool_grad"]
-    assert find_batch(shapes, ops, {(512, 128), (128, 512)}) == 8
+    ops = ["expand", "gradient_tape/expand", "project", "gradient_tape/pool/Tile"]
+    assert find_batch(shapes, ops, {(512, 128), (128, 512)}).batch == 8
     # 512 alone, or beside an 8 that does not flatten to it, stays the batch.
-    assert find_batch(shapes[:3], ops[:3], set()) == 512
-    assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()) == 512
+    assert find_batch(shapes[:3], ops[:3], set()).batch == 512
+    assert find_batch([*shapes[:3], "[8,60,128]"], ops, set()).batch == 512
 
 
 def test_a_time_major_copy_is_not_the_batch() -> None:
-    # A GRU at batch 64 over 60 steps: its transposes lead by the time as often as
-    # the batch-major tensors lead by the batch; the step starts batch-major.
-    shapes = ["[64,60,48]", "[60,64,48]", "[60,64,64]", "[64,60,64]"]
-    ops = ["embedding", "transpose", "stack", "transpose_1"]
-    assert find_batch(shapes, ops, set()) == 64
-    # A transpose of its own ([256,512] flipped) leaves the batch where it leads first.
-    shapes = ["[512,512]", "[256,512]", "[512,256]", "[256,512]"]
-    assert find_batch(shapes, ["w", "x", "flip", "first"], set()) == 256
+    # A GRU at batch 64 over 60 steps: Keras' rnn transposes [64,60,48] to [60,64,48]
+    # (a pair that counts for neither); each step's gates [64,96] and their
+    # gradients lead by the batch, whichever copy came first.
+    shapes = ["[64,60,48]", "[60,64,48]", "[60,64,64]", "[64,60,64]", "[64,96]", "[64,96]"]
+    ops = ["embedding", "transpose", "stack", "transpose_1", "gru/MatMul", "gradient_tape/gru"]
+    assert find_batch(shapes, ops, set()).batch == 64
+    assert find_batch(shapes[::-1], ops[::-1], set()).batch == 64
 
 
 @pytest.mark.parametrize(
@@ -286,7 +331,7 @@ def test_the_batch_read_off_real_captures(name: str) -> None:
 def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
     from types import SimpleNamespace
 
-    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER
+    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER_UPDATE
     from traceparse.analysis.predict import weight_shapes
 
     # An embedding's gradient rows [64 x 80, 64] squared by Adam beside the lookup's
@@ -297,7 +342,7 @@ def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
             "op_type": ["GatherV2", "UnsortedSegmentSum", "Square", "Sqrt"],
         }
     )
-    roles = np.array([ACTIVATION, OPTIMIZER, OPTIMIZER, OPTIMIZER], dtype=object)
+    roles = np.array([ACTIVATION, *[OPTIMIZER_UPDATE] * 3], dtype=object)
     capture = SimpleNamespace(allocations=frame, variables=None, xla_parameters=pd.DataFrame())
     assert weight_shapes(capture, roles) == {(4000, 64)}  # type: ignore[arg-type]
     # Without one, the same shapes are a dense update's: [5120,64] is a kernel's.
@@ -310,17 +355,19 @@ def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
 
 
 def test_a_partial_last_batch_is_not_the_batch() -> None:
-    # Two leads on the same ops: 8 is the partial last batch of 16, not the batch.
+    # Two leads on the same ops (Dataset.batch keeps the remainder): 8 is the
+    # partial last batch of 16, not the batch, even where it weighs more (a
+    # compiled program's 8 filters lead some of its buffers too).
     shapes = ["[16,48,48,8]", "[16,2304]", "[16,2304]", "[8,48,48,8]", "[8,2304]", "[8,2304]"]
-    ops = ["conv", "dense", "relu", "conv", "dense", "relu"]
-    assert find_batch(shapes, ops, set()) == 16
-    # The partial batch may lead more ops (a transposed kernel of 8 filters), as
-    # long as most of its ops are the batch's.
-    shapes += ["[8,3,3,48]", "[8,64]"]
-    ops += ["transpose", "bias"]
-    assert find_batch(shapes, ops, set()) == 16
-    # Equal leads on other ops are no partial batch: the smallest is kept.
-    assert find_batch(["[16,5]", "[16,6]", "[32,7]", "[32,8]"], list("abcd"), set()) == 16
+    ops = ["conv", "dense", "gradient_tape/relu"] * 2
+    assert find_batch(shapes, ops, set()).batch == 16
+    shapes += ["[8,3,3,48]", "[8,65536]"]
+    ops += ["transpose", "gradient_tape/x"]
+    reading = find_batch(shapes, ops, set())
+    assert reading.batch == 16 and "partial last batch" in reading.evidence
+    # Leads on other ops are no partial batch.
+    other = ["[16,5]", "[16,6]", "[32,7]", "[32,8]"]
+    assert find_batch(other, ["a", "gradient_tape/b", "c", "d"], set()).batch == 16
 
 
 @pytest.mark.parametrize("prefix", ["predict_partial", "predict_partial_xla"])
@@ -393,3 +440,103 @@ def test_compiled_breakdown_opens_the_slab_into_layers(
     # At 256 the slab's peak holds the wide layer's activations ([256,2048] float32).
     assert int(wide["bytes"].sum()) >= 256 * 2048 * 4
     assert int(table["activation_bytes"].iloc[0]) >= 256 * 2048 * 4
+
+
+# --- scratch buffers that are not tensors -------------------------------------------
+
+
+def test_scratch_buffers_are_sized_by_their_mechanism() -> None:
+    from traceparse.analysis.predict_batch import (
+        BLAS_WORKSPACE,
+        CONV_WORKSPACE,
+        SCRATCH_KEPT,
+        UNCERTAIN,
+    )
+
+    # Rows of a public AlexNet capture at batch 128 on a T4 (TF 2.3: op types not
+    # recorded; the fused conv named after its Relu), a cuBLAS workspace and a
+    # batch norm's beside them.
+    frame = pd.DataFrame(
+        {
+            "op": [
+                "alex_net/conv2d_1/Relu",
+                "gradient_tape/alex_net/conv2d_1/Conv2D/Conv2DBackpropFilter",
+                "alex_net/conv2d/Conv2D",
+                "dense/MatMul",
+                "alex_net/batch_normalization/FusedBatchNormV3",
+                "alex_net/conv2d_1/Relu",
+            ],
+            "op_type": [None, None, None, "MatMul", None, None],
+            "shape": [
+                "[503939072]",
+                "[503939072]",
+                "[23072]",
+                "[4194304]",
+                "[65536]",
+                "[128,256,30,30]",
+            ],
+            "dtype": ["uint8"] * 5 + ["float32"],
+        }
+    )
+    requested = np.array([503939072, 503939072, 23072, 4194304, 65536, 117964800], dtype=float)
+    found = sizing(frame, 128, set(), requested)
+    assert list(found.basis) == [
+        CONV_WORKSPACE,
+        CONV_WORKSPACE,
+        CONV_WORKSPACE,
+        BLAS_WORKSPACE,
+        SCRATCH_KEPT,
+        BATCH_DIM,
+    ]
+    assert {CONV_WORKSPACE, BLAS_WORKSPACE, SCRATCH_KEPT} <= UNCERTAIN
+    point, low, high = found.at(32)
+    # The convolution's workspace grows per example; kept is its other reading. The
+    # same GPU's capture at 32 asked 138444800, inside them.
+    assert point[0] == 503939072 / 4 and high[0] == 503939072
+    assert low[0] <= 138444800 <= high[0]
+    # cuBLAS's is fixed (its bounds cover growing); the batch norm's kept likewise.
+    assert point[3] == 4194304 and low[3] == 4194304 / 4
+    assert point[4] == 65536 and low[4] == 65536 / 4
+    p512, _, hi512 = found.at(512)
+    assert p512[3] == 4194304 and hi512[3] == 4194304 * 4
+    # At 8x (the issue's Conv2DBackpropFilter: [16924672] at 64, [135397376] at 512).
+    ws = sizing(frame.iloc[[1]], 64, set(), np.array([16924672.0]))
+    assert ws.at(512)[0][0] == 135397376
+
+
+def test_the_leak_capture_is_refused_not_assumed() -> None:
+    # Two ops' [512,512] temporaries and no model: no inputs, no backward pass.
+    with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch"):
+        traceparse.load(FIXTURES / "leak").predict(8)
+
+
+# --- public GPU captures (fixtures/gpu_*, development set) ------------------------------
+
+
+def _gpu(name: str) -> list[traceparse.Profile]:
+    runs = sorted((FIXTURES / name / "plugins" / "profile").iterdir())
+    return [traceparse.load(run) for run in runs]
+
+
+def _gpu_peak(profile: traceparse.Profile) -> int:
+    peak = profile.peak
+    return int(peak.loc[peak["allocator"].astype(str) == "GPU_0_bfc", "in_use_bytes"].max())
+
+
+@pytest.mark.parametrize(("source", "target"), [(128, 64), (64, 16)])
+def test_gpu_workspaces_scale_and_the_bounds_hold(source: int, target: int) -> None:
+    # An AlexNet-style CNN on a V100 (TF 2.4, TensorBoard callback): its step's
+    # inputs give the batch, its cuDNN workspaces grow per example, and every
+    # real run at the target lies inside the bounds (issue 47's goal).
+    reals = [_gpu_peak(p) for p in _gpu(f"gpu_alexnet_v100_{target}")]
+    profile = _gpu(f"gpu_alexnet_v100_{source}")[0]
+    table = profile.predict(target)
+    row = table[table["allocator"].astype(str) == "GPU_0_bfc"].iloc[0]
+    assert row["found_batch"] == source
+    assert (
+        row["batch_evidence"].startswith("inputs and labels: ")
+        and f"led by {source}" in (row["batch_evidence"])
+    )
+    predictor = predictor_of(profile)
+    assert "scratch: convolution workspace, per example" in set(predictor.sizing.basis)
+    assert all(row["low_bytes"] <= real <= row["high_bytes"] for real in reals)

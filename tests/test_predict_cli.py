@@ -20,6 +20,8 @@ def test_predict_prints_the_peak_its_parts_and_the_largest_batch() -> None:
     assert "The largest batch size that fits:" in out and "of 48 MiB" in out
     assert "activations" in out and "optimizer state" in out
     assert "Batch 256 does not fit" in out or "Batch 256 fits" in out
+    # Which evidence gave the captured batch is said.
+    assert "The captured batch size 128: activations and their gradients:" in out
     # On mklcpu, what the pool hid at 128 and reaches the allocator at 256 is said.
     assert "under 2 KiB per example are not in this capture at batch 128" in out
     assert "at batch 256 those of 1 KiB per example and more" in out
@@ -44,6 +46,7 @@ def test_predict_json_with_two_captures() -> None:
     assert row["batch_size"] == 512 and row["other_batch"] in (128, 256)
     assert row["low_bytes"] <= row["predicted_peak_bytes"] <= row["high_bytes"]
     assert "two captures: affine fit" in row["basis"]
+    assert row["batch_evidence"].startswith("activations and their gradients")
     assert sum(r["bytes"] for r in data["breakdown"]) == row["predicted_peak_bytes"]
     (fit,) = data["capacity"]  # the capture's own capacity by default
     assert fit["capacity_bytes"] == row["capacity_bytes"] and fit["fits"] is True
@@ -80,6 +83,12 @@ def test_predict_errors_are_one_line() -> None:
     empty = run_traceparse("predict", str(FIXTURES / "no_memory"), "--batch", "8")
     assert empty.returncode != 0 and "no memory events" in empty.stderr
     assert "no_memory" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
+    # No input tensors and no dimension led in both passes: refused, never assumed.
+    weak = run_traceparse("predict", str(FIXTURES / "leak"), "--batch", "8")
+    assert weak.returncode == empty.returncode and "--from-batch" in weak.stderr
+    assert "leak" in weak.stderr and len(weak.stderr.strip().splitlines()) == 1
+    given = run_traceparse("predict", str(FIXTURES / "leak"), "--batch", "8", "--from-batch", "4")
+    assert given.returncode == 0 and "given (--from-batch)" in given.stdout
 
 
 def test_prediction_svg_draws_bounds_capacity_and_marks() -> None:

@@ -106,4 +106,4 @@ def test_the_demo_names_its_hidden_kernel_as_a_weight(tmp_path: Path) -> None:
     roles = roles_at_peak(load(output / "logs"))
     kernel = 16384 * 128 * 4
     assert roles[("hidden", "weight")] == kernel, roles
-    assert roles[("hidden", "optimizer")] == 2 * kernel, roles
+    assert roles[("hidden", "optimizer_state")] == 2 * kernel, roles

@@ -88,7 +88,7 @@ def test_variables_from_before_the_capture_stay_there(name: str) -> None:
     roles = roles_at_peak(prof)
     kernel = MANIFEST["fixtures"][name]["variables"]["weights"]["hidden/kernel"]
     assert roles[("hidden", "weight")] == kernel
-    assert roles[("hidden", "optimizer")] == 2 * kernel
+    assert roles[("hidden", "optimizer_state")] == 2 * kernel
 
 
 @pytest.mark.parametrize("name", ["vars_inside", "keras_inventory"])

@@ -104,7 +104,7 @@ def test_layers_place_the_parameters() -> None:
         kernel = sizes[f"{layer}/kernel"]
         slots = sizes[f"adam/{layer}_kernel_momentum"] + sizes[f"adam/{layer}_kernel_velocity"]
         assert int(layers.loc[layer, "weight_bytes"]) == kernel
-        assert int(layers.loc[layer, "optimizer_bytes"]) == slots
+        assert int(layers.loc[layer, "optimizer_state_bytes"]) == slots
     assert layers["live_at_peak_bytes"].sum() == prof.attribution["in_use_bytes"].sum()
 
 
@@ -142,7 +142,7 @@ def test_parameters_not_updated_or_read_by_two_layers_stay_unplaced() -> None:
     ]
     found = parameter_rows(pd.DataFrame(rows), "h", CPU, 4 * MiB, known)
     # A slot of the shape only dense's weight has goes to dense.
-    assert [found[3]["layer"], found[3]["role"]] == ["dense", "optimizer"]
+    assert [found[3]["layer"], found[3]["role"]] == ["dense", "optimizer_state"]
 
 
 def test_reports_show_the_split(tmp_path: Path) -> None:

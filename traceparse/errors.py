@@ -55,6 +55,11 @@ class UsageError(TraceparseError):
     exit_code = EXIT_USAGE
 
 
+class PredictArgumentError(UsageError, ValueError):
+    """A batch size out of range (exit code 2 on the command line; a ValueError to
+    the Python API, as a bad argument is there)."""
+
+
 class DependencyError(UsageError):
     """An installed package is missing or outside the supported versions (exit code 2).
 

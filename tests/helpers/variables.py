@@ -29,4 +29,4 @@ def assert_big(roles: dict[tuple[str, str], int]) -> None:
     """The issue's answer: 16 MiB of weights, 32 MiB of optimizer state (within the
     biases' bytes, which CPU captures never trace)."""
     assert BIG <= roles.get(("big", "weight"), 0) <= BIG + BIAS, roles
-    assert 2 * BIG <= roles.get(("big", "optimizer"), 0) <= 2 * (BIG + BIAS), roles
+    assert 2 * BIG <= roles.get(("big", "optimizer_state"), 0) <= 2 * (BIG + BIAS), roles

@@ -43,13 +43,16 @@ from traceparse.analysis.attribution import counted_variables, split_bytes
 from traceparse.analysis.layer_generation import KERAS3
 from traceparse.analysis.layer_names import (
     BEFORE_CAPTURE,
-    OPTIMIZER,
+    NO_LAYER,
+    OPTIMIZER_ROLES,
     OPTIMIZER_UNASSIGNED,
     OTHER,
     RESERVED,
+    UNKNOWN,
     XLA_SLAB,
     KnownNames,
     model_scopes,
+    optimizer_op_roles,
     place_op,
 )
 from traceparse.analysis.layer_owners import (
@@ -338,19 +341,35 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
     replica = np.asarray([p.replica for p in placed], dtype=np.int64)[codes]
     # An XLA argument's copy (typed XLA_Args, named after the op reading it) is
     # the layer's but not that op's output: a weight's or an input's copy.
-    kind[rows["op_type"].astype(object).to_numpy() == XLA_ARGS] = OTHER
+    op_types = rows["op_type"].astype(object).to_numpy()
+    kind[op_types == XLA_ARGS] = OTHER
+    # An optimizer's assign that allocated holds a variable it keeps
+    # (layer_names.optimizer_op_roles).
+    kind = optimizer_op_roles(kind, op_types)
+    optimizer = np.isin(kind, OPTIMIZER_ROLES)
     if shapes:
-        # An optimizer's update temporary the shape of one layer's weight: optimizer
-        # bytes of that layer, as its slots are, however the capture was made (with
-        # an inventory or without, eager or compiled), so "what does Adam cost" and
-        # "what does the layer cost" read the same in every capture.
+        # An optimizer's temporary or slot the shape of one layer's weight: optimizer
+        # bytes of that layer, however the capture was made (with an inventory or
+        # without, eager or compiled), so "what does Adam cost" and "what does the
+        # layer cost" read the same in every capture.
         keys = [shape_key(s) for s in rows["shape"].tolist()]
         tied = np.asarray([shapes.get(k, "") if k else "" for k in keys], dtype=object)
-        mask = (kind == OPTIMIZER) & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
+        mask = optimizer & (layer == OPTIMIZER_UNASSIGNED) & (tied != "")
         layer[mask] = tied[mask]
+    # An op named by its type alone (an eager op: ``Mul``, ``_MklMatMul``) or by
+    # nothing says no part of training: unknown, not other (which is what a scope
+    # outside the model's layers says: a loss, a user's name scope). The recorded
+    # stacks may say more (``layer_stacks.place_by_stack``).
+    bare = np.asarray([_bare(op) for op in names] + [True], dtype=bool)[codes]
+    kind[bare & (kind == OTHER) & (layer == NO_LAYER)] = UNKNOWN
     scopes = [_scope(op, known) for op in names] + [None]
     rows["layer"], rows["role"], rows["replica"] = layer, kind, replica
     rows["scope"] = np.asarray(scopes, dtype=object)[codes]
+
+
+def _bare(op: str) -> bool:
+    """Whether an op's name has no scope at all (``Mul``; not an XLA buffer's marker)."""
+    return "/" not in op and op != NO_TF_OP
 
 
 def _scope(op: str, known: KnownNames) -> str:

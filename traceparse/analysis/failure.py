@@ -63,6 +63,9 @@ class Failure:
     tensorflow: str | None
     defined_at: tuple[Frame, ...] = ()
     traceback: tuple[Frame, ...] = ()
+    # The allocator the message names when the capture has no events of it (a
+    # record beside another machine's capture): never shown as the failing one.
+    unmatched_allocator: str | None = None
 
     @property
     def shortfall_bytes(self) -> int | None:
@@ -103,6 +106,7 @@ def _place(record: FailureRecord, host: str, timeline: pd.DataFrame) -> Failure:
     mine = timeline[(timeline["host"].astype(object) == host).to_numpy(dtype=bool)]
     names = sorted(str(a) for a in mine["allocator"].dropna().unique())
     allocator = request.allocator
+    unmatched = allocator if allocator is not None and allocator not in names else None
     if allocator not in names:
         allocator = _allocator_of(request.device, names) if allocator is None else None
     row = None if allocator is None else _moment(mine, allocator, record.time_ps)
@@ -131,7 +135,7 @@ def _place(record: FailureRecord, host: str, timeline: pd.DataFrame) -> Failure:
         shape=request.shape,
         dtype=request.dtype,
         requested_bytes=request.requested_bytes,
-        allocator=allocator if allocator is not None else request.allocator,
+        allocator=allocator,
         device=request.device,
         step=step,
         caught_ps=record.time_ps,
@@ -143,6 +147,7 @@ def _place(record: FailureRecord, host: str, timeline: pd.DataFrame) -> Failure:
         tensorflow=record.tensorflow,
         defined_at=request.defined_at,
         traceback=record.traceback,
+        unmatched_allocator=unmatched,
     )
 
 

@@ -41,6 +41,8 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+import numpy as np
+
 from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
 
 NO_LAYER = "(no layer)"
@@ -51,13 +53,20 @@ RESERVED = "(allocator reserved)"
 XLA_SLAB = "(XLA slab slack and padding)"
 EXPLICIT_ROWS = (OPTIMIZER_UNASSIGNED, NO_LAYER, XLA_SLAB, BEFORE_CAPTURE, RESERVED)
 
-ACTIVATION, GRADIENT, OPTIMIZER, WEIGHT, OTHER = (
-    "activation",
-    "gradient",
-    "optimizer",
-    "weight",
-    "other",
-)
+ACTIVATION, GRADIENT, WEIGHT, OTHER = ("activation", "gradient", "weight", "other")
+# An optimizer's bytes are two roles with different advice. Its state is its
+# variables (Adam's m and v, momentum, accumulators: the slots Keras makes with
+# ``Optimizer.add_variable_from_reference`` in Keras 3, ``add_slot`` in tf.keras
+# 2): made once, kept between steps, one per weight, so they scale with the
+# parameters. Its update is the temporaries of ``update_step``/``apply_gradients``
+# (``m * beta_1``, ``sqrt(v)``, ...): alive only during the step, what a fused
+# update or a smaller optimizer removes.
+OPTIMIZER_STATE, OPTIMIZER_UPDATE = "optimizer_state", "optimizer_update"
+OPTIMIZER_ROLES = (OPTIMIZER_STATE, OPTIMIZER_UPDATE)
+# A role the capture does not say (no op name, no recorded stack naming one).
+UNKNOWN = "unknown"
+# Every role, in the order tables and reports list them.
+ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
 
 # A control-flow op's branch functions and the id of their call in the graph.
 _BRANCHES = frozenset({"then", "else", "body", "cond"})
@@ -83,6 +92,35 @@ OPTIMIZER_SCOPES = frozenset(
         "loss_scale_optimizer",
     ]
 )
+# A variable's initializer scope: in a graph, ``<optimizer>/<slot>/Initializer/zeros``
+# makes a slot's first buffer (tf.keras ``add_slot`` and Keras 3 ``add_variable``
+# create variables under the optimizer's name scope; TF names the initial value's
+# ops ``<variable>/Initializer/...``, resource_variable_ops.py).
+_INITIALIZER = "Initializer"
+# What a resource-variable assign allocates: TF's assign kernels copy the variable's
+# buffer when another tensor still shares it (copy-on-write, ``AssignVariableOp`` and
+# ``AssignUpdateVariableOp`` in resource_variable_ops.cc), so the op's new buffer is
+# the variable's from then on and is kept between steps. Under an optimizer's scope
+# the variable is one it updates: a slot (Keras 3 and tf.keras >= 2.11 ``update_step``
+# call ``assign``/``assign_add`` on Adam's m and v) or the weight itself
+# (``assign_sub``/``assign_add`` on it); the op's name does not say which, so these
+# count as the optimizer's state, and an inventory (``variable_match``) names the
+# variable where it can.
+_ASSIGNS = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+
+
+def optimizer_op_roles(kind: np.ndarray, op_types: np.ndarray) -> np.ndarray:
+    """The roles of allocations, given ``place_op``'s kinds and their ops' types: the
+    new buffer of an optimizer's assign is a variable it keeps (optimizer state),
+    the rest as placed."""
+    update = kind == OPTIMIZER_UPDATE
+    if not update.any():
+        return kind
+    out = kind.copy()
+    out[update & np.isin(op_types, _ASSIGNS)] = OPTIMIZER_STATE
+    return out
+
+
 # Scopes Keras puts loss and metric ops under: not layers of the model.
 _NOT_MODELS = frozenset({"compile_loss", "compile_metrics", "loss", "metrics"})
 # Keras 2 computes a loss under the loss's own name (sparse_categorical_crossentropy/
@@ -218,7 +256,8 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     if rest[0] == "training" and len(rest) > 1 and known.generation in TF1_LIKE:
         rest = rest[1:]  # a TF1 graph's update: training/Adam/...
     if is_optimizer_scope(rest[0], known):
-        return Placement(_slot_layer(rest[1:], known), OPTIMIZER, parsed.replica)
+        kind = OPTIMIZER_STATE if _INITIALIZER in rest else OPTIMIZER_UPDATE
+        return Placement(_slot_layer(rest[1:], known), kind, parsed.replica)
     kind = GRADIENT if parsed.backward else ACTIVATION
     if parsed.layer is None:
         return Placement(NO_LAYER, GRADIENT if parsed.backward else OTHER, parsed.replica)
@@ -289,13 +328,19 @@ def is_optimizer_scope(scope: str, known: KnownNames) -> bool:
     return bool(names & known.optimizers) or any(n.lower() in OPTIMIZER_SCOPES for n in names)
 
 
+def slot_owner(name: str, known: KnownNames) -> str | None:
+    """The layer whose weight a slot name (``hidden_kernel_momentum``) starts with
+    (longest prefix), or None."""
+    for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
+        if name.startswith(prefix + "_"):
+            return known.slot_prefixes[prefix]
+    return None
+
+
 def _slot_layer(rest: list[str], known: KnownNames) -> str:
     """The layer whose slot an optimizer op names (``hidden_kernel_momentum``), if any."""
-    for scope in rest[:1]:
-        for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
-            if scope.startswith(prefix + "_"):
-                return known.slot_prefixes[prefix]
-    return OPTIMIZER_UNASSIGNED
+    found = slot_owner(rest[0], known) if rest else None
+    return found or OPTIMIZER_UNASSIGNED
 
 
 def names_in_ops(ops: list[str], known: KnownNames) -> tuple[set[str], set[str]]:

@@ -10,9 +10,9 @@ A parameter, without an inventory:
 
 - updated by the program (a variable it assigns) and read by the forward or
   backward ops of exactly one layer: that layer's weight;
-- updated and read only by optimizer ops (a slot): the layer an op's scope
-  names as its slot, else the one layer whose weight parameters have that
-  shape and dtype, else ``(optimizer, unassigned)``;
+- updated and read only by optimizer ops (a slot, optimizer state): the layer
+  an op's scope names as its slot, else the one layer whose weight parameters
+  have that shape and dtype, else ``(optimizer, unassigned)``;
 - anything else (an input batch, a variable only read, one read by several
   layers): ``(no layer)``, other.
 """
@@ -30,7 +30,8 @@ from traceparse.analysis.layer_names import (
     ACTIVATION,
     GRADIENT,
     NO_LAYER,
-    OPTIMIZER,
+    OPTIMIZER_ROLES,
+    OPTIMIZER_STATE,
     OPTIMIZER_UNASSIGNED,
     OTHER,
     WEIGHT,
@@ -39,9 +40,12 @@ from traceparse.analysis.layer_names import (
     learn_from_ops,
     learn_scopes,
     place_op,
+    slot_owner,
 )
 
-ROLE_KIND = {"weight": WEIGHT, "optimizer": OPTIMIZER}
+# An inventoried variable's recorded role -> its role at the peak: an optimizer's
+# variables (its slots, ``Optimizer.variables``) are its state.
+ROLE_KIND = {"weight": WEIGHT, "optimizer": OPTIMIZER_STATE}
 
 
 def known_names(
@@ -149,15 +153,24 @@ def variable_owner(var: Mapping[str, Any], known: KnownNames) -> tuple[str, str]
         if layer is not None and layer in known.layers:
             return layer, kind
         head = str(var["path"]).split("/")[0]
-        return (OPTIMIZER_UNASSIGNED if is_optimizer_scope(head, known) else NO_LAYER), kind
+        if not is_optimizer_scope(head, known):
+            return NO_LAYER, kind
+        # Under an optimizer's scope and named as a weight's slot (Keras names a
+        # slot ``<weight path with _>_<slot>``, add_variable_from_reference): its
+        # state, though the inventory could not tie it to the optimizer (a custom
+        # loop's optimizer no model holds); counters stay other. Not under the
+        # scope of an optimizer a model holds (known.optimizers): the inventory
+        # lists that optimizer's variables itself, so one it left out is not its
+        # slot, whatever its name says.
+        if head in known.optimizers:
+            return OPTIMIZER_UNASSIGNED, kind
+        slot = slot_owner(str(var["path"]).split("/")[-1], known)
+        return (slot, OPTIMIZER_STATE) if slot is not None else (OPTIMIZER_UNASSIGNED, kind)
     owner = var.get("belongs_to")
     if isinstance(owner, str) and owner:
         return known.slot_prefixes.get(owner.replace("/", "_"), OPTIMIZER_UNASSIGNED), kind
-    slot = str(var["path"]).split("/")[-1]
-    for prefix in sorted(known.slot_prefixes, key=len, reverse=True):
-        if slot.startswith(prefix + "_"):
-            return known.slot_prefixes[prefix], kind
-    return OPTIMIZER_UNASSIGNED, kind
+    found = slot_owner(str(var["path"]).split("/")[-1], known)
+    return found or OPTIMIZER_UNASSIGNED, kind
 
 
 def parameter_owners(parameters: pd.DataFrame, known: KnownNames) -> list[tuple[str, str]]:
@@ -170,7 +183,7 @@ def parameter_owners(parameters: pd.DataFrame, known: KnownNames) -> list[tuple[
     out = []
     for (layer, kind), (_, row) in zip(placed, parameters.iterrows(), strict=True):
         owners = weights.get(_kind_of(row), set())
-        if kind == OPTIMIZER and layer == OPTIMIZER_UNASSIGNED and len(owners) == 1:
+        if kind == OPTIMIZER_STATE and layer == OPTIMIZER_UNASSIGNED and len(owners) == 1:
             layer = next(iter(owners))
         out.append((layer, kind))
     return out
@@ -191,9 +204,10 @@ def _place_parameter(row: pd.Series, known: KnownNames) -> tuple[str, str]:
     }
     if len(forward) == 1 and all(p.kind != OTHER for p in placements):
         return next(iter(forward)), WEIGHT
-    if placements and all(p.kind == OPTIMIZER for p in placements):
+    if placements and all(p.kind in OPTIMIZER_ROLES for p in placements):
+        # Read and updated by the optimizer alone: one of its slots, its state.
         slots = {p.layer for p in placements}
-        return (slots.pop() if len(slots) == 1 else OPTIMIZER_UNASSIGNED), OPTIMIZER
+        return (slots.pop() if len(slots) == 1 else OPTIMIZER_UNASSIGNED), OPTIMIZER_STATE
     return NO_LAYER, OTHER
 
 

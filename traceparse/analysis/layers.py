@@ -3,11 +3,16 @@
 One row per (host, allocator, layer). A layer's bytes at its allocator's peak
 split into ``activation_bytes`` (forward ops under the layer's scope),
 ``gradient_bytes`` (its backward ops, ``gradient_tape/<model>/<layer>/...``),
-``weight_bytes`` and ``optimizer_bytes`` (its variables and their optimizer
-slots, from a variable inventory, and optimizer ops that name a slot of its
-weights) and ``other_bytes`` (the optimizer's update temporaries tied to the
-layer by a weight shape no other layer has, variables of role ``other``);
-they sum to ``live_at_peak_bytes``. Each tensor counts with
+``weight_bytes`` (its variables), ``optimizer_state_bytes`` (the optimizer's
+variables kept for its weights: slots from a variable inventory, XLA
+parameters only the optimizer reads and updates, buffers an optimizer's
+initializer or slot assign made), ``optimizer_update_bytes`` (the optimizer's
+temporaries of the step for its weights: ops under the optimizer's scope that
+name a slot of its weights or have a weight shape no other layer has),
+``other_bytes`` (variables of role ``other``, what no rule places) and
+``unknown_bytes`` (what the capture does not say the role of); they sum to
+``live_at_peak_bytes``. ``optimizer_bytes``, the two optimizer columns in one,
+is read with a ``DeprecationWarning`` for a release (``LayerTable``). Each tensor counts with
 the chunk it holds, so allocator padding goes with its tensor.
 
 What cannot be placed under a layer has its own row, so the rows of an
@@ -34,6 +39,9 @@ layer's own path, so the rows still sum to the peak. The naming rules are in
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -42,8 +50,10 @@ from traceparse.analysis.layer_names import (
     ACTIVATION,
     EXPLICIT_ROWS,
     GRADIENT,
-    OPTIMIZER,
+    OPTIMIZER_STATE,
+    OPTIMIZER_UPDATE,
     OTHER,
+    UNKNOWN,
     WEIGHT,
     KnownNames,
     layer_path,
@@ -54,8 +64,10 @@ KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",
     GRADIENT: "gradient_bytes",
     WEIGHT: "weight_bytes",
-    OPTIMIZER: "optimizer_bytes",
+    OPTIMIZER_STATE: "optimizer_state_bytes",
+    OPTIMIZER_UPDATE: "optimizer_update_bytes",
     OTHER: "other_bytes",
+    UNKNOWN: "unknown_bytes",
 }
 
 LAYER_COLUMNS: dict[str, str] = {
@@ -70,6 +82,36 @@ LAYER_COLUMNS: dict[str, str] = {
     "largest_shape": "string",
     "largest_bytes": "Int64",
 }
+# Columns renamed, read by their old name for a release (CHANGELOG.md): old -> the
+# columns whose sum it was.
+RENAMED = {"optimizer_bytes": ("optimizer_state_bytes", "optimizer_update_bytes")}
+
+
+class LayerTable(pd.DataFrame):
+    """The layer table, whose renamed columns (``RENAMED``) can still be read by their
+    old name for a release: ``table["optimizer_bytes"]`` warns and answers with the
+    sum of the columns that replaced it."""
+
+    @property
+    def _constructor(self) -> type[LayerTable]:
+        return LayerTable
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str) and key in RENAMED and key not in self.columns:
+            new = RENAMED[key]
+            warnings.warn(
+                f"the layer column {key} is deprecated: use {' + '.join(new)} "
+                "(the old spelling goes in a later release)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            total = super().__getitem__(new[0])
+            for column in new[1:]:
+                total = total + super().__getitem__(column)
+            return total.rename(key)
+        return super().__getitem__(key)
+
+
 # Holders that are not one tensor, variable or parameter (not counted as live tensors).
 _NOT_TENSORS = ("before_capture", "reserved")
 
@@ -82,7 +124,7 @@ def layers_table(
     *,
     by_replica: bool = False,
     depth: int = 1,
-) -> pd.DataFrame:
+) -> LayerTable:
     """The per-layer table; ``by_replica`` adds a ``replica`` column and keeps replicas
     apart; ``depth`` > 1 adds ``path`` and opens nested models that many levels.
 
@@ -92,13 +134,13 @@ def layers_table(
     """
     columns = _columns(by_replica, depth > 1)
     if breakdown.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in columns.items()})
+        return LayerTable({c: pd.Series(dtype=d) for c, d in columns.items()})
     pieces = [_peak_pieces(breakdown), _allocated_pieces(allocations, known, shapes)]
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True)
     if depth > 1:
         table["path"] = _paths(table, known, depth)
     table = _aggregate(table.drop(columns="op"), by_replica, depth > 1)
-    return _order(table)[list(columns)].astype(columns).reset_index(drop=True)
+    return LayerTable(_order(table)[list(columns)].astype(columns).reset_index(drop=True))
 
 
 def _columns(by_replica: bool, paths: bool = False) -> dict[str, str]:

@@ -27,8 +27,11 @@ import pandas as pd
 from traceparse.analysis.layer_names import (
     ACTIVATION,
     GRADIENT,
-    OPTIMIZER,
+    OPTIMIZER_ROLES,
+    OPTIMIZER_STATE,
+    OPTIMIZER_UPDATE,
     OTHER,
+    UNKNOWN,
     WEIGHT,
     KnownNames,
 )
@@ -37,6 +40,7 @@ from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict_batch import (
     HLO,
     UNCERTAIN,
+    BatchReading,
     Sizing,
     batch_twins,
     dims,
@@ -72,7 +76,7 @@ from traceparse.analysis.predict_xla import (
 )
 from traceparse.errors import UsageError
 
-ROLES = (WEIGHT, OPTIMIZER, ACTIVATION, GRADIENT, OTHER)
+ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 # Ops of an optimizer's sparse update (an embedding's gradient rows).
 SPARSE_UPDATES = ("UnsortedSegmentSum", "Unique", "UniqueV2", "ResourceScatterAdd", "ScatterAdd")
@@ -101,11 +105,16 @@ class Capture:
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     """Shapes of the weights and optimizer slots: what the batch does not change.
 
-    The optimizer's temporaries have its weights' shapes, except a sparse update's
-    (an embedding's gradient rows, [B x T, 64]): where the optimizer made sparse
-    updates, a shape that flattens another op's tensor ([64,80,64]) is an
-    activation's, not a weight's. (Elsewhere such a shape is a coincidence:
-    ``keras2_subclassed``'s [512,128] kernel at batch 8 beside [8,64,128].)"""
+    The optimizer's temporaries have its weights' shapes (a dense update works on
+    the whole variable), except a sparse update's: an embedding lookup's gradient
+    is ``tf.IndexedSlices`` whose values are one row per looked-up id, [B x T,
+    64], and Keras' optimizers deduplicate them (``Unique`` +
+    ``UnsortedSegmentSum``, keras/src/optimizers ``_deduplicate_sparse_grad``)
+    before a scatter update. So where the optimizer made sparse updates, a shape
+    that flattens another op's tensor ([64,80,64]) is such rows, not a weight's.
+    Without a sparse update there are no such rows, and the shape is a weight's
+    even where it happens to flatten an activation (a [512,128] kernel beside
+    [8,64,128])."""
     found: set[tuple[int, ...]] = set()
     if capture.variables is not None and len(capture.variables):
         found |= {d for d in map(dims, capture.variables["shape"].astype(object)) if d}
@@ -114,7 +123,7 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
         updated = params["updated"].fillna(False).to_numpy(dtype=bool)
         found |= {d for d in map(dims, params.loc[updated, "shape"].astype(object)) if d}
     shapes = capture.allocations["shape"].astype(object).to_numpy()
-    optimizer = roles == OPTIMIZER
+    optimizer = np.isin(roles, OPTIMIZER_ROLES)
     slots = {d for d in map(dims, shapes[optimizer]) if d} - found
     types = capture.allocations.loc[optimizer, "op_type"].astype(object)
     if not types.isin(SPARSE_UPDATES).any():
@@ -123,24 +132,40 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     return found | {s for s in slots if not any(flattens(s, o) for o in others)}
 
 
-def _shapes_and_ops(capture: Capture) -> tuple[list[object], list[object]]:
-    """Every recorded shape with its op: the allocations', then the XLA programs'."""
+def _evidence(
+    capture: Capture,
+) -> tuple[list[object], list[object], list[float], list[object]]:
+    """Every recorded shape with its op, its bytes and the name to classify it by (op
+    name and type): the allocations', then the XLA programs' (``xla_evidence``)."""
     a = capture.allocations
-    extra_shapes, extra_ops = xla_evidence(capture.xla_buffers, capture.xla_parameters)
-    return list(a["shape"].astype(object)) + extra_shapes, list(a["op"].astype(object)) + extra_ops
+    extra = xla_evidence(capture.xla_buffers, capture.xla_parameters)
+    op_names = a["op"].astype(object)
+    types = a["op_type"].astype(object) if "op_type" in a else pd.Series(None, index=a.index)
+    names = [f"{o}:{t}" if isinstance(t, str) else o for o, t in zip(op_names, types, strict=True)]
+    sizes = requested_or_held(a).astype(np.float64)
+    return (
+        list(a["shape"].astype(object)) + extra[0],
+        list(op_names) + extra[1],
+        list(sizes) + extra[2],
+        names + extra[3],
+    )
 
 
-def captured_batch(capture: Capture, weights: set[tuple[int, ...]]) -> int | None:
-    """The batch size the capture was made at, read off its shapes; None if not found."""
-    return find_batch(*_shapes_and_ops(capture), weights)
+def captured_batch(
+    capture: Capture,
+    weights: set[tuple[int, ...]],
+    evidence: tuple[list[object], list[object], list[float], list[object]] | None = None,
+) -> BatchReading:
+    """The batch size the capture was made at, and the evidence for it, weighed off
+    its shapes (``find_batch``; ``evidence``: ``_evidence(capture)`` when already
+    read). The one place the captured batch is found: a batch size recorded beside
+    the capture enters here."""
+    shapes, ops, sizes, names = evidence if evidence is not None else _evidence(capture)
+    return find_batch(shapes, ops, weights, sizes, names)
 
 
 class Predictor:
     """Sizes every allocation of ``base`` at any batch, and replays them."""
-
-    # Where the captured batch came from when not read off the shapes (core.profile's
-    # predictor_of sets it for a batch the capture recorded beside itself).
-    batch_evidence: str | None = None
 
     def __init__(
         self,
@@ -153,19 +178,26 @@ class Predictor:
         a = base.allocations
         self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
-        shapes, ops = _shapes_and_ops(base)
-        found = find_batch(shapes, ops, self.weights)
-        if from_batch is None and found is None:
+        shapes, ops, _, _ = evidence = _evidence(base)
+        reading = captured_batch(base, self.weights, evidence)
+        if from_batch is None and reading.batch is None:
             raise UsageError(
-                "could not find the batch size this capture was made at: no leading "
-                "dimension is shared by its inputs and activations (their shapes were not "
-                "recorded, or nothing in it grows with the batch); give it (from_batch=, "
-                "--from-batch)"
+                "could not find the batch size this capture was made at: "
+                f"{reading.evidence}; give it (from_batch=, --from-batch)"
             )
-        self.batch = int(from_batch if from_batch is not None else found)  # type: ignore[arg-type]
+        self.batch = int(from_batch if from_batch is not None else reading.batch)  # type: ignore[arg-type]
         if self.batch <= 0:
             raise UsageError(f"the captured batch size must be positive, got {self.batch}")
-        self.found_batch = found
+        self.found_batch = reading.batch
+        # What the shapes say (``find_batch``), kept for a batch given or recorded.
+        self.found_evidence = reading.evidence
+        # Which evidence decided the batch (``find_batch``), or that it was given;
+        # core.profile's predictor_of names a batch the capture recorded instead.
+        self.batch_evidence = (
+            reading.evidence
+            if from_batch is None or from_batch == reading.batch
+            else f"given (--from-batch); read off the capture: {reading.evidence}"
+        )
         # Smaller batches the capture also ran (an epoch's partial last batch).
         self.twins = batch_twins(shapes, ops, self.weights, self.batch)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
@@ -284,7 +316,8 @@ class Predictor:
         return Replayed(dict(self.rows), {key: run.in_use for key, run in runs.items()}), held
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Bytes each allocation holds at ``batch``: point, low, high."""
+        """Bytes each allocation holds at ``batch``: point, low, high (each chunk at
+        its largest, every size at its larger reading)."""
         point, low, high = self.sizing.at(batch)
         # At the captured batch every allocation keeps the chunk it got: the
         # prediction is the capture itself.
@@ -297,10 +330,31 @@ class Predictor:
         held_high[self._in_pool(high)] = 0.0
         return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
 
+    def high_sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        """The two worst cases the high bound covers, bytes per allocation: the point
+        sizes with every chunk as large as the allocator hands out whole (its
+        placement unknown), and the larger reading of every size whose scaling is
+        unknown with the point rule's chunks (``chunks``)."""
+        point, _, high = self.sizing.at(batch)
+        _, _, worst = chunks(point, self.requested, self.settled, self.held)
+        held_point, _, _ = chunks(point, self.requested, self.settled, self.held)
+        read_high, _, _ = chunks(high, self.requested, self.settled, self.held)
+        worst[self._in_pool(point)] = 0.0
+        read_high[self._in_pool(high)] = 0.0
+        return np.maximum(worst, held_point), np.maximum(read_high, held_point)
+
+    def _high(self, batch: int) -> Replayed:
+        """The high bound's counter: after each event the larger of the two worst
+        cases' (``high_sizes``), so that its peak is the larger of theirs."""
+        placed, read = (self._replayed(h) for h in self.high_sizes(batch))
+        return Replayed(
+            placed.events, {k: np.maximum(v, read.bytes[k]) for k, v in placed.bytes.items()}
+        )
+
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
-        _, low, high = self.sizes(batch)
+        _, low, _ = self.sizes(batch)
         point, held = self.point(batch)
-        return point, self._replayed(low), self._replayed(high), held
+        return point, self._replayed(low), self._high(batch), held
 
     def at(self, batch: int) -> pd.DataFrame:
         """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""
@@ -369,10 +423,12 @@ class Predictor:
         least where its steps do), and the largest growing allocation (not a
         slab) live at that peak left out (TensorFlow may write an op's output
         into a dying input's buffer, or free it sooner, in another run). High:
-        every chunk as large as the allocator hands out whole, what was held
-        before the capture included (its chunks too)."""
-        _, low_sizes, high_sizes = self.sizes(batch)
-        low, high = runs if runs is not None else map(self._replayed, (low_sizes, high_sizes))
+        the larger of every chunk as large as the allocator hands out whole (the
+        placement unknown) and every size at its larger reading (the scaling
+        unknown), each with the other at its point; what was held before the
+        capture added once more (its chunks too)."""
+        _, low_sizes, _ = self.sizes(batch)
+        low, high = runs if runs is not None else (self._replayed(low_sizes), self._high(batch))
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations
@@ -512,12 +568,12 @@ def _other_batch(other: Capture, given: int | None) -> int:
         return given
     roles, _ = roles_of(other.allocations, other.known, other.shapes)
     found = captured_batch(other, weight_shapes(other, roles))
-    if found is None:
+    if found.batch is None:
         raise UsageError(
-            "could not find the batch size the second capture was made at; give it "
-            "(other_batch=, --with-batch)"
+            f"could not find the batch size the second capture was made at: "
+            f"{found.evidence}; give it (other_batch=, --with-batch)"
         )
-    return found
+    return found.batch
 
 
 def make_predictor(

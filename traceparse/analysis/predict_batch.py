@@ -1,17 +1,21 @@
 """Which allocations grow with the batch, and the batch size the capture was made at.
 
-The rule, from the shapes the allocator recorded (docs/predict.md):
+The rules, each the model of a mechanism (docs/predict.md, "How"):
 
 - A shape that is also a weight's (an inventoried variable, an XLA parameter
   the program updates, an allocation of a weight's or the optimizer's op) is
   a weight, its gradient or an optimizer slot: it does not grow.
-- The captured batch size is the leading dimension most of the other
-  tensors (inputs, activations, their gradients) share, counted by distinct
-  op; given by the caller when known.
+- The captured batch size (``find_batch``) is the candidate with the most
+  bytes of evidence: the step's input and label tensors where recorded, else
+  the tensors it leads in both the forward pass and its gradients; weak or
+  tied evidence gives none (the caller asks for it).
 - A tensor grows in proportion to the batch when one of its dimensions is the
   batch (the leading one, or another for time-major layouts) or when its
   leading dimension is the batch times a per-example size seen elsewhere
   (flattened tensors: ``[589824]`` = 16 x 36864).
+- A scratch buffer (a rank-1 byte array: cuDNN's, cuBLAS's workspace) is sized
+  by what its library does (``scratch_kinds``), its bounds covering the
+  other reading.
 - A tensor without a recorded shape (XLA argument copies, temp buffers) is
   unknown: it grows when its request is that of a growing tensor, or when no
   op made it (the step's inputs, copied from the host array outside any op),
@@ -43,6 +47,9 @@ UNSHAPED_KEPT = "no shape: kept as captured"
 UNSHAPED_INPUT = "no shape, no op: a step's input"
 FITTED = "two captures: affine fit"
 HLO = "HLO buffers' shapes"
+CONV_WORKSPACE = "scratch: convolution workspace, per example"
+BLAS_WORKSPACE = "scratch: cuBLAS workspace, fixed"
+SCRATCH_KEPT = "scratch: an op's workspace, kept"
 BASES = (
     BATCH_DIM,
     FLATTENED,
@@ -53,9 +60,28 @@ BASES = (
     UNSHAPED_INPUT,
     FITTED,
     HLO,
+    CONV_WORKSPACE,
+    BLAS_WORKSPACE,
+    SCRATCH_KEPT,
 )
 # Bases whose scaling is not read off a shape: their bounds cover both rules.
-UNCERTAIN = frozenset({WEIGHT_SHAPE, UNSHAPED_MATCH, UNSHAPED_KEPT, UNSHAPED_INPUT})
+UNCERTAIN = frozenset(
+    {
+        WEIGHT_SHAPE,
+        UNSHAPED_MATCH,
+        UNSHAPED_KEPT,
+        UNSHAPED_INPUT,
+        CONV_WORKSPACE,
+        BLAS_WORKSPACE,
+        SCRATCH_KEPT,
+    }
+)
+# A convolution's op (its type, or, where the type is not recorded, its name: TF's
+# grappler remapper fuses Conv2D+BiasAdd+Relu into _FusedConv2D named after the
+# last node fused, ``conv2d_1/Relu``); a matrix multiplication's.
+_CONV = re.compile(r"Conv[23]D|DepthwiseConv|FusedConv|conv", re.IGNORECASE)
+_BLAS = re.compile(r"MatMul|Einsum|Gemm|BlasLt")
+_SCRATCH_DTYPES = frozenset({"uint8", "int8"})
 
 _DIMS = re.compile(r"-?\d+")
 
@@ -115,7 +141,9 @@ def _leads(
     (op, trailing dimensions), the leading dimensions it was recorded with."""
     by_lead: dict[int, set[object]] = {}
     by_rest: dict[tuple[object, tuple[int, ...]], set[int]] = {}
-    for shape, op in zip(shapes, ops, strict=True):
+    # Each distinct (shape, op) once: a step repeats them.
+    pairs = pd.DataFrame({"shape": list(shapes), "op": list(ops)}, dtype=object)
+    for shape, op in pairs.drop_duplicates().itertuples(index=False):
         found = dims(shape)
         if not found or found in weights or found[0] <= 1:
             continue
@@ -172,67 +200,221 @@ def flattens(big: tuple[int, ...], small: tuple[int, ...]) -> bool:
     return False
 
 
-def _unflattened(
-    lead: int, by_lead: dict[int, set[object]], recorded: set[tuple[int, ...]]
-) -> int | None:
-    """A smaller batch that ``lead`` is the flattening of: a tensor [d, x1, .., xn]
-    beside one recorded as [d * x1 * .. * xj, x(j+1), .., xn] (Keras 2's Dense on
-    [8,64,128] computes on [512,128]); of several, the one leading the most ops."""
-    bigs = [big for big in recorded if big[0] == lead]
-    found = {
-        small[0]
-        for small in recorded
-        if small[0] in by_lead and small[0] < lead and any(flattens(b, small) for b in bigs)
-    }
-    return max(found, key=lambda d: (len(by_lead[d]), -d), default=None)
+# --- the captured batch: evidence weighed, not rules applied in order ----------------
+
+# Ops whose outputs are the step's inputs and labels as they arrive: tf.data's
+# iterator (``IteratorGetNext``, tensorflow/core/kernels/data/iterator_ops.cc) and,
+# on a GPU, the host-to-device copy of them (``SameWorkerRecvDone``,
+# tensorflow/core/common_runtime/rendezvous_mgr.cc; Keras' data adapters feed
+# ``model.fit`` through such an iterator).
+_INPUT_OPS = re.compile(r"IteratorGetNext|RecvDone|parameter \d+$")
+# Ops of a backward pass: TF's tape and graph gradients are scoped
+# ``gradient_tape/``, ``gradients/`` (tensorflow/python/eager/backprop.py,
+# ops/gradients_util.py), their kernels are ``*Grad``/``*Backprop*``; JAX names
+# the backward pass ``transpose(jvp(...))``.
+_GRADIENT_OPS = re.compile(r"(^|/)gradient_tape/|(^|/)gradients/|Grad|Backprop|transpose\(jvp")
+# A loss's per-example values and labels ([N] or [N,1]): Keras names loss ops by
+# the loss (``sparse_categorical_crossentropy/...``, ``compile_loss/...``).
+_LOSS_OPS = re.compile(r"loss|entropy|squared_error|absolute_error|hinge", re.IGNORECASE)
+# A runner-up within this share of the winner's bytes is reported as a near tie.
+NEAR_TIE = 0.8
 
 
-def _untransposed(
-    lead: int, by_lead: dict[int, set[object]], parsed: list[tuple[int, ...]]
-) -> int | None:
-    """The batch where ``lead`` leads time-major copies of batch-major tensors: of
-    the tensors led by ``lead`` or by a dimension it swaps places with ([60,64,48]
-    beside [64,60,48], a recurrent layer's transposes), the first one's (a step
-    starts from its batch-major input)."""
-    recorded = set(parsed)
+@dataclass(frozen=True)
+class BatchReading:
+    """The batch size read off a capture, and why: ``batch`` None when the evidence
+    is too weak or tied (``evidence`` says which); ``candidates``: (leading
+    dimension, bytes of evidence) best first."""
 
-    def swapped(s: tuple[int, ...]) -> bool:
-        return len(s) >= 2 and s[0] != s[1] and (s[1], s[0], *s[2:]) in recorded
+    batch: int | None
+    evidence: str
+    candidates: tuple[tuple[int, float], ...] = ()
 
-    pairs = [s for s in parsed if lead in s[:2] and s[0] in by_lead and swapped(s)]
-    if not pairs or all(s[0] == lead for s in pairs):
-        return None
-    return pairs[0][0]
+
+@dataclass
+class _Score:
+    inputs: float = 0.0  # bytes of input and label tensors led by the dimension
+    forward: float = 0.0  # bytes of forward-pass tensors led by it
+    backward: float = 0.0  # bytes of backward-pass tensors led by it
+    neutral: float = 0.0  # bytes of transposed pairs led by it (evidence for neither)
+
+    @property
+    def activations(self) -> float:
+        return self.forward + self.backward
+
+
+def _swapped(found: tuple[int, ...], recorded: set[tuple[int, ...]]) -> bool:
+    """Whether ``found``'s first two dimensions are recorded the other way round: a
+    transpose (a recurrent layer's time-major copy [T,B,F] of [B,T,F], Keras'
+    ``backend.rnn``; a matmul's transposed operand [128,256] beside an activation
+    [256,128]). Either dimension may be the batch: the pair is evidence for neither."""
+    return len(found) >= 2 and found[0] != found[1] and (found[1], found[0], *found[2:]) in recorded
+
+
+def _unflattened(recorded: set[tuple[int, ...]]) -> dict[int, int]:
+    """Leading dimensions that are a smaller one's flattening, each to the smaller:
+    ``tf.tensordot`` (Keras 2's Dense on a rank-3 input) reshapes [8,64,128] to
+    [512,128] before its matmul, so every tensor that model computes on is led by
+    512 = 8 x 64 where the batch is 8: a tensor [d, x1, .., xn] recorded beside
+    one [d x1 .. xj, x(j+1), .., xn] moves d x1 .. xj's evidence to d."""
+    # Every flattening each shape has, (d x1 .. xj, (x(j+1), .., xn)) -> the
+    # smallest d: one pass over the shapes instead of comparing every pair.
+    flat: dict[tuple[int, tuple[int, ...]], int] = {}
+    for small in recorded:
+        if len(small) < 2 or small[0] <= 1:
+            continue
+        product = small[0]
+        for j, x in enumerate(small[1:], start=2):
+            if x == 1:  # the same product as before: ``flattens`` takes the first
+                continue
+            product *= x
+            key = (product, small[j:])
+            flat[key] = min(small[0], flat.get(key, small[0]))
+    out: dict[int, int] = {}
+    for big in recorded:
+        found = flat.get((big[0], big[1:])) if big else None
+        if found is not None and found < big[0]:
+            out[big[0]] = min(found, out.get(big[0], big[0]))
+    return out
+
+
+def _scores(
+    shapes: list[object],
+    weights: set[tuple[int, ...]],
+    sizes: list[float] | None,
+    names: list[object],
+) -> dict[int, _Score]:
+    """Per leading dimension of the tensors that are not weights, the bytes of its
+    evidence by kind (each distinct shape and name classified once)."""
+    frame = pd.DataFrame(
+        {
+            "shape": pd.Series(shapes, dtype=object).astype(str),
+            "name": pd.Series(names, dtype=object).astype(str),
+            "size": np.nan if sizes is None else np.asarray(sizes, dtype=np.float64),
+        }
+    )
+    frame.loc[~(frame["size"] > 0), "size"] = np.nan
+    frame["unsized"] = frame["size"].isna()
+    grouped = frame.groupby(["shape", "name"], sort=False).agg(
+        size=("size", "sum"), unsized=("unsized", "sum")
+    )
+    parsed = {shape: dims(shape) for shape in grouped.index.get_level_values(0).unique()}
+    recorded = {p for p in parsed.values() if p and p not in weights}
+    # Every shape, weights' too: a flattened activation may have a kernel's shape.
+    flat = _unflattened({p for p in parsed.values() if p})
+    scores: dict[int, _Score] = {}
+    for (shape, name), size, unsized in zip(
+        grouped.index, grouped["size"], grouped["unsized"], strict=True
+    ):
+        found = parsed[shape]
+        if not found or found in weights or found[0] <= 1:
+            continue
+        score = scores.setdefault(flat.get(found[0], found[0]), _Score())
+        # Where the bytes are not recorded, the elements stand for them.
+        nbytes = float(size) + float(unsized) * float(np.prod(found, dtype=np.float64))
+        label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
+        if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
+            score.inputs += nbytes
+        elif _swapped(found, recorded):
+            score.neutral += nbytes
+        elif _GRADIENT_OPS.search(name):
+            score.backward += nbytes
+        else:
+            score.forward += nbytes
+    return scores
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB"
 
 
 def find_batch(
-    shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
-) -> int | None:
-    """The leading dimension most non-weight tensors share (counted once per op),
-    the smallest among equals; unless it is a time-major copy's leading dimension
-    (``_untransposed``) or the flattening of a smaller one (``_unflattened``), or a
-    larger one ran most of the same ops with the same trailing dimensions: that
-    one is the batch, the other a partial last batch (which may count more ops: a
-    compiled program's 32 filters lead some of its buffers too)."""
+    shapes: Iterable[object],
+    ops: Iterable[object],
+    weights: set[tuple[int, ...]],
+    sizes: Iterable[float] | None = None,
+    names: Iterable[object] | None = None,
+) -> BatchReading:
+    """The batch size a capture was made at, by the bytes of the tensors that carry it.
+
+    Each leading dimension of a tensor that is not a weight is a candidate, its
+    evidence the bytes of the tensors it leads (``sizes``; elements where not
+    given), by kind (``names``: the op's name and type, else ``ops``):
+
+    - the step's inputs and labels (``_INPUT_OPS``, a loss's [N] or [N,1]):
+      whatever a step reads is led by its batch; when any are recorded, the
+      dimension leading most of their bytes is the batch;
+    - otherwise the forward pass and its gradients: every activation [B, ...]
+      has a gradient [B, ...] (backprop keeps the shape of what it
+      differentiates), so the batch leads tensors in both passes; the
+      dimension leading most bytes across both is the batch. One that leads
+      only one pass is no consistent evidence (temporaries of ops outside
+      any model, [512,512] beside [256,1024], say nothing of a batch).
+
+    A transposed pair (``_swapped``) counts for neither of its dimensions; a
+    flattened batch's tensors count for the batch (``_unflattened``).
+    A runner-up within ``NEAR_TIE`` of the winner is reported; an exact tie is
+    not broken (no batch), nor is weak evidence. Last, an epoch's partial batch
+    (``Dataset.batch`` keeps the remainder unless ``drop_remainder=True``, and
+    Keras' data adapters do too) runs the same ops with the same trailing
+    dimensions as the full one: a larger dimension with which the winner shares
+    most of its ops is the batch (``_partial``)."""
     shapes = list(shapes)
+    ops = list(ops)
+    scores = _scores(
+        shapes,
+        weights,
+        None if sizes is None else [float(s) for s in sizes],
+        ops if names is None else list(names),
+    )
+    if any(s.inputs > 0 for s in scores.values()):
+        kind = "inputs and labels"
+        ranked = sorted(
+            ((d, s.inputs) for d, s in scores.items() if s.inputs > 0), key=lambda x: -x[1]
+        )
+    else:
+        kind = "activations and their gradients"
+        ranked = sorted(
+            ((d, s.activations) for d, s in scores.items() if s.forward > 0 and s.backward > 0),
+            key=lambda x: -x[1],
+        )
+    if not ranked:
+        return BatchReading(
+            None,
+            "weak: no input or label tensors, and no leading dimension shared by the "
+            "forward pass and its gradients",
+        )
+    candidates = tuple(ranked)
+    best, top = ranked[0]
+    if len(ranked) > 1 and ranked[1][1] >= NEAR_TIE * top:
+        # Near tie: the other kind of evidence decides where it can.
+        close = [d for d, v in ranked if v >= NEAR_TIE * top]
+        decided = max(close, key=lambda d: scores[d].activations)
+        others = [d for d in close if d != decided]
+        if any(scores[d].activations == scores[decided].activations for d in others):
+            tied = ", ".join(str(d) for d in sorted(close))
+            return BatchReading(None, f"tie: {tied} lead equal bytes of the {kind}", candidates)
+        evidence = (
+            f"{kind}: {_mib(scores[decided].inputs or scores[decided].activations)} led by "
+            f"{decided}, a near tie with {', '.join(map(str, others))} decided by the "
+            f"activations ({_mib(scores[decided].activations)})"
+        )
+        best = decided
+    else:
+        evidence = f"{kind}: {_mib(top)} led by {best}"
+        if len(ranked) > 1 and ranked[1][1] >= 0.01 * top:
+            evidence += f" (next: {ranked[1][0]}, {_mib(ranked[1][1])})"
     by_lead, by_rest = _leads(shapes, ops, weights)
-    if not by_lead:
-        return None
-    counts = {lead: len(found) for lead, found in by_lead.items()}
-    best = max(counts.values())
-    if best < 2:  # one op is no evidence of a shared batch dimension
-        return None
-    chosen = min(d for d, c in counts.items() if c == best)
-    parsed = [found for found in map(dims, shapes) if found]
-    recorded = set(parsed)
-    chosen = _untransposed(chosen, by_lead, parsed) or chosen
-    chosen = _unflattened(chosen, by_lead, recorded) or chosen
     larger = [
         d
-        for d, ops in _sharing(chosen, by_rest).items()
-        if d > chosen and d in by_lead and _partial(chosen, ops, by_lead)
+        for d, shared in _sharing(best, by_rest).items()
+        if d > best and d in by_lead and _partial(best, shared, by_lead)
     ]
-    return max(larger, default=chosen)
+    if larger:
+        full = max(larger)
+        evidence += f"; {best} is the partial last batch of {full}"
+        best = full
+    return BatchReading(best, evidence, candidates)
 
 
 def batch_twins(
@@ -270,6 +452,46 @@ def grows(
     return None
 
 
+def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
+    """Per allocation, the basis of a scratch buffer (a rank-1 byte array an op asks
+    for as its workspace, not a tensor), else None.
+
+    - A convolution's (``Conv2D*``, ``Conv3D*``, ``DepthwiseConv*``, their
+      backprops, fused): cuDNN's (MIOpen's) workspace for the algorithm TF's
+      autotuner picked (``AutotuneConv``/``LaunchConvOp`` in
+      tensorflow/core/kernels/conv_ops_gpu.cc, sized by
+      ``cudnnGetConvolutionForwardWorkspaceSize`` and its backward twins, up to
+      ``TF_CUDNN_WORKSPACE_LIMIT_IN_MB``). Its algorithms' workspaces hold
+      transformed inputs or outputs (im2col, FFT, Winograd tiles), which grow
+      with the images in the batch: sized per example; the other reading, for
+      the bounds, is kept as captured (an algorithm whose workspace holds only
+      the filter's transform, or the autotuner picking another at the new size).
+    - A matrix multiplication's: cuBLAS/cuBLASLt's workspace, a fixed size
+      (TF's ``BlasLt`` scratch limit, ``CUBLAS_WORKSPACE_CONFIG``): kept, its
+      bounds cover growing.
+    - Any other op's (a batch norm's or an RNN's cuDNN workspace): kept, its
+      bounds cover growing."""
+    n = len(allocations)
+    out = np.full(n, None, dtype=object)
+    if "dtype" not in allocations or not n:
+        return out
+    shape = allocations["shape"].astype(object).astype(str)
+    rank1 = shape.str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool)
+    scratch = allocations["dtype"].astype(object).isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+    mask = scratch & rank1
+    if not mask.any():
+        return out
+    op = allocations["op"].astype(object)
+    kind = allocations["op_type"].astype(object) if "op_type" in allocations else op
+    text = kind.where(kind.notna(), op).fillna("").astype(str)
+    conv = text.str.contains(_CONV).to_numpy(dtype=bool)
+    blas = text.str.contains(_BLAS).to_numpy(dtype=bool)
+    out[mask] = SCRATCH_KEPT
+    out[mask & blas] = BLAS_WORKSPACE
+    out[mask & conv] = CONV_WORKSPACE
+    return out
+
+
 def sizing(
     allocations: pd.DataFrame,
     batch: int,
@@ -298,8 +520,18 @@ def sizing(
     # Bytes per example of the growing tensors: an unshaped request that is the
     # batch times one of them (an input copied without its shape) grows too.
     growing_sizes: set[int] = set(example_bytes)
+    scratch = scratch_kinds(allocations)
     for i, found in enumerate(parsed):
         if found is None:
+            continue
+        if scratch[i] is not None:
+            basis[i] = scratch[i]
+            scaled = fixed[i] / batch
+            if scratch[i] == CONV_WORKSPACE:
+                per[i], fixed[i] = scaled, 0.0
+                alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
+            else:
+                alt_fixed[i], alt_per[i] = 0.0, scaled
             continue
         how = grows(found, batch, examples, twins)
         if how is None:
@@ -317,7 +549,9 @@ def sizing(
         per[i], fixed[i] = fixed[i] / batch, 0.0
         alt_fixed[i], alt_per[i] = 0.0, per[i]
     # An input is copied every step: a request made once outside any op is
-    # something else (the whole data set, copied when a dataset is built).
+    # something else (the whole data set: Keras' array adapter builds its
+    # tf.data pipeline with Dataset.from_tensor_slices, which converts the array
+    # to one tensor once, keras/src/trainers/data_adapters/array_data_adapter.py).
     recurring = Counter(
         float(requested[i]) for i, found in enumerate(parsed) if found is None and no_op[i]
     )

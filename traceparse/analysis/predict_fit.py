@@ -13,6 +13,7 @@ import pandas as pd
 
 from traceparse.analysis.liveness import requested_or_held
 from traceparse.analysis.predict_batch import FITTED, Sizing
+from traceparse.errors import UsageError
 
 _KEY = ["host", "allocator", "step", "op", "occurrence"]
 
@@ -41,8 +42,10 @@ def fit_two(
 ) -> None:
     """Fit every allocation of ``base`` found in ``other`` (in place)."""
     if other_batch == base_batch:
-        raise ValueError(
-            f"the two captures have the same batch size ({base_batch}): nothing to fit"
+        raise UsageError(
+            f"both captures are at batch {base_batch} (read off their shapes or given), and "
+            "a fit needs two batch sizes: give --with a capture at another batch size, or "
+            "correct --from-batch / --with-batch"
         )
     mine = match_keys(base.allocations)  # type: ignore[attr-defined]
     mine["row"] = np.arange(len(mine))

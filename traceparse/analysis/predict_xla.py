@@ -59,14 +59,18 @@ def slab_spans(
 
 def xla_evidence(
     buffers: pd.DataFrame, parameters: pd.DataFrame
-) -> tuple[list[object], list[object]]:
-    """Shapes (and who made them) of the programs' buffers and inputs, for finding the
-    batch; an instruction is named by its function, whatever shape it was compiled for."""
+) -> tuple[list[object], list[object], list[float], list[object]]:
+    """Shapes, who made them, bytes, and the names to classify them by (the TF op of
+    an HLO buffer; a parameter the program does not update is the step's input) of
+    the programs' buffers and inputs, for finding the batch; an instruction is
+    named by its function, whatever shape it was compiled for."""
     shapes: list[object] = []
     ops: list[object] = []
+    sizes: list[float] = []
+    names: list[object] = []
     if len(buffers):
         shapes += list(buffers["shape"].astype(object))
-        ops += [
+        made = [
             f"{_MODULE_ID.sub('', str(p))}/{i}"
             for p, i in zip(
                 buffers["program"].astype(object),
@@ -74,16 +78,30 @@ def xla_evidence(
                 strict=True,
             )
         ]
+        ops += made
+        sizes += list(buffers["size_bytes"].to_numpy(dtype=np.float64, na_value=np.nan))
+        names += [
+            f"{t}:{k}" if isinstance(t, str) else m
+            for t, k, m in zip(
+                buffers["tf_op"].astype(object),
+                buffers["tf_op_type"].astype(object),
+                made,
+                strict=True,
+            )
+        ]
     if len(parameters):
         inputs = parameters[~parameters["updated"].fillna(False).to_numpy(dtype=bool)]
         shapes += list(inputs["shape"].astype(object))
-        ops += [
+        made = [
             f"{_MODULE_ID.sub('', str(p))}/parameter {n}"
             for p, n in zip(
                 inputs["program"].astype(object), inputs["parameter_number"], strict=True
             )
         ]
-    return shapes, ops
+        ops += made
+        names += made
+        sizes += list(inputs["size_bytes"].to_numpy(dtype=np.float64, na_value=np.nan))
+    return shapes, ops, sizes, names
 
 
 def input_example_bytes(

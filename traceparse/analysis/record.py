@@ -136,7 +136,9 @@ class Note(_Words):
     BEFORE_CAPTURE_NOT_A_VARIABLE = "before_capture_not_a_variable"
     BEFORE_CAPTURE_NOT_A_PARAMETER = "before_capture_not_a_parameter"
     BEFORE_CAPTURE = "before_capture"
-    PEAK_REPEATED = "peak_repeated"  # several events reach the peak: the last one's figures
+    # Several events reach the peak, or several instants come within 1% of it
+    # (``peak_repeats``): the figures are the latest's at the maximum.
+    PEAK_REPEATED = "peak_repeated"
     PEAKED_BEFORE_CAPTURE = "peaked_before_capture"  # its lifetime peak is higher
 
 
@@ -154,7 +156,7 @@ def notes_of(record: AllocatorRecord) -> tuple[Note, ...]:
         notes.append(Note.BEFORE_CAPTURE_NOT_A_PARAMETER)
     elif before > 0:
         notes.append(Note.BEFORE_CAPTURE)
-    if record.peak_events > 1:
+    if record.peak_events > 1 or record.peak_repeats:
         notes.append(Note.PEAK_REPEATED)
     lifetime = record.lifetime_peak_bytes
     if lifetime is not None and lifetime > (record.heap_bytes or 0):
@@ -250,6 +252,13 @@ class AllocatorRecord:
     # curve (batch_size, peak_bytes, low_bytes, high_bytes: a quarter of the
     # captured batch to eight times it, and the largest). None otherwise.
     prediction: dict[str, Any] | None = field(default=None, repr=False)
+    # Where the peak repeats (within 1% of it at several instants, issue 48): instants
+    # (how many), opened (how many were broken down, the highest), near (the 1%),
+    # steps (those reaching it), low_bytes / high_bytes (the instants' bytes in use),
+    # layers and ops (what holds memory at the instants: low_bytes, high_bytes and
+    # at how many instants, those held at every one first). None when reached once:
+    # the figures of the peak then describe the only instant.
+    peak_repeats: dict[str, Any] | None = field(default=None, repr=False)
     # Every op of the allocator (bytes at the peak, allocated, count), the gate's figures.
     ops: pd.DataFrame | None = field(default=None, repr=False, metadata=_NOT_IN_JSON)
     # The allocator's rows of Profile.layers() holding bytes at the peak, its
@@ -279,4 +288,4 @@ class AllocatorRecord:
 # Sections present only when the capture has what they need; to_dict leaves
 # them out otherwise. A new optional section is one field here (default None)
 # and its name in this tuple.
-OPTIONAL_FIELDS = ("before_capture", "top_variables", "prediction")
+OPTIONAL_FIELDS = ("before_capture", "top_variables", "prediction", "peak_repeats")

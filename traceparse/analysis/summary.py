@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS
+from traceparse.analysis.layer_names import OPTIMIZER_STATE
 from traceparse.analysis.leaks import LeakReport
 from traceparse.analysis.liveness import owner_groups
 from traceparse.analysis.record import (
@@ -100,6 +101,7 @@ def build_summaries(
     layers: pd.DataFrame | None = None,
     xla_at_peak: tuple[pd.DataFrame, pd.DataFrame] | None = None,
     steps: pd.DataFrame | None = None,
+    repeats: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> list[AllocatorRecord]:
     """One record per peak row; ``live`` is ``live_at_peak(expand_xla=True)``
     (the largest tensors and HLO buffers), ``variables`` is ``Profile.variables``
@@ -109,7 +111,9 @@ def build_summaries(
     ``layers``, ``xla_at_peak`` and ``steps`` are the profile's tables, each
     record keeps its allocator's rows for the renderers. ``prediction`` is left
     None: ``Profile.summary(predict=True)`` fills it, only when asked (it replays
-    the capture at several batch sizes)."""
+    the capture at several batch sizes). ``repeats`` is ``Profile._peak_repeats``:
+    per allocator whose peak is reached at several instants, what holds memory
+    at every one (``analysis/peak_repeats.py``)."""
     group, owners = owner_groups(allocations)
     counts = {
         (str(host), str(allocator)): int(count)
@@ -183,9 +187,24 @@ def build_summaries(
                 xla_programs=None if programs is None else _mine(programs, host, allocator),
                 xla_buffers=None if buffers is None else _mine(buffers, host, allocator),
                 steps=None if steps is None else _mine(steps, host, allocator),
+                peak_repeats=_repeats((repeats or {}).get((host, allocator))),
             )
         )
         out[-1].notes = notes_of(out[-1])
+    return out
+
+
+# Rows of the layers and ops held at every peak instant a record keeps.
+REPEAT_ROWS = 10
+
+
+def _repeats(found: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A record's ``peak_repeats``: the instants' figures, the first layers and ops."""
+    if found is None:
+        return None
+    out = {k: v for k, v in found.items() if k not in ("layers", "ops")}
+    for name in ("layers", "ops"):
+        out[name] = found[name].head(REPEAT_ROWS).reset_index(drop=True)
     return out
 
 
@@ -205,8 +224,11 @@ def _before_capture(
     split: dict[str, Any] = {}
     # Variables are counted by item: two variables can share a path (two models'
     # ``hidden/kernel``), and one item holds one variable.
+    # By the inventory's roles (weight, optimizer, other): a variable of the
+    # optimizer is its state (``OPTIMIZER_STATE`` in the breakdown).
+    inventory_role = named["role"].astype(object).replace({OPTIMIZER_STATE: "optimizer"})
     for role in ("weight", "optimizer", "other"):
-        of_role = named[named["role"].astype(object) == role]
+        of_role = named[inventory_role.to_numpy(dtype=object) == role]
         split[f"{role}_bytes"] = int(of_role["bytes"].sum())
         split[f"{role}_variables"] = int(of_role["item"].nunique())
     during = named[named["holder"].to_numpy(dtype=object) != "variable"]

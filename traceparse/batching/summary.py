@@ -18,6 +18,7 @@ from traceparse.files.confined import own_file
 from traceparse.files.names import printable
 from traceparse.output.units import format_bytes, format_count, format_percent, plural
 from traceparse.report.escape import md_code, md_text
+from traceparse.report.markdown import md_sentence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,17 +113,17 @@ def render_markdown(frame: pd.DataFrame) -> str:
     failed = frame[frame["status"] == "error"]
     if len(failed):
         out += ["## Failed", "", "| capture | reason |", "|---|---|"]
-        out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(failed)]
+        out += [f"| {md_code(r.path)} | {md_sentence(r.message)} |" for r in _rows(failed)]
         out.append("")
     oom = frame[frame["status"] == "out_of_memory"].drop_duplicates("path")
     if len(oom):
         out += ["## Ended in out-of-memory", "", "| capture | failure |", "|---|---|"]
-        out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(oom)]
+        out += [f"| {md_code(r.path)} | {md_sentence(r.message)} |" for r in _rows(oom)]
         out.append("")
     empty = frame[frame["status"] == "empty"]
     if len(empty):
         out += ["## Without memory events", "", "| capture | diagnostic |", "|---|---|"]
-        out += [f"| {md_code(r.path)} | {md_text(r.message)} |" for r in _rows(empty)]
+        out += [f"| {md_code(r.path)} | {md_sentence(r.message)} |" for r in _rows(empty)]
         out.append("")
     ok = frame[frame["status"].isin(["ok", "out_of_memory"]) & frame["allocator"].notna()]
     if len(ok):

@@ -142,6 +142,7 @@ class Capture(AbstractContextManager["Capture"]):
         inventory: bool = True,
         sources: bool = True,
         batch_size: int | None = None,
+        keras_steps: bool = True,
     ) -> None:
         self.logdir: Path = check_logdir(logdir)
         # The batch size of the steps (capture/batch.py): given here, or read off
@@ -174,6 +175,9 @@ class Capture(AbstractContextManager["Capture"]):
         # Source lines (docs/sources.md): recorded while running, written at stop.
         self.record_sources = bool(sources)
         self._sources: SourceRecorder | None = None
+        # Keras fit/evaluate/predict batches as steps while running (profile()).
+        self.keras_steps = bool(keras_steps)
+        self._keras_steps = contextlib.ExitStack()
 
     def __repr__(self) -> str:
         return (
@@ -251,6 +255,8 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             self._mark_clock(tf)
+            if self.keras_steps:
+                self._mark_keras_steps()
             self._state = _RUNNING
             self._pid = os.getpid()
             _running.add(self)
@@ -269,9 +275,11 @@ class Capture(AbstractContextManager["Capture"]):
             if os.getpid() != self._pid:
                 # A process forked inside the block: the session is its parent's,
                 # which writes the capture; this one writes none.
+                self._keras_steps.close()
                 self._state = _STOPPED
                 return self.files
             tf = import_tensorflow()
+            self._keras_steps.close()  # fit, evaluate and predict as they were
             self._state = _STOPPED
             at_stop = _snapshot(self.logdir)
             self._mark_clock(tf)  # again: a delayed start (delay_ms) missed the first
@@ -305,6 +313,15 @@ class Capture(AbstractContextManager["Capture"]):
             self._write_sources()
             self._write_batch()
             return self.files
+
+    def _mark_keras_steps(self) -> None:
+        """Mark Keras ``fit``/``evaluate``/``predict`` batches as steps until stopped;
+        nothing when Keras cannot be imported."""
+        try:
+            from traceparse.capture.steps import step_markers_in_fit
+        except ImportError:  # no Keras: nothing to mark
+            return
+        self._keras_steps.enter_context(step_markers_in_fit())
 
     def _write_inventory(self) -> None:
         """Take the stop inventory and write it beside each host's capture."""
@@ -547,6 +564,7 @@ def profile(
     inventory: bool = True,
     sources: bool = True,
     batch_size: int | None = None,
+    keras_steps: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
 
@@ -556,11 +574,18 @@ def profile(
     get names. ``models`` are Keras models to name first (any live Keras model
     is found anyway); ``inventory=False`` skips it.
 
+    Inside the block each batch of a Keras ``Model.fit`` (and of ``evaluate`` and
+    ``predict`` called on their own) is a marked step, as ``cap.step(n)`` marks
+    one: ``fit`` calls the callbacks' ``on_train_batch_begin``/``_end`` around
+    every batch, and the capture adds a ``StepMarker`` callback to each call
+    (``traceparse.capture.steps.step_markers_in_fit``), so a leak check can
+    compare the batches. ``keras_steps=False`` leaves ``fit`` alone.
+
     ``batch_size``: the number of examples each step feeds, written beside the
     capture as ``<host>.batch.json`` so that ``predict`` starts from it. Without
     it the capture records what the steps' inputs show: the batches Keras feeds
-    ``fit`` (with ``MemoryCallback`` or ``traceparse run``'s step markers) or the
-    leading dimension of an eagerly called ``tf.function``'s first argument
+    ``fit`` (read by the step markers above, ``MemoryCallback``'s or ``traceparse
+    run``'s) or the leading dimension of an eagerly called ``tf.function``'s first argument
     (``traceparse.capture.batch``).
 
     ``host_tracer_level`` 2 (the default) is the lowest level at which the
@@ -579,4 +604,5 @@ def profile(
         inventory=inventory,
         sources=sources,
         batch_size=batch_size,
+        keras_steps=keras_steps,
     )

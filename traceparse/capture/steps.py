@@ -1,4 +1,6 @@
-"""Step markers for Keras ``fit``: each training batch is a profiler step.
+"""Step markers for Keras ``fit``: each training batch is a profiler step (and, for
+``traceparse.profile()`` and ``traceparse run``, each batch of ``evaluate`` and
+``predict`` called outside ``fit``).
 
 Importing this module imports Keras (it defines a Keras callback); nothing
 else in ``traceparse.capture`` does at import time.
@@ -32,13 +34,21 @@ class StepMarker(keras.callbacks.Callback):
     each batch is an event ``"train"`` with ``step_num`` = the batch's number,
     counted from 1 and on across ``fit`` calls, so that steps never repeat.
     Outside a capture the marker costs next to nothing. Inside one it also notes
-    the batch Keras feeds each step (``traceparse.capture.batch``).
+    the batch Keras feeds each training step (``traceparse.capture.batch``).
+
+    With ``loops=True`` the batches of ``evaluate`` and ``predict`` called on
+    their own are steps too (Keras calls ``on_test_batch_begin`` /
+    ``on_predict_batch_begin`` around each, keras/src/callbacks/callback.py);
+    the validation batches inside ``fit`` are not (they belong to the
+    training step's epoch, and a leak check compares training steps).
     """
 
-    def __init__(self, name: str = STEP_NAME) -> None:
+    def __init__(self, name: str = STEP_NAME, *, loops: bool = False) -> None:
         super().__init__()
         self.step_name = name
         self.step = 0
+        self.loops = loops
+        self._training = False
         self._trace: AbstractContextManager[Any] | None = None
         self._adapter: Any = None  # the running fit's DataAdapter, where Keras has one
 
@@ -69,9 +79,6 @@ class StepMarker(keras.callbacks.Callback):
         if trace is not None:
             trace.__exit__(None, None, None)
 
-    def on_train_begin(self, logs: Any = None) -> None:
-        self._find_adapter()
-
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self.step += 1
         self._begin_step(self.step)
@@ -80,27 +87,75 @@ class StepMarker(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._end_step()
 
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._training = True
+        self._find_adapter()
+
     def on_train_end(self, logs: Any = None) -> None:
+        self._training = False
         self._end_step()
+
+    def _loop_batch_begin(self) -> None:
+        if self.loops and not self._training:
+            self.step += 1
+            self._begin_step(self.step)
+
+    def _loop_batch_end(self) -> None:
+        if self.loops and not self._training:
+            self._end_step()
+
+    def on_test_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._loop_batch_begin()
+
+    def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._loop_batch_end()
+
+    def on_predict_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._loop_batch_begin()
+
+    def on_predict_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._loop_batch_end()
+
+    def on_test_end(self, logs: Any = None) -> None:
+        self._loop_batch_end()
+
+    def on_predict_end(self, logs: Any = None) -> None:
+        self._loop_batch_end()
+
+
+# The Model methods whose batches are steps (``StepMarker(loops=True)``).
+LOOPS = ("fit", "evaluate", "predict")
 
 
 @contextmanager
 def step_markers_in_fit() -> Iterator[bool]:
-    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps.
+    """Inside the block, every Keras ``Model.fit`` marks its batches as profiler steps,
+    and so do ``evaluate`` and ``predict`` called on their own.
 
-    ``keras.Model.fit`` is wrapped so that it adds a
-    :class:`StepMarker` to the callbacks (one marker for the
-    whole block, so step numbers go on across ``fit`` calls), unless the call
-    already has a traceparse callback. The script is not changed; the original
-    ``fit`` is put back on exit. Works in whichever process the script runs in:
-    call it there, around the script (``traceparse run`` does). Yields True.
+    ``keras.Model.fit``, ``evaluate`` and ``predict`` are wrapped so that they
+    add a :class:`StepMarker` to the callbacks (one marker for the whole block,
+    so step numbers go on across calls), unless the call already has a
+    traceparse callback. The script is not changed; the originals are put back
+    on exit. Works in whichever process the script runs in: call it there,
+    around the script (``traceparse run`` and ``traceparse.profile()`` do).
+    Yields True.
     """
+    marker = StepMarker(loops=True)
+    originals = {name: getattr(keras.Model, name) for name in LOOPS}
+    for name, original in originals.items():
+        setattr(keras.Model, name, _with_marker(original, marker))
+    try:
+        yield True
+    finally:
+        for name, original in originals.items():
+            setattr(keras.Model, name, original)
+
+
+def _with_marker(original: Any, marker: StepMarker) -> Any:
+    """``original`` (a ``Model`` method taking ``callbacks``) adding ``marker`` to them."""
     from keras.callbacks import Callback
 
-    original = keras.Model.fit
-    marker = StepMarker()
-
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = inspect.signature(original).bind(self, *args, **kwargs)
         callbacks = bound.arguments.get("callbacks")
         given = list(callbacks) if isinstance(callbacks, (list, tuple)) else []
@@ -112,10 +167,7 @@ def step_markers_in_fit() -> Iterator[bool]:
             bound.arguments["callbacks"] = [*given, marker]
         return original(*bound.args, **bound.kwargs)
 
-    fit.__doc__ = original.__doc__
-    fit.__wrapped__ = original  # type: ignore[attr-defined]
-    keras.Model.fit = fit
-    try:
-        yield True
-    finally:
-        keras.Model.fit = original
+    method.__doc__ = original.__doc__
+    method.__name__ = original.__name__
+    method.__wrapped__ = original  # type: ignore[attr-defined]
+    return method

@@ -49,6 +49,10 @@ def print_failure_detail(profile: Any, term: Terminal, top: int = TOP) -> bool:
             fields.append(("Shape × dtype", f"{f.shape or '?'} {f.dtype or '?'}"))
         if f.allocator:
             fields.append(("Allocator", f.allocator + (f" on {f.device}" if f.device else "")))
+        elif f.unmatched_allocator:
+            fields.append(
+                ("Allocator", f"not in this capture (the message names {f.unmatched_allocator})")
+            )
         if f.step is not None:
             fields.append(("Step", str(f.step)))
         if f.in_use_bytes is not None:

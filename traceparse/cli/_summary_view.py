@@ -20,6 +20,11 @@ _SKIPPED_TABLES = {"steps": "traceparse steps"}
 # record's column names); the report, `traceparse peak` and `traceparse
 # allocations` show them.
 _NARROW = {"top_tensors": {"op_type", "region", "estimated_bytes", "estimate_status", "alloc_ps"}}
+# Columns a summary keeps longer than their declared priority: where in the
+# user's code a tensor was made is what they act on, so it outlasts the dtype,
+# shape, requested bytes and step (it goes after the bytes at the peak, before
+# the name).
+_KEPT = {"source": 2}  # tables.columns.HEADLINE
 _VERDICT_STYLES = {"ok": "green", "warn": "bold yellow", "unknown": "dim"}
 
 
@@ -161,7 +166,18 @@ def _print_table(table: Any, term: Terminal, top: int) -> None:
         right=[table.numeric[i] for i in keep],
         title=table.title,
         footer=footer,
+        priority=_priorities([table.columns[i] for i in keep] if table.columns else []),
     )
+
+
+def _priorities(columns: Sequence[str]) -> list[int] | None:
+    """Which columns a narrow terminal drops first: the declared priorities
+    (``tables.columns``), the source line raised to the headline's (``_KEPT``)."""
+    from traceparse.tables.columns import COLUMNS, PLAIN
+
+    if not columns:
+        return None
+    return [_KEPT.get(c, COLUMNS[c].priority if c in COLUMNS else PLAIN) for c in columns]
 
 
 def summaries_as_dicts(profiles: Sequence[Profile]) -> list[dict[str, Any]]:

@@ -38,6 +38,9 @@ class TableCommand(Command):
     display_columns: ClassVar[tuple[str, ...]] = ()
     #: Candidate name columns, first present wins: a terminal always shows it.
     name_columns: ClassVar[tuple[str, ...]] = ("layer", "op", "scope", "program")
+    #: The columns a terminal keeps longest after the name, the first longest:
+    #: what the table is for (default: the columns' declared priorities).
+    keep_columns: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def epilog(cls) -> str:
@@ -104,6 +107,14 @@ class TableCommand(Command):
 
     def before_table(self, profile: Profile, args: argparse.Namespace, term: Terminal) -> None:
         """Print anything that belongs above the terminal table."""
+
+    def table_headers(self, table: pd.DataFrame, args: argparse.Namespace) -> dict[str, str]:
+        """Terminal headers of this command's own columns (column name -> header)."""
+        return {}
+
+    def table_notes(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+        """Lines under the terminal table that say what its columns mean."""
+        return []
 
     # -- the pipeline --------------------------------------------------------
 
@@ -187,17 +198,24 @@ class TableCommand(Command):
         else:
             self.before_table(profile, args, out)
             hidden = total - len(table)
-            footer = None
+            footers = self.table_notes(table, args)
             if hidden > 0:
                 rows = "row" if hidden == 1 else "rows"
-                footer = f"… {hidden} more {rows} (--top 0 shows all, --format csv exports them)"
+                footers.append(
+                    f"… {hidden} more {rows} (--top 0 shows all, --format csv exports them)"
+                )
             out.table(
                 table,
                 title=self.describe(profile, args),
-                footer=footer,
-                headers={**word_headers(table.columns), **_step_header(profile, table)},
+                footer="\n".join(footers) or None,
+                headers={
+                    **word_headers(table.columns),
+                    **_step_header(profile, table),
+                    **self.table_headers(table, args),
+                },
                 key=_first_present(table, self.name_columns),
                 hidden_hint="--columns A,B,... picks the columns, --wide shows them all",
+                keep=self.keep_columns,
             )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)

@@ -41,7 +41,8 @@ exit codes:
   1  internal error (a bug: please report it with the output of --debug)
   2  usage error (unknown option, bad value, unwritable output file)
   3  input problem (capture missing, unreadable or corrupt)
-  4  a memory budget was breached (traceparse check)"""
+  4  a memory budget was breached (traceparse check)
+  5  the capture ended in out-of-memory (traceparse check, whatever the budgets)"""
 
 DESCRIPTION = """\
 Which tensors hold your TensorFlow memory: reads profiler captures

@@ -27,7 +27,9 @@ class BreakdownCommand(TableCommand):
     in), its op, scope, layer and role, dtype and shape, and how its name was
     found (named_by). Per allocator the rows sum exactly to the bytes in use at
     its peak. --by groups the rows on one column (bytes summed, things
-    counted); exports give every row with every column.
+    counted); exports give every row with every column. Where the peak is
+    reached at several instants (within 1% of it), the rows describe the
+    latest at the maximum; --at first, --at last or --at step N another.
     """
 
     name = "breakdown"
@@ -57,9 +59,15 @@ class BreakdownCommand(TableCommand):
             help="one row per allocator and value of this column: its bytes and how many "
             "things hold them",
         )
+        from traceparse.cli.peak import add_at_argument
+
+        add_at_argument(parser)
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
-        rows = profile.breakdown
+        from traceparse.cli.peak import parse_at
+
+        at = parse_at(args.at)
+        rows = profile.breakdown if at is None else profile.at_instant(at)[1]
         if not args.by:
             return rows
         return group_rows(rows, args.by)

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
 
 CHECK_SCHEMA_VERSION = 1
+_NO_BUDGET = (
+    "no budget to check: give at least one of --max-peak, --max-utilisation, "
+    "--max-padding, --no-leaks or --baseline"
+)
 
 
 # How a PCT reads (units.parse_percent): "1" is 100%, not 1%.
@@ -45,7 +49,11 @@ class CheckCommand(Command):
     contributors. A budget that cannot be judged (capacity unknown, too few
     steps) is reported as skipped and does not fail the check. A capture with no
     memory events fails with exit code 3 unless --allow-empty is given, since
-    nothing was measured.
+    nothing was measured. A run that ended in out-of-memory (its failure record
+    beside the capture) fails with exit code 5 whatever the budgets, also with
+    none given. --baseline compares the bytes requested at the peak unless
+    --compare allocated: a passing line says so when the peak in use grew past
+    the tolerance meanwhile.
     """
 
     name = "check"
@@ -165,11 +173,9 @@ class CheckCommand(Command):
             allow_empty=args.allow_empty,
             compare=args.compare,
         )
-        if budgets.empty and args.baseline is None:
-            raise UsageError(
-                "no budget to check: give at least one of --max-peak, --max-utilisation, "
-                "--max-padding, --no-leaks or --baseline"
-            )
+        # No budget is a usage error, except that a run that died of out-of-memory
+        # fails the check whatever the budgets (README, docs/oom.md): look first.
+        unbudgeted = budgets.empty and args.baseline is None
         try:
             from traceparse.cli._loading import load_baseline, load_newest
 
@@ -177,7 +183,11 @@ class CheckCommand(Command):
                 budgets = replace(budgets, baseline=load_baseline(args.baseline, term))
 
             profile = load_newest(args.path, term)
+            if unbudgeted and not any(f.out_of_memory for f in profile.failures):
+                raise UsageError(_NO_BUDGET)
             verdict = judge(profile, budgets, args.path)
+        except UsageError:
+            raise
         except TraceparseError as exc:
             # CI pages should say why the gate failed, not only that it did.
             try:
@@ -236,6 +246,8 @@ class CheckCommand(Command):
                     term.warn(f"skipped {result.budget}: {result.where}: {result.message}")
                 elif args.verbose:
                     term.line(f"ok   {result.line()}")
+                if result.caveat and not result.failed:
+                    term.warn(f"note {result.budget}: {result.where}: {result.caveat}")
             if not results:
                 term.warn(f"{args.path}: no memory events, nothing checked (--allow-empty)")
             elif verdict.passed:

@@ -40,12 +40,30 @@ class LayersCommand(TableCommand):
         "activation_bytes",
         "gradient_bytes",
         "weight_bytes",
-        "optimizer_bytes",
+        "optimizer_state_bytes",
+        "optimizer_update_bytes",
         "other_bytes",
+        "unknown_bytes",
         "live_at_peak_bytes",
         "allocated_bytes",
         "largest_tensor",
         "largest_shape",
+    )
+    # The table's point is the split of each layer's bytes at the peak by role: a
+    # narrow terminal drops the bytes over the capture and the largest tensor
+    # first, then the weights and other bytes (the parts a change of batch
+    # leaves alone), then the optimizer's update and state, the gradients, the
+    # activations.
+    keep_columns = (
+        "path",
+        "replica",
+        "live_at_peak_bytes",
+        "activation_bytes",
+        "gradient_bytes",
+        "optimizer_state_bytes",
+        "optimizer_update_bytes",
+        "weight_bytes",
+        "other_bytes",
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

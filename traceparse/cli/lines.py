@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
+from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,8 +53,16 @@ class LinesCommand(TableCommand):
             "--flame",
             metavar="FILE",
             help="also write the bytes at each peak as an icicle graph of stacks to FILE "
-            "(one HTML page, no script)",
+            "(one HTML page, no script: FILE ends in .html)",
         )
+
+    def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        if args.flame:
+            _check_flame_name(args.flame)
+        code = super().run(args, term)
+        if args.flame:
+            term.note(f"Wrote {args.flame}")
+        return code
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
         if args.flame:
@@ -66,6 +75,18 @@ class LinesCommand(TableCommand):
             table = table.drop(columns=["stack"])
         return table
 
+    def table_headers(self, table: pd.DataFrame, args: argparse.Namespace) -> dict[str, str]:
+        return {"stack": "stack id"} if "stack" in table.columns else {}
+
+    def table_notes(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+        if "stack" not in table.columns:
+            return []
+        return [
+            "stack id: which recorded call stack made the row's bytes; rows on one line "
+            "differ in the frames under it (library code). Profile.stacks lists each "
+            "stack's frames by id (traceparse.load(PATH).stacks); --flame FILE.html draws them."
+        ]
+
     def empty_message(self, profile: Profile) -> str:
         note = profile.lines().attrs.get("diagnostic")
         return str(note) if note else super().empty_message(profile)
@@ -74,3 +95,17 @@ class LinesCommand(TableCommand):
         note = profile.lines().attrs.get("diagnostic")
         if note:
             term.note(str(note))
+
+
+def _check_flame_name(path: str) -> None:
+    """Refuse a --flame name that says another format: the graph is an HTML page
+    (boxes in HTML and CSS), which a viewer opening ``flame.svg`` cannot show."""
+    import os
+
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in ("", ".html", ".htm") and not path.startswith("/dev/"):
+        raise UsageError(
+            f"{path}: --flame writes an HTML page, not {extension[1:].upper() or extension}; "
+            "name the file .html (e.g. --flame flame.html)",
+            path,
+        )

@@ -25,6 +25,10 @@ class PeakCommand(TableCommand):
     own counter (bytes in use at the peak). --per-allocator prints the
     peaks themselves instead: time, step, bytes in use, heap, reserved,
     available, capacity and fragmentation.
+
+    When the peak is reached at several instants (within 1% of it, say once
+    per step), the peak is the latest at the maximum, as xprof takes it;
+    --at first, --at last or --at step N lists another of them.
     """
 
     name = "peak"
@@ -48,14 +52,32 @@ class PeakCommand(TableCommand):
             action="store_true",
             help="one row per allocator: its peak, instead of the allocations live at it",
         )
+        add_at_argument(parser)
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
+        at = parse_at(args.at)
         if args.per_allocator:
-            return profile.peak
-        from traceparse.analysis.peak import select
+            return profile.peak if at is None else profile.at_instant(at)[0]
+        from traceparse.analysis.attribution import attribution_table
+        from traceparse.analysis.peak import live_at_peak_table, select
 
-        live = profile.live_at_peak(allocator=args.allocator, host=args.host)
-        parts = select(profile.attribution, args.allocator, args.host, profile.timeline)
+        if at is None:
+            live = profile.live_at_peak(allocator=args.allocator, host=args.host)
+            parts = select(profile.attribution, args.allocator, args.host, profile.timeline)
+            return with_unowned_rows(live, parts)
+        peak, rows = profile.at_instant(at)
+        live = select(
+            live_at_peak_table(profile.allocations, peak),
+            args.allocator,
+            args.host,
+            profile.timeline,
+        )
+        measured = tuple(
+            c for c in ("variable_bytes", "xla_parameter_bytes") if c in rows["part"].values
+        )
+        parts = select(
+            attribution_table(peak, rows, measured), args.allocator, args.host, profile.timeline
+        )
         return with_unowned_rows(live, parts)
 
     def describe(self, profile: Profile, args: argparse.Namespace) -> str:
@@ -75,7 +97,8 @@ class PeakCommand(TableCommand):
         from traceparse.output.units import format_bytes, format_duration_ps, is_missing
         from traceparse.report.view import step_word
 
-        peaks = profile.peak
+        at = parse_at(args.at)
+        peaks = profile.peak if at is None else profile.at_instant(at)[0]
         lines = []
         for row in peaks.itertuples(index=False):
             if args.allocator is not None and str(row.allocator) != args.allocator:
@@ -93,6 +116,30 @@ class PeakCommand(TableCommand):
             term.line(line, style="bold")
         if lines:
             term.line()
+
+
+def add_at_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--at",
+        nargs="+",
+        metavar="WHEN",
+        help="where the peak is reached at several instants (within 1%% of it): first, "
+        "last (the default: the latest at the maximum) or step N (that step's highest)",
+    )
+
+
+def parse_at(values: list[str] | None) -> str | int | None:
+    """``--at first``, ``--at last`` or ``--at step N`` as ``Profile.at_instant`` takes it."""
+    from traceparse.errors import UsageError
+
+    if not values:
+        return None
+    words = " ".join(values).strip().lower().split()
+    if words in (["first"], ["last"]):
+        return words[0]
+    if len(words) == 2 and words[0] == "step" and words[1].lstrip("-").isdigit():
+        return int(words[1])
+    raise UsageError(f"--at {' '.join(values)}: give first, last or step N (a step number)")
 
 
 def with_unowned_rows(live: pd.DataFrame, attribution: pd.DataFrame) -> pd.DataFrame:

@@ -17,9 +17,14 @@ if TYPE_CHECKING:
 
 
 def batch_type(text: str) -> int:
+    """An argparse type: a batch size, a whole number from 1 to the largest the
+    capacity search tries (``core.profile.checked_batch``)."""
+    from traceparse.analysis.predict_capacity import MAX_BATCH
+
     value = count_type(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("a batch size is 1 or more")
+    if not 1 <= value <= MAX_BATCH:
+        shown = f"{value:,}" if value < 10**30 else f"a {len(str(value))}-digit number"
+        raise argparse.ArgumentTypeError(f"a batch size is from 1 to {MAX_BATCH:,}, not {shown}")
     return value
 
 
@@ -94,6 +99,8 @@ class PredictCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        import pandas as pd
+
         from traceparse.analysis.predict_capacity import capacity_fit
         from traceparse.cli._loading import load_newest
         from traceparse.core.profile import predictor_of
@@ -119,6 +126,10 @@ class PredictCommand(Command):
         breakdown = predictor.breakdown(args.batch)
         fits = []
         for row in table.itertuples(index=False):
+            if pd.isna(row.allocator):
+                # Events that name no allocator (a damaged capture) have a predicted
+                # peak but no allocator to replay a capacity search through.
+                continue
             capacity = args.capacity if args.capacity is not None else row.capacity_bytes
             if capacity is None or capacity != capacity:
                 continue
@@ -137,16 +148,21 @@ def _write_page(
     path: str, source: str, predictor: Predictor, table: pd.DataFrame, fits: list[Fit]
 ) -> None:
     """The HTML page: per allocator its prediction and the plot against the batch size."""
+    import pandas as pd
+
     from traceparse.analysis.predict_capacity import curve, plot_batches
-    from traceparse.files.atomic import atomic_write
+    from traceparse.output.export import write_output
     from traceparse.report.predict import prediction_page, prediction_section
 
     by_key = {(f.host, f.allocator): f for f in fits}
     sections = []
     for _, row in table.iterrows():
+        if pd.isna(row["allocator"]):
+            continue  # no allocator to replay through (see run)
         key = (row["host"], row["allocator"])
         fit = by_key.get(key)
         largest = None if fit is None else fit.largest
         batches = plot_batches(int(row["from_batch"]), int(row["batch_size"]), largest)
         sections.append(prediction_section(row, curve(predictor, key, batches), fit))
-    atomic_write(path, prediction_page(f"Predicted peak: {source}", sections))
+    # write_output: a path that cannot be written is "cannot write the output", exit 2.
+    write_output(prediction_page(f"Predicted peak: {source}", sections), path)

@@ -71,7 +71,8 @@ class RunCommand(Command):
             "--logdir",
             default=DEFAULT_LOGDIR,
             metavar="DIR",
-            help=f"where the profiler writes the capture (default ./{DEFAULT_LOGDIR})",
+            help=f"where the profiler writes the capture (default ./{DEFAULT_LOGDIR}, in the "
+            "current directory; keep it out of version control)",
         )
         parser.add_argument(
             "--delay",

@@ -35,13 +35,22 @@ from traceparse.analysis.layer_owners import (
     known_names,
     unique_weight_shapes,
 )
+from traceparse.analysis.layer_stacks import place_by_stack
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
+from traceparse.analysis.peak_repeats import (
+    MOST_INSTANTS,
+    NEAR,
+    PEAK_INSTANTS,
+    chosen_instant,
+    held_at_every,
+    peak_instants,
+)
 from traceparse.analysis.predict import Capture as PredictionInput
 from traceparse.analysis.predict import Predictor, make_predictor
-from traceparse.analysis.predict_capacity import report_curves
+from traceparse.analysis.predict_capacity import MAX_BATCH, report_curves
 from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
@@ -54,7 +63,8 @@ from traceparse.core.sidecars import SOURCES
 from traceparse.core.xla import XlaParts
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
-from traceparse.errors import UsageError
+from traceparse.decode.variables import quote
+from traceparse.errors import PredictArgumentError, UsageError
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
@@ -78,6 +88,9 @@ NO_SOURCES = (
     f"no source lines (no <host>{SOURCES.suffix} beside the capture): capture with "
     "traceparse.profile(), `traceparse run` or its Keras MemoryCallback to name the line "
     "of your code that made each allocation (JAX: python_tracer_level=1)"
+)
+_SOURCES_REFUSED = (
+    "no source lines: the source record beside the capture was refused (the diagnostics say why)"
 )
 _ONEDNN_OFF = (
     "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
@@ -206,7 +219,9 @@ class Profile:
                 f"{int(reused.sum())} allocations share an address with a later allocation "
                 "and have no recorded free: events were dropped, so their lifetimes are unknown."
             )
-        if len(allocations) and not self.has_sources:
+        # A refused record has its own diagnostic: "no record beside it" would be wrong.
+        refused = any(t.sources_refused for t in self.traces)
+        if len(allocations) and not self.has_sources and not refused:
             notes.append(NO_SOURCES + ".")
         return notes
 
@@ -291,6 +306,65 @@ class Profile:
         ``event`` the row in ``timeline``.
         """
         return self._conform(peak_table(self.timeline), PEAK)
+
+    @pooled_property
+    def peak_instants(self) -> pd.DataFrame:
+        """Per (host, allocator) every instant its bytes in use come within 1% of its
+        maximum (``analysis/peak_repeats.py``): one row per visit near the peak, its
+        highest event. ``peak`` keeps the latest; ``breakdown_at`` opens any."""
+        return self._conform(peak_instants(self.timeline), PEAK_INSTANTS)
+
+    def at_instant(self, at: str | int = "last") -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``peak`` and ``breakdown`` at another of the repeated peak instants
+        (``peak_instants``): ``at`` is ``"first"``, ``"last"`` (the peak's own rule,
+        the latest at the maximum) or a step number (that step's highest instant).
+        Per allocator: its own instant; an allocator that reaches no instant in the
+        step has no rows. A usage error when no allocator has one."""
+        chosen = chosen_instant(self.peak_instants, at)
+        if chosen.empty:
+            steps = sorted({int(s) for s in self.peak_instants["step"].dropna()})
+            raise UsageError(
+                f"no peak instant in step {at}; the peak is reached in steps "
+                f"{', '.join(map(str, steps)) or 'none (no marked steps)'}"
+            )
+        peaks, frames = [], []
+        for row in chosen.itertuples(index=False):
+            instant = instant_table(self.timeline, int(row.time_ps), str(row.host))
+            mine = (instant["allocator"].astype(object) == row.allocator).to_numpy(dtype=bool)
+            peaks.append(instant[mine])
+            rows = self.breakdown_at(int(row.time_ps), str(row.host))
+            frames.append(rows[(rows["allocator"].astype(object) == row.allocator).to_numpy()])
+        peak = self._conform(pd.concat(peaks, ignore_index=True), PEAK)
+        return peak, self._conform(pd.concat(frames, ignore_index=True), BREAKDOWN)
+
+    @pooled_property
+    def _peak_repeats(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Per (host, allocator) whose peak is reached at several instants: the
+        instants' steps and bytes, and the layers and ops holding memory at every
+        one (``peak_repeats.held_at_every``), for the summary."""
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        keys = ["host", "allocator"]
+        for (host, allocator), mine in self.peak_instants.groupby(keys, observed=True):
+            if len(mine) < 2:
+                continue
+            highest = mine.sort_values("in_use_bytes", ascending=False, kind="stable")
+            opened = highest.head(MOST_INSTANTS)
+            frames = []
+            for time_ps in opened["time_ps"].tolist():
+                rows = self.breakdown_at(int(time_ps), str(host))
+                frames.append(rows[(rows["allocator"] == allocator).to_numpy(dtype=bool)])
+            steps = sorted({int(s) for s in mine["step"].dropna()})
+            out[(str(host), str(allocator))] = {
+                "instants": len(mine),
+                "opened": len(opened),
+                "near": NEAR,
+                "steps": steps,
+                "low_bytes": int(mine["in_use_bytes"].min()),
+                "high_bytes": int(mine["in_use_bytes"].max()),
+                "layers": held_at_every(frames, "layer"),
+                "ops": held_at_every(frames, "op"),
+            }
+        return out
 
     @pooled_property
     def _live_at_peak(self) -> pd.DataFrame:
@@ -439,6 +513,8 @@ class Profile:
         )
         # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
         table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
+        # Roles the recorded stacks say where the op names do not (eager loops).
+        table = place_by_stack(table, self.stacks, shapes)
         return self._conform(table, BREAKDOWN)
 
     # -- the failure the capture ended in (issue 39) --
@@ -642,6 +718,7 @@ class Profile:
             layers=self.layers(),
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
+            repeats=self._peak_repeats,
         )
 
     @pooled_property
@@ -673,7 +750,17 @@ class Profile:
         allocation's size through both (docs/predict.md).
 
         >>> prof.predict(256)  # doctest: +SKIP
+
+        A batch that is not a whole number from 1 to ``MAX_BATCH`` raises
+        ``TypeError`` / ``ValueError`` (``PredictArgumentError``) naming it.
         """
+        for name, value in (
+            ("batch_size", batch_size),
+            ("from_batch", from_batch),
+            ("other_batch", other_batch),
+        ):
+            if value is not None:
+                checked_batch(value, name)
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
         batch = predictor.batch if batch_size is None else batch_size
         table = predictor.at(batch)
@@ -724,7 +811,9 @@ class Profile:
             table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
             table = self._conform(table, LINES)
             if not self.has_sources:
-                table.attrs["diagnostic"] = NO_SOURCES
+                table.attrs["diagnostic"] = (
+                    _SOURCES_REFUSED if any(t.sources_refused for t in self.traces) else NO_SOURCES
+                )
             self._lines[key] = table
         return self._lines[key]
 
@@ -778,6 +867,87 @@ class Profile:
 
 # Prediction at other batch sizes (issue 40): the Predictor behind Profile.predict,
 # for many batch sizes at once (analysis/predict_capacity.py).
+def checked_batch(value: object, what: str = "batch_size") -> int:
+    """``value`` as a batch size: a whole number (``TypeError`` for a float, a bool,
+    NaN or text) from 1 to ``MAX_BATCH`` (``PredictArgumentError``, a ValueError,
+    otherwise). MAX_BATCH is the largest batch the capacity search tries
+    (analysis/predict_capacity.py); past it a batch is a typo, and the sizes
+    scaled to it would leave int64."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a whole number, not {value!r}")
+    number = int(value)
+    if not 1 <= number <= MAX_BATCH:
+        shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
+        raise PredictArgumentError(
+            f"{what} must be a positive whole number up to {MAX_BATCH:,}, not {shown}"
+        )
+    return number
+
+
+def _check_pair(
+    profile: Profile, other: Profile, from_batch: int | None, other_batch: int | None
+) -> None:
+    """Refuse an ``other`` that cannot be fitted with ``profile``: the same capture,
+    the same batch given twice, or another program.
+
+    A fit through two captures needs the same program at two batch sizes. The
+    batch changes allocations' sizes, not which ops make them: TensorFlow names
+    a graph's nodes after the model's code (scopes from layer names), so the
+    same program's captures share allocators and nearly all op names (seen:
+    94 to 100% of the bytes on every pair of the predict fixtures; 0.4 to 59%
+    between different models). Less than half of either capture's bytes under
+    ops the other has is another program."""
+    if sorted(profile.paths) == sorted(other.paths):
+        raise UsageError(
+            f"{other.path}: --with names the capture PATH already is; give a capture of "
+            "the same program at another batch size"
+        )
+    if from_batch is not None and other_batch is not None and from_batch == other_batch:
+        raise UsageError(
+            f"{other.path}: --with-batch {other_batch} is PATH's own batch; a fit needs two "
+            "batch sizes"
+        )
+    mine, theirs = set(profile.allocators), set(other.allocators)
+    if not mine & theirs:
+        raise UsageError(
+            f"{other.path}: none of its allocators ({', '.join(sorted(theirs)) or 'none'}) is "
+            f"one of PATH's ({', '.join(sorted(mine)) or 'none'}), so nothing can be fitted "
+            "through both: --with needs a capture of the same program on the same devices"
+        )
+    unmatched = []
+    for a, b, names in ((profile, other, ("PATH", "OTHER")), (other, profile, ("OTHER", "PATH"))):
+        share, missing = _op_share(a, b)
+        if share < 0.5:
+            unmatched.append((names, share, missing))
+    if unmatched:
+        parts = [
+            f"{share:.0%} of {mine}'s bytes are by ops {theirs} has (not in {theirs}: "
+            f"{', '.join(missing)})"
+            for (mine, theirs), share, missing in unmatched
+        ]
+        raise UsageError(
+            f"{other.path}: not the program PATH captured: {'; '.join(parts)}. --with needs "
+            "the same program at another batch size"
+        )
+
+
+def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
+    """The share of ``profile``'s requested bytes made by (allocator, op) pairs
+    ``other`` has too, and up to three of the largest that it lacks."""
+    a, b = profile.allocations, other.allocations
+    if a.empty:
+        return 1.0, []
+    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), a["op"].astype(str)])
+    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), b["op"].astype(str)])
+    found = keys.isin(theirs)
+    size = a["requested_bytes"].fillna(0).to_numpy(dtype=np.float64)
+    total = float(size.sum())
+    share = float(size[found].sum()) / total if total > 0 else float(found.mean())
+    lacking = pd.Series(size[~found], index=a["op"].astype(str)[~found].to_numpy())
+    missing = lacking.groupby(level=0).sum().sort_values(ascending=False).head(3).index
+    return share, [quote(name, 60) for name in missing]
+
+
 def predictor_of(
     profile: Profile,
     batch_size: int | None = None,
@@ -799,6 +969,10 @@ def predictor_of(
                 f"{capture.path}: the capture has no memory events, so there is nothing "
                 "to predict from"
             )
+    if other is not None:
+        # What the user gave is checked as given; a batch equal on both records is
+        # fit_two's refusal (both captures at one batch).
+        _check_pair(profile, other, from_batch, other_batch)
     recorded = profile.recorded_batch if from_batch is None else None
     if recorded is not None:
         from_batch = recorded.batch_size
@@ -817,6 +991,9 @@ def predictor_of(
         raise UsageError(f"{paths}: {exc}") from None
     if recorded is not None and predictor.batch == recorded.batch_size:
         predictor.batch_evidence = recorded.evidence
+        if predictor.found_batch != recorded.batch_size:
+            # As for a batch given that the shapes disagree with: say what they say.
+            predictor.batch_evidence += f"; read off the capture: {predictor.found_evidence}"
     return predictor
 
 

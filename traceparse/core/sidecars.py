@@ -21,7 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from traceparse.decode.batch import MAX_BATCH_BYTES, BatchProblem, BatchRecord, decode_batch
+from traceparse.decode.batch import (
+    MAX_BATCH_BYTES,
+    BatchProblem,
+    BatchRecord,
+    batch_budget,
+    decode_batch,
+)
 from traceparse.decode.failure import (
     MAX_FAILURE_BYTES,
     FailureProblem,
@@ -29,9 +35,19 @@ from traceparse.decode.failure import (
     check_identity,
     decode_failure,
 )
-from traceparse.decode.sources import SourceRecord, SourcesProblem, decode_sources
+from traceparse.decode.limits import JsonBudget
+from traceparse.decode.sources import (
+    SourceRecord,
+    SourcesProblem,
+    decode_sources,
+    sources_budget,
+)
 from traceparse.decode.trace import MemoryTrace
-from traceparse.decode.variables import InventoryProblem, decode_inventory
+from traceparse.decode.variables import (
+    MAX_INVENTORY_VARIABLES,
+    InventoryProblem,
+    decode_inventory,
+)
 from traceparse.errors import CaptureTooLargeError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.discover import CaptureFile, read_bytes, sidecar
@@ -48,6 +64,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def _inventory_budget() -> JsonBudget:
+    # An object and a shape list per variable and about a dozen fields each;
+    # the failure record needs none: its 1 MiB bound keeps parsing under ~30 MB.
+    return JsonBudget(
+        "variable inventory",
+        4 * MAX_INVENTORY_VARIABLES + 1024,
+        64 * MAX_INVENTORY_VARIABLES,
+        InventoryProblem,
+    )
+
 
 # How far the capture's own start may lie outside the recorder's window: the
 # recorder's clock is read just before the profiler starts and after it stops.
@@ -70,15 +98,18 @@ def _read_beside(
     problem: type[Exception],
     decode: Callable[[bytes, str], T],
     ignored: Callable[[str], str],
+    budget: Callable[[], JsonBudget] | None = None,
 ) -> T | None:
     """The record ``<host><suffix>`` beside ``capture`` decoded, or None: absent, or
     unusable (then ``ignored(reason)`` is added to the trace's diagnostics, after
-    the record's path)."""
+    the record's path). ``budget`` counts the text as it is read, so a record
+    that would cost too much to parse is refused before it is parsed."""
     found = sidecar(capture, suffix)
     if found is None:
         return None
     try:
-        return decode(read_bytes(found, limit), found.path)
+        scan = None if budget is None else budget()
+        return decode(read_bytes(found, limit, scan=scan), found.path)
     except (problem, _Stale) as exc:
         reason = str(exc)
     except CaptureTooLargeError:
@@ -105,6 +136,7 @@ def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
             f"the variable inventory was ignored: {reason}; capture again "
             "with traceparse.profile() to name the variables"
         ),
+        _inventory_budget,
     )
     if found is not None:
         trace.inventory = found
@@ -157,9 +189,20 @@ def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
         SourcesProblem,
         decode,
         lambda reason: f"the source lines were ignored: {reason}; {SOURCES_ADVICE}",
+        sources_budget,
     )
-    if found is not None:
-        trace.sources = found
+    if found is None:
+        trace.sources_refused = sidecar(capture, SOURCES.suffix) is not None
+        return
+    trace.sources = found
+    if trace.start_ns is None and len(found.eager_ns):
+        # tables/sources.py joins eager ops by wall-clock time, which needs the start.
+        trace.diagnostics.append(
+            f"{found.path}: its {len(found.eager_ns):,} eager ops are not matched to "
+            "allocations, so those have no source line: the capture does not say when it "
+            "started (TensorFlow before 2.20 records no start time, and no usable "
+            "traceparse.clock mark is in it); capture again with this traceparse"
+        )
 
 
 def read_batch(capture: CaptureFile, trace: MemoryTrace) -> None:
@@ -187,6 +230,7 @@ def read_batch(capture: CaptureFile, trace: MemoryTrace) -> None:
             f"the recorded batch size was ignored: {reason}; predictions read the batch "
             "off the capture's shapes (or give --from-batch)"
         ),
+        batch_budget,
     )
     if found is not None:
         trace.batch = found

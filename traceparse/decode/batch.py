@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from traceparse.decode.limits import JsonBudget
 from traceparse.decode.variables import quote
 
 FORMAT = "traceparse.batch"
@@ -41,10 +42,20 @@ MAX_BATCH_BYTES = 4 * 2**20
 # A batch larger than this is no batch (int32 dimensions in TensorFlow's shapes).
 MAX_BATCH_SIZE = 2**31 - 1
 _MAX_NS = 2**63 - 1
+# What parsing may build, checked on the text before it is parsed
+# (``decode.limits.JsonBudget``): the document, the steps' list and a pair per
+# step; two values per pair and a dozen fields beside them.
+MAX_CONTAINERS = MAX_STEPS + 16
+MAX_VALUES = 4 * MAX_STEPS + 1024
 
 
 class BatchProblem(ValueError):
     """The file is not a usable batch record; the message says why."""
+
+
+def batch_budget() -> JsonBudget:
+    """The counter ``read_bytes`` runs over a batch record's text before it is parsed."""
+    return JsonBudget("batch record", MAX_CONTAINERS, MAX_VALUES, BatchProblem)
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,11 @@ def _count(value: object, what: str, limit: int, *, positive: bool = False) -> i
 
 
 def decode_batch(data: bytes, path: str) -> BatchRecord:
-    """Parse the file's bytes; ``BatchProblem`` when they are not a batch record."""
+    """Parse the file's bytes; ``BatchProblem`` when they are not a batch record.
+
+    The text's containers and values are counted before it is parsed (the
+    reader counts them while it reads, ``batch_budget``)."""
+    batch_budget()(data)
     try:
         document = json.loads(data)
     except RecursionError as exc:
@@ -117,6 +132,10 @@ def decode_batch(data: bytes, path: str) -> BatchRecord:
     started = _count(document.get("started_ns"), "started_ns", _MAX_NS)
     stopped = _count(document.get("stopped_ns"), "stopped_ns", _MAX_NS)
     version = document.get("tensorflow")
+    # A version is short printable text; anything else (control or bidi characters,
+    # a lone surrogate no UTF-8 writer can encode) is dropped, not shown.
+    if not (isinstance(version, str) and len(version) <= 100 and version.isprintable()):
+        version = None
     return BatchRecord(
         path=path,
         batch_size=batch,
@@ -124,5 +143,5 @@ def decode_batch(data: bytes, path: str) -> BatchRecord:
         steps=tuple(pairs),
         started_ns=started,
         stopped_ns=stopped,
-        tensorflow=version if isinstance(version, str) and len(version) <= 100 else None,
+        tensorflow=version,
     )

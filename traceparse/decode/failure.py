@@ -182,10 +182,18 @@ def check_identity(record: FailureRecord, start_ns: int | None, stop_ns: int | N
     """The failure's time in ps from the capture's start; ``FailureProblem`` when the
     record's failure time lies outside the capture's window (another run's record).
 
-    None when either side lacks a time (an old capture, a hand-made record)."""
+    None when the capture does not say when it started (an old capture). A
+    record without a time beside a capture that knows its start is refused:
+    traceparse's writers always stamp the failure, and without the time nothing
+    ties the record to this capture rather than to another run's."""
     at = record.failed_at_ns
-    if at is None or start_ns is None:
+    if start_ns is None:
         return None
+    if at is None:
+        raise FailureProblem(
+            'it does not say when the failure happened ("failed_at_ns"), so nothing ties '
+            "it to this capture"
+        )
     end = stop_ns if stop_ns is not None and stop_ns >= start_ns else None
     if at < start_ns - _SLACK_NS or (end is not None and at > end + _SLACK_NS):
         raise FailureProblem(

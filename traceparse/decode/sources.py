@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from traceparse.decode.limits import JsonBudget, is_int64
 from traceparse.decode.variables import quote
 
 FORMAT = "traceparse.sources"
@@ -30,10 +31,21 @@ MAX_DEPTH = 1024
 MAX_OPS = 2_000_000
 MAX_EAGER = 2_000_000
 MAX_TEXT = 4096
+# What parsing may build, checked on the text before it is parsed
+# (``decode.limits.JsonBudget``): a list per frame and per stack and a few more;
+# values enough for every field at its limit above would be 36M Python objects
+# (GBs), far past the recorder's real output (2M eager ops are 6M values), so
+# the total is bounded on its own.
+MAX_CONTAINERS = MAX_FRAMES + MAX_STACKS + 16
+MAX_VALUES = 16_000_000
 
 # Control characters (C0, DEL, C1), bidi overrides and isolates, and other
-# format characters a terminal or browser would act on rather than show.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+# format characters a terminal or browser would act on rather than show; and
+# lone surrogates, which JSON can spell (``"\udcff"``) but no UTF-8 writer
+# (pyarrow, a page, a terminal) can encode.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
 
 
 # The runtime names of traced functions, as an eager call's op type.
@@ -42,6 +54,11 @@ _FUNCTION_PREFIXES = ("__inference_", "__forward_", "__backward_")
 
 class SourcesProblem(ValueError):
     """The file is not a usable source record; the message says why."""
+
+
+def sources_budget() -> JsonBudget:
+    """The counter ``read_bytes`` runs over a source record's text before it is parsed."""
+    return JsonBudget("source record", MAX_CONTAINERS, MAX_VALUES, SourcesProblem)
 
 
 @dataclass
@@ -94,14 +111,20 @@ class SourceRecord:
 
 
 def escaped(text: str) -> str:
-    """``text`` with unsafe characters as ``\\xNN`` / ``\\uNNNN``, cut to MAX_TEXT."""
+    """``text`` with unsafe characters as ``\\xNN`` / ``\\uNNNN``, cut to MAX_TEXT.
+
+    A lone surrogate becomes its backslash escape (``/x/\\udcff.py``): Python's
+    ``json.dumps`` writes one for a file name that is not UTF-8 (os.fsdecode's
+    surrogateescape, PEP 383), so a real record can carry it; escaped, the name
+    stays readable and every writer can encode it."""
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - 1] + "…"
     return _UNSAFE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A whole number 0 or more that fits the int64 every count is stored as."""
+    return is_int64(value) and value >= 0
 
 
 def _int_list(value: Any, what: str, limit: int) -> np.ndarray:
@@ -111,12 +134,16 @@ def _int_list(value: Any, what: str, limit: int) -> np.ndarray:
         raise SourcesProblem(f"{what} has {len(value):,} entries, more than the {limit:,} read")
     if not all(_is_count(v) for v in value):
         bad = next(v for v in value if not _is_count(v))
-        raise SourcesProblem(f"{what} holds {quote(bad)}, not a count")
+        raise SourcesProblem(f"{what} holds {quote(bad)}, not a count (0 to 2**63 - 1)")
     return np.asarray(value, dtype=np.int64)
 
 
 def decode_sources(data: bytes, path: str) -> SourceRecord:
-    """Parse the file's bytes; ``SourcesProblem`` when they are not a source record."""
+    """Parse the file's bytes; ``SourcesProblem`` when they are not a source record.
+
+    The text's containers and values are counted before it is parsed (the
+    reader counts them while it reads, ``sources_budget``)."""
+    sources_budget()(data)
     try:
         document = json.loads(data)
     except RecursionError as exc:

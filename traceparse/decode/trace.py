@@ -197,5 +197,7 @@ class MemoryTrace:
     runs: RunRecords | None = None
     # The source record written beside the capture (docs/sources.md), when there is one.
     sources: SourceRecord | None = None
+    # Whether one was beside it but refused (its diagnostic says why).
+    sources_refused: bool = False
     # The batch size the capture's steps saw (``<host>.batch.json``), when recorded.
     batch: BatchRecord | None = None

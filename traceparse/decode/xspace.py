@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import re
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,43 @@ MAX_XSPACE_BYTES = MAX_PROTOBUF_BYTES
 _MAX_LINE_NS = MAX_TIME_PS // 1000 + 1
 # A line timestamp past this (2001-09-09) counts from the epoch, not the capture.
 _EPOCH_NS = 10**18
+# traceparse marks the clock once or twice a capture (capture/session.py).
+_MAX_CLOCK_MARKS = 64
+# How far apart two marks' starts may lie and still be one clock: each mark is
+# its wall clock read beside the profiler's event, microseconds apart; a clock
+# step (NTP) between two marks is the rest.
+_CLOCK_SLACK_NS = 2 * 10**9
+# A mark later than this past the reading machine's own clock was not written
+# by a clock that was right.
+_FUTURE_NS = 86_400 * 10**9
+
+
+def clock_start(marks: list[tuple[int, int]], now_ns: int) -> tuple[int | None, str | None]:
+    """The capture's start (ns since the epoch) read off its ``traceparse.clock``
+    marks, in capture time order (``capture.sources.mark_clock``: a profiler
+    event stamped with ``time.time_ns()``, so the stamp minus the event's own
+    time from the capture's start is the start), and a sentence when they
+    cannot be trusted. A mark more than a day past ``now_ns`` is refused (no
+    clock that was right wrote it); marks that put the start more than 2 s
+    apart contradict each other, and none is used rather than the earliest: a
+    wrong start would call the source record another capture's and place
+    every eager op wrongly."""
+    starts = [wall - time_ps // 1000 for time_ps, wall in marks]
+    future = sum(wall > now_ns + _FUTURE_NS for _, wall in marks)
+    if future:
+        return None, (
+            f"{future} of its {len(marks)} traceparse.clock marks lie in the future "
+            "(a wrong clock, or a made-up file), so none is used and the capture's start "
+            "is not known"
+        )
+    if max(starts) - min(starts) > _CLOCK_SLACK_NS:
+        return None, (
+            f"its {len(marks)} traceparse.clock marks disagree on when it started (by "
+            f"{(max(starts) - min(starts)) / 1e9:,.0f} s), so none is used and the capture's "
+            "start is not known"
+        )
+    return starts[0], None
+
 
 _ALLOCATION, _DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # Host events of TF ops are named "<op name>:<op type>"; eager ops have their
@@ -111,7 +149,7 @@ class _Decoder:
         self.modules: dict[str, set[int]] = {}  # of the programs, by name (run())
         self.given_back = 0  # bytes of a mapped buffer handed back (see _give_back)
         self.diagnostics: list[str] = []
-        self.clock: tuple[int, int] | None = None  # (time_ps, wall ns): _read_clock
+        self.clock: list[tuple[int, int]] = []  # (time_ps, wall ns) per mark: _read_clock
         if self.start_ns is None:
             # No 'Task Environment' plane (older TensorFlow): lines stamped with
             # the epoch count from the earliest of them instead.
@@ -294,24 +332,25 @@ class _Decoder:
             self._give_back(min(rest, later_planes))
 
     def _read_clock(self, decoded: DecodedEvents) -> None:
-        """The first clock mark's (capture time, wall clock): where the capture
-        does not say when it started (TensorFlow before 2.20 or so), this is what
-        puts its times on the wall clock, which source records are stamped with."""
-        if self.clock is not None:
+        """The clock marks' (capture time, wall clock): where the capture does not
+        say when it started (TensorFlow before 2.20 or so), they are what puts its
+        times on the wall clock, which source records are stamped with."""
+        if len(self.clock) >= _MAX_CLOCK_MARKS:
             return
         wall, valid = decoded.int_stat(CLOCK_STAT)
         rows = np.flatnonzero(valid & decoded.in_range & (wall > _EPOCH_NS))
-        if rows.size:
-            first = rows[np.argmin(decoded.time_ps[rows])]
-            self.clock = int(decoded.time_ps[first]), int(wall[first])
+        rows = rows[np.argsort(decoded.time_ps[rows], kind="stable")][:_MAX_CLOCK_MARKS]
+        self.clock.extend(zip(decoded.time_ps[rows].tolist(), wall[rows].tolist(), strict=True))
 
     def _started_ns(self) -> int | None:
         """When the capture started (ns since the epoch): as it says, else from
-        its clock mark, else not known."""
-        if self.start_ns is not None or self.clock is None:
+        its clock marks when they agree, else not known."""
+        if self.start_ns is not None or not self.clock:
             return self.start_ns
-        time_ps, wall_ns = self.clock
-        return wall_ns - time_ps // 1000
+        start, note = clock_start(sorted(self.clock), time.time_ns())
+        if note is not None:
+            self.diagnostics.append(f"{self.path}: {note}")
+        return start
 
     def _run_records(self, picked: list[_PlaneEvents]) -> RunRecords:
         """What ran when on the host lines, for linking allocations to programs:

@@ -225,20 +225,31 @@ def sidecar(capture: CaptureFile, suffix: str) -> CaptureFile | None:
 RELEASABLE_BYTES = 64 * 2**20
 
 
-def read_bytes(capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+def read_bytes(
+    capture: CaptureFile,
+    limit: int = MAX_DECOMPRESSED_BYTES,
+    scan: Callable[[bytes], None] | None = None,
+) -> bytes:
     """The file's bytes, gunzipped when its name ends in .gz, within ``limit``.
 
     The file is opened read-only. Its size is checked before it is read, and
     gzip is expanded a chunk at a time, so an input past ``limit`` raises
-    ``CaptureTooLargeError`` without first filling memory.
+    ``CaptureTooLargeError`` without first filling memory. ``scan`` sees each
+    expanded chunk (the whole file when it is not gzip) before the next is
+    read: a reader's budget (``decode.limits.JsonBudget``) raises there, so a
+    small file that expands into too much work is refused early.
     """
-    data = read_buffer(capture, limit, releasable=False)
+    data = read_buffer(capture, limit, releasable=False, scan=scan)
     assert isinstance(data, bytes)
     return data
 
 
 def read_buffer(
-    capture: CaptureFile, limit: int = MAX_DECOMPRESSED_BYTES, *, releasable: bool = True
+    capture: CaptureFile,
+    limit: int = MAX_DECOMPRESSED_BYTES,
+    *,
+    releasable: bool = True,
+    scan: Callable[[bytes], None] | None = None,
 ) -> bytes | mmap.mmap:
     """``read_bytes``; with ``releasable``, a local file of ``RELEASABLE_BYTES``
     or more (not gzip) comes in a private anonymous mapping that the reader may
@@ -260,6 +271,8 @@ def read_buffer(
         raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})", path) from exc
     _check_size(path, len(data), limit)
     if not path.endswith(".gz"):
+        if scan is not None and isinstance(data, bytes):  # read_bytes never maps
+            scan(data)
         return data
     assert isinstance(data, bytes)  # gzip files are never mapped
     chunks: list[bytes] = []
@@ -274,6 +287,8 @@ def read_buffer(
                         "(a gzip bomb, or not a memory profile); refusing to read it",
                         path,
                     )
+                if scan is not None:
+                    scan(chunk)
                 chunks.append(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         raise CorruptCaptureError(

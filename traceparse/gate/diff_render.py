@@ -42,6 +42,11 @@ HEADERS = (
     "Δ allocated",
 )
 _NUMERIC = (False, False, False, True, True, True, True, True)
+# What a narrow terminal keeps longest (tables.columns' scale: the name is 3): the
+# shapes and the two changes the headline ranks by, then the change over the
+# capture and the row's status, then the bytes at the peak on each side (the
+# change at the peak says how they differ).
+_PRIORITY = (3, 2, 3, 3, 1, 1, 3, 2)
 # The delta columns (coloured in HTML) and the value each shows.
 _DELTAS = {3: "requested_delta", 6: "peak_delta", 7: "allocated_delta"}
 
@@ -100,6 +105,7 @@ def print_diff(diffs: Sequence[AllocatorDiff], term: Terminal, top: int, title: 
                 _headers(diff),
                 [_cells(r) for r in rows],
                 right=list(_NUMERIC),
+                priority=list(_PRIORITY),
                 footer=note,
                 key=_headers(diff)[0],
             )

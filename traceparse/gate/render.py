@@ -72,6 +72,9 @@ def check_markdown(results: Sequence[Result], source: str, *, error: str | None 
         out.append("")
     for r in results:
         if r.status == "pass":
+            if r.caveat:
+                where = f"{md_code(r.allocator, table=False)} on {md_code(r.host, table=False)}"
+                out += [f"**Note, {r.budget}, {where}:** {md_text(r.caveat)}", ""]
             continue
         where = f"{md_code(r.allocator, table=False)} on {md_code(r.host, table=False)}"
         out.append(f"**{r.budget}, {where}:** {md_text(r.message)}")

@@ -30,6 +30,7 @@ __all__ = [
     "column_kind",
     "format_cell",
     "formatted_rows",
+    "least_width",
     "note_line",
     "render_plain_table",
     "shorten",
@@ -192,16 +193,27 @@ def formatted_rows(frame: pd.DataFrame, kinds: Mapping[str, Kind]) -> list[list[
 # Scopes TensorFlow wraps a function's ops in: they say nothing about the op (the
 # analyses' analysis.layer_generation.WRAPPER, not imported: the command line
 # starts without loading the analyses, tests/test_cli.py).
-_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*)$")
+_WRAPPER = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?|__inference_.*|__forward_.*)$")
+# Scopes that say which pass or copy an op belongs to: the backward pass of
+# tf.GradientTape (``gradient_tape/``) and of a TF1 graph (``gradients/``), and
+# the replicas of a distribution strategy (analysis.layer_generation._MARKER).
+_DIRECTION = re.compile(r"^(?:gradient_tape|gradients|replica_\d+|tower_\d+)(?:_\d+)?$")
+# A shape (``float32[128,2048]``) and a change of shape, as the diff writes it.
+_SHAPE = re.compile(r"^(?P<dtype>[^\s\[\]]*)\[(?P<dims>[^\s\[\]]*)\]$")
+_SHAPE_CHANGE = re.compile(r"^(?P<a>[^\s\[\]]*\[[^\s\[\]]*\]) → (?P<b>[^\s\[\]]*\[[^\s\[\]]*\])$")
+# A source location: a file's path, ``:line``, and the function after a space.
+_SOURCE = re.compile(r"^(?P<path>[^\s:]*/[^\s/:]+):(?P<line>\d+)(?P<rest>(?: \S+)?)$")
 
 
 def shorten(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut where it says least.
 
-    An op or scope name (``a/b/c``, no spaces) loses TensorFlow's wrapper scopes
-    first (``StatefulPartitionedCall/``, ``__inference_…``), then its middle
-    scopes: the first scope left (the direction, ``gradient_tape``, or the
-    model) and the last ones (the layer and the op) stay whole. Other text
+    An op or scope name (``a/b/c``, no spaces) keeps its op and its layer
+    whole; its other scopes go while it is too long, TensorFlow's wrapper scopes
+    (``StatefulPartitionedCall/``, ``__inference_…``) first, then the model's
+    scope, then the scopes between the layer and the op, then the direction
+    (``gradient_tape``); each run of dropped scopes reads ``…``. A source
+    location (``dir/file.py:12 fn``) loses its directories first. Other text
     loses its middle."""
     if len(text) <= width:
         return text
@@ -211,28 +223,117 @@ def shorten(text: str, width: int) -> str:
         cut = _shorten_name(text.split("/"), width)
         if cut is not None:
             return cut
+    change = _SHAPE_CHANGE.match(text)
+    if change is not None:
+        compact = _compact_change(change["a"], change["b"])
+        if len(compact) <= width:
+            return compact
+    source = _SOURCE.match(text)
+    if source is not None:
+        rest = text[len(source["path"]) :]
+        dirs = source["path"].split("/")
+        for start in range(1, len(dirs)):  # the directories nearest the file stay longest
+            cut = "…/" + "/".join(dirs[start:]) + rest
+            if len(cut) <= width:
+                return cut
     head = (width - 1) // 2
     tail = width - 1 - head
     return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
+def least_width(text: str) -> int:
+    """The narrowest ``text`` stays readable at: a shape change's both sides
+    (``float32[128→256,2048]``), a source location's file, line and function
+    (``…/model.py:60 train``: which directory matters less); else 0."""
+    change = _SHAPE_CHANGE.match(text)
+    if change is not None:
+        return len(_compact_change(change["a"], change["b"]))
+    source = _SOURCE.match(text)
+    if source is None:
+        return 0
+    return len(text) - len(source["path"]) + len(source["path"].rsplit("/", 1)[1]) + 2
+
+
+def _compact_change(before: str, after: str) -> str:
+    """Two shapes in one: what stayed written once, each change as ``old→new``
+    (``float32[128,2048] → float32[256,2048]`` is ``float32[128→256,2048]``)."""
+    a, b = _SHAPE.match(before), _SHAPE.match(after)
+    if a is None or b is None:
+        return f"{before}→{after}"
+    dtype = a["dtype"] if a["dtype"] == b["dtype"] else f"{a['dtype']}→{b['dtype']}"
+    dims_a, dims_b = a["dims"].split(","), b["dims"].split(",")
+    if len(dims_a) != len(dims_b):  # another rank: both shapes whole
+        return f"{dtype}[{a['dims']}]→[{b['dims']}]"
+    dims = [x if x == y else f"{x}→{y}" for x, y in zip(dims_a, dims_b, strict=True)]
+    return f"{dtype}[{','.join(dims)}]"
+
+
+def _keep_order(parts: list[str]) -> tuple[list[int], int | None]:
+    """The indexes of a name's scopes, most worth keeping first, and the layer's.
+
+    The op (the last part), then the layer, the direction, the scopes between
+    the layer and the op (nearest the op first), and the model; never the
+    wrappers.
+    The layer is the scope after the model's (``sequential/dense/MatMul``), or
+    the first scope when the second is an op's (Keras names layers in snake
+    case, TensorFlow's op scopes start with a capital: ``dense/Tensordot/MatMul``)
+    or when there is only one (``adam/Sqrt``)."""
+    last = len(parts) - 1
+    wrappers = [i for i in range(last) if _WRAPPER.match(parts[i])]
+    directions = [i for i in range(last) if i not in wrappers and _DIRECTION.match(parts[i])]
+    scopes = [i for i in range(last) if i not in wrappers and i not in directions]
+    model: list[int] = []
+    layer: list[int] = []
+    if len(scopes) == 1:
+        layer = scopes[:1]
+    elif len(scopes) > 1:
+        second = parts[scopes[1]]
+        if second[:1].isupper():
+            layer = scopes[:1]
+        else:
+            model, layer = scopes[:1], scopes[1:2]
+    middle = [i for i in reversed(scopes) if i not in model and i not in layer]
+    # Wrappers are never kept: a name cut to fit has no room for what says nothing.
+    return [last, *layer, *directions, *middle, *model], (layer[0] if layer else None)
+
+
+def _joined(parts: list[str], kept: set[int]) -> str:
+    """The parts kept, each run of dropped ones as ``…``; leading wrappers go
+    without one where another ``…`` already says the name is cut."""
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i in kept:
+            out.append(part)
+        elif not out or out[-1] != "…":
+            out.append("…")
+    lead = next((i for i, part in enumerate(parts) if not _WRAPPER.match(part)), 0)
+    if lead and lead in kept and out.count("…") > 1:
+        out = out[1:]
+    return "/".join(out)
+
+
 def _shorten_name(parts: list[str], width: int) -> str | None:
-    """``shorten`` of a name split at ``/``; None where no whole scopes fit."""
-    kept = [p for p in parts if not _WRAPPER.match(p)] or parts[-1:]
-    dropped = len(kept) < len(parts)
-    if dropped and len("…/" + "/".join(kept)) <= width:
-        return "…/" + "/".join(kept)
-    first = [kept[0]] if len(kept) > 2 else []
-    for lead in (first, []):  # the first scope, then without it
-        prefix = lead[0] + "/…/" if lead else "…/"
-        tail: list[str] = []
-        for part in reversed(kept[len(lead) :]):
-            if len(prefix) + len("/".join([part, *tail])) > width:
-                break
-            tail.insert(0, part)
-        if tail and (lead or tail != kept):
-            return prefix + "/".join(tail)
-    return None
+    """``shorten`` of a name split at ``/``; None where not even the op fits whole."""
+    order, layer = _keep_order(parts)
+    kept: set[int] = set()
+    for i in order:
+        # The most worth keeping first; a scope too long to fit is skipped, not
+        # the end: a shorter one after it may still fit.
+        if len(_joined(parts, kept | {i})) <= width:
+            kept.add(i)
+        elif not kept:
+            return None
+    if layer is None or layer in kept:
+        return _joined(parts, kept)
+    # The layer does not fit whole: it is cut in the middle (its number stays) rather
+    # than left out for the model's scope, which names every op alike.
+    bare = _joined(parts, {order[0], layer})
+    room = width - (len(bare) - len(parts[layer]))
+    if room < 8:
+        return _joined(parts, kept)
+    head = (room - 1) // 2
+    cut = parts[layer][:head] + "…" + parts[layer][len(parts[layer]) - (room - 1 - head) :]
+    return _joined([*parts[:layer], cut, *parts[layer + 1 :]], {order[0], layer})
 
 
 def render_plain_table(

@@ -82,6 +82,12 @@ def failure_sentence(
     head = f"Out of memory{where}: {who} asked {allocator}"
     head += f" {asked}" if asked else " for memory"
     head += f" ({what})" if what else ""
+    if f.unmatched_allocator is not None:
+        return (
+            f"{head}. Its message names the allocator {code(f.unmatched_allocator)}, of which "
+            "this capture has no events (the record may belong to another machine's "
+            "capture), so the allocator's state then is not known."
+        )
     if f.in_use_bytes is None:
         return head + ". The capture has no allocator counters for that moment."
     state = f"{format_bytes(f.in_use_bytes)} were in use"
@@ -139,7 +145,7 @@ def stack_lines(f: Failure, limit: int = 8) -> tuple[str, list[str]]:
     failing graph node, else the traceback; the program's own frames (not those of
     installed packages) when it has any, innermost last."""
     frames = list(f.defined_at or f.traceback)
-    own = [fr for fr in frames if not any(p in fr.file for p in _LIBRARY_PATHS)]
+    own = [fr for fr in frames if not _not_own(fr.file)]
     shown = (own or frames)[-limit:]
     title = "Where it was defined" if f.defined_at else "Traceback"
     if own and len(own) < len(frames):
@@ -153,3 +159,21 @@ def stack_lines(f: Failure, limit: int = 8) -> tuple[str, list[str]]:
 
 # Frames in these directories are libraries' (TensorFlow, Keras), not the program's.
 _LIBRARY_PATHS = ("/site-packages/", "/dist-packages/", "/lib/python3")
+# traceparse's own wrappers around the program (``traceparse run``'s script
+# runner, Capture.step, the Keras callback), wherever traceparse was installed
+# from (a source checkout is in no site-packages), and the interpreter's frozen
+# modules (``<frozen runpy>``, which ``traceparse run`` calls the script through).
+_WRAPPER_PATHS = tuple(
+    f"/traceparse/{part}"
+    for part in ("capture/", "integrations/", "cli/", "batching/", "keras.py", "__main__.py")
+)
+
+
+def _not_own(file: str) -> bool:
+    """Whether a frame's file is not the program's own code."""
+    path = file.replace("\\", "/")
+    return (
+        path.startswith("<frozen ")
+        or any(p in path for p in _LIBRARY_PATHS)
+        or any(p in path for p in _WRAPPER_PATHS)
+    )

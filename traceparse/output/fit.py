@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from traceparse.output.cells import MAX_CELL_WIDTH, shorten, visible
+from traceparse.output.cells import MAX_CELL_WIDTH, least_width, shorten, visible
 
 __all__ = ["Layout", "fit_columns", "render_fitted", "wrap_header"]
 
@@ -84,7 +84,8 @@ def fit_columns(
             while len(wrap_header(headers[i], need[i])) > HEADER_LINES:
                 need[i] += 1
         else:
-            floor = KEY_MIN if i == key else TEXT_MIN
+            # A source location keeps its file, line and function (cells.least_width).
+            floor = KEY_MIN if i == key else max(TEXT_MIN, *(least_width(r[i]) for r in rows))
             need[i] = min(natural[i], max(header_min, floor))
 
     def used(columns: list[int]) -> int:

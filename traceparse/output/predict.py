@@ -20,10 +20,15 @@ if TYPE_CHECKING:
     from traceparse.analysis.predict_capacity import Fit
     from traceparse.output.terminal import Terminal
 
-ROLE_ORDER = ("weight", "optimizer", "activation", "gradient", "other")
+ROLE_ORDER = (
+    *("weight", "optimizer_state", "optimizer_update", "activation", "gradient"),
+    *("other", "unknown"),
+)
 _ROLE_WORDS = {
     "weight": "weights",
-    "optimizer": "optimizer state",
+    "optimizer_state": "optimizer state",
+    "optimizer_update": "optimizer update",
+    "unknown": "unknown",
     "activation": "activations",
     "gradient": "gradients",
     "other": "other",
@@ -41,6 +46,14 @@ def headline(row: pd.Series) -> str:
         f"{format_bytes(row['low_bytes'])} and {format_bytes(row['high_bytes'])}); "
         f"{source}, where the peak was {format_bytes(row['captured_peak_bytes'])}"
     )
+
+
+def batch_line(row: pd.Series) -> str | None:
+    """Which evidence gave the captured batch size (``batch_evidence``)."""
+    evidence = row.get("batch_evidence")
+    if evidence is None or (isinstance(evidence, float) and pd.isna(evidence)):
+        return None
+    return f"The captured batch size {row['from_batch']}: {evidence}."
 
 
 def moment(row: pd.Series) -> str:
@@ -69,8 +82,26 @@ def role_lines(row: pd.Series) -> list[tuple[str, str]]:
     return [(_ROLE_WORDS[r], format_bytes(row[f"{r}_bytes"])) for r in ROLE_ORDER]
 
 
-def fit_lines(fit: Fit) -> list[str]:
-    """The capacity answer in sentences."""
+# How far from the captured batch a prediction has been measured: the pairs in
+# docs/predict.md (PREDICT_RESULTS, PREDICT_WILD) lie within 8x of each other.
+# Further out the shapes are scaled past anything checked: say so.
+MEASURED_RATIO = 8
+
+
+def extrapolation_note(largest: int, captured: int | None) -> str | None:
+    """The caveat for a largest batch more than MEASURED_RATIO times the captured one."""
+    if captured is None or captured < 1 or largest <= MEASURED_RATIO * captured:
+        return None
+    return (
+        f"That is {largest / captured:,.0f}x the captured batch ({captured}): an "
+        f"extrapolation past the {MEASURED_RATIO}x the predictions were measured over "
+        "(docs/predict.md); capture at a batch nearer it to confirm."
+    )
+
+
+def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
+    """The capacity answer in sentences; ``captured`` (the captured batch) adds a
+    caveat when the largest batch lies far past it."""
     cap = format_bytes(fit.capacity_bytes)
     lines = []
     if fit.largest is None:
@@ -85,6 +116,9 @@ def fit_lines(fit: Fit) -> list[str]:
             f"The largest batch size that fits: {fit.largest} (peak "
             f"{format_bytes(fit.largest_peak_bytes)} of {cap})."
         )
+        far = extrapolation_note(fit.largest, captured)
+        if far:
+            lines.append(far)
         sure = "none" if fit.largest_sure is None else str(fit.largest_sure)
         possible = "none" if fit.largest_possible is None else str(fit.largest_possible)
         lines.append(
@@ -125,6 +159,9 @@ def render(
     for _, row in table.iterrows():
         term.heading(f"{row['allocator']} ({row['host']})")
         term.line(headline(row))
+        evidence = batch_line(row)
+        if evidence:
+            term.line(evidence)
         term.line(f"The predicted peak is {moment(row)}.")
         unseen = unseen_line(row)
         if unseen:
@@ -153,7 +190,7 @@ def render(
             )
         fit = by_key.get((row["host"], row["allocator"]))
         if fit is not None:
-            term.bullets(fit_lines(fit))
+            term.bullets(fit_lines(fit, int(row["from_batch"])))
         term.line()
 
 

@@ -39,6 +39,8 @@ class SummaryFigures(Protocol):
     @property
     def lifetime_peak_bytes(self) -> int | None: ...
     @property
+    def peak_repeats(self) -> Mapping[str, Any] | None: ...
+    @property
     def leak(self) -> Mapping[str, Any]: ...
     @property
     def notes(self) -> tuple[Note, ...]: ...
@@ -46,7 +48,8 @@ class SummaryFigures(Protocol):
 
 
 MARK_STEPS = (
-    f"mark at least {MIN_STEPS} steps with cap.step(n) or "
+    f"mark at least {MIN_STEPS} steps with cap.step(n), or, inside Keras fit, with "
+    "traceparse.MemoryCallback (traceparse.profile() marks fit's batches itself), or "
     "tf.profiler.experimental.Trace('train', step_num=n, _r=1)"
 )
 
@@ -167,13 +170,56 @@ def allocator_notes(s: SummaryFigures) -> list[str]:
         "to name variables.",
         Note.BEFORE_CAPTURE: f"{format_bytes(before)} at the peak was allocated before the "
         "capture started; start the profiler earlier to see which tensors hold it.",
-        Note.PEAK_REPEATED: f"the peak of {format_bytes(s.peak_bytes)} is reached "
-        f"{s.peak_events} times; the figures are for the last of them.",
+        Note.PEAK_REPEATED: repeated_peak(s),
         Note.PEAKED_BEFORE_CAPTURE: "the allocator's own lifetime peak, "
         f"{format_bytes(s.lifetime_peak_bytes)}, is higher than any point in the capture: "
         "it peaked before the capture started.",
     }
     return [f"{name}: {said[note]}" for note in s.notes]
+
+
+# Layers a repeated peak's sentence names at most.
+_REPEAT_LAYERS = 5
+
+
+def repeated_peak(s: SummaryFigures) -> str:
+    """The peak reached at several instants: where, and what holds memory at every one
+    (the same words whichever instant came last)."""
+    found = s.peak_repeats
+    if not found:
+        return (
+            f"the peak of {format_bytes(s.peak_bytes)} is reached {s.peak_events} times; "
+            "the figures are for the last of them."
+        )
+    steps = found["steps"]
+    word = "steps" if len(steps) > 1 else "step"
+    where = f" in {word} {', '.join(map(str, steps))}" if steps else ""
+    low, high = int(found["low_bytes"]), int(found["high_bytes"])
+    near = f"{100 * float(found['near']):g}%"
+    said = (
+        f"the peak is reached at {found['instants']} instants within {near} of it "
+        f"({_span(low, high)}){where}; the figures are for the latest at the maximum "
+        "(traceparse peak or breakdown --at first, last or step N shows another)."
+    )
+    layers = found["layers"]
+    every = layers[(layers["instants"] == found["opened"]).to_numpy(dtype=bool)]
+    every = every[~every["layer"].astype(str).str.startswith("(")]
+    if len(every):
+        named = [
+            f"{row['layer']} {_span(int(row['low_bytes']), int(row['high_bytes']))}"
+            for row in every.head(_REPEAT_LAYERS).to_dict("records")
+        ]
+        which = (
+            "one"
+            if found["opened"] == found["instants"]
+            else f"one of the {found['opened']} highest"
+        )
+        said += f" Held at every {which}: {', '.join(named)}."
+    return said
+
+
+def _span(low: int, high: int) -> str:
+    return format_bytes(low) if low == high else f"{format_bytes(low)} to {format_bytes(high)}"
 
 
 def summary_record(s: SummaryFigures) -> dict[str, Any]:

@@ -195,12 +195,15 @@ class Terminal:
         headers: Mapping[str, str] | None = None,
         key: str | None = None,
         hidden_hint: str = "--wide shows them all",
+        keep: Sequence[str] = (),
     ) -> None:
         """A DataFrame as a table, cells in human units; ``key`` is its name column.
 
         When it must drop columns to fit, the declared ones go by their priority
         (``tables.columns.Column``), and a dropped part of a column still shown
-        (``Column.part_of``) is said: the parts left no longer add up."""
+        (``Column.part_of``) is said: the parts left no longer add up. ``keep``
+        names the columns this table is for, kept longest after the name, the
+        first longest (the declared priorities are the same in every table)."""
         from traceparse.tables.columns import COLUMNS, PLAIN
 
         kinds = {**{c: column_kind(str(c), frame[c].dtype) for c in frame.columns}, **(kinds or {})}
@@ -216,7 +219,9 @@ class Terminal:
             footer=footer,
             key=None if key is None else (headers or {}).get(key, key),
             hidden_hint=hidden_hint,
-            priority=[PLAIN if c is None else c.priority for c in declared],
+            priority=_priorities(
+                names, [PLAIN if c is None else c.priority for c in declared], keep
+            ),
             part_of=[
                 whole.get(c.part_of) if c is not None and c.part_of else None for c in declared
             ],
@@ -430,13 +435,26 @@ class Progress:
                 self._stream.flush()
 
 
+def _priorities(names: Sequence[str], declared: Sequence[int], keep: Sequence[str]) -> list[int]:
+    """Each column's priority: the declared one, or above every declared one for the
+    columns in ``keep`` (the first highest)."""
+    from traceparse.tables.columns import NAME
+
+    ranks = {name: NAME + len(keep) - i for i, name in enumerate(keep)}
+    return [ranks.get(name, rank) for name, rank in zip(names, declared, strict=True)]
+
+
 def _wrapped(text: str | None, width: int | None) -> list[str]:
-    """``text`` on lines of ``width`` (one line without a width; none without text)."""
+    """``text`` on lines of ``width`` (its own lines without a width; none without text)."""
     if not text:
         return []
-    if width is None or len(text) <= width:
-        return [text]
-    return textwrap.wrap(text, width=width, break_on_hyphens=False) or [text]
+    out: list[str] = []
+    for line in text.split("\n"):
+        if width is None or len(line) <= width:
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width=width, break_on_hyphens=False) or [line]
+    return out
 
 
 def _escape(text: str) -> str:

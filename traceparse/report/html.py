@@ -220,6 +220,9 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
                 capacity_bytes=_int(s.capacity_bytes),
                 steps=steps,
                 start_bytes=_counter_before(mine),
+                # The step the text names (view's _where): the chart says it too.
+                peak_step=_step_words(s.step_unit, s.peak_step),
+                failure=_failure_mark(profile.profile, a),
                 label=f"Memory in use over time, {a.host} {a.allocator}",
                 salt=f"{salt}-timeline",
             ),
@@ -330,6 +333,24 @@ def _steps(profile: ProfileLike, host: str) -> tuple[list[tuple[int, int, int]],
     return steps, ""
 
 
+def _step_words(unit: object, step: int | None) -> str:
+    """``step 2`` (or ``execution 2``); empty where the step is not known."""
+    return "" if step is None or is_missing(step) else f"{unit} {int(step)}"
+
+
+def _failure_mark(profile: ProfileLike, a: AllocatorView) -> tuple[int, str] | None:
+    """Where on this allocator's timeline the capture failed, and the words for it."""
+    from traceparse.output.failure import failure_title
+
+    for f in getattr(profile, "failures", None) or []:
+        if f.host != a.host or f.time_ps is None or f.allocator not in (None, a.allocator):
+            continue
+        step = _step_words(a.summary.step_unit, f.step)
+        step = f", {step}" if step else ""
+        return int(f.time_ps), ("out of memory" if f.out_of_memory else failure_title(f)) + step
+    return None
+
+
 def _int(value: object) -> int | None:
     return None if is_missing(value) else int(value)  # type: ignore[call-overload]
 
@@ -347,15 +368,43 @@ def _td(cell: Cell, numeric: bool) -> str:
     return f'<td class="num">{esc(cell.text)}</td>' if numeric else f"<td>{esc(cell.text)}</td>"
 
 
+def _order(table: TableView) -> list[int]:
+    """The columns in the order shown: a source line next to the name it belongs to.
+
+    A wide table scrolls sideways and its last columns are off screen at common
+    widths (the largest tensors have eleven); where in the user's code a tensor
+    was made is what they act on, so it follows the op rather than ending the row.
+    """
+    order = list(range(len(table.headers)))
+    if "source" in table.columns and len(order) > 2:
+        source = table.columns.index("source")
+        order.remove(source)
+        order.insert(1, source)
+    return order
+
+
+def _source_td(cell: Cell) -> str:
+    """A source line (``dir/file.py:12 fn``) that may wrap after each ``/``."""
+    if cell.text in ("", "-"):
+        return f"<td>{esc(cell.text)}</td>"
+    return f'<td class="source">{_name(cell.text)}</td>'
+
+
 def _table(table: TableView) -> str:
+    order = _order(table)
     head = "".join(
-        f'<th class="num">{esc(h)}</th>' if n else f"<th>{esc(h)}</th>"
-        for h, n in zip(table.headers, table.numeric, strict=True)
+        f'<th class="num">{esc(table.headers[i])}</th>'
+        if table.numeric[i]
+        else f"<th>{esc(table.headers[i])}</th>"
+        for i in order
     )
+    source = table.columns.index("source") if "source" in table.columns else None
     rows = []
     for i, row in enumerate(table.rows):
         total = table.total_last and i == len(table.rows) - 1
-        cells = "".join(_td(c, n) for c, n in zip(row, table.numeric, strict=True))
+        cells = "".join(
+            _source_td(row[j]) if j == source else _td(row[j], table.numeric[j]) for j in order
+        )
         rows.append(f'<tr class="total">{cells}</tr>' if total else f"<tr>{cells}</tr>")
     note = ""
     if table.hidden_rows:

@@ -29,8 +29,10 @@ LAYER_PARTS: dict[str, str] = {
     "activation_bytes": "activations",
     "gradient_bytes": "gradients",
     "weight_bytes": "weights",
-    "optimizer_bytes": "optimizer state",
+    "optimizer_state_bytes": "optimizer state",
+    "optimizer_update_bytes": "optimizer update",
     "other_bytes": "other",
+    "unknown_bytes": "unknown",
 }
 # Layers a chart shows at most (the largest).
 MAX_LAYERS = 12

@@ -26,7 +26,7 @@ from traceparse.report.view import (
     build_view,
 )
 
-__all__ = ["render_markdown", "render_markdown_view"]
+__all__ = ["md_sentence", "render_markdown", "render_markdown_view"]
 
 # Cells we formatted ourselves ("1.5 MiB", "12.3 ms", "91.2%", "1,024", "-").
 _SAFE_NUMBER = re.compile(r"^[-+]?[0-9][0-9,.]*(?: ?[a-zA-Zµ%]+)?$|^-$")
@@ -175,3 +175,32 @@ def _table(table: TableView) -> list[str]:
             "",
         ]
     return [f"#### {md_text(table.title)}", "", *body, ""]
+
+
+# A name a plain sentence quotes (output.failure.plain_code): between two backticks.
+_QUOTED = re.compile(r"`([^`\n]*)`")
+
+
+def md_sentence(text: str) -> str:
+    """A plain sentence in Markdown: its quoted names as code spans, the rest as text.
+
+    Our sentences quote names in backticks; ``md_text`` alone escapes them, and the
+    page shows ``\\`RandomUniform\\``` with its backslashes' backticks instead of
+    code. Every piece still goes through ``md_code`` or ``md_text``, so a name
+    holding a backtick of its own splits wrongly but is never read as Markdown."""
+    out: list[str] = []
+    at = 0
+    for match in _QUOTED.finditer(text):
+        out.append(_spaced(text[at : match.start()]))
+        out.append(md_code(match.group(1)))
+        at = match.end()
+    out.append(_spaced(text[at:]))
+    return "".join(out)
+
+
+def _spaced(text: str) -> str:
+    """``md_text`` of a piece of a sentence, keeping the spaces at its ends."""
+    if not text.strip():
+        return " " if text else ""
+    lead = " " if text[0].isspace() else ""
+    return lead + md_text(text) + (" " if text[-1].isspace() else "")

@@ -180,12 +180,16 @@ def timeline_svg(
     label: str = "memory in use over time",
     salt: str = "timeline",
     start_bytes: int | None = None,
+    peak_step: str = "",
+    failure: tuple[int, str] | None = None,
 ) -> str:
     """In-use bytes over time as a step line; the peak marked, steps shaded.
 
     ``steps`` are ``(step, start_ps, end_ps)``. Times are picoseconds from the
     capture start; axes are labelled in ms/s and KiB/MiB/GiB. ``start_bytes``
-    is the counter before the first event (see ``line_points``).
+    is the counter before the first event (see ``line_points``). ``peak_step``
+    ("step 2") is said in the peak's label, as a step's band can be too narrow
+    to see; ``failure`` is (time_ps, label) of a failure, drawn as a line.
     """
     t, y = line_points(time_ps, in_use_bytes, start_bytes)
     keep_idx = downsample_minmax(t, y)
@@ -237,8 +241,9 @@ def timeline_svg(
             ax.plot([px], [py], "o", color=PEAK, ms=5, zorder=5)
             span = ax.get_xlim()
             right = (px - span[0]) > 0.7 * (span[1] - span[0])
+            where = f", {peak_step}" if peak_step else ""
             ax.annotate(
-                f"peak {format_bytes(peak_bytes)} at {format_duration_ps(peak_time_ps)}",
+                f"peak {format_bytes(peak_bytes)} at {format_duration_ps(peak_time_ps)}{where}",
                 (px, py),
                 xytext=(-8 if right else 8, 4),
                 textcoords="offset points",
@@ -247,6 +252,19 @@ def timeline_svg(
                 color=PEAK,
                 fontsize=9,
                 fontweight="bold",
+            )
+        if failure is not None:
+            ax.axvline(failure[0] / t_scale, color=PEAK, lw=1, ls=":")
+            ax.text(
+                failure[0] / t_scale,
+                0.5,
+                f" {failure[1]} ",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                ha="right",
+                va="center",
+                fontsize=8,
+                color=PEAK,
             )
         ax.set_ylim(0, top / y_scale * 1.12 if top else 1)
         ax.set_xlim(0, span_ps / t_scale * 1.01)

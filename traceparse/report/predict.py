@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from traceparse.analysis.predict_capacity import MAX_BATCH
-from traceparse.output.predict import fit_lines, headline, moment, role_lines
+from traceparse.output.predict import (
+    extrapolation_note,
+    fit_lines,
+    headline,
+    moment,
+    role_lines,
+)
 from traceparse.output.units import format_bytes
 from traceparse.report.escape import html_text as esc
 from traceparse.report.plots import prediction_svg
@@ -48,7 +54,8 @@ def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> 
         salt=f"prediction-{row['host']}-{row['allocator']}",
     )
     roles = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in role_lines(row))
-    answer = "".join(f"<li>{esc(line)}</li>" for line in fit_lines(fit)) if fit else ""
+    lines = fit_lines(fit, int(row["from_batch"])) if fit else []
+    answer = "".join(f"<li>{esc(line)}</li>" for line in lines)
     return "\n".join(
         [
             '<section class="prediction">',
@@ -111,6 +118,9 @@ def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
             f" Dashed: the capacity, {format_bytes(capacity)}; the largest batch size "
             f"that fits: {largest} (peak {format_bytes(prediction['largest_peak_bytes'])})."
         )
+        far = extrapolation_note(int(largest), int(batch))
+        if far:
+            text += " " + far
     return text + " traceparse predict PATH --batch N says what grows (docs/predict.md)."
 
 

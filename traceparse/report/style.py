@@ -116,6 +116,9 @@ input.filter {
 td.name {
   min-width: 13em;
 }
+td.source {
+  min-width: 10em;
+}
 td.ident code {
   white-space: nowrap;
 }

@@ -178,8 +178,10 @@ _LAYER_COLUMNS = [
     "activation_bytes",
     "gradient_bytes",
     "weight_bytes",
-    "optimizer_bytes",
+    "optimizer_state_bytes",
+    "optimizer_update_bytes",
     "other_bytes",
+    "unknown_bytes",
     "live_at_peak_bytes",
     "largest_tensor",
 ]
@@ -391,7 +393,10 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         # Variables made or replaced during the capture are named too: then the line
         # is about every variable at the peak, not only the bytes from before.
         label = "Variables at the peak" if split.get("during_variables") else "Before the capture"
-        before = [Fact(label, before_capture_text(split))]
+        # The figure heads the card; the sentence that splits it is its detail (issue 52:
+        # the HTML set the whole sentence in the headline font).
+        total = _before_total(split, unnamed=not split.get("during_variables"))
+        before = [Fact(label, format_bytes(total), before_capture_text(split))]
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
@@ -407,6 +412,18 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
             f"{format_count(s.live_at_peak)} live at the peak",
         ),
     ]
+
+
+def _before_total(split: dict[str, Any], *, unnamed: bool) -> int:
+    """The variables' bytes ``before_capture_text`` splits (or the XLA parameters'),
+    with ``unnamed`` the bytes from before the capture no variable names too."""
+    if "xla_parameter_bytes" in split:
+        named = int(split.get("xla_parameter_bytes") or 0)
+    else:
+        named = sum(
+            int(split.get(f"{role}_bytes") or 0) for role in ("weight", "optimizer", "other")
+        )
+    return named + (int(split.get("unnamed_bytes") or 0) if unnamed else 0)
 
 
 def before_capture_text(split: dict[str, Any]) -> str:

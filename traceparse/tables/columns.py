@@ -141,9 +141,25 @@ _DECLARED = [
     ),
     Column("activation_bytes", "Int64", "bytes at the peak held by the layer's forward outputs"),
     Column("gradient_bytes", "Int64", "bytes at the peak held by the layer's gradients"),
-    Column("weight_bytes", "Int64", "bytes of the layer's weights (from the variable inventory)"),
-    Column("optimizer_bytes", "Int64", "bytes of the optimizer state for the layer's weights"),
+    Column("weight_bytes", "Int64", "bytes at the peak of the layer's weights"),
+    Column(
+        "optimizer_state_bytes",
+        "Int64",
+        "bytes at the peak of the optimizer's variables kept for the layer's weights "
+        "(slots such as Adam's m and v): kept between steps, they scale with the parameters",
+    ),
+    Column(
+        "optimizer_update_bytes",
+        "Int64",
+        "bytes at the peak of the optimizer's temporaries updating the layer's weights: "
+        "alive only during the step",
+    ),
     Column("other_bytes", "Int64", "bytes at the peak of the layer that are none of the above"),
+    Column(
+        "unknown_bytes",
+        "Int64",
+        "bytes at the peak of the layer whose role the capture does not say",
+    ),
     Column("live_at_peak_bytes", "Int64", "bytes live at the peak"),
     Column("live_tensors", "int64", "how many tensors of the layer are live at the peak"),
     Column(
@@ -163,7 +179,12 @@ _DECLARED = [
         "the variable's path in its model, e.g. dense/kernel; in layers(depth=N), the layer "
         "and the layers nested in it, e.g. backbone/block/block_norm",
     ),
-    Column("role", CATEGORY, "weight, optimizer or other"),
+    Column(
+        "role",
+        CATEGORY,
+        "in variables: weight, optimizer (its state) or other, as recorded; in breakdown: "
+        "weight, optimizer_state, optimizer_update, activation, gradient, other or unknown",
+    ),
     Column("belongs_to", CATEGORY, "for an optimizer slot, the path of the weight it is kept for"),
     Column("model", CATEGORY, "the Keras model the variable belongs to"),
     Column("at_start", "bool", "alive when the profiler started (so allocated before the capture)"),
@@ -243,7 +264,12 @@ _DECLARED = [
         "Int64",
         "the allocator's capacity (in use plus available); NA when unknown",
     ),
-    Column("event", "int64", "the timeline row of the peak"),
+    Column("event", "int64", "the timeline row of the peak (or of the peak instant)"),
+    Column(
+        "instant",
+        "int64",
+        "which of the allocator's visits within 1% of its peak, 0, 1, ... in time order",
+    ),
     Column(
         "peak_events", "int64", "how many events reach the peak (the figures are the last one's)"
     ),
@@ -341,7 +367,8 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
         *("estimated_bytes", "requested_bytes", "allocated_bytes", "padding_bytes"),
         *("in_use_bytes", "heap_bytes", "reserved_bytes", "available_bytes"),
         *("allocation_bytes", "peak_bytes_in_use", "activation_bytes", "gradient_bytes"),
-        *("weight_bytes", "optimizer_bytes", "other_bytes", "live_at_peak_bytes"),
+        *("weight_bytes", "optimizer_state_bytes", "optimizer_update_bytes", "other_bytes"),
+        *("unknown_bytes", "live_at_peak_bytes"),
         *("largest_bytes", "temp_bytes", "output_bytes", "parameter_bytes", "constant_bytes"),
         *("thread_local_bytes", "size_bytes", "shape_explained_bytes", "xla_buffer_bytes"),
         *("xla_slack_bytes", "shape_unknown_bytes", "unexplained_request_bytes"),
@@ -368,7 +395,7 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
         *("xla_allocation_index", "replica", "instructions", "runs", "allocation_index"),
         *("parameter_number", "offset", "logical_buffer", "instruction_id", "event"),
         *("peak_events", "events", "steps", "judged_steps", "grew_steps", "first_step"),
-        *("last_step", "ops", "item", "allocation", "stack", "depth"),
+        *("last_step", "ops", "item", "allocation", "stack", "depth", "instant"),
     ),
     "address": ("address",),
     "name": (
@@ -412,7 +439,10 @@ _HEADLINES = (
 )
 # Columns whose values are parts of another column of the same row.
 _PARTS_OF = dict.fromkeys(
-    ("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_bytes", "other_bytes"),
+    (
+        *("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_state_bytes"),
+        *("optimizer_update_bytes", "other_bytes", "unknown_bytes"),
+    ),
     "live_at_peak_bytes",
 )
 

@@ -1,0 +1,118 @@
+"""The held-out CPU models of ``benchmarks/predict_protocol.py`` (its test set).
+
+None of these models was used to tune ``Profile.predict``, and none may be:
+they are the protocol's test set, run only to report. Each capture runs in a
+process of its own (fresh allocator counters and addresses), the way a user's
+own job is profiled: one ``model.fit`` epoch builds and traces the step
+outside the capture, then one more epoch of the same data runs between
+``tf.profiler.experimental.start`` and ``stop`` (no traceparse step markers,
+no recorded batch size: the batch must be read off the shapes).
+
+``THREADS`` ``one``: ``tf.config.threading.set_inter_op_parallelism_threads(1)``
+before any op runs, so the executor runs one op at a time, in the fixed order a
+GPU's single compute stream imposes (``tensorflow/core/common_runtime``'s
+inter-op thread pool then has one thread); ``default``: TensorFlow's own
+choice (one inter-op thread per core).
+
+    python benchmarks/predict_protocol_models.py MODEL BATCH THREADS OUTDIR
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# The captured batch B of each model; the protocol also captures 4B.
+MODELS: dict[str, int] = {"functional_cnn": 16, "embed_lstm": 48, "mlp_jit": 64}
+COMPILED = {"mlp_jit"}
+THREADS = ("one", "default")
+# Full batches per epoch: the same number of steps at every batch size.
+STEPS = 3
+
+
+def _functional_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    inp = keras.Input((40, 40, 3), name="image")
+    x = keras.layers.Conv2D(24, 3, padding="same", activation="relu", name="stem")(inp)
+    a = keras.layers.Conv2D(24, 1, activation="relu", name="branch_a")(x)
+    b = keras.layers.Conv2D(24, 3, padding="same", activation="relu", name="branch_b")(x)
+    x = keras.layers.Concatenate(name="merge")([a, b])
+    x = keras.layers.MaxPooling2D(2, name="pool")(x)
+    x = keras.layers.Conv2D(48, 3, strides=2, activation="relu", name="reduce")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    out = keras.layers.Dense(6, name="logits")(x)
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(1)
+        return rng.random((n, 40, 40, 3), dtype=np.float32), rng.integers(0, 6, n)
+
+    return keras.Model(inp, out, name="branchy"), data
+
+
+def _embed_lstm(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    model = keras.Sequential(
+        [
+            keras.Input((50,), dtype="int32", name="tokens"),
+            keras.layers.Embedding(6000, 64, name="embed"),
+            keras.layers.LSTM(512, name="lstm"),
+            keras.layers.Dense(3, name="logits"),
+        ],
+        name="reader",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(2)
+        return rng.integers(0, 6000, (n, 50)).astype("int32"), rng.integers(0, 3, n)
+
+    return model, data
+
+
+def _mlp_jit(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    inp = keras.Input((256,), name="features")
+    x = keras.layers.Dense(1024, activation="gelu", name="up")(inp)
+    x = keras.layers.Dense(1024, activation="relu", name="mid")(x)
+    x = keras.layers.Dense(256, activation="relu", name="down")(x)
+    out = keras.layers.Dense(20, name="logits")(x)
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(3)
+        return rng.random((n, 256), dtype=np.float32), rng.integers(0, 20, n)
+
+    return keras.Model(inp, out, name="jitted"), data
+
+
+BUILDERS = {
+    "functional_cnn": _functional_cnn,
+    "embed_lstm": _embed_lstm,
+    "mlp_jit": _mlp_jit,
+}
+
+
+def capture(name: str, batch: int, threads: str, logdir: str) -> None:
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    if threads == "one":
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    elif threads != "default":
+        raise SystemExit(f"THREADS must be one of {THREADS}, got {threads!r}")
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    model, data = BUILDERS[name](keras)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=name in COMPILED,
+    )
+    xs, ys = data(np, STEPS * batch)
+    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)  # build and trace
+    tf.profiler.experimental.start(logdir)
+    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)
+    tf.profiler.experimental.stop()
+
+
+if __name__ == "__main__":
+    capture(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4])

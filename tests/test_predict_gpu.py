@@ -1,0 +1,173 @@
+"""Profile.predict on public GPU captures (issue 47): the development set's goals.
+
+The cases are ``benchmarks/predict_protocol.py``'s development set, taken from it
+so the two cannot drift: on ``fixtures/gpu_*`` of set ``dev`` (an AlexNet-style
+CNN on a V100, a chess CNN on an RTX 2060; ``PROVENANCE.md`` in each), every
+ordered pair of batch sizes within 4x from one capture, and every size from two
+others. The tolerances are issue 47's goals, not measured errors: the median
+prediction within 10% of the median real peak from one capture and 5% from two,
+every real run inside every prediction's bounds, the median bounds width at most
+2x. Cases that miss on the rules of this commit are marked ``xfail(strict=True)``
+with the error measured then, so each starts failing the moment it passes: drop
+its mark then. The test set (``set`` ``test``) is held out and has no test here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from functools import cache
+from typing import Any
+
+import pytest
+from conftest import FIXTURES, REPO
+
+import traceparse
+from traceparse.errors import UsageError
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from predict_protocol import (
+    DEV_GPU,
+    GOAL_ONE,
+    GOAL_TWO,
+    NO_BATCH,
+    WIDTH,
+    gpu_cases,
+    known_batches,
+    measure,
+)
+
+CASES = {
+    f"{c.group}:{c.source}{f'+{c.other}' if c.other else ''}->{c.target}": c
+    for c in gpu_cases(DEV_GPU, two=True)
+}
+
+
+def _miss(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"{reason} on current rules: issue 47")
+
+
+# Measured on the merged rules of issue 47 (evidence-weighed batch, per-example
+# cuDNN workspaces); the commit that added this file missed other cases (its
+# PREDICT_PROTOCOL.md baseline). Two-capture fits across public runs are refused:
+# the same layers carry other model prefixes in each run (alex_net_2, alex_net_5).
+POINT_MISSES = {
+    "alexnet_v100:64->16": "+18.1%",
+    "alexnet_v100:64->128": "+16.5%",
+    "alexnet_v100:128->64": "-25.1%",
+    "alexnet_v100:64+128->16": "+18.1%",
+    "alexnet_v100:128+16->64": "two-capture fit refused",
+    "alexnet_v100:64+16->128": "two-capture fit refused",
+    "chess:64->32": "-17.0%",
+}
+BOUNDS_MISSES = {
+    "alexnet_v100:64+128->16": "5 of 6 real runs outside the bounds",
+    "alexnet_v100:128+16->64": "two-capture fit refused",
+    "alexnet_v100:64+16->128": "two-capture fit refused",
+}
+WIDTH_MISS = "median width 2.47x"
+# Captures whose known batch is read wrong today (MANIFEST batch_size: the global batch).
+BATCH_MISSES = {
+    "keras2_mirrored": "read 8, one replica's share of the global 16",
+    "keras2_tf216_mirrored": "read 8, one replica's share of the global 16",
+}
+NO_BATCH_MISSES: dict[str, str] = {}
+
+
+@cache
+def result(name: str) -> dict[str, Any]:
+    return measure(CASES[name])
+
+
+def _params(misses: dict[str, str]) -> list[Any]:
+    return [pytest.param(n, marks=_miss(misses[n]) if n in misses else ()) for n in CASES]
+
+
+def test_the_development_set_is_there() -> None:
+    """Both models, both kinds of case, every run of each committed fixture."""
+    assert {c.group for c in CASES.values()} == {"alexnet_v100", "chess"}
+    assert any(c.other for c in CASES.values()) and any(not c.other for c in CASES.values())
+    for case in CASES.values():
+        assert case.runs_from and case.runs_to and (case.other is None or case.runs_other)
+        assert case.goal == (GOAL_TWO if case.other else GOAL_ONE)
+
+
+@pytest.mark.parametrize("name", _params(POINT_MISSES))
+def test_the_point_is_within_the_goal_of_the_median_real_peak(name: str) -> None:
+    r = result(name)
+    assert r["preds"], r["failed"]
+    assert abs(r["median_error"]) <= CASES[name].goal, (r["median_error"], r["preds"], r["real"])
+
+
+@pytest.mark.parametrize("name", _params(BOUNDS_MISSES))
+def test_every_real_run_is_inside_the_bounds(name: str) -> None:
+    r = result(name)
+    assert r["preds"], r["failed"]
+    assert r["in_bounds"] == r["pairs"], (r["lows"], r["highs"], r["real"])
+
+
+@_miss(WIDTH_MISS)
+def test_the_bounds_stay_useful() -> None:
+    widths = [result(n)["width"] for n in CASES]
+    assert statistics.median(widths) <= WIDTH, widths
+
+
+def _read(path: str, known: int) -> set[int] | None:
+    """The batch ``predict`` reads off a capture; None when it refuses with the
+    message that asks for ``--from-batch``."""
+    try:
+        table = traceparse.load(FIXTURES / path).predict(known)
+    except UsageError as exc:
+        assert "--from-batch" in str(exc)
+        return None
+    return {int(b) for b in table["found_batch"]}
+
+
+@pytest.mark.parametrize(
+    ("path", "known"),
+    [
+        pytest.param(
+            p,
+            b,
+            id=p.split("/")[0] + ":" + p.split("/")[-2],
+            marks=_miss(BATCH_MISSES[p.split("/")[0]]) if p.split("/")[0] in BATCH_MISSES else (),
+        )
+        for p, b in known_batches()
+    ],
+)
+def test_the_batch_is_read_right_or_refused(path: str, known: int) -> None:
+    """Every committed capture with a batch size known independently of the predictor
+    (the GPU fixtures' input tensors, MANIFEST ``batch_size``,
+    ``fixtures/predict_fixtures.json``)."""
+    read = _read(path, known)
+    assert read is None or read == {known}, read
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=_miss(NO_BATCH_MISSES[n]) if n in NO_BATCH_MISSES else ())
+        for n in NO_BATCH
+    ],
+)
+def test_a_capture_without_batch_evidence_is_refused(name: str) -> None:
+    """Nothing in ``fixtures/leak`` grows with a batch: no batch may be assumed."""
+    with pytest.raises(UsageError, match="--from-batch"):
+        traceparse.load(FIXTURES / name).predict(64)
+
+
+def test_the_gpu_fixtures_batch_sizes_are_their_inputs() -> None:
+    """The known batch of each development fixture is the leading dimension of its
+    step's highest-rank input tensor (the images or boards copied to the GPU), read
+    back from every run (not from the predictor)."""
+    for group in DEV_GPU.values():
+        for batch, name in group.items():
+            for run in sorted((FIXTURES / name).rglob("*.xplane.pb")):
+                allocations = traceparse.load(run).allocations
+                shapes = allocations.loc[
+                    allocations["op"].astype(str) == "SameWorkerRecvDone", "shape"
+                ].astype(str)
+                rank = shapes.str.count(",")
+                leads = {s.strip("[]").split(",")[0] for s in shapes[rank == rank.max()]}
+                assert leads == {str(batch)}, (run, sorted(set(shapes)))
