@@ -130,6 +130,16 @@ class Sizing:
     # at each step of its program's schedule): row -> [[fixed, per_example], ...].
     envelopes: dict[int, np.ndarray] = field(default_factory=dict)
 
+    def per_replica(self, replicas: int) -> None:
+        """Sizes made per replica's share of the batch read as sizes at the global
+        batch (``predict.replicas``): each grows by 1 / ``replicas`` of it."""
+        if replicas == 1:
+            return
+        self.per_example /= replicas
+        self.alt_per_example /= replicas
+        for lines in self.envelopes.values():
+            lines[:, 1] /= replicas
+
     def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Requested bytes at ``batch``: point, low, high (never below 0)."""
         point = np.maximum(self.fixed + self.per_example * batch, 0.0)
