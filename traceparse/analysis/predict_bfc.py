@@ -17,10 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.bfc import BFC, FIRST_REGION, GRANULE, is_region, rounded_bytes
+from traceparse.analysis.bfc import BFC, FIRST_REGION, GRANULE, is_region
 from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.decode import native
 
 ALLOC, FREE, PREFREE = 0, 1, 2
+# A program's per-item columns: arrays as ``programs`` makes them, lists where
+# written by hand.
+Ints = np.ndarray | list[int]
 
 
 @dataclass
@@ -28,16 +32,16 @@ class Program:
     """One (host, allocator)'s events as the model replays them."""
 
     events: np.ndarray  # the group's timeline rows, in order
-    kinds: list[int]  # per item: ALLOC, FREE (an allocation's end) or PREFREE
-    refs: list[int]  # allocation row, or index into ``pre``
-    places: list[int]  # per item: index into ``events`` of the row it happens at
+    kinds: Ints  # per item: ALLOC, FREE (an allocation's end) or PREFREE
+    refs: Ints  # allocation row, or index into ``pre``
+    places: Ints  # per item: index into ``events`` of the row it happens at
     pre: list[int]  # chunks held before the capture and freed in it
     held: list[int]  # chunks held before the capture and kept (allocated first)
     before: int  # the counter when the capture started (without reservations)
     # The allocator's memory limit (in use + available) where it may reserve it up
     # front (a device's allocator); 0 where it always grows on demand, or unknown.
     capacity: int
-    warm: list[int]  # items of the first step: the warm-up
+    warm: Ints  # items of the first step: the warm-up
     reserved: np.ndarray  # reserved bytes after each event (added to the counter)
 
 
@@ -55,7 +59,7 @@ def programs(
     owner = pd.MultiIndex.from_arrays(
         [allocations["host"].astype(object), allocations["allocator"].astype(object)]
     )
-    kind = timeline["kind"].astype(object).to_numpy()
+    dealloc = (timeline["kind"].astype(object) == "deallocation").to_numpy(dtype=bool)
     in_use = _column(timeline, "in_use_bytes")
     delta = _column(timeline, "delta_bytes")
     reserved = _column(timeline, "reserved_bytes")
@@ -67,31 +71,25 @@ def programs(
         stop = ends[mine]
         freed = stop != STILL_LIVE
         # Deallocations that end no captured allocation: chunks from before the capture.
-        ended = set(stop[freed].tolist())
-        lone = [int(r) for r in events if kind[r] == "deallocation" and int(r) not in ended]
-        pre = [int(chunk[r]) if chunk[r] > 0 else int(-delta[r]) for r in lone]
-        item_rows = np.concatenate([stop[freed], np.asarray(lone, np.int64), start[mine]])
+        lone = events[dealloc[events] & ~np.isin(events, stop[freed])]
+        pre = np.where(chunk[lone] > 0, chunk[lone], -delta[lone]).astype(np.int64).tolist()
+        item_rows = np.concatenate([stop[freed], lone, start[mine]]).astype(np.int64)
         item_kind = np.concatenate(
             [
-                np.full(int(freed.sum()), FREE),
-                np.full(len(lone), PREFREE),
-                np.full(len(mine), ALLOC),
+                np.full(int(freed.sum()), FREE, np.uint8),
+                np.full(len(lone), PREFREE, np.uint8),
+                np.full(len(mine), ALLOC, np.uint8),
             ]
         )
-        item_ref = np.concatenate([mine[freed], np.arange(len(lone)), mine])
+        item_ref = np.concatenate([mine[freed], np.arange(len(lone)), mine]).astype(np.int64)
         # At one row, an end (a dropped free) comes before the allocation it makes room for.
         order = np.lexsort((item_kind == ALLOC, item_rows))
         item_rows, item_kind, item_ref = item_rows[order], item_kind[order], item_ref[order]
         steps = step[mine]
-        warm: list[int] = []
+        warm = np.zeros(0, np.int64)
         if np.isfinite(steps).any():
-            first = np.nanmin(steps)
-            of_first = set(mine[steps == first].tolist())
-            warm = [
-                i
-                for i in range(len(item_ref))
-                if item_kind[i] != PREFREE and int(item_ref[i]) in of_first
-            ]
+            of_first = mine[steps == np.nanmin(steps)]
+            warm = np.flatnonzero((item_kind != PREFREE) & np.isin(item_ref, of_first))
         first_row = int(events[0])
         before = in_use[first_row] - delta[first_row] - reserved[first_row]
         known = [k for k in (kept or {}).get(key[1], []) if k > 0]
@@ -99,9 +97,9 @@ def programs(
             known = []
         out[key] = Program(
             events=events,
-            kinds=item_kind.tolist(),
-            refs=item_ref.tolist(),
-            places=np.searchsorted(events, item_rows).tolist(),
+            kinds=item_kind,
+            refs=item_ref,
+            places=np.searchsorted(events, item_rows),
             pre=pre,
             held=known,
             before=max(int(before), 0),
@@ -146,10 +144,73 @@ def simulate(
     less: not sent to this allocator). ``ghosts``: free chunks the capture shows the
     allocator had at its start that the rebuilt history does not make;
     ``first_region``: the allocator's first region (2 MiB when it grows on demand,
-    its whole memory limit when it reserves that up front)."""
+    its whole memory limit when it reserves that up front).
+
+    Runs the compiled replay (``decode/_native.c``, ``bfc_replay``) where it was
+    built and the sizes are within its range, else ``simulate_python``: the same
+    numbers either way (tests/test_predict_bfc_native.py)."""
+    if native.available():
+        done = _simulate_compiled(program, requests, ghosts, first_region, warm_up)
+        if done is not None:
+            return done
+    return simulate_python(program, requests, ghosts, first_region, warm_up)
+
+
+def _whole_bytes(requests: np.ndarray | list[float]) -> np.ndarray | None:
+    """``requests`` as whole bytes, truncated as ``int()`` does; None where a value
+    is not a finite number (Python's replay then says what is wrong)."""
+    values = np.asarray(requests)
+    if values.dtype.kind not in "iuf" or (
+        values.dtype.kind == "f" and not np.isfinite(values).all()
+    ):
+        return None
+    if len(values) and np.abs(values).max() >= 2**62:  # past the compiled replay's range
+        return None
+    return values.astype(np.int64)
+
+
+def _simulate_compiled(
+    program: Program,
+    requests: np.ndarray | list[float],
+    ghosts: tuple[int, ...],
+    first_region: int,
+    warm_up: bool,
+) -> Simulated | None:
+    whole = _whole_bytes(requests)
+    if whole is None:
+        return None
+    done = native.bfc_replay(
+        first_region,
+        program.before - sum(program.pre),
+        warm_up,
+        np.asarray(program.held, dtype=np.int64),
+        np.asarray(program.pre, dtype=np.int64),
+        np.asarray(ghosts, dtype=np.int64),
+        np.asarray(program.kinds),
+        np.asarray(program.refs),
+        np.asarray(program.places),
+        np.asarray(program.warm),
+        whole,
+        len(program.events),
+    )
+    if done is None:
+        return None
+    counter, chunks, regions = done
+    return Simulated(counter + program.reserved, chunks, regions.tolist())
+
+
+def simulate_python(
+    program: Program,
+    requests: np.ndarray | list[float],
+    ghosts: tuple[int, ...] = (),
+    first_region: int = FIRST_REGION,
+    warm_up: bool = True,
+) -> Simulated:
+    """``simulate`` in Python over ``analysis/bfc.py``'s model: the reference the
+    compiled replay is held to, and the path where it was not built."""
     bfc = BFC(first_region)
     for size in program.held:
-        bfc.allocate(size)
+        bfc.allocate(int(size))
     # The rest of the counter when the capture started, in pieces that fill their
     # chunks exactly (powers of two, largest first): the captured counter already
     # counts whatever slack the real chunks had, so the model must add none.
@@ -157,14 +218,16 @@ def simulate(
     for bit in reversed(range(max(rest, 0).bit_length())):
         if rest >> bit & 1:
             bfc.allocate(1 << bit)
-    pre = [bfc.allocate(size)[0] for size in program.pre]
+    pre = [bfc.allocate(int(size))[0] for size in program.pre]
     for size in ghosts:
-        bfc.add_region(size)
-    kinds, refs = program.kinds, program.refs
-    requests = np.asarray(requests).tolist()  # a list indexes faster in the loop
-    if warm_up and program.warm:
+        bfc.add_region(int(size))
+    # Lists index faster than arrays in the loop.
+    kinds, refs = np.asarray(program.kinds).tolist(), np.asarray(program.refs).tolist()
+    requests = np.asarray(requests).tolist()
+    warm = np.asarray(program.warm).tolist()
+    if warm_up and warm:
         live: dict[int, int] = {}
-        for i in program.warm:
+        for i in warm:
             ref = refs[i]
             if kinds[i] == ALLOC:
                 size = int(requests[ref])
@@ -178,7 +241,8 @@ def simulate(
     addresses: dict[int, int] = {}
     chunks = [0] * len(requests)
     allocate, free = bfc.allocate, bfc.free  # the loop runs once per event
-    for kind, ref, place in zip(kinds, refs, program.places, strict=True):
+    places = np.asarray(program.places).tolist()
+    for kind, ref, place in zip(kinds, refs, places, strict=True):
         if kind == ALLOC:
             size = int(requests[ref])
             if size > 0:
@@ -251,25 +315,23 @@ def calibrate(
         if abs(whole.in_use.max() - target) < abs(run.in_use.max() - target):
             first, run = program.capacity, whole
     ghosts: tuple[int, ...] = ()
-    order = np.flatnonzero(run.chunks).tolist()  # allocation rows are in time order
+    order = np.flatnonzero(run.chunks)  # allocation rows are in time order
+    captured = np.asarray(chunks)
+    # A chunk the size of a region handed out whole (larger than its rounded request).
+    asked = np.asarray(requests)[order].astype(np.int64)
+    asked = np.maximum(GRANULE, -(-asked // GRANULE) * GRANULE)
+    whole = (captured[order] > asked) & is_region(captured[order].astype(np.int64))
     for _ in range(MAX_GHOSTS):
         if run.in_use.max() == target:
             break
-        missing = next(
-            (
-                int(chunks[row])
-                for row in order
-                if run.chunks[row] != chunks[row]
-                and chunks[row] > rounded_bytes(int(requests[row]))
-                and is_region(int(chunks[row]))
-            ),
-            None,
-        )
-        if missing is None:
+        candidates = np.flatnonzero(whole & (run.chunks[order] != captured[order]))
+        if not len(candidates):
             break
+        missing = int(captured[order[candidates[0]]])
         tried = simulate(program, requests, (*ghosts, missing), first)
         if abs(tried.in_use.max() - target) > abs(run.in_use.max() - target):
             break
         ghosts, run = (*ghosts, missing), tried
-        order = [row for row in order if tried.chunks[row] != chunks[row]]
+        kept = tried.chunks[order] != captured[order]
+        order, whole = order[kept], whole[kept]
     return History(first, ghosts), run

@@ -78,9 +78,17 @@ def write(
     profiles: list[Profile], fmt: str, path: str | None, term: Terminal, *, top: int | None = None
 ) -> str:
     """Render (and with ``path`` write) a report, with a progress display."""
+    from traceparse.analysis.predict_capacity import REPLAY_PROGRESS
     from traceparse.report import write_report
 
-    with term.progress(f"Writing the {fmt} report"):
+    with term.progress(f"Writing the {fmt} report") as bar:
+
+        def replayed(done: int, budget: int | None) -> None:
+            # The predictions' replays are most of a large capture's report.
+            of = f" of {budget}" if budget else ""
+            bar.update(f"Writing the {fmt} report: allocator replay {done}{of}")
+
+        told = REPLAY_PROGRESS.set(replayed)
         try:
             rows = {} if top is None else {"top": top}  # None: the report's default
             return write_report(profiles, cast(Literal["md", "html", "json"], fmt), path, **rows)
@@ -89,3 +97,5 @@ def write(
             raise UsageError(
                 f"{path}: cannot write the report ({reason}); choose another -o", path
             ) from exc
+        finally:
+            REPLAY_PROGRESS.reset(told)

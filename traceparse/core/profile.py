@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -48,11 +48,6 @@ from traceparse.analysis.peak_repeats import (
     held_at_every,
     peak_instants,
 )
-from traceparse.analysis.predict import Capture as PredictionInput
-from traceparse.analysis.predict import Predictor, make_predictor
-from traceparse.analysis.predict_capacity import MAX_BATCH, report_curves
-from traceparse.analysis.predict_fit import program_names
-from traceparse.analysis.predict_xla import slab_spans
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.variable_match import VariableMatch, match_variables
@@ -69,6 +64,10 @@ from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
+
+if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
+    from traceparse.analysis.predict import Capture as PredictionInput
+    from traceparse.analysis.predict import Predictor
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -728,6 +727,8 @@ class Profile:
             predictor = predictor_of(self)
         except UsageError:
             return {}
+        from traceparse.analysis.predict_capacity import report_curves
+
         return report_curves(predictor)
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
@@ -781,8 +782,12 @@ class Profile:
                     strict=True,
                 )
             )
+            from traceparse.analysis.predict_xla import slab_spans
+
             fill = slab_spans(self._xla.programs, wanted)
-        return PredictionInput(
+        from traceparse.analysis.predict import Capture
+
+        return Capture(
             self.allocations,
             self.timeline,
             self._ends,
@@ -865,6 +870,9 @@ def checked_batch(value: object, what: str = "batch_size") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{what} must be a whole number, not {value!r}")
     number = int(value)
+    # Imported here, as the predictors are: the summary never loads prediction.
+    from traceparse.analysis.predict_capacity import MAX_BATCH
+
     if not 1 <= number <= MAX_BATCH:
         shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
         raise PredictArgumentError(
@@ -924,6 +932,8 @@ def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
     """The share of ``profile``'s requested bytes made by (allocator, op) pairs
     ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
     ``program_names``), and up to three of the largest that it lacks."""
+    from traceparse.analysis.predict_fit import program_names  # prediction only when asked
+
     a, b = profile.allocations, other.allocations
     if a.empty:
         return 1.0, []
@@ -958,6 +968,8 @@ def predictor_of(
     if other is not None:
         _check_pair(profile, other, from_batch, other_batch)
     try:
+        from traceparse.analysis.predict import make_predictor
+
         return make_predictor(
             profile._prediction_input,
             from_batch,

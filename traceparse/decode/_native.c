@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -774,11 +775,385 @@ static PyObject *pair_events(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(o);
 }
 
+/* ---- The BFC allocator replay (traceparse/analysis/predict_bfc.py simulate) ----
+ *
+ * The allocator model of traceparse/analysis/bfc.py, event by event, with the
+ * same rules: requests rounded up to 256 bytes; the free chunk taken is the
+ * smallest that fits, the lowest address among equals; it is split when at
+ * least twice the request or when handing it out whole would waste 128 MiB;
+ * a freed chunk merges with its free neighbours in its region; when nothing
+ * fits a region is added (doubled until the request fits, and doubled after
+ * one that was not enlarged), each below the last with a gap. Python's model
+ * is the reference (tests/test_predict_bfc_native.py holds the two equal).
+ *
+ * Chunks are nodes in one array (indices stay valid when it grows), linked to
+ * their neighbours in the region; the free ones are also in a treap ordered by
+ * (size, address), so the best fit is one walk down it. Addresses are only
+ * compared, so they start at 2**62 (Python's at 2**95); sizes or regions
+ * beyond what int64 holds with room to spare stop the replay with
+ * OverflowError, and the caller replays in Python instead. */
+
+enum { REPLAY_ALLOC = 0, REPLAY_FREE = 1, REPLAY_PREFREE = 2 };
+enum { REPLAY_OK = 0, REPLAY_NO_MEMORY = 1, REPLAY_OUT_OF_RANGE = 2 };
+#define BFC_GRANULE 256
+#define BFC_MAX_WASTE ((int64_t)128 << 20)
+#define BFC_LARGEST ((int64_t)1 << 60)  /* a request or region beyond: OverflowError */
+#define BFC_TOP ((int64_t)1 << 62)      /* the first region ends here */
+#define BFC_BOTTOM (-((int64_t)1 << 61))
+
+typedef struct {
+    int64_t size, address;
+    int64_t prev, next;   /* neighbours in the region (-1: none); next also links spare nodes */
+    int64_t left, right;  /* children in the free treap (free chunks only) */
+    uint64_t priority;
+    int used;
+} Chunk;
+
+typedef struct {
+    Chunk *c;
+    int64_t count, capacity, spare;
+    int64_t root;  /* the free treap, or -1 */
+    int64_t in_use, region, next_base;
+    uint64_t seed;
+    Column regions;
+    int status;
+} Bfc;
+
+static inline int chunk_before(const Chunk *a, const Chunk *b) {
+    return a->size < b->size || (a->size == b->size && a->address < b->address);
+}
+
+/* Joins two treaps, every key of a below every key of b. */
+static int64_t treap_join(Chunk *c, int64_t a, int64_t b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    if (c[a].priority > c[b].priority) {
+        c[a].right = treap_join(c, c[a].right, b);
+        return a;
+    }
+    c[b].left = treap_join(c, a, c[b].left);
+    return b;
+}
+
+/* Splits treap t into keys below chunk k's (*low) and above (*high). */
+static void treap_split(Chunk *c, int64_t t, const Chunk *k, int64_t *low, int64_t *high) {
+    while (t >= 0) {
+        if (chunk_before(&c[t], k)) {
+            *low = t;
+            low = &c[t].right;
+            t = c[t].right;
+        } else {
+            *high = t;
+            high = &c[t].left;
+            t = c[t].left;
+        }
+    }
+    *low = *high = -1;
+}
+
+static void treap_insert(Bfc *b, int64_t n) {
+    Chunk *c = b->c;
+    int64_t *link = &b->root;
+    while (*link >= 0 && c[*link].priority > c[n].priority)
+        link = chunk_before(&c[n], &c[*link]) ? &c[*link].left : &c[*link].right;
+    treap_split(c, *link, &c[n], &c[n].left, &c[n].right);
+    *link = n;
+}
+
+static void treap_erase(Bfc *b, int64_t n) {
+    Chunk *c = b->c;
+    int64_t *link = &b->root;
+    while (*link != n) link = chunk_before(&c[n], &c[*link]) ? &c[*link].left : &c[*link].right;
+    *link = treap_join(c, c[n].left, c[n].right);
+}
+
+/* The smallest free chunk of at least need bytes, the lowest address among equals. */
+static int64_t treap_fit(const Bfc *b, int64_t need) {
+    int64_t best = -1;
+    for (int64_t t = b->root; t >= 0;) {
+        if (b->c[t].size >= need) {
+            best = t;
+            t = b->c[t].left;
+        } else {
+            t = b->c[t].right;
+        }
+    }
+    return best;
+}
+
+static int64_t chunk_new(Bfc *b, int64_t size, int64_t address) {
+    int64_t n;
+    if (b->spare >= 0) {
+        n = b->spare;
+        b->spare = b->c[n].next;
+    } else {
+        if (b->count == b->capacity) {
+            int64_t capacity = b->capacity ? 2 * b->capacity : 1024;
+            Chunk *grown = PyMem_RawRealloc(b->c, (size_t)capacity * sizeof(Chunk));
+            if (!grown) {
+                b->status = REPLAY_NO_MEMORY;
+                return -1;
+            }
+            b->c = grown;
+            b->capacity = capacity;
+        }
+        n = b->count++;
+    }
+    b->seed ^= b->seed << 13;  /* xorshift64: the treap's priorities */
+    b->seed ^= b->seed >> 7;
+    b->seed ^= b->seed << 17;
+    b->c[n] = (Chunk){size, address, -1, -1, -1, -1, b->seed, 0};
+    return n;
+}
+
+static inline void chunk_drop(Bfc *b, int64_t n) {
+    b->c[n].next = b->spare;
+    b->spare = n;
+}
+
+static int64_t bfc_rounded(Bfc *b, int64_t requested) {
+    if (requested <= BFC_GRANULE) return BFC_GRANULE;
+    if (requested > BFC_LARGEST) {
+        b->status = REPLAY_OUT_OF_RANGE;
+        return -1;
+    }
+    return (requested + BFC_GRANULE - 1) / BFC_GRANULE * BFC_GRANULE;
+}
+
+/* A free region of size bytes below the last one, a granule apart. */
+static void bfc_region(Bfc *b, int64_t size) {
+    if (size > BFC_LARGEST || b->next_base - BFC_BOTTOM < size + BFC_GRANULE) {
+        b->status = REPLAY_OUT_OF_RANGE;
+        return;
+    }
+    int64_t address = b->next_base - size;
+    b->next_base = address - BFC_GRANULE;
+    if (column_append(&b->regions, size)) {
+        b->status = REPLAY_NO_MEMORY;
+        return;
+    }
+    int64_t n = chunk_new(b, size, address);
+    if (n >= 0) treap_insert(b, n);
+}
+
+static void bfc_extend(Bfc *b, int64_t need) {
+    int grew = 0;
+    while (need > b->region) {
+        if (b->region > BFC_LARGEST || b->region <= 0) {
+            b->status = REPLAY_OUT_OF_RANGE;
+            return;
+        }
+        b->region *= 2;
+        grew = 1;
+    }
+    int64_t size = b->region;
+    if (!grew) {
+        if (b->region > BFC_LARGEST) {
+            b->status = REPLAY_OUT_OF_RANGE;
+            return;
+        }
+        b->region *= 2;
+    }
+    bfc_region(b, size);
+}
+
+/* The chunk handed out for a request (-1 and a status on failure). */
+static int64_t bfc_allocate(Bfc *b, int64_t requested) {
+    int64_t need = bfc_rounded(b, requested);
+    if (b->status) return -1;
+    int64_t n = treap_fit(b, need);
+    if (n < 0) {
+        bfc_extend(b, need);
+        if (b->status) return -1;
+        n = treap_fit(b, need);
+    }
+    treap_erase(b, n);
+    int64_t size = b->c[n].size;
+    if (size >= 2 * need || size - need >= BFC_MAX_WASTE) {
+        int64_t m = chunk_new(b, size - need, b->c[n].address + need);
+        if (m < 0) return -1;
+        Chunk *c = b->c;  /* chunk_new may have moved the array */
+        c[m].prev = n;
+        c[m].next = c[n].next;
+        if (c[n].next >= 0) c[c[n].next].prev = m;
+        c[n].next = m;
+        c[n].size = need;
+        treap_insert(b, m);
+    }
+    b->c[n].used = 1;
+    b->in_use += b->c[n].size;
+    return n;
+}
+
+static void bfc_free(Bfc *b, int64_t n) {
+    Chunk *c = b->c;
+    c[n].used = 0;
+    b->in_use -= c[n].size;
+    int64_t after = c[n].next;
+    if (after >= 0 && !c[after].used) {
+        treap_erase(b, after);
+        c[n].size += c[after].size;
+        c[n].next = c[after].next;
+        if (c[n].next >= 0) c[c[n].next].prev = n;
+        chunk_drop(b, after);
+    }
+    int64_t before = c[n].prev;
+    if (before >= 0 && !c[before].used) {
+        treap_erase(b, before);
+        c[before].size += c[n].size;
+        c[before].next = c[n].next;
+        if (c[before].next >= 0) c[c[before].next].prev = before;
+        chunk_drop(b, n);
+        n = before;
+    }
+    treap_insert(b, n);
+}
+
+PyDoc_STRVAR(bfc_replay_doc,
+"bfc_replay(params, held, pre, ghosts, kinds, refs, places, warm, requests, counter, chunks)\n"
+"    -> regions (a Column of int64)\n\n"
+"predict_bfc.simulate in one pass. params (int64): first region, the counter\n"
+"before the capture less the chunks it frees unseen, 1 to warm up. held, pre,\n"
+"ghosts (int64): chunks held and kept, held and freed in the capture, free\n"
+"regions added. Per item: kinds (uint8: 0 allocation, 1 its end, 2 a free of\n"
+"pre[ref]), refs and places (int64: the allocation row or pre index, the\n"
+"event it happens at); warm (int64): items of the warm-up. requests (int64,\n"
+"per allocation row, 0 or less: not sent). Writes counter (float64, the in-use\n"
+"bytes after each event, carried forward) and chunks (int64, per allocation\n"
+"row). OverflowError where the sizes leave int64's range (replay in Python).");
+
+static PyObject *bfc_replay(PyObject *self, PyObject *args) {
+    static const char *const names[] = {"params", "held",     "pre",   "ghosts",
+                                        "kinds",  "refs",     "places", "warm",
+                                        "requests", "counter", "chunks"};
+    static const Py_ssize_t items[] = {8, 8, 8, 8, 1, 8, 8, 8, 8, 8, 8};
+    Views v = {.count = 0};
+    if (unpack(args, "bfc_replay", 11, names, items, 9, &v)) return NULL;
+    Py_buffer *a = v.views;
+    Py_ssize_t n_held = a[1].len / 8, n_pre = a[2].len / 8, n_ghosts = a[3].len / 8;
+    Py_ssize_t n_items = a[4].len, n_warm = a[7].len / 8, n_rows = a[8].len / 8;
+    Py_ssize_t n_events = a[9].len / 8;
+    if (a[0].len != 3 * 8 || a[5].len / 8 != n_items || a[6].len / 8 != n_items ||
+        a[10].len / 8 != n_rows) {
+        release(&v);
+        PyErr_SetString(PyExc_TypeError, "bfc_replay: three params; one ref and place per "
+                                         "item; one chunks slot per request");
+        return NULL;
+    }
+    const int64_t *params = a[0].buf, *held = a[1].buf, *pre = a[2].buf, *ghosts = a[3].buf;
+    const uint8_t *kinds = a[4].buf;
+    const int64_t *refs = a[5].buf, *places = a[6].buf, *warm = a[7].buf, *requests = a[8].buf;
+    double *counter = a[9].buf;
+    int64_t *chunks = a[10].buf;
+    Bfc b = {.c = NULL, .spare = -1, .root = -1, .region = params[0], .next_base = BFC_TOP,
+             .seed = 0x9E3779B97F4A7C15ull, .regions = {NULL, 0, 0}};
+    int64_t *handle = NULL, *pre_handle = NULL, *order = NULL;
+    const char *error = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    handle = PyMem_RawMalloc((size_t)(n_rows ? n_rows : 1) * sizeof(int64_t));
+    pre_handle = PyMem_RawMalloc((size_t)(n_pre ? n_pre : 1) * sizeof(int64_t));
+    order = PyMem_RawMalloc((size_t)(n_warm ? n_warm : 1) * sizeof(int64_t));
+    if (!handle || !pre_handle || !order) b.status = REPLAY_NO_MEMORY;
+    for (Py_ssize_t i = 0; i < n_rows && !b.status; i++) {
+        handle[i] = -1;
+        chunks[i] = 0;
+    }
+    for (Py_ssize_t i = 0; i < n_events && !b.status; i++) counter[i] = NAN;
+    /* The history before the capture, as simulate rebuilds it. */
+    for (Py_ssize_t i = 0; i < n_held && !b.status; i++) bfc_allocate(&b, held[i]);
+    int64_t rest = b.status ? 0 : params[1] - b.in_use;
+    rest = rest > 0 ? rest / BFC_GRANULE * BFC_GRANULE : 0;
+    for (int bit = 62; bit >= 0 && !b.status; bit--)
+        if (rest >> bit & 1) bfc_allocate(&b, (int64_t)1 << bit);
+    for (Py_ssize_t i = 0; i < n_pre && !b.status; i++) pre_handle[i] = bfc_allocate(&b, pre[i]);
+    for (Py_ssize_t i = 0; i < n_ghosts && !b.status; i++) {
+        int64_t size = bfc_rounded(&b, ghosts[i]);
+        if (!b.status) bfc_region(&b, size);
+    }
+    Py_ssize_t live = 0;
+    for (Py_ssize_t w = 0; params[2] && w < n_warm && !b.status && !error; w++) {
+        int64_t i = warm[w];
+        if (i < 0 || i >= n_items) {
+            error = "a warm-up item out of range";
+            break;
+        }
+        int64_t ref = refs[i];
+        if (ref < 0 || ref >= n_rows) {
+            if (kinds[i] == REPLAY_ALLOC) error = "an allocation row out of range";
+            continue;  /* Python: a ref not in its live set frees nothing */
+        }
+        if (kinds[i] == REPLAY_ALLOC) {
+            if (requests[ref] > 0) {
+                handle[ref] = bfc_allocate(&b, requests[ref]);
+                order[live++] = ref;
+            }
+        } else if (handle[ref] >= 0) {
+            bfc_free(&b, handle[ref]);
+            handle[ref] = -1;
+        }
+    }
+    for (Py_ssize_t k = 0; k < live && !b.status; k++) {
+        if (handle[order[k]] >= 0) bfc_free(&b, handle[order[k]]);
+        handle[order[k]] = -1;
+    }
+    /* The captured events. */
+    for (Py_ssize_t i = 0; i < n_items && !b.status && !error; i++) {
+        int64_t ref = refs[i], place = places[i];
+        if (place < 0 || place >= n_events) {
+            error = "an item's event out of range";
+        } else if (kinds[i] == REPLAY_PREFREE) {
+            if (ref < 0 || ref >= n_pre || pre_handle[ref] < 0 || !b.c[pre_handle[ref]].used)
+                error = "a chunk from before the capture freed twice or out of range";
+            else {
+                bfc_free(&b, pre_handle[ref]);
+                pre_handle[ref] = -1;
+            }
+        } else if (ref < 0 || ref >= n_rows) {
+            error = "an allocation row out of range";
+        } else if (kinds[i] == REPLAY_ALLOC) {
+            if (requests[ref] > 0) {
+                handle[ref] = bfc_allocate(&b, requests[ref]);
+                if (!b.status) chunks[ref] = b.c[handle[ref]].size;
+            }
+        } else if (handle[ref] >= 0) {
+            bfc_free(&b, handle[ref]);
+            handle[ref] = -1;
+        }
+        if (!error && !b.status) counter[place] = (double)b.in_use;
+    }
+    /* Carried forward, 0 before the first item (simulate's ffill). */
+    double last = 0.0;
+    for (Py_ssize_t i = 0; i < n_events; i++) {
+        if (isnan(counter[i]))
+            counter[i] = last;
+        else
+            last = counter[i];
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(handle);
+    PyMem_RawFree(pre_handle);
+    PyMem_RawFree(order);
+    PyMem_RawFree(b.c);
+    release(&v);
+    if (b.status == REPLAY_NO_MEMORY) error = "out of memory";
+    if (b.status || error) {
+        PyMem_RawFree(b.regions.data);
+        if (b.status == REPLAY_NO_MEMORY) return PyErr_NoMemory();
+        PyErr_SetString(b.status ? PyExc_OverflowError : PyExc_ValueError,
+                        b.status ? "bfc_replay: sizes beyond int64's range" : error);
+        return NULL;
+    }
+    PyObject *regions = column_take(&b.regions);
+    PyMem_RawFree(b.regions.data);
+    return regions;
+}
+
 static PyMethodDef methods[] = {
     {"scan_lines", scan_lines, METH_VARARGS, scan_lines_doc},
     {"pair_events", pair_events, METH_VARARGS, pair_events_doc},
     {"read_events", read_events, METH_VARARGS, read_events_doc},
     {"read_stats", read_stats, METH_VARARGS, read_stats_doc},
+    {"bfc_replay", bfc_replay, METH_VARARGS, bfc_replay_doc},
     {NULL, NULL, 0, NULL},
 };
 

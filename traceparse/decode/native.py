@@ -144,3 +144,55 @@ def pair_events(
     )
     # Frees with no allocation are few: a copy lets the array for every free go.
     return allocations, frees, orphans[:count].copy()
+
+
+# Sizes past this go to Python's replay (its ints have no limit): the compiled
+# one keeps every address and sum within int64 (_native.c, BFC_LARGEST).
+_REPLAY_LARGEST = 1 << 60
+
+
+def bfc_replay(
+    first_region: int,
+    before: int,
+    warm_up: bool,
+    held: np.ndarray,
+    pre: np.ndarray,
+    ghosts: np.ndarray,
+    kinds: np.ndarray,
+    refs: np.ndarray,
+    places: np.ndarray,
+    warm: np.ndarray,
+    requests: np.ndarray,
+    events: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``analysis.predict_bfc.simulate`` in one compiled pass: (the in-use counter
+    after each of ``events`` events, carried forward; each allocation row's chunk;
+    the regions' sizes), or None where the sizes leave the range the compiled
+    replay keeps (the caller replays in Python). ``before``: the counter when the
+    capture started less the chunks it frees without their allocation;
+    ``requests``: per allocation row, whole bytes (0 or less: not sent)."""
+    if not (
+        0 < first_region <= _REPLAY_LARGEST
+        and abs(before) <= _REPLAY_LARGEST
+        and all(np.all(np.abs(a) <= _REPLAY_LARGEST) for a in (held, pre, ghosts, requests))
+    ):
+        return None
+    counter = np.empty(events, dtype=np.float64)
+    chunks = np.empty(len(requests), dtype=np.int64)
+    params = np.array([first_region, before, int(warm_up)], dtype=np.int64)
+    args = [np.ascontiguousarray(a, dtype=np.int64) for a in (held, pre, ghosts)]
+    try:
+        regions = _native.bfc_replay(
+            params,
+            *args,
+            np.ascontiguousarray(kinds, dtype=np.uint8),
+            np.ascontiguousarray(refs, dtype=np.int64),
+            np.ascontiguousarray(places, dtype=np.int64),
+            np.ascontiguousarray(warm, dtype=np.int64),
+            np.ascontiguousarray(requests, dtype=np.int64),
+            counter,
+            chunks,
+        )
+    except (OverflowError, ValueError):  # beyond int64's room, or a program it cannot read
+        return None
+    return counter, chunks, np.frombuffer(regions, dtype=np.int64)

@@ -104,8 +104,11 @@ def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
     )
     capacity = prediction.get("capacity_bytes")
     largest = prediction.get("largest_batch")
+    left_out = prediction.get("left_out")
     if capacity is None:
         text += " The capture gives no capacity to fit in."
+    elif left_out and not left_out["searched"]:
+        text += f" Dashed: the capacity, {format_bytes(capacity)}."
     elif largest is None:
         text += f" Not even a batch of 1 fits in the capacity, {format_bytes(capacity)}."
     elif largest >= MAX_BATCH:
@@ -121,6 +124,17 @@ def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
         far = extrapolation_note(int(largest), int(batch))
         if far:
             text += " " + far
+    if left_out:  # the report's replay budget (analysis/predict_capacity.report_budget)
+        sizes = ", ".join(str(n) for n in left_out["batch_sizes"])
+        missing = [f"batch sizes {sizes}"] if sizes else []
+        if not left_out["searched"]:
+            missing.append("the search for the largest batch that fits")
+        text += (
+            f" Left out to keep the report near the time reading the capture takes (its "
+            f"{left_out['events']:,} memory events replayed at {left_out['replayed']} batch "
+            f"sizes): {' and '.join(missing)}; traceparse predict PATH --batch N "
+            "--capacity SIZE gives them."
+        )
     return text + " traceparse predict PATH --batch N says what grows (docs/predict.md)."
 
 
