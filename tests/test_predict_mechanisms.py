@@ -12,6 +12,7 @@ import traceparse
 from traceparse.analysis.predict import replicas
 from traceparse.analysis.predict_fit import match_keys, program_names, same_host
 from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.errors import UsageError
 
 
 def test_two_runs_of_one_model_name_their_ops_alike() -> None:
@@ -116,3 +117,9 @@ def test_match_keys_renumber_across_runs() -> None:
     a = match_keys(frame(["n_2/conv2d_4/Relu", "n_2/conv2d_5/Relu"], "x"))
     b = match_keys(frame(["n_5/conv2d_13/Relu", "n_5/conv2d_14/Relu"], "x"))
     assert a["op"].tolist() == b["op"].tolist()
+
+
+def test_a_global_batch_the_replicas_cannot_split_is_refused() -> None:
+    profile = traceparse.load(FIXTURES / "keras2_mirrored")
+    with pytest.raises(UsageError, match="2 replicas"):
+        profile.predict(32, from_batch=15)

@@ -226,7 +226,7 @@ class Predictor:
                 f"the captured batch {self.batch} does not split evenly among the capture's "
                 f"{self.replicas} replicas; give the global batch fit was given (--from-batch)"
             )
-        share = int(share)
+        self.share = share = int(share)  # one replica's share of the batch
         self.found_batch = reading.batch
         # Which evidence decided the batch (``find_batch``), or that it was given.
         self.batch_evidence = (
@@ -427,7 +427,7 @@ class Predictor:
                 # Tensors of fewer bytes per example were requests under the pool's
                 # limit at the captured batch: not in the capture, not predicted.
                 "pooled_below_bytes": (
-                    -(-POOLED_BELOW // self.batch) if key[1] == POOLED_ALLOCATOR else None
+                    -(-POOLED_BELOW // self.share) if key[1] == POOLED_ALLOCATOR else None
                 ),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
