@@ -31,7 +31,7 @@ def program_names(ops: pd.Series) -> pd.Series:
     Keras numbers a layer's (and a model's) default name by how many objects of
     that class the process has named before (``conv2d``, ``conv2d_1``, ...:
     ``backend.unique_object_name`` in tf.keras / tf_keras, ``auto_name`` +
-    ``uniquify`` in keras/src/backend/common/global_state.py), and TensorFlow's
+    ``uniquify`` in keras/src/utils/naming.py), and TensorFlow's
     op names are nested in those scopes (``alex_net_3/conv2d_13/Relu``). A second
     model built in the same process (two runs in one notebook) so gets higher
     numbers for the same layers (``alex_net_5/conv2d_21/Relu``), in the same
