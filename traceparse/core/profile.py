@@ -942,12 +942,15 @@ def _check_pair(
 
 def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
     """The share of ``profile``'s requested bytes made by (allocator, op) pairs
-    ``other`` has too, and up to three of the largest that it lacks."""
+    ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
+    ``program_names``), and up to three of the largest that it lacks."""
+    from traceparse.analysis.predict_fit import program_names  # prediction only when asked
+
     a, b = profile.allocations, other.allocations
     if a.empty:
         return 1.0, []
-    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), a["op"].astype(str)])
-    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), b["op"].astype(str)])
+    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), program_names(a["op"])])
+    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), program_names(b["op"])])
     found = keys.isin(theirs)
     size = a["requested_bytes"].fillna(0).to_numpy(dtype=np.float64)
     total = float(size.sum())
