@@ -20,6 +20,7 @@ import traceparse
 from traceparse.batching import BatchResult
 from traceparse.batching.lock import LOCK_NAME
 from traceparse.batching.store import MAX_RESULT_BYTES
+from traceparse.core.sidecars import BATCH, SOURCES
 
 INVENTORY = next((FIXTURES / "keras_inventory").rglob("*.variables.json"))
 
@@ -185,3 +186,43 @@ def test_a_fifo_under_a_capture_name_is_refused_when_hashing(tmp_path: Path) -> 
     )
     check_bounds(results, problems=1)
     assert results[0].code == 3
+
+
+@pytest.mark.parametrize("how", ["stat", "hash"])
+def test_resume_sees_the_source_record_come_go_and_change(tmp_path: Path, how: str) -> None:
+    """Issue 46: a source record added, removed or changed since the last run redoes
+    the capture (its report names the source lines), as every record beside a
+    capture does (core.sidecars.SIDECARS)."""
+    logs, out = logdir(tmp_path, "sources_fit"), tmp_path / "out"
+    record = next(logs.rglob(f"*{SOURCES.suffix}"))
+    kept = record.read_bytes()
+
+    def run() -> tuple[int, str]:
+        result = traceparse.batch(logs, out, jobs=0, fingerprint=how)  # type: ignore[arg-type]
+        assert result.ok == 1
+        return result.analysed, (capture_dir(out) / "report.json").read_text()
+
+    analysed, named = run()
+    assert analysed == 1 and "sources_model.py" in named  # the line that made the tensors
+    assert run()[0] == 0  # unchanged: reused
+    record.unlink()
+    analysed, without = run()
+    assert analysed == 1 and "sources_model.py" not in without
+    assert run()[0] == 0
+    record.write_bytes(kept)  # added back
+    analysed, again = run()
+    assert analysed == 1 and "sources_model.py" in again
+    record.write_bytes(b"changed")  # unusable now: ignored with a diagnostic
+    analysed, damaged = run()
+    assert (
+        analysed == 1
+        and "sources_model.py" not in damaged
+        and "source lines were ignored" in damaged
+    )
+    # The batch record (issue 47) counts the same way.
+    batch = record.with_name(record.name.replace(SOURCES.suffix, BATCH.suffix))
+    batch.write_text(
+        '{"format": "traceparse.batch", "version": 1, "batch_size": 8, "how": "given"}'
+    )
+    assert run()[0] == 1
+    assert run()[0] == 0

@@ -21,9 +21,9 @@ from bounded import check_bounds, every_command, run_bounded
 from conftest import FIXTURES
 
 import traceparse
+from traceparse.core.sidecars import INVENTORY
 from traceparse.decode.limits import MAX_BYTES
 from traceparse.decode.variables import MAX_INVENTORY_VARIABLES, InventoryProblem, decode_inventory
-from traceparse.files.discover import MAX_INVENTORY_BYTES
 
 SOURCE = next((FIXTURES / "keras_inventory").rglob("*.xplane.pb")).parent
 IGNORED = "the variable inventory was ignored"
@@ -71,7 +71,7 @@ BAD: dict[str, bytes | Callable[[Path], None]] = {
     "sizes that add up past 256 TiB": with_sizes(*[MAX_BYTES] * 2),
     "a negative size": with_sizes(-4096),
     "one variable too many": minimal(MAX_INVENTORY_VARIABLES + 1),
-    "a byte past the size limit": HEAD + b"[]" + b" " * (MAX_INVENTORY_BYTES - len(HEAD)) + b"}",
+    "a byte past the size limit": HEAD + b"[]" + b" " * (INVENTORY.limit - len(HEAD)) + b"}",
     "a role of 1 MB": HEAD + b'[{"role":"' + b"\xe2\x80\xae" * 300_000 + b'","shape":[]}]}',
     "a FIFO": make_fifo,
     "a directory": make_directory,

@@ -21,10 +21,11 @@ from helpers.sources_record import IGNORED, SOURCE, capture_with, packed, real_r
 
 import traceparse
 from traceparse.cli import main
+from traceparse.core.sidecars import SOURCES
 from traceparse.decode.failure import FailureProblem, check_identity, decode_failure
 from traceparse.decode.sources import SourcesProblem, decode_sources, escaped, sources_budget
 from traceparse.decode.xspace import clock_start
-from traceparse.files.discover import MAX_SOURCES_BYTES, CaptureFile, read_bytes
+from traceparse.files.discover import CaptureFile, read_bytes
 
 PREDICT = FIXTURES / "predict_mixed_16"
 
@@ -99,7 +100,7 @@ def test_forty_million_empty_lists_are_refused_cheaply(tmp_path: Path) -> None:
     began = time.perf_counter()
     try:
         with pytest.raises(SourcesProblem, match="lists and objects"):
-            read_bytes(capture, MAX_SOURCES_BYTES, scan=sources_budget())
+            read_bytes(capture, SOURCES.limit, scan=sources_budget())
         elapsed = time.perf_counter() - began
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -22,7 +22,7 @@ from helpers.trace import GPU, alloc, trace_of
 
 from traceparse import Profile, load
 from traceparse.analysis import PARTS
-from traceparse.core.loading import read_inventory
+from traceparse.core.sidecars import read_inventory
 from traceparse.decode.variables import InventoryProblem, decode_inventory, short_device
 from traceparse.files.discover import find_captures
 from traceparse.report import render_html, render_json, render_markdown

@@ -163,7 +163,7 @@ def test_bad_profile_batch_is_a_usage_error(tmp_path: Path, bad: Any, tf: Module
 def test_bad_report_suffix_is_a_usage_error(tmp_path: Path, tf: ModuleType) -> None:
     from traceparse.integrations.keras import MemoryCallback
 
-    with pytest.raises(UsageError, match=r"\.html, \.md or \.json"):
+    with pytest.raises(UsageError, match=r"\.md, \.html or \.json"):
         MemoryCallback(tmp_path, report=tmp_path / "report.txt")
 
 

@@ -48,30 +48,26 @@ def _miss(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, reason=f"{reason} on current rules: issue 47")
 
 
-# Measured on the merged rules of issue 47 (evidence-weighed batch, per-example
-# cuDNN workspaces); the commit that added this file missed other cases (its
-# PREDICT_PROTOCOL.md baseline). Two-capture fits across public runs are refused:
-# the same layers carry other model prefixes in each run (alex_net_2, alex_net_5).
+# Measured on this commit's rules (evidence-weighed batch, per-example cuDNN
+# workspaces with Winograd filter transforms fixed, two-capture fits matching
+# Keras' auto-numbered scopes). What every point miss shares: the bytes each run
+# held before its capture (a notebook's earlier cells, 50 to 296 MiB) differ run
+# to run, and no rule can know the target run's; the growth during the capture
+# is within 12% (one capture) and 7% (two) on the AlexNet cases
+# (benchmarks/PREDICT_PROTOCOL.md, "growth error").
 POINT_MISSES = {
-    "alexnet_v100:64->16": "+18.1%",
-    "alexnet_v100:64->128": "+16.5%",
-    "alexnet_v100:128->64": "-25.1%",
-    "alexnet_v100:64+128->16": "+18.1%",
-    "alexnet_v100:128+16->64": "two-capture fit refused",
-    "alexnet_v100:64+16->128": "two-capture fit refused",
-    "chess:64->32": "-17.0%",
+    "alexnet_v100:64->16": "-20.8%",
+    "alexnet_v100:64->128": "+15.3%",
+    "alexnet_v100:128->64": "-24.1%",
+    "alexnet_v100:64+128->16": "-18.1%",
+    "alexnet_v100:128+16->64": "-20.4%",
+    "alexnet_v100:64+16->128": "+14.2%",
+    "chess:64->32": "-11.8%",
 }
-BOUNDS_MISSES = {
-    "alexnet_v100:64+128->16": "5 of 6 real runs outside the bounds",
-    "alexnet_v100:128+16->64": "two-capture fit refused",
-    "alexnet_v100:64+16->128": "two-capture fit refused",
-}
+BOUNDS_MISSES: dict[str, str] = {}
 WIDTH_MISS = "median width 2.47x"
 # Captures whose known batch is read wrong today (MANIFEST batch_size: the global batch).
-BATCH_MISSES = {
-    "keras2_mirrored": "read 8, one replica's share of the global 16",
-    "keras2_tf216_mirrored": "read 8, one replica's share of the global 16",
-}
+BATCH_MISSES: dict[str, str] = {}
 NO_BATCH_MISSES: dict[str, str] = {}
 
 

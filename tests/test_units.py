@@ -230,4 +230,8 @@ def test_parquet_round_trip(frame: pd.DataFrame) -> None:
     [("a.csv", "csv"), ("A.JSON", "json"), ("x.parquet", "parquet"), ("r.md", "md"), ("x", None)],
 )
 def test_format_from_path(path: str, fmt: str | None) -> None:
-    assert format_from_path(path) == fmt
+    from traceparse.report.formats import FILE_SUFFIXES
+
+    # The report formats' suffixes are the report registry's (report/formats.py).
+    assert format_from_path(path, FILE_SUFFIXES) == fmt
+    assert format_from_path(path) == (None if fmt == "md" else fmt)

@@ -44,7 +44,7 @@ def _text(path: Path) -> None:
 # (file name, how it is made, words the message must hold)
 CASES = [
     ("train.py", _script, ["a Python script", "traceparse run train.py"]),
-    ("localhost.variables.json", _inventory, ["variable inventory", "xplane.pb"]),
+    ("localhost.variables.json", _inventory, ["traceparse.variables record", "xplane.pb"]),
     ("metrics.json", _json, ["a JSON file", LOGS]),
     ("baseline.json", _baseline, ["baseline", "--baseline baseline.json", "traceparse diff"]),
     ("events.out.tfevents.1764000000.host.1.v2", _events, ["TensorBoard event file", LOGS]),

@@ -17,6 +17,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -152,17 +153,45 @@ def _evidence(
     )
 
 
+# The name scope of a MirroredStrategy replica after the first (replica 0 has none).
+_REPLICA = re.compile(r"(?:^|/)replica_(\d+)/")
+
+
+def replicas(allocations: pd.DataFrame) -> int:
+    """How many replicas of the step the capture ran: 1 + the replicas named
+    ``replica_<k>/``.
+
+    ``tf.distribute.MirroredStrategy`` runs the step once per device, each
+    replica after the first under the name scope ``replica_<k>``
+    (tensorflow/python/distribute/mirrored_run.py, ``_MirroredReplicaThread``),
+    and splits each global batch ``fit`` is given evenly among them
+    (``experimental_distribute_dataset``: ``rebatch`` to the global batch /
+    replicas), so every tensor the capture records holds one replica's share."""
+    names = pd.unique(allocations["op"].dropna().astype(str).to_numpy())
+    found = {int(m.group(1)) for name in names if (m := _REPLICA.search(name))}
+    return 1 + len(found)
+
+
 def captured_batch(
     capture: Capture,
     weights: set[tuple[int, ...]],
     evidence: tuple[list[object], list[object], list[float], list[object]] | None = None,
 ) -> BatchReading:
-    """The batch size the capture was made at, and the evidence for it, weighed off
-    its shapes (``find_batch``; ``evidence``: ``_evidence(capture)`` when already
-    read). The one place the captured batch is found: a batch size recorded beside
-    the capture enters here."""
+    """The global batch size the capture was made at (what ``fit`` was given: one
+    replica's share read off the shapes, ``find_batch``, times the replicas,
+    ``replicas``), and the evidence for it (``evidence``: ``_evidence(capture)``
+    when already read). The one place the captured batch is found: a batch size
+    recorded beside the capture enters here."""
     shapes, ops, sizes, names = evidence if evidence is not None else _evidence(capture)
-    return find_batch(shapes, ops, weights, sizes, names)
+    reading = find_batch(shapes, ops, weights, sizes, names)
+    count = replicas(capture.allocations)
+    if reading.batch is None or count == 1:
+        return reading
+    return BatchReading(
+        reading.batch * count,
+        f"{reading.evidence}, one of {count} replicas' share (MirroredStrategy)",
+        reading.candidates,
+    )
 
 
 class Predictor:
@@ -189,24 +218,37 @@ class Predictor:
         self.batch = int(from_batch if from_batch is not None else reading.batch)  # type: ignore[arg-type]
         if self.batch <= 0:
             raise UsageError(f"the captured batch size must be positive, got {self.batch}")
+        # Batch sizes here are global (what fit is given); each tensor holds one
+        # replica's share, which is what the shapes are read against (``replicas``).
+        self.replicas = replicas(a)
+        share = self.batch / self.replicas
+        if share != int(share):
+            raise UsageError(
+                f"the captured batch {self.batch} does not split evenly among the capture's "
+                f"{self.replicas} replicas; give the global batch fit was given (--from-batch)"
+            )
+        self.share = share = int(share)  # one replica's share of the batch
         self.found_batch = reading.batch
-        # Which evidence decided the batch (``find_batch``), or that it was given.
+        # What the shapes say (``find_batch``), kept for a batch given or recorded.
+        self.found_evidence = reading.evidence
+        # Which evidence decided the batch (``find_batch``), or that it was given;
+        # core.profile's predictor_of names a batch the capture recorded instead.
         self.batch_evidence = (
             reading.evidence
             if from_batch is None or from_batch == reading.batch
             else f"given (--from-batch); read off the capture: {reading.evidence}"
         )
         # Smaller batches the capture also ran (an epoch's partial last batch).
-        self.twins = batch_twins(shapes, ops, self.weights, self.batch)[1:]
+        self.twins = batch_twins(shapes, ops, self.weights, share)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
         self.settled = settled_chunks(match_keys(a), self.requested, self.held)
         self.sizing = sizing(
             a,
-            self.batch,
+            share,
             self.weights,
             self.requested,
-            input_example_bytes(base.xla_parameters, self.batch, self.weights),
+            input_example_bytes(base.xla_parameters, share, self.weights),
             self.twins,
         )
         self.slabs: dict[int, SlabBuffers] = {}
@@ -215,12 +257,13 @@ class Predictor:
             a,
             base.xla_buffers,
             base.xla_fill,
-            self.batch,
+            share,
             self.weights,
             self.requested,
             self.slabs,
             self.twins,
         )
+        self.sizing.per_replica(self.replicas)
         self.buffer_places = buffer_places(base.xla_buffers, base.known, base.shapes)
         self.other_batch: int | None = None
         if other is not None:
@@ -388,7 +431,7 @@ class Predictor:
                 # Tensors of fewer bytes per example were requests under the pool's
                 # limit at the captured batch: not in the capture, not predicted.
                 "pooled_below_bytes": (
-                    -(-POOLED_BELOW // self.batch) if key[1] == POOLED_ALLOCATOR else None
+                    -(-POOLED_BELOW // self.share) if key[1] == POOLED_ALLOCATOR else None
                 ),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}

@@ -37,6 +37,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+
 # How an allocation's size at another batch was found (the ``basis`` column).
 BATCH_DIM = "shape: batch dimension"
 FLATTENED = "shape: batch x per-example size"
@@ -48,6 +50,7 @@ UNSHAPED_INPUT = "no shape, no op: a step's input"
 FITTED = "two captures: affine fit"
 HLO = "HLO buffers' shapes"
 CONV_WORKSPACE = "scratch: convolution workspace, per example"
+WINOGRAD_WORKSPACE = "scratch: Winograd workspace, filter transform fixed"
 BLAS_WORKSPACE = "scratch: cuBLAS workspace, fixed"
 SCRATCH_KEPT = "scratch: an op's workspace, kept"
 BASES = (
@@ -61,6 +64,7 @@ BASES = (
     FITTED,
     HLO,
     CONV_WORKSPACE,
+    WINOGRAD_WORKSPACE,
     BLAS_WORKSPACE,
     SCRATCH_KEPT,
 )
@@ -72,6 +76,7 @@ UNCERTAIN = frozenset(
         UNSHAPED_KEPT,
         UNSHAPED_INPUT,
         CONV_WORKSPACE,
+        WINOGRAD_WORKSPACE,
         BLAS_WORKSPACE,
         SCRATCH_KEPT,
     }
@@ -124,6 +129,16 @@ class Sizing:
     # Rows whose point is the largest of several lines (an XLA slab: the bytes live
     # at each step of its program's schedule): row -> [[fixed, per_example], ...].
     envelopes: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def per_replica(self, replicas: int) -> None:
+        """Sizes made per replica's share of the batch read as sizes at the global
+        batch (``predict.replicas``): each grows by 1 / ``replicas`` of it."""
+        if replicas == 1:
+            return
+        self.per_example /= replicas
+        self.alt_per_example /= replicas
+        for lines in self.envelopes.values():
+            lines[:, 1] /= replicas
 
     def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Requested bytes at ``batch``: point, low, high (never below 0)."""
@@ -492,6 +507,16 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _filters(allocations: pd.DataFrame) -> set[tuple[int, int, int]]:
+    """The capture's convolution filters (``predict_workspace.filter_shapes``),
+    each op named by its type where recorded, else by its name."""
+    op = allocations["op"].astype(object)
+    kind = allocations["op_type"].astype(object) if "op_type" in allocations else op
+    names = kind.where(kind.notna(), op)
+    found = allocations[["shape"]].assign(name=names).drop_duplicates()
+    return filter_shapes(found["shape"].astype(object), found["name"])
+
+
 def sizing(
     allocations: pd.DataFrame,
     batch: int,
@@ -521,6 +546,8 @@ def sizing(
     # batch times one of them (an input copied without its shape) grows too.
     growing_sizes: set[int] = set(example_bytes)
     scratch = scratch_kinds(allocations)
+    filters = _filters(allocations) if (scratch == CONV_WORKSPACE).any() else set()
+    maps = feature_maps(pd.unique(shapes), batch) if filters else set()
     for i, found in enumerate(parsed):
         if found is None:
             continue
@@ -528,7 +555,12 @@ def sizing(
             basis[i] = scratch[i]
             scaled = fixed[i] / batch
             if scratch[i] == CONV_WORKSPACE:
-                per[i], fixed[i] = scaled, 0.0
+                # A Winograd workspace's filter transform does not grow (predict_workspace).
+                transform = winograd_fixed(int(requested[i]), batch, filters, maps)
+                if transform is not None:
+                    basis[i] = WINOGRAD_WORKSPACE
+                    scaled = (fixed[i] - transform) / batch
+                per[i], fixed[i] = scaled, float(transform or 0)
                 alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
             else:
                 alt_fixed[i], alt_per[i] = 0.0, scaled

@@ -27,7 +27,7 @@ class Task:
 
     capture: CaptureFile  # its path is absolute (or a URL): workers may run elsewhere
     directory: str  # absolute: OUTDIR/captures/<name>
-    reports: tuple[str, ...]  # report formats to write: "md", "html", "json"
+    reports: tuple[str, ...]  # report formats to write (names in report.formats)
     fingerprint: Fingerprint
     force: bool = False
 

@@ -15,24 +15,19 @@ import stat
 from typing import Any
 
 from traceparse.batching.records import Fingerprint, Outcome, Task
+from traceparse.core.sidecars import SIDECARS
 from traceparse.errors import CaptureNotFoundError, InputError
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
-from traceparse.files.discover import (
-    FAILURE_SUFFIX,
-    INVENTORY_SUFFIX,
-    MAX_INVENTORY_BYTES,
-    CaptureFile,
-    is_url,
-    not_regular,
-    sidecar,
-)
+from traceparse.files.discover import CaptureFile, is_url, not_regular
+from traceparse.report.formats import named
 
 __all__ = [
     "RESULT_NAME",
     "Fingerprint",
     "fingerprint",
     "input_fingerprint",
+    "report_name",
     "reuse",
     "store",
     "stored",
@@ -65,27 +60,32 @@ MAX_RESULT_BYTES = 4 * 2**20
 _INT64 = (-(2**63), 2**63 - 1)
 
 
+def report_name(fmt: str) -> str:
+    """The file a capture's report in format ``fmt`` is written to: ``report.md``..."""
+    return "report" + named(fmt).suffix
+
+
 # -- fingerprints ----------------------------------------------------------------
 
 
 def input_fingerprint(capture: CaptureFile, how: Fingerprint) -> dict[str, Any]:
     """The fingerprint of every file the analysis of ``capture`` reads: the capture
-    and, when one is beside it, its variable inventory (adding, changing or removing
-    it changes what the analysis says). Raises ``InputError`` as ``fingerprint``."""
+    and every record beside it that the registry (``core.sidecars.SIDECARS``) marks
+    for the fingerprint, under the record's name (adding, changing or removing one
+    changes what the analysis says). Raises ``InputError`` as ``fingerprint``."""
     found = fingerprint(capture.path, how)
-    inventory = sidecar(capture, INVENTORY_SUFFIX)
-    if inventory is not None:
-        found["inventory"] = _inventory_fingerprint(inventory.path, how)
-    failure = sidecar(capture, FAILURE_SUFFIX)  # the failure record (issue 39) likewise
-    if failure is not None:
-        found["failure"] = _inventory_fingerprint(failure.path, how)
+    for entry in SIDECARS:
+        beside = entry.beside(capture) if entry.fingerprint else None
+        if beside is not None:
+            found[entry.name] = _sidecar_fingerprint(beside.path, how, entry.limit)
     return found
 
 
-def _inventory_fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
-    """Like ``fingerprint``, but an inventory that cannot be read is described, not
-    an error (the analysis ignores it with a diagnostic). Only a regular file within
-    the inventory limit is ever opened, so a FIFO cannot block the check."""
+def _sidecar_fingerprint(path: str, how: Fingerprint, limit: int) -> dict[str, Any]:
+    """Like ``fingerprint``, but a record that cannot be read is described, not an
+    error (the analysis ignores it with a diagnostic). Only a regular file within
+    the record's limit (``limit`` bytes) is ever hashed, so a FIFO cannot block the
+    check."""
     if is_url(path):
         try:
             return fingerprint(path, how)
@@ -98,7 +98,7 @@ def _inventory_fingerprint(path: str, how: Fingerprint) -> dict[str, Any]:
     kind = not_regular(info.st_mode)
     if kind is not None:
         return {"kind": kind}
-    if how == "hash" and info.st_size <= MAX_INVENTORY_BYTES:
+    if how == "hash" and info.st_size <= limit:
         try:
             return fingerprint(path, how)
         except InputError as exc:
@@ -187,7 +187,7 @@ def stored(task: Task, current: dict[str, Any]) -> Outcome | None:
     # fewer). A capture that failed has none.
     if data.get("status") != "error":
         for fmt in task.reports:
-            if not os.path.isfile(os.path.join(task.directory, f"report.{fmt}")):
+            if not os.path.isfile(os.path.join(task.directory, report_name(fmt))):
                 return None
     if not _well_formed(data):
         return None  # damaged, though its fingerprint matches: analyse it again

@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import os
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from traceparse.batching.orphans import stop_if_orphaned
 from traceparse.batching.records import Outcome, Status, Task
@@ -25,6 +25,7 @@ from traceparse.batching.store import (
     Fingerprint,
     fingerprint,
     input_fingerprint,
+    report_name,
     reuse,
     store,
     stored_quietly,
@@ -32,9 +33,7 @@ from traceparse.batching.store import (
 from traceparse.errors import CaptureTooLargeError, CorruptCaptureError, TraceparseError
 from traceparse.files.confined import real_directory
 from traceparse.files.discover import CaptureFile
-
-if TYPE_CHECKING:
-    from traceparse.report import Format
+from traceparse.report.formats import NAMES
 
 __all__ = [
     "RESULT_NAME",
@@ -49,7 +48,7 @@ __all__ = [
 ]
 
 CAPTURES_DIR = "captures"
-REPORT_FORMATS = ("md", "html", "json")
+REPORT_FORMATS = NAMES  # report.formats.REPORT_FORMATS
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -126,7 +125,7 @@ def _run(task: Task) -> Outcome:
     # From here on the directory holds no result that could vouch for a half-made
     # set of reports, and no report of an older version of the input (a link at
     # one of these names goes, not the file it names).
-    for name in (RESULT_NAME, *(f"report.{fmt}" for fmt in REPORT_FORMATS)):
+    for name in (RESULT_NAME, *(report_name(fmt) for fmt in REPORT_FORMATS)):
         _remove(os.path.join(task.directory, name))
     outcome, keep = _analyse(task)
     stop_if_orphaned()
@@ -160,9 +159,9 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
         stop_if_orphaned()
         os.makedirs(task.directory, exist_ok=True)
         for fmt in task.reports:
-            path = os.path.join(task.directory, f"report.{fmt}")
+            path = os.path.join(task.directory, report_name(fmt))
             stop_if_orphaned()
-            write_report([profile], cast("Format", fmt), path)
+            write_report([profile], fmt, path)
     except (CorruptCaptureError, CaptureTooLargeError) as exc:
         # Decided by the file's content, which the fingerprint covers: no point retrying.
         return _failed(task, _one_line(str(exc))), True

@@ -52,6 +52,18 @@ def check_level(name: str, value: object, highest: int | None) -> int:
     return value
 
 
+def check_batch_size(value: object) -> int | None:
+    """A batch size given to a capture: None, or a positive integer TensorFlow can hold."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        raise UsageError(
+            f"batch_size must be the number of examples in a step (a positive integer), "
+            f"got {value!r}"
+        )
+    return value
+
+
 def check_seconds(name: str, value: object, *, allow_zero: bool) -> float | None:
     if value is None:
         return None

@@ -14,19 +14,18 @@ is one line on stderr.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import traceback
 from typing import Any
 
+from traceparse.core.sidecars import FAILURE
+
 # The reader's names, so that writer and reader cannot disagree.
 from traceparse.decode.failure import FORMAT, MAX_FRAMES, MAX_MESSAGE_CHARS, VERSION
-from traceparse.files.atomic import atomic_write
-from traceparse.files.discover import FAILURE_SUFFIX as SUFFIX
 
-__all__ = ["SUFFIX", "describe_failure", "write_failure"]
+__all__ = ["describe_failure", "write_failure"]
 
 
 def describe_failure(exc: BaseException, *, way: str, step: int | None) -> dict[str, Any]:
@@ -54,11 +53,8 @@ def describe_failure(exc: BaseException, *, way: str, step: int | None) -> dict[
 
 
 def write_failure(record: dict[str, Any], run_dir: str | os.PathLike[str], host: str) -> str:
-    """Write ``<run_dir>/<host>.failure.json``; return its path."""
-    path = os.path.join(os.fspath(run_dir), host + SUFFIX)
-    # ensure_ascii: control and bidi characters of a message travel as \\u escapes.
-    atomic_write(path, json.dumps(record, indent=1, ensure_ascii=True) + "\n")
-    return path
+    """Write the record beside ``<run_dir>/<host>.xplane.pb``; return its path."""
+    return FAILURE.write(record, run_dir, host)
 
 
 def _message(exc: BaseException) -> str:

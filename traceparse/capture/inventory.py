@@ -27,23 +27,20 @@ Keras only when the program has already imported it.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from traceparse.core.sidecars import INVENTORY
 from traceparse.decode.variables import FORMAT, VERSION
-from traceparse.files.atomic import atomic_write
 
 # The reader's names for the file, so that writer and reader cannot disagree.
-from traceparse.files.discover import INVENTORY_SUFFIX as SUFFIX
 from traceparse.tables.dtypes import estimate_bytes
 
 __all__ = [
     "FORMAT",
-    "SUFFIX",
     "VERSION",
     "Inventory",
     "take_inventory",
@@ -133,10 +130,8 @@ def try_take_inventory(
 
 
 def write_inventory(inventory: Inventory, run_dir: str | os.PathLike[str], host: str) -> str:
-    """Write ``<run_dir>/<host>.variables.json``; return its path."""
-    path = os.path.join(os.fspath(run_dir), host + SUFFIX)
-    atomic_write(path, json.dumps(inventory.to_json(), indent=1) + "\n")
-    return path
+    """Write the inventory beside ``<run_dir>/<host>.xplane.pb``; return its path."""
+    return INVENTORY.write(inventory.to_json(), run_dir, host)
 
 
 # -- finding variables ---------------------------------------------------------------

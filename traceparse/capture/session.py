@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from traceparse.capture.checks import (
     TENSORFLOW_MISSING,
+    check_batch_size,
     check_level,
     check_logdir,
     enable_onednn,
@@ -49,6 +50,7 @@ from traceparse.capture.checks import (
 from traceparse.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
+    from traceparse.capture.batch import BatchRecorder
     from traceparse.capture.inventory import Inventory
     from traceparse.capture.sources import SourceRecorder
     from traceparse.core.profile import Profile
@@ -139,9 +141,14 @@ class Capture(AbstractContextManager["Capture"]):
         models: Sequence[Any] = (),
         inventory: bool = True,
         sources: bool = True,
+        batch_size: int | None = None,
         keras_steps: bool = True,
     ) -> None:
         self.logdir: Path = check_logdir(logdir)
+        # The batch size of the steps (capture/batch.py): given here, or read off
+        # the steps' inputs while running; written beside the capture at stop.
+        self.batch_size = check_batch_size(batch_size)
+        self._batch: BatchRecorder | None = None
         self.host_tracer_level = check_level("host_tracer_level", host_tracer_level, 3)
         self.python_tracer_level = check_level("python_tracer_level", python_tracer_level, 1)
         self.device_tracer_level = check_level("device_tracer_level", device_tracer_level, None)
@@ -226,10 +233,12 @@ class Capture(AbstractContextManager["Capture"]):
                 # Before the profiler starts, so that the walk is not in the capture.
                 self._inventory = try_take_inventory(None, "start", self.models)
             self._start_sources()
+            self._start_batch()
             try:
                 tf.profiler.experimental.start(os.fspath(self.logdir), options=options)
             except tf.errors.AlreadyExistsError as exc:
                 self._stop_sources()
+                self._stop_batch()
                 raise CaptureError(
                     "a TensorFlow profiler is already running in this process (another "
                     "traceparse.profile, tf.profiler.experimental.start, or a Keras "
@@ -239,6 +248,7 @@ class Capture(AbstractContextManager["Capture"]):
                 ) from exc
             except tf.errors.OpError as exc:
                 self._stop_sources()
+                self._stop_batch()
                 raise CaptureError(
                     f"TensorFlow could not start the profiler for {self.logdir}: "
                     f"{type(exc).__name__}: {exc.message}",
@@ -276,6 +286,7 @@ class Capture(AbstractContextManager["Capture"]):
             try:
                 tf.profiler.experimental.stop()
             except tf.errors.UnavailableError as exc:
+                self._stop_batch()  # nothing to write it beside: stop noting
                 raise CaptureError(
                     "the TensorFlow profiler was stopped by someone else before this "
                     "capture ended (tf.profiler.experimental.stop called inside the "
@@ -283,6 +294,7 @@ class Capture(AbstractContextManager["Capture"]):
                     path=self.logdir,
                 ) from exc
             except tf.errors.OpError as exc:
+                self._stop_batch()
                 raise CaptureError(
                     f"TensorFlow could not write the capture to {self.logdir}: "
                     f"{type(exc).__name__}: {exc.message}",
@@ -299,6 +311,7 @@ class Capture(AbstractContextManager["Capture"]):
             self._write_inventory()
             self._write_failure()
             self._write_sources()
+            self._write_batch()
             return self.files
 
     def _mark_keras_steps(self) -> None:
@@ -416,6 +429,37 @@ class Capture(AbstractContextManager["Capture"]):
         self._sources = None
         self._files = sorted({*self._files, *written})
 
+    # -- the batch size (traceparse.capture.batch) ------------------------------------
+
+    def _start_batch(self) -> None:
+        from traceparse.capture.batch import BatchRecorder
+
+        self._batch = BatchRecorder(self.batch_size)
+        self._batch.start()
+
+    def _stop_batch(self) -> BatchRecorder | None:
+        recorder, self._batch = self._batch, None
+        if recorder is not None:
+            recorder.stop()
+        return recorder
+
+    def _write_batch(self) -> None:
+        """Write the batch the steps saw beside each host's capture, when one was
+        given or seen; a line on stderr when it cannot be (the capture matters more)."""
+        recorder = self._stop_batch()
+        if recorder is None:
+            return
+        captures = [f for f in self._stop_files or self._files if f.name.endswith(".xplane.pb")]
+        written = set()
+        try:
+            if recorder.to_json(None)["batch_size"] is None:
+                return
+            for f in captures:
+                written.add(Path(recorder.write(f.parent, f.name.removesuffix(".xplane.pb"))))
+        except Exception as error:  # a full disk
+            print(f"traceparse: the batch size was not recorded: {error}", file=sys.stderr)
+        self._files = sorted({*self._files, *written})
+
     def __enter__(self) -> Capture:
         return self.start()
 
@@ -440,20 +484,25 @@ class Capture(AbstractContextManager["Capture"]):
             else:  # Python 3.10
                 print(note, file=sys.stderr)
 
-    def step(self, step_num: int, name: str = "train") -> AbstractContextManager[Any]:
+    def step(
+        self, step_num: int, name: str = "train", batch_size: int | None = None
+    ) -> AbstractContextManager[Any]:
         """Mark one step: ``tf.profiler.experimental.Trace(name, step_num=step_num, _r=1)``.
 
         The marker is an event named ``name`` with a ``step_num`` stat that
-        the analysis uses to split memory by step.
+        the analysis uses to split memory by step. ``batch_size``: the number
+        of examples the step feeds, recorded beside the capture (else read off
+        the inputs of the ``tf.function`` the step calls, where it calls one).
         """
         step_num = check_level("step_num", step_num, None)
+        batch_size = check_batch_size(batch_size)
         if not isinstance(name, str) or not name:
             raise UsageError(f"a step name must be a non-empty string, got {name!r}")
         tf = import_tensorflow()
         trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
             name, step_num=step_num, _r=1
         )
-        return _Step(self, step_num, trace)
+        return _Step(self, step_num, trace, batch_size)
 
     def load(self) -> Profile:
         """Read this capture: ``traceparse.core.loading.load(self.run_dir)``."""
@@ -470,11 +519,23 @@ class _Step(AbstractContextManager[Any]):
     """A step marker that also tells its capture which step runs, and notes an
     exception raised in it (the exception goes on unchanged)."""
 
-    def __init__(self, capture: Capture, step_num: int, trace: AbstractContextManager[Any]):
+    def __init__(
+        self,
+        capture: Capture,
+        step_num: int,
+        trace: AbstractContextManager[Any],
+        batch_size: int | None = None,
+    ):
         self.capture, self.step_num, self.trace = capture, step_num, trace
+        self.batch_size = batch_size
 
     def __enter__(self) -> Any:
         self.capture._step = self.step_num
+        recorder = self.capture._batch
+        if recorder is not None:
+            recorder.step = self.step_num
+            if self.batch_size is not None:
+                recorder.note(self.batch_size, "given", self.step_num)
         return self.trace.__enter__()
 
     def __exit__(
@@ -502,6 +563,7 @@ def profile(
     models: Sequence[Any] = (),
     inventory: bool = True,
     sources: bool = True,
+    batch_size: int | None = None,
     keras_steps: bool = True,
 ) -> Capture:
     """A :class:`Capture` of everything TensorFlow does inside its ``with`` block.
@@ -519,6 +581,13 @@ def profile(
     (``traceparse.capture.steps.step_markers_in_fit``), so a leak check can
     compare the batches. ``keras_steps=False`` leaves ``fit`` alone.
 
+    ``batch_size``: the number of examples each step feeds, written beside the
+    capture as ``<host>.batch.json`` so that ``predict`` starts from it. Without
+    it the capture records what the steps' inputs show: the batches Keras feeds
+    ``fit`` (read by the step markers above, ``MemoryCallback``'s or ``traceparse
+    run``'s) or the leading dimension of an eagerly called ``tf.function``'s first argument
+    (``traceparse.capture.batch``).
+
     ``host_tracer_level`` 2 (the default) is the lowest level at which the
     allocator records memory events; ``python_tracer_level`` 1 traces every
     Python call and makes captures much larger. Arguments are checked here
@@ -534,5 +603,6 @@ def profile(
         models=models,
         inventory=inventory,
         sources=sources,
+        batch_size=batch_size,
         keras_steps=keras_steps,
     )

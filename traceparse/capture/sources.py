@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
-import json
 import os
 import sys
 import sysconfig
@@ -47,15 +45,13 @@ from types import CodeType, FrameType
 from typing import Any
 
 from traceparse.capture.graph_ops import GRAD_FUNCTION, GRADIENT_SCOPES, callees, forward_ops
+from traceparse.core.sidecars import SOURCES
 from traceparse.decode.fields import CLOCK_STAT
 from traceparse.decode.sources import FORMAT, VERSION
-from traceparse.files.atomic import atomic_write
-from traceparse.files.discover import SOURCES_SUFFIX as SUFFIX
 
 __all__ = [
     "CLOCK_EVENT",
     "FORMAT",
-    "SUFFIX",
     "VERSION",
     "SourceRecorder",
     "forward_name",
@@ -441,11 +437,7 @@ def mark_clock(tf: Any) -> None:
 
 
 def write_sources(recorder: SourceRecorder, run_dir: str | os.PathLike[str], host: str) -> str:
-    """Write ``<run_dir>/<host>.sources.json.gz``; return its path."""
+    """Write the record beside ``<run_dir>/<host>.xplane.pb``; return its path."""
     import tensorflow as tf
 
-    path = os.path.join(os.fspath(run_dir), host + SUFFIX)
-    text = json.dumps(recorder.to_json(str(tf.__version__)), separators=(",", ":"))
-    # mtime=0: the same record gives the same bytes.
-    atomic_write(path, gzip.compress(text.encode(), compresslevel=6, mtime=0))
-    return path
+    return SOURCES.write(recorder.to_json(str(tf.__version__)), run_dir, host)

@@ -8,12 +8,16 @@ else in ``traceparse.capture`` does at import time.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import keras
+
+from traceparse.capture.batch import keras_batch_of, mark_step, note_keras_step
 
 __all__ = ["STEP_NAME", "StepMarker", "step_markers_in_fit"]
 
@@ -29,7 +33,8 @@ class StepMarker(keras.callbacks.Callback):
     While some profiler runs (``traceparse run``, ``traceparse.profile()``),
     each batch is an event ``"train"`` with ``step_num`` = the batch's number,
     counted from 1 and on across ``fit`` calls, so that steps never repeat.
-    Outside a capture the marker costs next to nothing.
+    Outside a capture the marker costs next to nothing. Inside one it also notes
+    the batch Keras feeds each training step (``traceparse.capture.batch``).
 
     With ``loops=True`` the batches of ``evaluate`` and ``predict`` called on
     their own are steps too (Keras calls ``on_test_batch_begin`` /
@@ -45,12 +50,27 @@ class StepMarker(keras.callbacks.Callback):
         self.loops = loops
         self._training = False
         self._trace: AbstractContextManager[Any] | None = None
+        self._adapter: Any = None  # the running fit's DataAdapter, where Keras has one
+
+    def _find_adapter(self) -> None:
+        """Find the data adapter of the ``fit`` that calls this callback (two frames up:
+        ``CallbackList.on_train_begin``, then ``fit``)."""
+        try:
+            self._adapter = keras_batch_of(sys._getframe(2))
+        except Exception:  # never in fit's way
+            self._adapter = None
+
+    def _note_batch(self, batch: int, step: int) -> None:
+        """Note the size of ``fit``'s ``batch`` (0-based in its epoch) as ``step``'s."""
+        with contextlib.suppress(Exception):  # never in fit's way
+            note_keras_step(self._adapter, batch, step)
 
     def _begin_step(self, step: int) -> None:
         import tensorflow as tf
 
         self._end_step()
         last_step[0] = step
+        mark_step(step)
         self._trace = tf.profiler.experimental.Trace(self.step_name, step_num=step, _r=1)
         self._trace.__enter__()
 
@@ -62,12 +82,14 @@ class StepMarker(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self.step += 1
         self._begin_step(self.step)
+        self._note_batch(batch, self.step)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self._end_step()
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._training = True
+        self._find_adapter()
 
     def on_train_end(self, logs: Any = None) -> None:
         self._training = False

@@ -121,11 +121,13 @@ class TableCommand(Command):
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.cli._loading import load_newest
         from traceparse.output.export import check_extension, format_from_path
+        from traceparse.report.formats import FILE_SUFFIXES
 
-        fmt = args.format or format_from_path(args.output) or "table"
+        fmt = args.format or format_from_path(args.output, FILE_SUFFIXES) or "table"
         if fmt not in TABLE_FORMATS:
             fmt = "table"  # -o report.md: a plain text table
-        check_extension(args.output, fmt, args.format is not None, (*TABLE_FORMATS, "html"))
+        formats = (*TABLE_FORMATS, "html")
+        check_extension(args.output, fmt, args.format is not None, formats, FILE_SUFFIXES)
         if fmt == "parquet" and args.output is None and term.interactive:
             raise UsageError("parquet is binary: add -o FILE.parquet (or redirect stdout)")
         profile = load_newest(args.path, term)

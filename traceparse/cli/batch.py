@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, count_type
 from traceparse.output.units import plural
+from traceparse.report.formats import NAMES
 
 if TYPE_CHECKING:
     from traceparse.batching import BatchResult
     from traceparse.output.terminal import Terminal
 
-_REPORT_CHOICES = ("md", "html", "json")
+_REPORT_CHOICES = NAMES  # report.formats.REPORT_FORMATS
 # Failures listed on stderr before pointing at the summary for the rest.
 _SHOWN_FAILURES = 20
 
@@ -109,8 +110,8 @@ class BatchCommand(Command):
             type=reports_type,
             default=_REPORT_CHOICES,
             metavar="FORMATS",
-            help="report formats per capture: a comma-separated subset of md,html,json, "
-            "or none (default: md,html,json)",
+            help=f"report formats per capture: a comma-separated subset of {','.join(NAMES)}, "
+            f"or none (default: {','.join(NAMES)})",
         )
         parser.add_argument(
             "--hash",

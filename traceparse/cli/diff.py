@@ -98,8 +98,9 @@ class DiffCommand(Command):
             print_diff,
         )
         from traceparse.output.export import format_from_path, write_output
+        from traceparse.report.formats import FILE_SUFFIXES
 
-        implied = format_from_path(args.output)
+        implied = format_from_path(args.output, FILE_SUFFIXES)
         fmt = args.format or (implied if implied in DIFF_FORMATS else "table")
         if fmt == "html" and args.output is None and term.interactive:
             raise UsageError("an HTML diff is a file: add -o diff.html")

@@ -31,11 +31,18 @@ def batch_type(text: str) -> int:
 class PredictCommand(Command):
     """Predict the peak at another batch size, and the largest batch that fits.
 
-    Every allocation of the newest run under PATH is sized at the new batch
-    from its shape (the captured batch size is the leading dimension its inputs
-    and activations share, or --from-batch), a compiled program's slab from its
-    HLO buffers' shapes, and the allocations are replayed in their order
-    through a model of the BFC allocator (where each chunk goes). Per
+    Batch sizes are global: what fit is given (under MirroredStrategy each
+    replica's tensors hold its share). The captured batch size is --from-batch,
+    else weighed off the capture: the leading dimension with the most bytes of
+    evidence, the step's input and label tensors where recorded, else the
+    tensors it leads in both the forward pass and its gradients; where that
+    evidence is weak or tied, predict stops and asks for --from-batch (the
+    evidence that decided is printed). Every allocation of the newest run under
+    PATH is then sized at the new batch from its shape (a convolution's
+    workspace per image, a Winograd one's filter transform fixed), a compiled
+    program's slab from its HLO buffers' shapes, and the allocations are
+    replayed in their order through a model of the BFC allocator (where each
+    chunk goes); bytes held before the capture are kept as captured. Per
     allocator: the predicted peak with low and high bounds, its moment, its
     parts by role and layer with how each was sized, and the largest batch size
     that fits --capacity (default: the allocator's capacity in the capture).
@@ -59,13 +66,18 @@ class PredictCommand(Command):
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
         parser.add_argument(
-            "--batch", type=batch_type, required=True, metavar="N", help="the batch size to predict"
+            "--batch",
+            type=batch_type,
+            required=True,
+            metavar="N",
+            help="the (global) batch size to predict",
         )
         parser.add_argument(
             "--from-batch",
             type=batch_type,
             metavar="N",
-            help="the batch size PATH was captured at (default: read off its shapes)",
+            help="the global batch size PATH was captured at (default: weighed off its "
+            "input, label and activation tensors)",
         )
         parser.add_argument(
             "--with",
@@ -77,7 +89,8 @@ class PredictCommand(Command):
             "--with-batch",
             type=batch_type,
             metavar="N",
-            help="the batch size OTHER was captured at (default: read off its shapes)",
+            help="the global batch size OTHER was captured at (default: weighed off its "
+            "tensors, as for PATH)",
         )
         parser.add_argument(
             "--capacity",

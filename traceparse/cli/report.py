@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, count_type
 from traceparse.errors import UsageError
+from traceparse.report.formats import FILE_SUFFIXES, NAMES
 
 if TYPE_CHECKING:
     from traceparse.core.profile import Profile
     from traceparse.output.terminal import Terminal
 
-REPORT_FORMATS = ("md", "html", "json")
+# The report formats (report.formats.REPORT_FORMATS), as --format names them.
+REPORT_FORMATS = NAMES
+_CHOICES = ", ".join(NAMES[:-1]) + f" or {NAMES[-1]}"
 
 
 class ReportCommand(Command):
@@ -43,7 +46,7 @@ class ReportCommand(Command):
         parser.add_argument(
             "--format",
             choices=REPORT_FORMATS,
-            help="md, html or json (default: from -o's extension, else md)",
+            help=f"{_CHOICES} (default: from -o's extension, else md)",
         )
         parser.add_argument(
             "--top",
@@ -60,9 +63,9 @@ class ReportCommand(Command):
         from traceparse.cli._loading import load_each
         from traceparse.output.export import check_extension, format_from_path
 
-        implied = format_from_path(args.output)
+        implied = format_from_path(args.output, FILE_SUFFIXES)
         fmt = args.format or (implied if implied in REPORT_FORMATS else "md")
-        check_extension(args.output, fmt, args.format is not None, REPORT_FORMATS)
+        check_extension(args.output, fmt, args.format is not None, REPORT_FORMATS, FILE_SUFFIXES)
         if fmt == "html" and args.output is None and term.interactive:
             raise UsageError("an HTML report is a file: add -o report.html")
         profiles = load_each(args.paths, term)
@@ -91,7 +94,7 @@ def write(
         told = REPLAY_PROGRESS.set(replayed)
         try:
             rows = {} if top is None else {"top": top}  # None: the report's default
-            return write_report(profiles, cast(Literal["md", "html", "json"], fmt), path, **rows)
+            return write_report(profiles, fmt, path, **rows)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise UsageError(

@@ -8,7 +8,7 @@ from typing import Literal
 
 from traceparse.core.memory import pooled_call
 from traceparse.core.profile import Profile
-from traceparse.core.sidecars import read_failure, read_inventory, read_sources
+from traceparse.core.sidecars import read_sidecars
 from traceparse.decode.memory_profile import decode_memory_profile
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xspace import decode_xspace
@@ -41,9 +41,7 @@ def read_trace(capture: CaptureFile) -> MemoryTrace:
         trace = decode_memory_profile(
             data, path=capture.path, host=capture.host, binary=capture.format == "memory_profile"
         )
-    read_inventory(capture, trace)
-    read_failure(capture, trace)
-    read_sources(capture, trace)
+    read_sidecars(capture, trace)
     return trace
 
 

@@ -52,7 +52,9 @@ from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.compat import called_or_read, moved
 from traceparse.core.memory import pooled_call, pooled_property
+from traceparse.core.sidecars import SOURCES
 from traceparse.core.xla import XlaParts
+from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.decode.variables import quote
 from traceparse.errors import PredictArgumentError, UsageError
@@ -83,7 +85,7 @@ _NO_INVENTORY = (
     "before it cannot be named"
 )
 NO_SOURCES = (
-    "no source lines (no <host>.sources.json.gz beside the capture): capture with "
+    f"no source lines (no <host>{SOURCES.suffix} beside the capture): capture with "
     "traceparse.profile(), `traceparse run` or its Keras MemoryCallback to name the line "
     "of your code that made each allocation (JAX: python_tracer_level=1)"
 )
@@ -864,6 +866,16 @@ class Profile:
         )
 
     @property
+    def recorded_batch(self) -> BatchRecord | None:
+        """The batch size the capture's steps saw, as the capture recorded it beside
+        itself (``<host>.batch.json``: given to ``profile(batch_size=)``, or read off
+        the inputs Keras or a ``tf.function`` received); None for a capture made
+        elsewhere, or one whose steps fed no batch traceparse could see. The first
+        host's that has one (every host of a run records the same steps)."""
+        found = [t.batch for t in self.traces if t.batch is not None]
+        return next((b for b in found if b.batch_size is not None), None)
+
+    @property
     def _has_inventory(self) -> bool:
         return any(trace.inventory is not None for trace in self.traces)
 
@@ -954,12 +966,15 @@ def _check_pair(
 
 def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
     """The share of ``profile``'s requested bytes made by (allocator, op) pairs
-    ``other`` has too, and up to three of the largest that it lacks."""
+    ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
+    ``program_names``), and up to three of the largest that it lacks."""
+    from traceparse.analysis.predict_fit import program_names  # prediction only when asked
+
     a, b = profile.allocations, other.allocations
     if a.empty:
         return 1.0, []
-    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), a["op"].astype(str)])
-    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), b["op"].astype(str)])
+    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), program_names(a["op"])])
+    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), program_names(b["op"])])
     found = keys.isin(theirs)
     size = a["requested_bytes"].fillna(0).to_numpy(dtype=np.float64)
     total = float(size.sum())
@@ -976,10 +991,14 @@ def predictor_of(
     other: Profile | None = None,
     other_batch: int | None = None,
 ) -> Predictor:
-    """A Predictor of ``profile`` (captured at ``from_batch``, else read off it),
-    fitted through ``other`` (at ``other_batch``) when given; with two captures the
-    one nearer ``batch_size`` gives the order of events. A capture it cannot read a
-    prediction from raises ``UsageError`` naming its file."""
+    """A Predictor of ``profile`` (captured at ``from_batch``, else at the batch the
+    capture recorded, else read off it), fitted through ``other`` (at ``other_batch``,
+    else recorded, else read) when given; with two captures the one nearer
+    ``batch_size`` gives the order of events. A capture it cannot read a prediction
+    from raises ``UsageError`` naming its file.
+
+    A recorded batch (``Profile.recorded_batch``) comes before anything read off the
+    shapes: it is what the steps were fed, where the shapes only suggest it."""
     for capture in (profile, other):
         if capture is not None and capture.timeline.empty:
             raise UsageError(
@@ -987,11 +1006,18 @@ def predictor_of(
                 "to predict from"
             )
     if other is not None:
+        # What the user gave is checked as given; a batch equal on both records is
+        # fit_two's refusal (both captures at one batch).
         _check_pair(profile, other, from_batch, other_batch)
+    recorded = profile.recorded_batch if from_batch is None else None
+    if recorded is not None:
+        from_batch = recorded.batch_size
+    if other is not None and other_batch is None and other.recorded_batch is not None:
+        other_batch = other.recorded_batch.batch_size
     try:
         from traceparse.analysis.predict import make_predictor
 
-        return make_predictor(
+        predictor = make_predictor(
             profile._prediction_input,
             from_batch,
             None if other is None else other._prediction_input,
@@ -1001,3 +1027,10 @@ def predictor_of(
     except UsageError as exc:
         paths = profile.path if other is None else f"{profile.path} (with {other.path})"
         raise UsageError(f"{paths}: {exc}") from None
+    if recorded is not None and predictor.batch == recorded.batch_size:
+        predictor.batch_evidence = recorded.evidence
+        if predictor.found_batch != recorded.batch_size:
+            # As for a batch given that the shapes disagree with: say what they say.
+            predictor.batch_evidence += f"; read off the capture: {predictor.found_evidence}"
+    return predictor
+

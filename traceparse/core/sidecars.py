@@ -1,14 +1,33 @@
-"""The records written beside a capture (``<host>.variables.json``,
-``<host>.failure.json``, ``<host>.sources.json.gz``): read, checked and attached
-to the capture's trace. An unusable record becomes one diagnostic that names it;
-the capture itself still loads."""
+"""The records written beside a capture, in one registry (``SIDECARS``).
+
+Each record (``<host>.variables.json``, ``<host>.failure.json``,
+``<host>.sources.json.gz``, ``<host>.batch.json``) is one :class:`Sidecar`: its
+file name, the most bytes read of it, how it is written (``write``: the capture
+stage calls it), how it is read, checked and attached to the capture's trace
+(``read``: loading calls every entry), and whether ``traceparse batch``'s
+fingerprint covers it. A file name is written here and nowhere else; adding a
+record is one entry here, its decoder and what records it.
+
+An unusable record becomes one diagnostic that names it; the capture itself
+still loads.
+"""
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
+from traceparse.decode.batch import (
+    MAX_BATCH_BYTES,
+    BatchProblem,
+    BatchRecord,
+    batch_budget,
+    decode_batch,
+)
 from traceparse.decode.failure import (
     MAX_FAILURE_BYTES,
     FailureProblem,
@@ -30,16 +49,19 @@ from traceparse.decode.variables import (
     decode_inventory,
 )
 from traceparse.errors import CaptureTooLargeError, InputError
-from traceparse.files.discover import (
-    FAILURE_SUFFIX,
-    INVENTORY_SUFFIX,
-    MAX_INVENTORY_BYTES,
-    MAX_SOURCES_BYTES,
-    SOURCES_SUFFIX,
-    CaptureFile,
-    read_bytes,
-    sidecar,
-)
+from traceparse.files.atomic import atomic_write
+from traceparse.files.discover import CaptureFile, read_bytes, sidecar
+
+__all__ = [
+    "BATCH",
+    "FAILURE",
+    "INVENTORY",
+    "SIDECARS",
+    "SOURCES",
+    "SOURCES_ADVICE",
+    "Sidecar",
+    "read_sidecars",
+]
 
 T = TypeVar("T")
 
@@ -106,8 +128,8 @@ def read_inventory(capture: CaptureFile, trace: MemoryTrace) -> None:
     found = _read_beside(
         capture,
         trace,
-        INVENTORY_SUFFIX,
-        MAX_INVENTORY_BYTES,
+        INVENTORY.suffix,
+        INVENTORY.limit,
         InventoryProblem,
         lambda data, path: decode_inventory(data, path=path),
         lambda reason: (
@@ -135,8 +157,8 @@ def read_failure(capture: CaptureFile, trace: MemoryTrace) -> None:
     found = _read_beside(
         capture,
         trace,
-        FAILURE_SUFFIX,
-        MAX_FAILURE_BYTES,
+        FAILURE.suffix,
+        FAILURE.limit,
         FailureProblem,
         decode,
         lambda reason: f"the failure record was ignored: {reason}",
@@ -162,15 +184,15 @@ def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
     found = _read_beside(
         capture,
         trace,
-        SOURCES_SUFFIX,
-        MAX_SOURCES_BYTES,
+        SOURCES.suffix,
+        SOURCES.limit,
         SourcesProblem,
         decode,
         lambda reason: f"the source lines were ignored: {reason}; {SOURCES_ADVICE}",
         sources_budget,
     )
     if found is None:
-        trace.sources_refused = sidecar(capture, SOURCES_SUFFIX) is not None
+        trace.sources_refused = sidecar(capture, SOURCES.suffix) is not None
         return
     trace.sources = found
     if trace.start_ns is None and len(found.eager_ns):
@@ -181,3 +203,105 @@ def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
             "started (TensorFlow before 2.20 records no start time, and no usable "
             "traceparse.clock mark is in it); capture again with this traceparse"
         )
+
+
+def read_batch(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach the batch record beside ``capture`` to ``trace`` (``decode/batch.py``);
+    one written by another capture (its clock window does not hold this capture's
+    start) is ignored, as a source record from another run is."""
+
+    def decode(data: bytes, path: str) -> BatchRecord:
+        record = decode_batch(data, path=path)
+        start, began, ended = trace.start_ns, record.started_ns, record.stopped_ns
+        if None not in (start, began, ended) and not (
+            began - _CLOCK_SLACK_NS <= start <= ended + _CLOCK_SLACK_NS  # type: ignore[operator]
+        ):
+            raise _Stale("it was written by another capture (its times do not hold this capture's)")
+        return record
+
+    found = _read_beside(
+        capture,
+        trace,
+        BATCH.suffix,
+        BATCH.limit,
+        BatchProblem,
+        decode,
+        lambda reason: (
+            f"the recorded batch size was ignored: {reason}; predictions read the batch "
+            "off the capture's shapes (or give --from-batch)"
+        ),
+        batch_budget,
+    )
+    if found is not None:
+        trace.batch = found
+
+
+# -- the registry -------------------------------------------------------------------
+
+
+def _json(document: Any) -> bytes:
+    # ensure_ascii: control and bidi characters of a message travel as \\u escapes.
+    return (json.dumps(document, indent=1, ensure_ascii=True) + "\n").encode()
+
+
+def _gzip_json(document: Any) -> bytes:
+    text = json.dumps(document, separators=(",", ":"))
+    # mtime=0: the same record gives the same bytes.
+    return gzip.compress(text.encode(), compresslevel=6, mtime=0)
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """One record written beside a capture as ``<host><suffix>``."""
+
+    name: str  # the key of its entry in a batch fingerprint
+    suffix: str
+    title: str  # what it is, in a sentence
+    limit: int  # the most bytes read of it (expanded, for gzip)
+    read: Callable[[CaptureFile, MemoryTrace], None]  # attach it to the trace
+    encode: Callable[[Any], bytes]  # its JSON-able document to the file's bytes
+    # Whether ``traceparse batch`` redoes a capture when this record beside it is
+    # added, changed or removed (every record the analysis reads).
+    fingerprint: bool = True
+
+    def path(self, run_dir: str | os.PathLike[str], host: str) -> str:
+        """``<run_dir>/<host><suffix>``."""
+        return os.path.join(os.fspath(run_dir), host + self.suffix)
+
+    def beside(self, capture: CaptureFile) -> CaptureFile | None:
+        """The record beside ``capture``, if anything is there (``files.discover.sidecar``)."""
+        return sidecar(capture, self.suffix)
+
+    def write(self, document: Any, run_dir: str | os.PathLike[str], host: str) -> str:
+        """Write ``document`` as ``<run_dir>/<host><suffix>``, atomically; return its path."""
+        path = self.path(run_dir, host)
+        atomic_write(path, self.encode(document))
+        return path
+
+
+# A variable inventory lists a model's variables, about 400 bytes each as traceparse
+# writes them: a few thousand variables, a few MiB at most. Parsing JSON takes up to
+# ~25 times the file in memory, so this bound keeps a crafted one under half a GiB.
+INVENTORY = Sidecar(
+    "inventory", ".variables.json", "variable inventory", 16 * 2**20, read_inventory, _json
+)
+# A message, a traceback and a few numbers (decode.failure.MAX_FAILURE_BYTES).
+FAILURE = Sidecar(
+    "failure", ".failure.json", "failure record", MAX_FAILURE_BYTES, read_failure, _json
+)
+# docs/sources.md. A record lists a few thousand graph ops and at most two million
+# eager ops; this bound on its expanded size keeps a crafted one under a GiB or so.
+SOURCES = Sidecar(
+    "sources", ".sources.json.gz", "source record", 128 * 2**20, read_sources, _gzip_json
+)
+# The batch size of the steps a capture saw (decode/batch.py).
+BATCH = Sidecar("batch", ".batch.json", "batch record", MAX_BATCH_BYTES, read_batch, _json)
+
+# In the order they are read (and fingerprinted).
+SIDECARS: tuple[Sidecar, ...] = (INVENTORY, FAILURE, SOURCES, BATCH)
+
+
+def read_sidecars(capture: CaptureFile, trace: MemoryTrace) -> None:
+    """Attach every record beside ``capture`` to ``trace``; an unusable one is a diagnostic."""
+    for entry in SIDECARS:
+        entry.read(capture, trace)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pandas as pd
 
 if TYPE_CHECKING:
+    from traceparse.decode.batch import BatchRecord
     from traceparse.decode.failure import FailureRecord
     from traceparse.decode.runs import RunRecords
     from traceparse.decode.sources import SourceRecord
@@ -198,3 +199,5 @@ class MemoryTrace:
     sources: SourceRecord | None = None
     # Whether one was beside it but refused (its diagnostic says why).
     sources_refused: bool = False
+    # The batch size the capture's steps saw (``<host>.batch.json``), when recorded.
+    batch: BatchRecord | None = None

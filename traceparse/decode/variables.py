@@ -42,7 +42,7 @@ INVENTORY_COLUMNS: dict[str, str] = {
 # with its optimizer's slots. More than this is damaged or made up, and every
 # variable costs time in the analyses (about 0.3 ms each), so such a file is
 # ignored with a diagnostic before any row is built. The file's size has its
-# own limit (files.discover.MAX_INVENTORY_BYTES).
+# own limit (core.sidecars.INVENTORY.limit).
 MAX_INVENTORY_VARIABLES = 25_000
 # How much of a bad value a diagnostic quotes.
 _QUOTE = 40

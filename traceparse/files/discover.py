@@ -46,21 +46,8 @@ MAX_DECOMPRESSED_BYTES = 256 * 2**20
 # protobuf cannot parse a message of 2 GiB or more (an .xplane.pb, a binary
 # memory_profile); a larger file is refused before it is read.
 MAX_PROTOBUF_BYTES = 2**31 - 1
-# A variable inventory (<host>.variables.json) lists a model's variables, about
-# 400 bytes each as traceparse writes them: a few thousand variables, a few MiB
-# at most. Parsing JSON takes up to ~25 times the file in memory, so this bound
-# keeps a crafted inventory under half a GiB.
-MAX_INVENTORY_BYTES = 16 * 2**20
-# The variable inventory beside a capture: <host>.variables.json.
-INVENTORY_SUFFIX = ".variables.json"
-# The failure record beside a capture that ended in an exception: <host>.failure.json
-# (a message, a traceback and a few numbers; decode.failure.MAX_FAILURE_BYTES).
-FAILURE_SUFFIX = ".failure.json"
-# The source record beside a capture (docs/sources.md): <host>.sources.json.gz.
-# A record lists a few thousand graph ops and at most two million eager ops; this
-# bound on its expanded size keeps a crafted one under a GiB or so in memory.
-SOURCES_SUFFIX = ".sources.json.gz"
-MAX_SOURCES_BYTES = 128 * 2**20
+# The records written beside a capture (a variable inventory and its kin), their
+# file names and limits, are in one registry: core.sidecars.SIDECARS.
 # gzip is expanded this much at a time, so the limit holds before memory fills.
 _GZIP_CHUNK = 1 << 20
 _RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
@@ -216,7 +203,7 @@ def _run_order(capture: CaptureFile) -> tuple[str, str, str]:
 
 
 def sidecar(capture: CaptureFile, suffix: str) -> CaptureFile | None:
-    """The file ``<host><suffix>`` beside ``capture`` (a variable inventory), if anything
+    """The file ``<host><suffix>`` beside ``capture`` (a record of ``core.sidecars``), if anything
     is there: a FIFO, a directory or a link loop too, so that the reader can say why
     it was not read (``read_bytes`` refuses it without reading)."""
     path = f"{capture.run_dir}/{capture.host}{suffix}"

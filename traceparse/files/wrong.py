@@ -11,8 +11,11 @@ capture still reads), and at the names in a directory that holds none.
 from __future__ import annotations
 
 import os
+import re
 import stat
 
+# The format tag every record traceparse writes beside a capture starts with.
+_RECORD = re.compile(rb'"format"\s*:\s*"(traceparse\.[a-z_]{1,40})"')
 # How many bytes of a file are looked at to tell what it is.
 _HEAD_BYTES = 512
 _CAPTURE = "<logdir>/plugins/profile/<run>/<host>.xplane.pb"
@@ -31,11 +34,6 @@ def what_file(path: str, local: bool = True) -> str | None:
         )
     if lower.endswith(".ipynb"):
         return f"a Jupyter notebook, not a profiler capture; {_GIVE}"
-    if lower.endswith(".variables.json"):
-        return (
-            "a variable inventory, which traceparse reads beside its capture; give the "
-            "capture (the <host>.xplane.pb in the same directory) or its run directory"
-        )
     if "tfevents" in lower:
         return f"a TensorBoard event file (summaries, not the profiler's capture); {_GIVE}"
     head = _head(path) if local else b""
@@ -45,6 +43,14 @@ def what_file(path: str, local: bool = True) -> str | None:
             return (
                 "a traceparse baseline; compare a capture with it by "
                 f"`traceparse check PATH --baseline {name}` or `traceparse diff {name} PATH`"
+            )
+        if record := _RECORD.search(head):
+            # A record traceparse writes beside a capture (core.sidecars names them):
+            # told by its format, so that this first stage needs no list of names.
+            return (
+                f"a {record.group(1).decode()} record, which traceparse reads beside its "
+                "capture; give the capture (the <host>.xplane.pb in the same directory) "
+                "or its run directory"
             )
         return f"a JSON file, not a profiler capture; {_GIVE}"
     if text.startswith(b"#!") or (head and _is_text(head)):

@@ -105,10 +105,14 @@ class MemoryCallback(StepMarker):
 
         self.log_dir = check_logdir(log_dir)
         self.profile_batch = _batch_range(profile_batch)
+        from traceparse.report.formats import format_of_path, suffix_words
+
         self.report = None if report is None else Path(os.fspath(report))
-        if self.report is not None and self.report.suffix.lstrip(".") not in ("html", "md", "json"):
+        # The report's format, by its suffix (report.formats.REPORT_FORMATS).
+        self.report_format = None if self.report is None else format_of_path(self.report)
+        if self.report is not None and self.report_format is None:
             raise UsageError(
-                f"report {self.report} must end in .html, .md or .json (the format)",
+                f"report {self.report} must end in {suffix_words()} (the format)",
                 path=self.report,
             )
         self.budgets: Budgets = Budgets.from_options(
@@ -137,6 +141,7 @@ class MemoryCallback(StepMarker):
         if owner is not None:
             weakref.finalize(owner, _stop_left_running, weakref.ref(self))
         self._fit_frame = _frame_key(sys._getframe(2))  # CallbackList.on_train_begin's caller
+        self._find_adapter()  # the batch each step gets (traceparse.capture.batch)
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._batch += 1
@@ -151,6 +156,7 @@ class MemoryCallback(StepMarker):
         if self.capture is not None and self.capture.running:
             self._begin_step(self._batch)
             self.capture._step = self._batch
+            self._note_batch(batch, self._batch)
             _guard_train_function(self)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
@@ -230,9 +236,9 @@ class MemoryCallback(StepMarker):
         assert self.report is not None
         from traceparse.report import write_report
 
-        fmt = self.report.suffix.lstrip(".")
+        assert self.report_format is not None
         try:
-            write_report([profile], fmt, self.report)  # type: ignore[arg-type]
+            write_report([profile], self.report_format.name, self.report)
         except (TraceparseError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             _warn(

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from traceparse.report.formats import NAMES
+
 if TYPE_CHECKING:
     from traceparse.capture.session import Capture
     from traceparse.core.profile import Profile
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["TFMemory"]
 
 MARKER = "tf_memory"
-REPORT_FORMATS = ("md", "html", "json")
+REPORT_FORMATS = NAMES  # report.formats.REPORT_FORMATS
 _MARKER_ARGS = (
     "max_peak",
     "max_utilisation",

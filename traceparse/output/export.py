@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from traceparse.errors import UsageError
@@ -36,28 +36,33 @@ __all__ = [
 ]
 
 EXPORT_FORMATS = ("csv", "json", "parquet")
-_SUFFIXES = {
+# The table exports' file suffixes -> format; the reports' are report.formats'
+# (its FILE_SUFFIXES holds both, for the command line).
+TABLE_SUFFIXES = {
     ".csv": "csv",
     ".json": "json",
     ".parquet": "parquet",
     ".pq": "parquet",
     ".txt": "table",
-    ".md": "md",
-    ".markdown": "md",
-    ".html": "html",
-    ".htm": "html",
 }
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
-def format_from_path(path: str | None) -> str | None:
-    """The format a file name asks for (``ops.csv`` -> ``"csv"``), or None."""
+def format_from_path(path: str | None, suffixes: Mapping[str, str] = TABLE_SUFFIXES) -> str | None:
+    """The format a file name asks for (``ops.csv`` -> ``"csv"``), or None; ``suffixes``
+    maps the suffixes known (``report.formats.FILE_SUFFIXES``: the reports' too)."""
     if not path:
         return None
-    return _SUFFIXES.get(os.path.splitext(path)[1].lower())
+    return suffixes.get(os.path.splitext(path)[1].lower())
 
 
-def check_extension(path: str | None, fmt: str, explicit: bool, formats: tuple[str, ...]) -> None:
+def check_extension(
+    path: str | None,
+    fmt: str,
+    explicit: bool,
+    formats: tuple[str, ...],
+    suffixes: Mapping[str, str] = TABLE_SUFFIXES,
+) -> None:
     """Refuse an output name whose extension says another format than the one written.
 
     ``-o x.pdf`` would otherwise get Markdown, and ``--format md -o x.html`` a
@@ -69,7 +74,7 @@ def check_extension(path: str | None, fmt: str, explicit: bool, formats: tuple[s
     extension = os.path.splitext(path)[1].lower()
     if not extension or path.startswith("/dev/"):
         return
-    implied = _SUFFIXES.get(extension)
+    implied = suffixes.get(extension)
     if implied is None and explicit:
         return
     if implied is None or (implied != fmt and implied in formats):

@@ -1,0 +1,125 @@
+"""The issue-47 mechanisms one at a time: Keras' auto-numbered scopes across runs,
+hosts across machines, Winograd workspaces, MirroredStrategy's global batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import FIXTURES
+
+import traceparse
+from traceparse.analysis.predict import replicas
+from traceparse.analysis.predict_fit import match_keys, program_names, same_host
+from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.errors import UsageError
+
+
+def test_two_runs_of_one_model_name_their_ops_alike() -> None:
+    """The second model a notebook builds numbers the same layers higher."""
+    first = pd.Series(["m/conv2d/Relu", "m/conv2d_1/Relu", "m/conv2d_1/Relu_1", None])
+    second = pd.Series(["m_5/conv2d_13/Relu", "m_5/conv2d_14/Relu", "m_5/conv2d_14/Relu_1", None])
+    assert program_names(first).tolist() == program_names(second).tolist()
+    assert program_names(first).tolist() == [
+        "m/conv2d/Relu",
+        "m/conv2d_1/Relu",
+        "m/conv2d_1/Relu_1",
+        "",
+    ]
+
+
+def test_renumbering_keeps_distinct_layers_distinct() -> None:
+    names = pd.Series(["net_2/dense_7/MatMul", "net_2/dense_9/MatMul", "net_2/dense_8/MatMul"])
+    renamed = program_names(names)
+    assert renamed.nunique() == 3
+    assert renamed.tolist() == ["net/dense/MatMul", "net/dense_2/MatMul", "net/dense_1/MatMul"]
+
+
+def test_one_host_each_side_is_the_same_machine_role() -> None:
+    mine = pd.Series(["vm-a", "vm-a"])
+    assert same_host(mine, pd.Series(["vm-b"] * 3)).tolist() == ["vm-a"] * 3
+    several = pd.Series(["vm-b", "vm-c"])
+    assert same_host(pd.Series(["vm-a", "vm-d"]), several).tolist() == ["vm-b", "vm-c"]
+
+
+def _winograd(batch: int, r: int, m: int, c_in: int, c_out: int, side: int) -> int:
+    """A non-fused Winograd workspace as cuDNN sizes it (predict_workspace)."""
+    a = m + r - 1
+    tiles = (-(-side // m)) ** 2
+    return 4 * a * a * (c_in * c_out + batch * tiles * (c_in + c_out))
+
+
+@pytest.mark.parametrize(
+    ("r", "m", "c_in", "c_out", "side"),
+    [(3, 4, 384, 384, 14), (3, 4, 16, 16, 8), (5, 9, 96, 256, 30)],
+)
+def test_a_winograd_workspace_keeps_its_filter_transform(
+    r: int, m: int, c_in: int, c_out: int, side: int
+) -> None:
+    filters = {(r, c_in, c_out), (11, 1, 96)}
+    maps = {(side, c_in), (side, c_out), (62, 96)}
+    size = _winograd(64, r, m, c_in, c_out, side)
+    fixed = winograd_fixed(size, 64, filters, maps)
+    assert fixed == 4 * (m + r - 1) ** 2 * c_in * c_out
+    # Its rest grows per image: the workspace at 16 is the formula's.
+    assert fixed + (size - fixed) * 16 // 64 == _winograd(16, r, m, c_in, c_out, side)
+
+
+def test_a_workspace_of_no_winograd_form_is_not_split() -> None:
+    filters = {(3, 384, 384)}
+    assert winograd_fixed(_winograd(64, 3, 4, 384, 384, 14) + 256, 64, filters, {(14, 384)}) is None
+    # The right size over feature maps of other sides: not this algorithm's tiles.
+    assert winograd_fixed(_winograd(64, 3, 4, 384, 384, 14), 64, filters, {(30, 384)}) is None
+
+
+def test_filters_and_feature_maps_read_off_shapes() -> None:
+    shapes = ["[3,3,384,256]", "[256,384,3,3]", "[64,384,14,14]", "[64,30,30,96]", "[7]"]
+    ops = ["g/c/Conv2DBackpropFilter", "g/c/Conv2DBackpropFilter", "c/Relu", "p/MaxPool", "x"]
+    assert filter_shapes(shapes, ops) == {(3, 384, 256)}
+    assert feature_maps(shapes, 64) == {(14, 384), (30, 96)}
+
+
+def test_a_real_winograd_workspace_shrinks_less_than_in_proportion() -> None:
+    """On the AlexNet V100 capture at 64, the 3x3 convolutions' workspaces keep their
+    filter transform at 16 (the capture at 16 shows the same form)."""
+    profile = traceparse.load(next((FIXTURES / "gpu_alexnet_v100_64").rglob("*.xplane.pb")))
+    breakdown = profile.predict(16).attrs["breakdown"]
+    assert "scratch: Winograd workspace, filter transform fixed" in set(breakdown["basis"])
+
+
+@pytest.mark.parametrize("name", ["keras2_mirrored", "keras2_tf216_mirrored"])
+def test_a_mirrored_capture_speaks_in_the_global_batch(name: str) -> None:
+    """Two replicas (``replica_1/``) each hold half the global batch: the batch read
+    is the global one, and predicting twice it doubles each replica's tensors."""
+    profile = traceparse.load(FIXTURES / name)
+    assert replicas(profile.allocations) == 2
+    at = profile.predict(16)
+    assert int(at["found_batch"].iloc[0]) == 16
+    assert int(at["predicted_peak_bytes"].iloc[0]) == int(at["captured_peak_bytes"].iloc[0])
+    twice = profile.predict(32)
+    grown = twice.attrs["breakdown"]
+    assert (grown["bytes"] >= grown["captured_bytes"]).all()
+    assert int(twice["predicted_peak_bytes"].iloc[0]) > int(at["predicted_peak_bytes"].iloc[0])
+
+
+def test_one_replica_is_no_replica_prefix() -> None:
+    frame = pd.DataFrame({"op": ["model/dense/MatMul", None, "replica_1/model/dense/MatMul"]})
+    assert replicas(frame.iloc[:2]) == 1
+    assert replicas(frame) == 2
+
+
+def test_match_keys_renumber_across_runs() -> None:
+    def frame(ops: list[str], host: str) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"host": host, "allocator": "GPU_0_bfc", "step": np.ones(len(ops)), "op": ops}
+        )
+
+    a = match_keys(frame(["n_2/conv2d_4/Relu", "n_2/conv2d_5/Relu"], "x"))
+    b = match_keys(frame(["n_5/conv2d_13/Relu", "n_5/conv2d_14/Relu"], "x"))
+    assert a["op"].tolist() == b["op"].tolist()
+
+
+def test_a_global_batch_the_replicas_cannot_split_is_refused() -> None:
+    profile = traceparse.load(FIXTURES / "keras2_mirrored")
+    with pytest.raises(UsageError, match="2 replicas"):
+        profile.predict(32, from_batch=15)
