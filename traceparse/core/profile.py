@@ -1033,4 +1033,3 @@ def predictor_of(
             # As for a batch given that the shapes disagree with: say what they say.
             predictor.batch_evidence += f"; read off the capture: {predictor.found_evidence}"
     return predictor
-
