@@ -176,7 +176,14 @@ def test_one_way_to_reach_each_result() -> None:
         if isinstance(value, pd.DataFrame):
             assert name in contracts.TABLES, f"Profile.{name} is a table with no contract"
     # Results that are not one table: a report, two tables, records.
-    for name in methods - {"leaks", "xla_at_peak", "at_instant", "summary"}:
+    for name in methods - {
+        "leaks",
+        "xla_at_peak",
+        "at_instant",
+        "summary",
+        "failures",
+        "diagnostics",
+    }:
         assert isinstance(getattr(prof, name)(), pd.DataFrame), name
     # Properties hand out tables (or plain facts): none of them is a tuple of tables.
     for name in sorted(members.keys() - methods):
