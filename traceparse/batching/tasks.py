@@ -192,9 +192,9 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
 
 def _out_of_memory(profile: Any) -> str | None:
     """The sentence of the capture's out-of-memory failure; None when it has none."""
-    from traceparse.report.failure import failure_views
+    from traceparse.records.failure import failure_sections
 
-    for view in failure_views(profile):
+    for view in failure_sections(profile):
         if view.failure.out_of_memory:
             from traceparse.output.failure import failure_sentence
 
@@ -204,8 +204,8 @@ def _out_of_memory(profile: Any) -> str | None:
 
 def summary_row(summary: Any) -> dict[str, Any]:
     """The batch columns of one allocator's record, as JSON values."""
-    from traceparse.analysis import PARTS
     from traceparse.output.jsonvalues import json_value
+    from traceparse.records.terms import PARTS
 
     # The record's whole tables are not needed: its largest op is their first row.
     fields = ("allocator", "peak_bytes", "capacity_bytes", "utilisation", "peak_step")
