@@ -9,18 +9,17 @@ JUnit file and the job summary all say why, in the failure's own sentence.
 
 from __future__ import annotations
 
-from typing import Any
-
 from traceparse.gate.budgets import Contributor, Result
 from traceparse.output.failure import failure_sentence
 from traceparse.records.failure import failure_sections
+from traceparse.records.source import RecordSource
 
 OUT_OF_MEMORY = "out_of_memory"
 # Holders named as a result's contributors.
 _HOLDERS = 5
 
 
-def out_of_memory_results(profile: Any) -> list[Result]:
+def out_of_memory_results(profile: RecordSource) -> list[Result]:
     """One failed ``Result`` per host whose capture ended in out-of-memory (the
     record's failure section: ``records.failure``)."""
     results = []

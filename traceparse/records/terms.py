@@ -9,6 +9,7 @@ from traceparse.analysis.leaks import MIN_STEPS, LeakReport
 from traceparse.analysis.optimizers import OPTIMIZER_NAMES
 from traceparse.analysis.predict import POOLED_BELOW
 from traceparse.analysis.predict_capacity import MAX_BATCH, Fit
+from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.steps import STEP_ID
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "Failure",
     "Fit",
     "LeakReport",
+    "scope_of",
 ]
