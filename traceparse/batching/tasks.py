@@ -150,11 +150,10 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
     """(outcome, whether to store it). Errors the input's bytes decide are stored too."""
     capture = task.capture
     try:
-        from traceparse.core.loading import read_trace
-        from traceparse.core.profile import Profile
+        from traceparse.core.loading import each_profile
         from traceparse.report import write_report
 
-        profile = Profile([read_trace(capture)], run=capture.run)
+        (profile,) = each_profile([capture])
         summaries = profile.summary()
         stop_if_orphaned()
         os.makedirs(task.directory, exist_ok=True)
