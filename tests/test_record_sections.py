@@ -118,3 +118,30 @@ def test_the_flame_tree_holds_the_bytes_made_during_the_capture() -> None:
             else:
                 assert node.kind == "op"
         assert root.has_user_frames
+
+
+def test_every_profile_section_has_its_views_and_they_use_its_builder() -> None:
+    """The registry names real functions, and each view's module reads the section's
+    builder (so no renderer computes the section itself)."""
+    import ast
+    import importlib
+    import inspect
+
+    from traceparse.records.sections import PROFILE_SECTIONS
+
+    for section in PROFILE_SECTIONS.values():
+        assert section.views, section.name
+        builder = section.build.__name__
+        for view in section.views:
+            module_name, function = view.split(":")
+            module = importlib.import_module(module_name)
+            assert callable(getattr(module, function)), view
+            tree = ast.parse(inspect.getsource(module))
+            named = {
+                alias.asname or alias.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("traceparse.records")
+                for alias in node.names
+            }
+            assert builder in named, f"{view} does not read {builder}"
