@@ -248,3 +248,103 @@ def test_the_walk_finds_imports_wherever_they_are() -> None:
     # A module named in a string is seen as well.
     hidden = 'import importlib\nR = importlib.import_module("traceparse.report.notebook")\n'
     assert _violations("traceparse.core.display", hidden) != []
+
+
+# -- renderers read records (issue 46) ------------------------------------------------
+
+# The modules that render what a profile holds: the reports, the outputs, the gate,
+# the CLI's views, the batch runner's tasks and summary, the Keras and pytest
+# integrations.
+RENDERER_PACKAGES = {"report", "output", "gate"}
+RENDERER_MODULES = {
+    "traceparse.batching.summary",
+    "traceparse.batching.tasks",
+    "traceparse.integrations.keras",
+    "traceparse.integrations.pytest_plugin",
+}
+# Named imports of core a renderer may make, and why: none but these two, each the
+# type of the Profile a public entry point hands back to the user
+# (``MemoryCallback.load()``, the ``tf_memory`` fixture's ``.profile``).
+RENDERER_EXCEPTIONS = {
+    ("traceparse.integrations.keras", "traceparse.core.profile"),
+    ("traceparse.integrations.pytest_plugin", "traceparse.core.profile"),
+}
+
+
+def _is_renderer(name: str) -> bool:
+    stage = _stage_of(name)
+    leaf = name.rsplit(".", 1)[-1]
+    return (
+        stage in RENDERER_PACKAGES
+        or name in RENDERER_MODULES
+        or (stage == "cli" and leaf.startswith("_") and "view" in leaf)
+    )
+
+
+def _renderer_violations(name: str, source: str) -> list[str]:
+    """What a renderer imports from ``analysis`` or ``core``.
+
+    The rule: a renderer reads ``traceparse.records`` (the record's sections, the
+    analyses' names re-exported by ``records.terms``, the ``RecordSource`` Protocol
+    for what it reads off a Profile) and the helpers before it (units, errors,
+    output, the column declarations), and nothing from ``analysis`` or ``core``, at
+    any level, ``if TYPE_CHECKING`` included: a parameter that takes a Profile is
+    annotated with ``records.source.RecordSource`` (or ``report.source.ProfileLike``).
+    Two allowances, both explicit: a renderer that also loads captures (a loader
+    stage, ``LOADERS``) may import ``core.loading``, whose job that is; and
+    ``RENDERER_EXCEPTIONS`` lists each (module, core module) pair left, with why."""
+    if not _is_renderer(name):
+        return []
+    stage = _stage_of(name)
+    found = []
+    for line, module, names in _imports(source, name):
+        targets = [module] if module != "traceparse" else [f"traceparse.{n}" for n in names]
+        for target in targets:
+            if _stage_of(target) not in ("analysis", "core"):
+                continue
+            if target == "traceparse.core.loading" and stage in LOADERS:
+                continue
+            if target == "traceparse.core" and names == ["loading"] and stage in LOADERS:
+                continue
+            if (name, target) in RENDERER_EXCEPTIONS:
+                continue
+            found.append(f"{name}:{line}: a renderer imports {target} (read the records)")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _modules() if _is_renderer(_name_of(p))],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_renderers_import_no_analysis_or_core(path: Path) -> None:
+    found = _renderer_violations(_name_of(path), path.read_text(encoding="utf-8"))
+    assert not found, "\n".join(found)
+
+
+def test_every_renderer_exception_is_still_needed() -> None:
+    """An exception no module needs any more goes from the list (it stays short)."""
+    for name, target in RENDERER_EXCEPTIONS:
+        path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+        modules = {m for _line, m, _names in _imports(path.read_text(encoding="utf-8"), name)}
+        assert target in modules, (name, target)
+
+
+def test_the_renderer_check_can_fail() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from traceparse.records import AllocatorRecord\n"  # fine
+        "from traceparse.output.units import format_bytes\n"  # fine
+        "if TYPE_CHECKING:\n    from traceparse.core.profile import Profile\n"
+        "def f():\n    from traceparse.analysis.failure import holders_at\n"
+        "    from ..core import loading\n"
+        "    from traceparse import analysis\n"
+    )
+    found = _renderer_violations("traceparse.report.failure", source)
+    assert [f.split(":")[1] for f in found] == ["5", "7", "8", "9"], found
+    # A loader may load; a module that renders nothing is not checked here.
+    assert _renderer_violations("traceparse.batching.tasks", "from ..core import loading") == []
+    assert _renderer_violations("traceparse.report.x", "from ..core import loading") != []
+    assert _renderer_violations("traceparse.cli.peak", "import traceparse.core.profile") == []
+    assert _renderer_violations("traceparse.cli._summary_view", "import traceparse.core") != []
+    assert _is_renderer("traceparse.cli._failure_view")

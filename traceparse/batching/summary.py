@@ -12,11 +12,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from traceparse.analysis import PARTS
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
 from traceparse.files.names import printable
 from traceparse.output.units import format_bytes, format_count, format_percent, plural
+from traceparse.records.terms import PARTS
 from traceparse.report.escape import md_code, md_text
 from traceparse.report.markdown import md_sentence
 

@@ -150,11 +150,10 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
     """(outcome, whether to store it). Errors the input's bytes decide are stored too."""
     capture = task.capture
     try:
-        from traceparse.core.loading import read_trace
-        from traceparse.core.profile import Profile
+        from traceparse.core.loading import each_profile
         from traceparse.report import write_report
 
-        profile = Profile([read_trace(capture)], run=capture.run)
+        (profile,) = each_profile([capture])
         summaries = profile.summary()
         stop_if_orphaned()
         os.makedirs(task.directory, exist_ok=True)
@@ -192,9 +191,9 @@ def _analyse(task: Task) -> tuple[Outcome, bool]:
 
 def _out_of_memory(profile: Any) -> str | None:
     """The sentence of the capture's out-of-memory failure; None when it has none."""
-    from traceparse.report.failure import failure_views
+    from traceparse.records.failure import failure_sections
 
-    for view in failure_views(profile):
+    for view in failure_sections(profile):
         if view.failure.out_of_memory:
             from traceparse.output.failure import failure_sentence
 
@@ -204,8 +203,8 @@ def _out_of_memory(profile: Any) -> str | None:
 
 def summary_row(summary: Any) -> dict[str, Any]:
     """The batch columns of one allocator's record, as JSON values."""
-    from traceparse.analysis import PARTS
     from traceparse.output.jsonvalues import json_value
+    from traceparse.records.terms import PARTS
 
     # The record's whole tables are not needed: its largest op is their first row.
     fields = ("allocator", "peak_bytes", "capacity_bytes", "utilisation", "peak_step")

@@ -11,7 +11,9 @@ from traceparse.output.failure import (
     stack_lines,
     to_free_sentence,
 )
-from traceparse.report.failure import FRAMES, TOP, failure_views
+from traceparse.output.sentences import more_rows
+from traceparse.records.failure import failure_sections
+from traceparse.report.failure import FRAMES, TOP
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 def print_failure_headline(profile: Any, term: Terminal) -> bool:
     """The failure sentence of each failed host, before the peak; False when none."""
-    views = failure_views(profile)
+    views = failure_sections(profile)
     for view in views:
         f = view.failure
         term.line()
@@ -35,7 +37,7 @@ def print_failure_headline(profile: Any, term: Terminal) -> bool:
 def print_failure_detail(profile: Any, term: Terminal, top: int = TOP) -> bool:
     """The failure, the breakdown at its moment by layer and by op, and how much
     would have had to be freed; False when the capture did not fail."""
-    views = failure_views(profile)
+    views = failure_sections(profile)
     for view in views:
         f = view.failure
         term.heading(f"{failure_title(f)} on {f.host}", level=2)
@@ -65,13 +67,15 @@ def print_failure_detail(profile: Any, term: Terminal, top: int = TOP) -> bool:
         if free:
             term.line()
             term.line(free)
-        for title, table in (("layer", view.by_layer), ("op", view.by_op)):
+        for title, table in view.tables():
             if table.empty:
                 continue
+            hidden = len(table) - top
             term.line()
             term.table(
                 table.head(top).rename(columns={"name": title}),
                 title=f"In use at the failure, by {title}",
+                footer=more_rows(hidden, "--top 0 shows all") if hidden > 0 else None,
                 kinds={"share": "percent"},
                 key=title,
             )

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
     from traceparse.output.terminal import Terminal
+    from traceparse.report.source import ProfileLike
 
 # Per-allocator tables the terminal summary leaves to their own subcommand.
 _SKIPPED_TABLES = {"steps": "traceparse steps"}
@@ -34,7 +34,7 @@ def _capture_label(paths: Sequence[str]) -> str:
     return f"{paths[0]} (+{len(paths) - 1} more hosts)"
 
 
-def print_summaries(profiles: Sequence[Profile], term: Terminal, *, top: int = 10) -> None:
+def print_summaries(profiles: Sequence[ProfileLike], term: Terminal, *, top: int = 10) -> None:
     """Per capture and allocator: peak, capacity, top tensors and ops, attribution, leaks."""
     from traceparse import __version__
     from traceparse.report.view import build_view
@@ -103,16 +103,12 @@ def _print_profile(pv: Any, term: Terminal, top: int, *, overview: bool) -> None
 def _print_overview(allocators: Sequence[Any], term: Terminal) -> None:
     """One line per host and allocator, the fullest flagged, before the full blocks."""
     from traceparse.output.units import format_bytes, format_duration_ps, format_percent
+    from traceparse.records import fullest
 
-    def fullness(av: Any) -> tuple[float, int]:
-        s = av.summary
-        return (-1.0 if s.utilisation is None else float(s.utilisation), int(s.peak_bytes))
-
-    fullest = max(allocators, key=fullness)
+    top = fullest([av.summary for av in allocators])
     rows = []
     for av in allocators:
         s = av.summary
-        before = int(s.attribution.get("before_capture_bytes", 0))
         rows.append(
             [
                 str(av.host),
@@ -120,12 +116,16 @@ def _print_overview(allocators: Sequence[Any], term: Terminal) -> None:
                 format_bytes(s.peak_bytes),
                 format_bytes(s.capacity_bytes),
                 av.utilisation,
-                format_percent(before / s.peak_bytes if s.peak_bytes else None),
+                format_percent(s.before_capture_share),
                 format_duration_ps(s.peak_time_ps),
-                "<- fullest" if av is fullest else "",
+                "<- fullest" if s is top else "",
             ]
         )
-    by = "utilisation" if fullest.summary.utilisation is not None else "peak (no capacity known)"
+    by = (
+        "utilisation"
+        if top is not None and top.utilisation is not None
+        else "peak (no capacity known)"
+    )
     term.text_table(
         ["Host", "Allocator", "Peak", "Capacity", "Used", "Before capture", "Peak at", ""],
         rows,

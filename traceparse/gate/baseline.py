@@ -42,7 +42,7 @@ from traceparse.errors import InputError
 from traceparse.gate.figures import AllocatorFigures, OpFigures, figures_of
 
 if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
+    from traceparse.records.source import RecordSource
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -206,7 +206,7 @@ class Baseline:
         )
 
 
-def baseline_of(profile: Profile) -> Baseline:
+def baseline_of(profile: RecordSource) -> Baseline:
     """The baseline of ``profile``: its gate figures and every allocator's record."""
     from traceparse.output.sentences import summary_record
 

@@ -41,8 +41,8 @@ from traceparse.output.units import (
 from traceparse.records import LeakVerdict
 
 if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
     from traceparse.records import AllocatorRecord
+    from traceparse.records.source import RecordSource
 
 __all__ = [
     "BUDGET_NAMES",
@@ -207,7 +207,7 @@ class Result:
         return data
 
 
-def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
+def evaluate(profile: RecordSource, budgets: Budgets) -> list[Result]:
     """Judge every budget for every allocator (or only ``budgets.allocator``) of ``profile``.
 
     Raises ``UsageError`` for an allocator the capture lacks, and ``InputError``
@@ -251,7 +251,7 @@ def evaluate(profile: Profile, budgets: Budgets) -> list[Result]:
 # -- the budgets --------------------------------------------------------------
 
 
-def _peak(profile: Profile, s: AllocatorRecord, limit: int) -> Result:
+def _peak(profile: RecordSource, s: AllocatorRecord, limit: int) -> Result:
     over = s.peak_bytes - limit
     failed = over > 0
     message = f"peak {format_bytes(s.peak_bytes)} {'>' if failed else '<='} allowed " + (
@@ -271,7 +271,7 @@ def _peak(profile: Profile, s: AllocatorRecord, limit: int) -> Result:
     )
 
 
-def _utilisation(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
+def _utilisation(profile: RecordSource, s: AllocatorRecord, limit: float) -> Result:
     if s.utilisation is None or not s.capacity_bytes:
         return Result(
             "max-utilisation",
@@ -301,7 +301,7 @@ def _utilisation(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
     )
 
 
-def _padding(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
+def _padding(profile: RecordSource, s: AllocatorRecord, limit: float) -> Result:
     padding = s.attribution["padding_bytes"]
     # What the allocations live at the peak hold, compiled programs' buffers included.
     held = s.live_at_peak_bytes
@@ -324,7 +324,7 @@ def _padding(profile: Profile, s: AllocatorRecord, limit: float) -> Result:
     )
 
 
-def _leaks(profile: Profile, s: AllocatorRecord) -> Result:
+def _leaks(profile: RecordSource, s: AllocatorRecord) -> Result:
     report = profile.leaks()
     rate = s.growth_bytes_per_step
     if s.leak_verdict is LeakVerdict.GROWING:
@@ -372,7 +372,7 @@ def _leaks(profile: Profile, s: AllocatorRecord) -> Result:
     )
 
 
-def _baseline(profile: Profile, budgets: Budgets) -> list[Result]:
+def _baseline(profile: RecordSource, budgets: Budgets) -> list[Result]:
     assert budgets.baseline is not None
     tolerance = budgets.tolerance
     current = figures_of(profile)
@@ -477,7 +477,7 @@ def _against(
 # -- contributors -------------------------------------------------------------
 
 
-def _top_tensors(profile: Profile, s: AllocatorRecord) -> tuple[Contributor, ...]:
+def _top_tensors(profile: RecordSource, s: AllocatorRecord) -> tuple[Contributor, ...]:
     live = profile.live_at_peak(allocator=s.allocator, host=s.host).head(CONTRIBUTORS)
     return tuple(
         Contributor(_op_name(row["op"]), _int(row["allocated_bytes"]), tensor_detail(row))
@@ -485,17 +485,13 @@ def _top_tensors(profile: Profile, s: AllocatorRecord) -> tuple[Contributor, ...
     )
 
 
-def _top_padding(profile: Profile, s: AllocatorRecord) -> tuple[Contributor, ...]:
-    from traceparse.analysis.attribution import split_bytes
+def _top_padding(profile: RecordSource, s: AllocatorRecord) -> tuple[Contributor, ...]:
+    from traceparse.records.gate import padding_rows
 
-    live = profile.live_at_peak(allocator=s.allocator, host=s.host)
-    if live.empty:
-        return ()
-    padding = split_bytes(live)["padding_bytes"]
-    order = padding[padding > 0].sort_values(ascending=False, kind="stable").head(CONTRIBUTORS)
+    padded = padding_rows(profile.live_at_peak(allocator=s.allocator, host=s.host))
     out = []
-    for index, pad in order.items():
-        row = live.loc[index]
+    for _, row in padded.head(CONTRIBUTORS).iterrows():
+        pad = int(row["padding_bytes"])
         detail = (
             f"asked {format_bytes(_int(row['requested_bytes']))}, "
             f"got {format_bytes(_int(row['allocated_bytes']))}"

@@ -9,31 +9,25 @@ JUnit file and the job summary all say why, in the failure's own sentence.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from traceparse.gate.budgets import Contributor, Result
 from traceparse.output.failure import failure_sentence
-
-if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
+from traceparse.records.failure import failure_sections
+from traceparse.records.source import RecordSource
 
 OUT_OF_MEMORY = "out_of_memory"
 # Holders named as a result's contributors.
 _HOLDERS = 5
 
 
-def out_of_memory_results(profile: Profile) -> list[Result]:
-    """One failed ``Result`` per host whose capture ended in out-of-memory."""
-    from traceparse.analysis.failure import holders_at
-
+def out_of_memory_results(profile: RecordSource) -> list[Result]:
+    """One failed ``Result`` per host whose capture ended in out-of-memory (the
+    record's failure section: ``records.failure``)."""
     results = []
-    for f in profile.failures():
+    for section in failure_sections(profile):
+        f = section.failure
         if not f.out_of_memory:
             continue
-        holders: list[tuple[str, int]] = []
-        if f.time_ps is not None:
-            table = holders_at(profile.breakdown_at(f.time_ps, f.host), f, "layer")
-            holders = [(str(n), int(b)) for n, b in zip(table["name"], table["bytes"], strict=True)]
+        holders = section.holders()
         results.append(
             Result(
                 budget=OUT_OF_MEMORY,

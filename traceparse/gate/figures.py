@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from traceparse.output import cells
 from traceparse.records import AllocatorRecord, Part
-
-if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
+from traceparse.records.gate import MAX_SHAPES, OpRequests, op_requests
+from traceparse.records.source import RecordSource
+from traceparse.records.terms import scope_of
 
 __all__ = [
     "NO_OP",
@@ -34,10 +34,6 @@ __all__ = [
 
 # The label of allocations without an op (TF names cannot contain parentheses).
 NO_OP = cells.NO_OP  # one spelling everywhere
-
-
-# An op's shapes listed in a diff: its largest few (dtype and shape).
-MAX_SHAPES = 3
 
 
 @dataclass(frozen=True)
@@ -108,13 +104,13 @@ class AllocatorFigures:
         return self.peak_bytes / self.capacity_bytes
 
 
-def figures_of(profile: Profile) -> list[AllocatorFigures]:
+def figures_of(profile: RecordSource) -> list[AllocatorFigures]:
     """One record per (host, allocator) of ``profile``, sorted by host then allocator.
 
     Every figure but the requests comes from the allocator's record
     (``Profile.summary()``): live at the peak is the record's (the XLA buffers
     and slab slack of compiled programs included), the ops are its ops."""
-    asked = _requests(profile)
+    asked = op_requests(profile, NO_OP)
     return sorted(
         (figures_of_record(record, asked) for record in profile.summary()),
         key=lambda f: (f.host, f.allocator),
@@ -123,9 +119,10 @@ def figures_of(profile: Profile) -> list[AllocatorFigures]:
 
 def figures_of_record(
     record: AllocatorRecord,
-    asked: dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]] | None = None,
+    asked: OpRequests | None = None,
 ) -> AllocatorFigures:
-    """The gate's figures of one record; ``asked`` holds the requests per op (``_requests``)."""
+    """The gate's figures of one record; ``asked`` holds the requests per op
+    (``records.gate.op_requests``)."""
     import pandas as pd
 
     asked = asked or {}
@@ -166,50 +163,10 @@ def figures_of_record(
     )
 
 
-def _requests(profile: Profile) -> dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]]:
-    """Per (host, allocator, op): bytes requested, those live at the peak, largest shapes.
-
-    A request TensorFlow did not record counts as what was handed out.
-    """
-    import pandas as pd
-
-    from traceparse.analysis.liveness import requested_or_held
-
-    out: dict[tuple[str, str, str], tuple[int, int, tuple[str, ...]]] = {}
-    allocations = profile.allocations
-    if allocations.empty:
-        return out
-    live = profile.live_at_peak()
-    frame = pd.DataFrame(
-        {
-            "host": allocations["host"].astype(object).to_numpy(),
-            "allocator": allocations["allocator"].astype(object).to_numpy(),
-            "op": allocations["op"].astype(object).fillna(NO_OP).to_numpy(),
-            "requested": requested_or_held(allocations),
-            "at_peak": allocations.index.isin(live.index),
-            # Only where TensorFlow recorded both (NA rows are left out of the shapes).
-            "shape": (
-                allocations["dtype"].astype(object) + allocations["shape"].astype(object)
-            ).to_numpy(),
-        }
-    )
-    frame["at_peak_requested"] = frame["requested"].where(frame["at_peak"], 0)
-    keys = ["host", "allocator", "op"]
-    sums = frame.groupby(keys, sort=False)[["requested", "at_peak_requested"]].sum()
-    by_shape = frame.groupby([*keys, "shape"], sort=False)["requested"].max().reset_index()
-    by_shape = by_shape.sort_values(["requested", "shape"], ascending=[False, True])
-    shapes = by_shape.groupby(keys, sort=False)["shape"].agg(lambda s: tuple(s[:MAX_SHAPES]))
-    for key, row in sums.iterrows():
-        out[key] = (int(row["requested"]), int(row["at_peak_requested"]), shapes.get(key, ()))
-    return out
-
-
 def rollup(figures: AllocatorFigures, by: str, depth: int = 1) -> dict[str, OpFigures]:
     """The op figures as they are (``by="op"``) or summed per name scope ``depth`` deep."""
     if by == "op":
         return dict(figures.ops)
-    from traceparse.analysis.rollups import scope_of
-
     scopes: dict[str, OpFigures] = {}
     for op, values in figures.ops.items():
         key = NO_OP if op == NO_OP else scope_of(op, depth)

@@ -14,7 +14,7 @@ from traceparse.output.units import format_bytes, format_percent
 from traceparse.report.escape import md_code, md_text
 
 if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
+    from traceparse.records.source import RecordSource
 
 __all__ = ["check_markdown", "failure_message", "top_tensors_lines", "verdict_line"]
 
@@ -91,7 +91,7 @@ def check_markdown(results: Sequence[Result], source: str, *, error: str | None 
 
 
 def top_tensors_lines(
-    profile: Profile, host: str, allocator: str, top: int = TOP_TENSORS
+    profile: RecordSource, host: str, allocator: str, top: int = TOP_TENSORS
 ) -> list[str]:
     """A plain aligned table of the largest allocations live at the allocator's peak.
 
@@ -142,7 +142,7 @@ def top_tensors_lines(
 
 
 def failure_message(
-    test: str, results: Sequence[Result], profile: Profile, report: str | None = None
+    test: str, results: Sequence[Result], profile: RecordSource, report: str | None = None
 ) -> str:
     """The text a test over budget fails with: the breaches, then the top tensors."""
     breaches = [r for r in results if r.failed]

@@ -16,7 +16,7 @@ from traceparse.gate.failure import OUT_OF_MEMORY, out_of_memory_results
 from traceparse.gate.render import verdict_line
 
 if TYPE_CHECKING:
-    from traceparse.core.profile import Profile
+    from traceparse.records.source import RecordSource
 
 __all__ = ["Verdict", "judge"]
 
@@ -58,7 +58,7 @@ class Verdict:
         return BudgetExceededError(f"{self.line} in {self.source}", self.source)
 
 
-def judge(profile: Profile, budgets: Budgets, source: str) -> Verdict:
+def judge(profile: RecordSource, budgets: Budgets, source: str) -> Verdict:
     """Judge every budget of ``budgets`` on ``profile`` (``TraceparseError`` when it cannot).
 
     A capture that ended in out-of-memory fails first, whatever the budgets say."""

@@ -357,10 +357,13 @@ def _save_report(state: TFMemory) -> None:
 
 
 def _report_text(state: TFMemory, profile: Profile, fmt: str) -> str:
-    from traceparse.report import render_html, render_json, render_markdown
+    """The report in ``fmt`` (a name of ``report.formats.REPORT_FORMATS``): Markdown
+    and JSON with the test's budgets added, any other format as its renderer writes it."""
+    from traceparse.report import render_json, render_markdown
+    from traceparse.report.formats import named
 
-    if fmt == "html":
-        return render_html([profile])
+    if fmt not in ("md", "json"):
+        return named(fmt).render([profile])
     if fmt == "json":
         import json
 

@@ -27,7 +27,7 @@ from traceparse.output.units import format_bytes
 from traceparse.tables.sources import is_library_path
 
 if TYPE_CHECKING:
-    from traceparse.analysis.failure import Failure
+    from traceparse.records.terms import Failure
 
 # How much of a message or a name a sentence quotes.
 MAX_QUOTE = 200

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceparse.analysis.predict import POOLED_BELOW
-from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.jsonvalues import json_value
 from traceparse.output.sentences import SummaryFigures, summary_record
 from traceparse.output.units import format_bytes
+from traceparse.records import owned
+from traceparse.records.terms import MAX_BATCH, POOLED_BELOW
 
 if TYPE_CHECKING:
-    from traceparse.analysis.predict_capacity import Fit
     from traceparse.output.terminal import Terminal
+    from traceparse.records.terms import Fit
 
 ROLE_ORDER = (
     *("weight", "optimizer_state", "optimizer_update", "activation", "gradient"),
@@ -168,10 +168,7 @@ def render(
         if unseen:
             term.line(unseen)
         term.fields(role_lines(row))
-        mine = breakdown[
-            (breakdown["host"].astype(object) == row["host"])
-            & (breakdown["allocator"].astype(object) == row["allocator"])
-        ].head(top)
+        mine = owned(breakdown, str(row["host"]), str(row["allocator"])).head(top)
         if len(mine):
             term.text_table(
                 ["layer", "role", "bytes", "captured", "basis"],

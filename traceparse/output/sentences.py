@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from traceparse.analysis.leaks import MIN_STEPS
-from traceparse.analysis.steps import STEP_ID
 from traceparse.output.units import format_bytes, is_missing, plural
 from traceparse.records import LeakVerdict, Note
+from traceparse.records.terms import MIN_STEPS, STEP_ID
 
 if TYPE_CHECKING:
-    from traceparse.analysis.leaks import LeakReport
+    from traceparse.records.terms import LeakReport
 
 
 class SummaryFigures(Protocol):

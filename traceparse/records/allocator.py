@@ -45,10 +45,10 @@ Adding a section (a failure, source lines, a prediction):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pandas as pd
 
@@ -66,6 +66,7 @@ __all__ = [
     "Part",
     "StepUnit",
     "doc",
+    "fullest",
     "json_fields",
     "live_at_peak_bytes",
     "notes_of",
@@ -386,6 +387,20 @@ class AllocatorRecord:
     def name(self) -> str:
         return f"{self.allocator} on {self.host}"
 
+    @property
+    def before_capture_share(self) -> float | None:
+        """The share of the peak held by bytes from before the capture (the part
+        ``before_capture_bytes``); None without a peak."""
+        before = int(self.attribution.get(Part.BEFORE_CAPTURE, 0))
+        return before / self.peak_bytes if self.peak_bytes else None
+
+    @property
+    def fullness(self) -> tuple[float, int]:
+        """How full the allocator got, to rank allocators by: use of capacity (-1
+        without one), then peak bytes. The one rule that flags the fullest (``fullest``)."""
+        used = -1.0 if self.utilisation is None else float(self.utilisation)
+        return used, int(self.peak_bytes or 0)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field the JSON carries, by name, after ``record_version``; a section
         not made is there and None (so every output has the same keys)."""
@@ -393,6 +408,20 @@ class AllocatorRecord:
         for item in json_fields():
             out[item.name] = getattr(self, item.name)
         return out
+
+
+class _Ranked(Protocol):
+    @property
+    def fullness(self) -> tuple[float, int]: ...
+
+
+R = TypeVar("R", bound=_Ranked)
+
+
+def fullest(records: Sequence[R]) -> R | None:
+    """The fullest of ``records`` by ``AllocatorRecord.fullness`` (the first on a tie);
+    None when there are none."""
+    return max(records, key=lambda r: r.fullness) if records else None
 
 
 def json_fields() -> list[Field[Any]]:

@@ -1,20 +1,17 @@
 """The failure section reports open with when a capture ended in an exception (issue 39).
 
-``failure_views(profile)`` reads a Profile's failures once (the failure, the
-breakdown at its moment by layer and by op); ``markdown_failure`` and
-``html_failure`` render them. A capture that did not fail gives no views and
-renders nothing, so reports of healthy captures are unchanged.
+The section (the failure, who held the bytes at its moment by layer and by op,
+every row) is built in ``records.failure``; ``markdown_failure`` and
+``html_failure`` render it, cut to ``TOP`` rows a table and saying how many
+they left out. A capture that did not fail has no section and renders nothing,
+so reports of healthy captures are unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pandas as pd
-
-from traceparse.analysis.failure import holders_at
 from traceparse.output.failure import (
     failure_sentence,
     failure_title,
@@ -23,10 +20,8 @@ from traceparse.output.failure import (
     to_free_sentence,
 )
 from traceparse.output.units import format_bytes, format_percent
+from traceparse.records.failure import failure_sections
 from traceparse.report.escape import html_text, md_code, md_text, one_line
-
-if TYPE_CHECKING:
-    from traceparse.analysis.failure import Failure
 
 # Rows of each "at the failure" table.
 TOP = 10
@@ -34,40 +29,19 @@ TOP = 10
 FRAMES = 8
 
 
-@dataclass(frozen=True)
-class FailureView:
-    failure: Failure
-    by_layer: pd.DataFrame  # name, bytes, share
-    by_op: pd.DataFrame
-
-    def holders(self) -> list[tuple[str, int]]:
-        return [
-            (str(n), int(b))
-            for n, b in zip(self.by_layer["name"], self.by_layer["bytes"], strict=True)
-        ]
-
-
-def failure_views(profile: Any) -> list[FailureView]:
-    """One view per failed host of ``profile`` (a ``Profile``); none for a healthy capture."""
-    views = []
-    found = getattr(profile, "failures", None)  # a stand-in for a Profile may have none
-    for f in (found() if callable(found) else found) or []:
-        if f.time_ps is None:
-            empty = pd.DataFrame({"name": [], "bytes": [], "share": []})
-            views.append(FailureView(f, empty, empty))
-            continue
-        rows = profile.breakdown_at(f.time_ps, f.host)
-        views.append(FailureView(f, holders_at(rows, f, "layer"), holders_at(rows, f, "op")))
-    return views
+def _left_out(shown: int, total: int) -> str:
+    """The line under a failure table cut to ``shown`` of ``total`` rows."""
+    return f"{shown} of {total} rows; the JSON report has all."
 
 
 # -- Markdown ------------------------------------------------------------------------
 
 
-def markdown_failure(profile: Any) -> list[str]:
-    """Markdown lines opening a run's section; empty when the capture did not fail."""
+def markdown_failure(profile: Any, top: int = TOP) -> list[str]:
+    """Markdown lines opening a run's section (``top`` rows a table); empty when the
+    capture did not fail."""
     out: list[str] = []
-    for view in failure_views(profile):
+    for view in failure_sections(profile):
         f = view.failure
         sentence = failure_sentence(
             f,
@@ -83,7 +57,7 @@ def markdown_failure(profile: Any) -> list[str]:
         free = to_free_sentence(f)
         if free:
             out += [md_text(free), ""]
-        for title, table in (("layer", view.by_layer), ("op", view.by_op)):
+        for title, table in view.tables():
             if table.empty:
                 continue
             out += [
@@ -92,9 +66,11 @@ def markdown_failure(profile: Any) -> list[str]:
                 f"| {title.capitalize()} | Bytes | Share |",
                 "| --- | --: | --: |",
             ]
-            for name, size, share in table.head(TOP).itertuples(index=False):
+            for name, size, share in table.head(top).itertuples(index=False):
                 out.append(f"| {md_code(name)} | {format_bytes(size)} | {format_percent(share)} |")
             out.append("")
+            if len(table) > top:
+                out += [f"_{_left_out(top, len(table))}_", ""]
         heading, frames = stack_lines(f, FRAMES)
         if frames:
             out += [f"**{heading}**", ""]
@@ -108,10 +84,11 @@ def markdown_failure(profile: Any) -> list[str]:
 # -- HTML -----------------------------------------------------------------------------
 
 
-def html_failure(profile: Any) -> str:
-    """The HTML block opening a run's section; empty when the capture did not fail."""
+def html_failure(profile: Any, top: int = TOP) -> str:
+    """The HTML block opening a run's section (``top`` rows a table); empty when the
+    capture did not fail."""
     parts: list[str] = []
-    for view in failure_views(profile):
+    for view in failure_sections(profile):
         f = view.failure
         sentence = failure_sentence(
             f,
@@ -127,14 +104,14 @@ def html_failure(profile: Any) -> str:
         free = to_free_sentence(f)
         if free:
             parts.append(f"<p>{html_text(free)}</p>")
-        for title, table in (("layer", view.by_layer), ("op", view.by_op)):
+        for title, table in view.tables():
             if table.empty:
                 continue
             rows = "".join(
                 f"<tr><td><code>{html_text(one_line(name))}</code></td>"
                 f'<td class="num">{format_bytes(size)}</td>'
                 f'<td class="num">{format_percent(share)}</td></tr>'
-                for name, size, share in table.head(TOP).itertuples(index=False)
+                for name, size, share in table.head(top).itertuples(index=False)
             )
             parts.append(
                 f"<h4>In use at the failure, by {title}</h4>"
@@ -142,6 +119,8 @@ def html_failure(profile: Any) -> str:
                 "<th class=num>Bytes</th><th class=num>Share</th></tr></thead>"
                 f"<tbody>{rows}</tbody></table></div>"
             )
+            if len(table) > top:
+                parts.append(f'<p class="note">{html_text(_left_out(top, len(table)))}</p>')
         heading, frames = stack_lines(f, FRAMES)
         if frames:
             items = "".join(f"<li><code>{html_text(one_line(line))}</code></li>" for line in frames)
@@ -152,7 +131,7 @@ def html_failure(profile: Any) -> str:
 
 def failure_lines(profile: Any) -> Sequence[str]:
     """The plain sentences (no tables), for the notebook's short view and the gate."""
-    return [failure_sentence(v.failure, v.holders()) for v in failure_views(profile)]
+    return [failure_sentence(v.failure, v.holders()) for v in failure_sections(profile)]
 
 
 def failure_records(profile: Any) -> list[dict[str, Any]]:
@@ -167,5 +146,5 @@ def failure_records(profile: Any) -> list[dict[str, Any]]:
             "by_layer": json_records(view.by_layer),
             "by_op": json_records(view.by_op),
         }
-        for view in failure_views(profile)
+        for view in failure_sections(profile)
     ]

@@ -13,13 +13,10 @@ stacked bar, then the tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import numpy as np
 
 from traceparse.output.cells import NO_OP
 from traceparse.output.units import is_missing
-from traceparse.records import owned
+from traceparse.records.timeline import timeline_section
 from traceparse.report.escape import html_text as esc
 from traceparse.report.failure import html_failure
 from traceparse.report.interact import SCRIPT
@@ -34,9 +31,6 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = ["render_html", "render_html_view"]
 
@@ -205,21 +199,21 @@ def _charts(profile: ProfileView, a: AllocatorView) -> str:
             "<code>pip install 'traceparse[report]'</code>.</p>"
         )
     s = a.summary
-    timeline = profile.profile.timeline
-    mine = owned(timeline, a.host, a.allocator)
-    steps, note = _steps(profile.profile, a.host)
+    p = profile.profile
+    series = timeline_section(p.timeline, p.step_markers, a.host, a.allocator)
+    steps, note = _shaded(series.steps)
     salt = a.anchor
     figures = [
         _figure(
             "Memory in use over time",
             plots.timeline_svg(
-                mine["time_ps"].to_numpy(dtype=np.int64),
-                mine["in_use_bytes"].to_numpy(dtype=np.float64, na_value=np.nan),
+                series.time_ps,
+                series.in_use_bytes,
                 peak_time_ps=_int(s.peak_time_ps),
                 peak_bytes=_int(s.peak_bytes),
                 capacity_bytes=_int(s.capacity_bytes),
                 steps=steps,
-                start_bytes=_counter_before(mine),
+                start_bytes=series.start_bytes,
                 # The step the text names (view's _where): the chart says it too.
                 peak_step=_step_words(s.step_unit, s.peak_step),
                 failure=_failure_mark(profile.profile, a),
@@ -301,14 +295,6 @@ def _layers_chart(profile: ProfileView, a: AllocatorView) -> list[str]:
     return [_figure(label, svg, caption, css="bars")]
 
 
-def _counter_before(timeline: pd.DataFrame) -> int | None:
-    """An allocator's bytes in use before its first event (its counter minus the change)."""
-    if timeline.empty or is_missing(timeline["in_use_bytes"].iloc[0]):
-        return None
-    delta = timeline["delta_bytes"].iloc[0]
-    return int(timeline["in_use_bytes"].iloc[0]) - (0 if is_missing(delta) else int(delta))
-
-
 def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | None = None) -> str:
     ident = f' id="{esc(element_id)}"' if element_id else ""
     return (
@@ -317,20 +303,11 @@ def _figure(title: str, svg: str, caption: str, *, css: str, element_id: str | N
     )
 
 
-def _steps(profile: ProfileLike, host: str) -> tuple[list[tuple[int, int, int]], str]:
-    markers = profile.step_markers
-    if markers is None or markers.empty:
-        return [], ""
-    if "host" in markers.columns:
-        markers = markers[markers["host"].astype(object) == host]
-    spans = markers.groupby("step", sort=True).agg(start=("start_ps", "min"), end=("end_ps", "max"))
+def _shaded(spans: Sequence[tuple[int, int, int]]) -> tuple[list[tuple[int, int, int]], str]:
+    """The step spans the chart shades, and the caption's words when it shades none."""
     if len(spans) > MAX_SHADED_STEPS:
         return [], f" ({len(spans)} steps: too many to shade.)"
-    steps = [
-        (int(i), int(r.start), int(r.end))
-        for i, r in zip(spans.index, spans.itertuples(), strict=True)
-    ]
-    return steps, ""
+    return list(spans), ""
 
 
 def _step_words(unit: object, step: int | None) -> str:

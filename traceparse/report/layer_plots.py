@@ -57,7 +57,7 @@ def middle_cut(name: str, limit: int = LABEL_LIMIT) -> str:
 def layers_of(layers: pd.DataFrame | None) -> pd.DataFrame:
     """The model layers of one allocator's record holding bytes at the peak (no
     explicit rows), the largest ``MAX_LAYERS``."""
-    from traceparse.analysis.layer_names import EXPLICIT_ROWS
+    from traceparse.records.terms import EXPLICIT_ROWS
 
     if layers is None or layers.empty:
         return pd.DataFrame(columns=["layer", *LAYER_PARTS])

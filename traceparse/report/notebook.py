@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from traceparse.output.sentences import more_rows
 from traceparse.output.units import format_bytes
+from traceparse.records import fullest
 from traceparse.report.escape import html_text
 from traceparse.report.failure import failure_lines, html_failure
 from traceparse.report.source import ProfileLike
@@ -81,11 +82,11 @@ def profile_html(profile: ProfileLike, top: int = DEFAULT_TOP) -> str:
 
 def _overview(allocators: Sequence[AllocatorView]) -> str:
     """One row per host and allocator: peak, capacity, use; the fullest flagged."""
-    fullest = max(allocators, key=_fullness)
+    top = fullest([a.summary for a in allocators])
     rows = []
     for a in allocators:
         s = a.summary
-        flag = " ◀ fullest" if a is fullest and len(allocators) > 1 else ""
+        flag = " ◀ fullest" if s is top and len(allocators) > 1 else ""
         capacity = _bytes(s.capacity_bytes)
         rows.append(
             f"<tr><td><code>{html_text(a.allocator)}</code></td>"
@@ -98,13 +99,6 @@ def _overview(allocators: Sequence[AllocatorView]) -> str:
         '<th class="n">capacity</th><th class="n">use</th><th></th></tr>'
     )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _fullness(a: AllocatorView) -> tuple[float, int]:
-    """By use of capacity, then by peak (as ``traceparse summary`` flags the fullest)."""
-    s = a.summary
-    used = -1.0 if s.utilisation is None else float(s.utilisation)
-    return used, int(s.peak_bytes or 0)
 
 
 def _allocator(a: AllocatorView) -> str:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceparse.analysis.predict_capacity import MAX_BATCH
 from traceparse.output.predict import (
     extrapolation_note,
     fit_lines,
@@ -26,12 +25,13 @@ from traceparse.output.predict import (
     role_lines,
 )
 from traceparse.output.units import format_bytes
+from traceparse.records.terms import MAX_BATCH
 from traceparse.report.escape import html_text as esc
 from traceparse.report.plots import prediction_svg
 from traceparse.report.style import CSP, STYLE
 
 if TYPE_CHECKING:
-    from traceparse.analysis.predict_capacity import Fit
+    from traceparse.records.terms import Fit
 
 
 def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> str:

@@ -17,8 +17,6 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from traceparse.analysis.layer_names import EXPLICIT_ROWS
-from traceparse.analysis.optimizers import OPTIMIZER_NAMES
 from traceparse.output.cells import (
     MAX_NOTE_WIDTH,
     MAX_REPORT_CELL_WIDTH,
@@ -38,6 +36,7 @@ from traceparse.output.units import (
     is_missing,
 )
 from traceparse.records import LeakVerdict, StepUnit, step_unit
+from traceparse.records.terms import EXPLICIT_ROWS, OPTIMIZER_NAMES
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
 from traceparse.tables.columns import COLUMNS
 
