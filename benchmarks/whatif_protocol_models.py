@@ -1,0 +1,133 @@
+"""The Keras models of ``benchmarks/whatif_protocol.py`` (issue 50), one capture each.
+
+Five small models, split BEFORE any what-if rule was written or tuned:
+
+- development set (rules may be tuned on it): ``cnn`` (Conv2D/pooling/Dense),
+  ``mlp_jit`` (Dense stack compiled with ``jit_compile=True``);
+- test set (held out, run only to report): ``gru`` (Embedding + GRU),
+  ``transformer`` (one attention block with a feed-forward part),
+  ``normdrop`` (Dense + BatchNormalization + LayerNormalization + Dropout).
+
+Each model is captured with Adam in float32 (``base``) and again with one
+change: ``sgd`` (plain SGD), ``momentum`` (SGD with momentum 0.9),
+``adafactor``, ``bf16`` (``mixed_bfloat16`` policy, the head ``dtype="float32"``
+as Keras' guide advises), ``remat`` (every layer under
+``keras.RematScope(mode="full")``). One process per capture, one op at a
+time (inter-op parallelism 1), one epoch to build and trace outside the
+capture, then one more epoch of ``STEPS`` steps between
+``tf.profiler.experimental.start`` and ``stop``.
+
+    python benchmarks/whatif_protocol_models.py MODEL VARIANT BATCH OUTDIR
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+DEV = ("cnn", "mlp_jit")
+TEST = ("gru", "transformer", "normdrop")
+VARIANTS = ("base", "sgd", "momentum", "adafactor", "bf16", "remat")
+BATCH = {"cnn": 32, "mlp_jit": 128, "gru": 32, "transformer": 32, "normdrop": 128}
+STEPS = 3
+CLASSES = 10
+
+
+def _layers(keras: Any, name: str) -> tuple[Any, Any]:
+    """(inputs, logits) of ``name``; the head is float32 (mixed precision's advice)."""
+    L = keras.layers
+    if name == "cnn":
+        x = inp = keras.Input((32, 32, 3))
+        for width in (32, 64):
+            x = L.Conv2D(width, 3, padding="same", activation="relu")(x)
+            x = L.Conv2D(width, 3, padding="same", activation="relu")(x)
+            x = L.MaxPooling2D()(x)
+        x = L.Flatten()(x)
+        x = L.Dense(256, activation="relu")(x)
+    elif name == "mlp_jit":
+        x = inp = keras.Input((512,))
+        for width in (1024, 1024, 512):
+            x = L.Dense(width, activation="relu")(x)
+    elif name == "gru":
+        inp = keras.Input((64,), dtype="int32")
+        x = L.Embedding(4000, 128)(inp)
+        x = L.GRU(256)(x)
+    elif name == "transformer":
+        inp = keras.Input((64,), dtype="int32")
+        x = L.Embedding(2000, 128)(inp)
+        a = L.MultiHeadAttention(4, 32)(x, x)
+        x = L.LayerNormalization()(x + a)
+        f = L.Dense(512, activation="relu")(x)
+        f = L.Dense(128)(f)
+        x = L.LayerNormalization()(x + f)
+        x = L.GlobalAveragePooling1D()(x)
+    elif name == "normdrop":
+        x = inp = keras.Input((256,))
+        for width in (1024, 1024, 512):
+            x = L.Dense(width)(x)
+            x = L.BatchNormalization()(x)
+            x = L.Activation("relu")(x)
+            x = L.Dropout(0.3)(x)
+        x = L.LayerNormalization()(x)
+    else:
+        raise SystemExit(f"MODEL must be one of {DEV + TEST}, got {name!r}")
+    return inp, L.Dense(CLASSES, dtype="float32")(x)
+
+
+def _data(np: Any, name: str, n: int) -> tuple[Any, Any]:
+    rng = np.random.default_rng(0)
+    ys = rng.integers(0, CLASSES, n).astype("int32")
+    if name == "cnn":
+        return rng.random((n, 32, 32, 3), dtype=np.float32), ys
+    if name == "mlp_jit":
+        return rng.random((n, 512), dtype=np.float32), ys
+    if name == "normdrop":
+        return rng.random((n, 256), dtype=np.float32), ys
+    vocab = 4000 if name == "gru" else 2000
+    return rng.integers(0, vocab, (n, 64)).astype("int32"), ys
+
+
+def _optimizer(keras: Any, variant: str) -> Any:
+    o = keras.optimizers
+    if variant == "sgd":
+        return o.SGD(1e-2)
+    if variant == "momentum":
+        return o.SGD(1e-2, momentum=0.9)
+    if variant == "adafactor":
+        return o.Adafactor(1e-3)
+    return o.Adam(1e-3)
+
+
+def capture(name: str, variant: str, batch: int, logdir: str) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    if variant not in VARIANTS:
+        raise SystemExit(f"VARIANT must be one of {VARIANTS}, got {variant!r}")
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    if variant == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    if variant == "remat":
+        with keras.RematScope(mode="full"):
+            inp, out = _layers(keras, name)
+    else:
+        inp, out = _layers(keras, name)
+    model = keras.Model(inp, out)
+    model.compile(
+        optimizer=_optimizer(keras, variant),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=name == "mlp_jit",
+    )
+    xs, ys = _data(np, name, STEPS * batch)
+    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)  # build and trace
+    tf.profiler.experimental.start(logdir)
+    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)
+    tf.profiler.experimental.stop()
+
+
+if __name__ == "__main__":
+    capture(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
