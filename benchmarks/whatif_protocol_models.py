@@ -11,8 +11,11 @@ Five small models, split BEFORE any what-if rule was written or tuned:
 Each model is captured with Adam in float32 (``base``) and again with one
 change: ``sgd`` (plain SGD), ``momentum`` (SGD with momentum 0.9),
 ``adafactor``, ``bf16`` (``mixed_bfloat16`` policy, the head ``dtype="float32"``
-as Keras' guide advises), ``remat`` (every layer under
-``keras.RematScope(mode="full")``). One process per capture, one op at a
+as Keras' guide advises), ``remat`` (every layer's call under
+``keras.remat``, which on the TensorFlow backend is ``tf.recompute_grad``:
+keras/src/backend/tensorflow/core.py; ``keras.RematScope(mode="full")`` does
+the same but passes ``training=`` as a keyword, which ``tf.custom_gradient``
+refuses in graph mode, so the wrapper ``_Remat`` calls the layer positionally). One process per capture, one op at a
 time (inter-op parallelism 1), one epoch to build and trace outside the
 capture, then one more epoch of ``STEPS`` steps between
 ``tf.profiler.experimental.start`` and ``stop``.
@@ -34,9 +37,40 @@ STEPS = 3
 CLASSES = 10
 
 
-def _layers(keras: Any, name: str) -> tuple[Any, Any]:
-    """(inputs, logits) of ``name``; the head is float32 (mixed precision's advice)."""
-    L = keras.layers
+def _remat_layer(keras: Any) -> Any:
+    class _Remat(keras.layers.Layer):
+        """``inner`` called under ``keras.remat`` (its activations recomputed in backward)."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__(name=f"remat_{inner.name}")
+            self.inner = inner
+
+        def build(self, shape: Any) -> None:
+            self.inner.build(shape)
+
+        def call(self, x: Any) -> Any:
+            return keras.remat(lambda t: self.inner(t))(x)
+
+        def compute_output_shape(self, shape: Any) -> Any:
+            return self.inner.compute_output_shape(shape)
+
+    return _Remat
+
+
+def _layers(keras: Any, name: str, remat: bool = False) -> tuple[Any, Any]:
+    """(inputs, logits) of ``name``; the head is float32 (mixed precision's advice).
+    ``remat``: every layer but the input's and the head's under ``keras.remat``."""
+    raw = keras.layers
+    wrapper = _remat_layer(keras) if remat else None
+
+    class _Wrapped:
+        def __getattr__(self, kind: str) -> Any:
+            make = getattr(raw, kind)
+            if wrapper is None or kind in ("Embedding", "MultiHeadAttention"):
+                return make
+            return lambda *a, **k: wrapper(make(*a, **k))
+
+    L = _Wrapped()
     if name == "cnn":
         x = inp = keras.Input((32, 32, 3))
         for width in (32, 64):
@@ -72,7 +106,7 @@ def _layers(keras: Any, name: str) -> tuple[Any, Any]:
         x = L.LayerNormalization()(x)
     else:
         raise SystemExit(f"MODEL must be one of {DEV + TEST}, got {name!r}")
-    return inp, L.Dense(CLASSES, dtype="float32")(x)
+    return inp, raw.Dense(CLASSES, dtype="float32")(x)
 
 
 def _data(np: Any, name: str, n: int) -> tuple[Any, Any]:
@@ -111,11 +145,7 @@ def capture(name: str, variant: str, batch: int, logdir: str) -> None:
     keras.utils.set_random_seed(0)
     if variant == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    if variant == "remat":
-        with keras.RematScope(mode="full"):
-            inp, out = _layers(keras, name)
-    else:
-        inp, out = _layers(keras, name)
+    inp, out = _layers(keras, name, remat=variant == "remat")
     model = keras.Model(inp, out)
     model.compile(
         optimizer=_optimizer(keras, variant),
