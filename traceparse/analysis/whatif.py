@@ -597,3 +597,46 @@ def cost_of(change: Change) -> str:
     if change.remat:
         parts.append(COSTS["remat"])
     return "; ".join(parts)
+
+
+def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[dict[str, Any]]:
+    """Each candidate change (``candidates``) on ``keys``: its predicted peak and
+    bounds at the captured batch, bytes saved against the capture, its cost, and
+    the largest batch that fits ``capacity`` (default: the allocator's), ranked by
+    bytes saved (largest first) per allocator."""
+    from traceparse.analysis.predict_capacity import capacity_fit
+
+    facts = facts_of(predictor)
+    batch = predictor.batch
+    base = predictor.bounds(batch)
+    capacities = {
+        (row.host, row.allocator): row.capacity_bytes for row in predictor.base.peak.itertuples()
+    }
+    rows: list[dict[str, Any]] = []
+    for change in candidates(facts):
+        made = WhatIf.of(predictor, change, facts)
+        found = made.bounds(batch)
+        for key in keys:
+            _, peak, low, high = found[key]
+            cap = capacity if capacity is not None else capacities.get(key)
+            largest = None
+            if cap is not None and cap == cap:
+                largest = capacity_fit(made, key, int(cap), batch).largest
+            rows.append(
+                {
+                    "host": key[0],
+                    "allocator": key[1],
+                    "batch_size": batch,
+                    "change": change.label(),
+                    "captured_peak_bytes": base[key][1],
+                    "peak_bytes": peak,
+                    "low_bytes": low,
+                    "high_bytes": high,
+                    "saved_bytes": base[key][1] - peak,
+                    "largest_batch": largest,
+                    "cost": cost_of(change),
+                    "notes": made.resized.notes,
+                }
+            )
+    rows.sort(key=lambda r: (str(r["host"]), str(r["allocator"]), -r["saved_bytes"]))
+    return rows
