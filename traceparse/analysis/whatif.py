@@ -47,37 +47,38 @@ from traceparse.errors import UsageError
 Key = tuple[object, object]
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-# Per optimizer: (slots per parameter, elementwise temporaries of one variable's
-# update live at once). Slots are the variables Keras 3's optimizers add per
-# trainable variable in ``build`` (keras/src/optimizers/*.py): SGD none (one,
+# Per optimizer: (slots per parameter, full-size elementwise tensors its update
+# formula makes per variable). Slots are the variables Keras 3's optimizers add
+# per trainable variable in ``build`` (keras/src/optimizers/*.py): SGD none (one,
 # ``momentums``, with momentum), Adam/AdamW/Adamax/Nadam ``momentums`` and
 # ``velocities``, RMSprop ``velocities`` (+ ``average_gradients`` when
 # centered), Adagrad ``accumulators``, Adadelta two accumulators, Lion
-# ``momentums``, Adafactor factored rows and columns (``_r``, ``_c``) for a
-# variable of rank 2 or more and ``_v`` for the rest (Shazeer & Stern 2018), so
-# about nothing per parameter for matrices (``ADAFACTOR_SLOTS`` says how the
-# bounds cover it). Temporaries: the intermediate tensors the update's
-# elementwise ops allocate (Adam: m*beta, g*g, sqrt(v), the ratio), counted
-# from the update formulas in those files.
+# ``momentums``, LAMB two; Adafactor (keras/src/optimizers/adafactor.py) keeps a
+# full-size ``velocity`` per variable beside its factored rows and columns
+# (``ADAFACTOR_SLOTS``). Temporaries: the full-size tensors the update step's
+# ops create, counted from ``update_step`` in those files (Adam: g - m, its
+# scaling, g*g, g*g - v, its scaling, m*alpha, sqrt(v), + epsilon, the ratio:
+# 9; SGD: g*lr: 1); how many are live at once depends on the executor's order,
+# so the bounds take the ratio and no change.
 SLOTS: dict[str, tuple[float, float]] = {
     "sgd": (0.0, 1.0),
-    "momentum": (1.0, 2.0),
-    "adam": (2.0, 4.0),
-    "adamw": (2.0, 4.0),
-    "adamax": (2.0, 4.0),
-    "nadam": (2.0, 4.0),
-    "rmsprop": (1.0, 3.0),
-    "rmsprop_centered": (2.0, 4.0),
-    "adagrad": (1.0, 2.0),
-    "adadelta": (2.0, 4.0),
-    "adafactor": (0.0, 4.0),
-    "lion": (1.0, 3.0),
-    "lamb": (2.0, 5.0),
+    "momentum": (1.0, 3.0),
+    "adam": (2.0, 9.0),
+    "adamw": (2.0, 10.0),
+    "adamax": (2.0, 8.0),
+    "nadam": (2.0, 12.0),
+    "rmsprop": (1.0, 5.0),
+    "rmsprop_centered": (2.0, 8.0),
+    "adagrad": (1.0, 4.0),
+    "adadelta": (2.0, 9.0),
+    "adafactor": (1.0, 9.0),
+    "lion": (1.0, 8.0),
+    "lamb": (2.0, 12.0),
 }
-# Adafactor's factored slots, per parameter: 0 for a large matrix (r + c << r * c);
-# its unfactored ``_v`` for vectors, and matrices Keras leaves unfactored (a
-# dimension under ``min_dim_size_to_factor`` = 128), up to one slot.
-ADAFACTOR_SLOTS = (0.0, 0.05, 1.0)
+# Adafactor's slots per parameter: its full-size velocity, and the factored rows
+# and columns of a matrix (r + c of r x c elements: at most 5% more for matrices
+# whose dimensions are both 40 or more; a vector's r and c are scalars).
+ADAFACTOR_SLOTS = (1.0, 1.0, 1.05)
 OPTIMIZERS = tuple(k for k in SLOTS if k not in ("adamax", "nadam", "adadelta", "lamb"))
 
 # Ops whose output Keras keeps in float32 under a mixed policy: softmax and its
@@ -218,7 +219,23 @@ def facts_of(predictor: Predictor) -> Facts:
     allocators = a["allocator"].astype(object).to_numpy()
     mine = {k: (hosts == k[0]) & (allocators == k[1]) for k in keys}
     roles = predictor.roles
-    optimizer = captured_optimizer(ops)
+    base = predictor.base
+    xla_ops = np.concatenate(
+        [
+            base.xla_buffers["tf_op"].astype(object).dropna().to_numpy()
+            if len(base.xla_buffers)
+            else np.array([], dtype=object),
+            np.array(
+                [
+                    op
+                    for text in base.xla_parameters.get("read_by", pd.Series(dtype=object)).dropna()
+                    for op in str(text).split(", ")
+                ],
+                dtype=object,
+            ),
+        ]
+    )
+    optimizer = captured_optimizer(np.concatenate([ops, xla_ops]))
     params: dict[Key, tuple[float, float]] = {}
     before: dict[Key, float] = {}
     last_step = np.nanmax(steps) if np.isfinite(steps).any() else np.nan
@@ -270,6 +287,15 @@ def _params(
         v = variables[(variables["allocator"].astype(object) == key[1])]
         v = v[v["role"].astype(object) == "weight"]
         read = float(v["estimated_bytes"].to_numpy(dtype=np.float64, na_value=0).sum())
+    params = predictor.base.xla_parameters
+    if read == 0.0 and len(params):
+        # A compiled step's weights are its parameters that it updates and that a
+        # forward op reads; a slot is read by the optimizer's ops alone.
+        p = params[params["allocator"].astype(object) == key[1]]
+        p = p.drop_duplicates(["host", "module", "parameter_number"])
+        updated = p["updated"].fillna(False).to_numpy(dtype=bool)
+        forward = p["read_by"].astype(object).fillna("").map(_read_by_forward).to_numpy(dtype=bool)
+        read = float(p.loc[updated & forward, "size_bytes"].to_numpy(dtype=np.float64).sum())
     if read == 0.0:
         pick = mine & np.isin(roles, (GRADIENT, OPTIMIZER_UPDATE)) & (steps == last_step)
         seen: set[tuple[object, tuple[int, ...]]] = set()
@@ -281,6 +307,15 @@ def _params(
     slots = SLOTS.get(optimizer or "sgd", (0.0, 1.0))[0]
     high = max(read, float(predictor._before(key)) / (1.0 + slots))
     return read, high
+
+
+def _read_by_forward(text: str) -> bool:
+    """Whether a parameter's readers include an op outside an optimizer's scope."""
+    for op in text.split(", "):
+        first = re.sub(r"_\d+$", "", op.split("/")[0]).lower()
+        if op and first not in OPTIMIZER_SCOPES:
+            return True
+    return False
 
 
 def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
@@ -297,25 +332,39 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
     old_slots, old_temps = SLOTS.get(source or "sgd", (0.0, 1.0))
     new_slots, new_temps = SLOTS[target]
     unknown_old = source is None
+    lo_s, pt_s, hi_s = ADAFACTOR_SLOTS if target == "adafactor" else (new_slots,) * 3
+    old_hi = 2.0 if unknown_old else old_slots
+    state = facts.roles == OPTIMIZER_STATE
+    # Copy-on-write: an update assigns each variable (weight and slots) a new
+    # buffer while the old one is still referenced (training_op_helpers.h
+    # ``PrepareToUpdateVariable`` copies when the buffer is shared), so a
+    # capture's optimizer-state allocations are one buffer per variable the
+    # optimizer updates: weights and slots, (1 + slots) per parameter.
+    renewed = (1.0 + pt_s) / (1.0 + old_slots)
+    out.scale(
+        state,
+        renewed,
+        min((1.0 + lo_s) / (1.0 + old_hi), renewed),
+        max((1.0 + hi_s) / (1.0 + old_slots), renewed),
+    )
     for k in facts.keys:
         read, high = facts.params[k]
-        if target == "adafactor":
-            lo_s, pt_s, hi_s = ADAFACTOR_SLOTS
-        else:
-            lo_s = pt_s = hi_s = new_slots
-        old_hi = 2.0 if unknown_old else old_slots
-        # The slot bytes: the new count less the old, over the parameter bytes'
-        # read (point) and the two ends (the parameter bytes and old count unknown).
-        point = read * (pt_s - old_slots)
         ends = [
             p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
         ]
-        out.add(k, point, min([*ends, point]), max([*ends, point]))
+        if (state & facts.mine[k]).any():
+            # The slots' buffers are renewed in the capture (above): those held from
+            # before it are replaced in its first step, gone at a later step's peak;
+            # the bounds cover a peak before they are.
+            out.add(k, 0.0, min([*ends, 0.0]), max([*ends, 0.0]))
+        else:  # updated in place: the slots held for the whole run change
+            point = read * (pt_s - old_slots)
+            out.add(k, point, min([*ends, point]), max([*ends, point]))
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
     out.scale(update, ratio, min(ratio, 1.0), max(ratio, 1.0))
     out.notes.append(
-        f"optimizer: {source or 'sgd (read)'} -> {target}: {new_slots:g} slot(s) per parameter "
+        f"optimizer: {source or 'sgd (read)'} -> {target}: {pt_s:g} slot(s) per parameter "
         f"instead of {old_slots:g}, update temporaries x{ratio:.2f}"
     )
 
@@ -456,18 +505,90 @@ def recompute_extra(
         out.add(k, total, 0.0, total)
 
 
-def resizing(predictor: Predictor, change: Change, facts: Facts | None = None) -> Resizing:
-    """The Resizing a change makes on ``predictor``'s capture."""
-    facts = facts if facts is not None else facts_of(predictor)
-    out = Resizing.identity(len(predictor.requested))
+def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -> None:
     if change.optimizer:
         optimizer_change(facts, change.optimizer, out)
     if change.precision:
         precision_factors(facts, change.precision, out)
     if change.remat:
         remat_factors(facts, change.remat, out)
-        recompute_extra(facts, change.remat, predictor.requested * out.point, out)
+        recompute_extra(facts, change.remat, requested * out.point, out)
+
+
+def resizing(predictor: Predictor, change: Change, facts: Facts | None = None) -> Resizing:
+    """The Resizing a change makes on ``predictor``'s capture: the rules on each
+    allocation, and on each compiled program's slab through its HLO buffers
+    (``slab_factors``)."""
+    facts = facts if facts is not None else facts_of(predictor)
+    out = Resizing.identity(len(predictor.requested))
+    _rules(facts, change, predictor.requested, out)
+    slab_factors(predictor, facts, change, out)
     return out
+
+
+def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizing) -> None:
+    """A compiled program's slab (XLA's buffer assignment packs the step's
+    temporaries into one allocation, tensorflow/compiler/xla/service/
+    buffer_assignment.cc) resized as the bytes of its HLO buffers live at the
+    program's peak, each by the same rules as an allocation (its TF op's role,
+    its dtype and shape), its slack kept: the factor is their new total over
+    the old. XLA re-plans the slab for the changed program, which may pack it
+    differently; the bounds take each buffer at its low and high factor.
+    Rematerialisation is not modelled inside a slab (XLA has its own remat
+    pass, which the capture's buffer assignment already reflects)."""
+    if not predictor.slabs or (change.remat and not change.optimizer and not change.precision):
+        return
+    buffers = predictor.base.xla_buffers
+    info = buffers.drop_duplicates(["host", "program", "logical_buffer"]).set_index(
+        ["host", "program", "logical_buffer"]
+    )
+    for row, slab in predictor.slabs.items():
+        held, _ = slab.at(predictor.batch)
+        keep = held > 0
+        ids = [(slab.key[0], slab.key[1], int(b)) for b in slab.buffers[keep]]
+        if not ids:
+            continue
+        found = info.reindex(ids)
+        places = [predictor.buffer_places.get(i, ("", OTHER)) for i in ids]
+        shapes = found["shape"].astype(object).to_numpy()
+        n = len(ids)
+        key = (predictor.base.allocations["host"].iloc[row], facts.keys[0][1])
+        sub = Facts(
+            roles=np.array([p[1] for p in places], dtype=object),
+            layers=np.array([p[0] for p in places], dtype=object),
+            dtypes=found["dtype"].astype(object).fillna("").to_numpy(),
+            op_types=found["tf_op_type"].astype(object).fillna("").to_numpy(),
+            ops=found["tf_op"].astype(object).fillna("").to_numpy(),
+            shapes=shapes,
+            keys=[key],
+            mine={key: np.ones(n, dtype=bool)},
+            weight_shaped=np.array(
+                [bool(d) and d in predictor.weights for d in map(dims, shapes)], dtype=bool
+            ),
+            steps=np.full(n, np.nan),
+            backward=np.zeros(n, dtype=bool),
+            crosses=np.zeros(n, dtype=bool),
+            optimizer=facts.optimizer,
+            params={key: (0.0, 0.0)},
+            before={key: 0.0},
+        )
+        inner = Resizing.identity(n)
+        _rules(sub, Change(change.precision, change.optimizer, None), held[keep], inner)
+        # XLA fuses an update's elementwise chain into one kernel
+        # (xla/service/instruction_fusion.cc): its temporaries are fusion outputs,
+        # about one per variable whatever the formula; the count ratio is a bound.
+        update = sub.roles == OPTIMIZER_UPDATE
+        inner.low[update] = np.minimum(inner.low[update], 1.0)
+        inner.high[update] = np.maximum(inner.high[update], 1.0)
+        inner.point[update] = 1.0
+        total = float(predictor.requested[row])
+        rest = max(total - float(held[keep].sum()), 0.0)
+        for mine, factors in (
+            (out.point, inner.point),
+            (out.low, inner.low),
+            (out.high, inner.high),
+        ):
+            mine[row] *= (rest + float((held[keep] * factors).sum())) / total if total else 1.0
 
 
 class _Resized:
@@ -512,6 +633,16 @@ class WhatIf(Predictor):
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
 
     def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+        """At the captured batch: the captured counter with each allocation's change
+        (its chunk at the new request, ``predict_replay.chunks``), as a prediction
+        there is the capture itself; the allocator model's placement is not asked
+        to explain what the capture already shows. Elsewhere: the allocator model
+        at the new sizes, as for a batch-size prediction."""
+        if batch == self.batch:
+            held, _, _ = self.sizes(batch)
+            found = self._replayed(held)
+            counters = {k: v + self._extra(k, 0) for k, v in found.bytes.items()}
+            return Replayed(found.events, counters), held
         runs = self.runs(batch)
         held = np.zeros(len(self.held))
         for key, simulated in runs.items():
