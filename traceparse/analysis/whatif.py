@@ -146,6 +146,10 @@ class Resizing:
     high: np.ndarray
     extra: dict[Key, list[float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Bytes added only while a step's backward pass runs (the point's; the high
+    # bound has them in ``extra`` for every event).
+    # (first row, last row, bytes) per recomputed layer and step.
+    backward: dict[Key, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def identity(cls, n: int) -> Resizing:
@@ -177,6 +181,7 @@ class Facts:
     mine: dict[Key, np.ndarray]
     weight_shaped: np.ndarray  # the shape is a weight's or slot's
     steps: np.ndarray  # the step of each allocation (NaN: none)
+    alloc_events: np.ndarray  # the timeline row of each allocation
     backward: np.ndarray  # allocated by an op of the gradient tape
     crosses: np.ndarray  # a forward tensor still live when its step's backward starts
     optimizer: str | None  # the captured optimizer's scope, if any op names one
@@ -253,6 +258,7 @@ def facts_of(predictor: Predictor) -> Facts:
         mine,
         weight_shaped,
         steps,
+        start,
         backward,
         crosses,
         optimizer,
@@ -488,21 +494,31 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
 def recompute_extra(
     facts: Facts, layers: tuple[str, ...], requested: np.ndarray, out: Resizing
 ) -> None:
-    """The bytes one remat layer's recomputation makes live again (``remat_factors``)."""
+    """The bytes a remat layer's recomputation makes live again (``remat_factors``):
+    ``tf.recompute_grad``'s gradient function runs the layer's forward call
+    again when the tape reaches it, so its tensors are live again from the
+    layer's first gradient-tape allocation to its last, in each step (point);
+    the high bound has the largest such set for the whole run."""
     known = layer_names(facts)
     wanted = known if layers == ("all",) else set(layers)
     layer = facts.layers.astype(str)
     kept = facts.crosses & np.isin(layer, list(wanted)) & (facts.roles == ACTIVATION)
+    start = facts.alloc_events
     for k in facts.keys:
         mine = kept & facts.mine[k]
         if not mine.any():
             continue
-        # One layer in one step: the capture holds several steps of the same tensors.
         frame = pd.DataFrame(
             {"step": facts.steps[mine], "layer": layer[mine], "bytes": requested[mine]}
         )
-        total = float(frame.groupby(["step", "layer"], dropna=False)["bytes"].sum().max())
-        out.add(k, total, 0.0, total)
+        sets = frame.groupby(["step", "layer"], dropna=False)["bytes"].sum()
+        out.add(k, 0.0, 0.0, float(sets.max()))
+        back = facts.backward & facts.mine[k]
+        grads = pd.DataFrame({"step": facts.steps[back], "layer": layer[back], "row": start[back]})
+        spans = grads.groupby(["step", "layer"], dropna=False)["row"].agg(["min", "max"])
+        found = spans.join(sets.rename("bytes"), how="inner")
+        rows = found[["min", "max", "bytes"]].to_numpy(dtype=np.float64)
+        out.backward[k] = np.concatenate([out.backward.get(k, np.zeros((0, 3))), rows])
 
 
 def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -> None:
@@ -566,6 +582,7 @@ def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizi
                 [bool(d) and d in predictor.weights for d in map(dims, shapes)], dtype=bool
             ),
             steps=np.full(n, np.nan),
+            alloc_events=np.zeros(n, dtype=np.int64),
             backward=np.zeros(n, dtype=bool),
             crosses=np.zeros(n, dtype=bool),
             optimizer=facts.optimizer,
@@ -616,6 +633,7 @@ class WhatIf(Predictor):
 
     change: Change
     resized: Resizing
+    facts: Facts
 
     @classmethod
     def of(cls, base: Predictor, change: Change, facts: Facts | None = None) -> WhatIf:
@@ -624,7 +642,8 @@ class WhatIf(Predictor):
         made.__class__ = cls
         assert isinstance(made, WhatIf)
         made.change = change
-        made.resized = resizing(base, change, facts)
+        made.facts = facts if facts is not None else facts_of(base)
+        made.resized = resizing(base, change, made.facts)
         made.sizing = _Resized(base.sizing, made.resized)  # type: ignore[assignment]
         made._runs = {}
         return made
@@ -641,15 +660,28 @@ class WhatIf(Predictor):
         if batch == self.batch:
             held, _, _ = self.sizes(batch)
             found = self._replayed(held)
-            counters = {k: v + self._extra(k, 0) for k, v in found.bytes.items()}
+            counters = {k: v + self._added(k) for k, v in found.bytes.items()}
             return Replayed(found.events, counters), held
         runs = self.runs(batch)
         held = np.zeros(len(self.held))
         for key, simulated in runs.items():
             mine = self._mine(key)
             held[mine] = simulated.chunks[mine]
-        counters = {key: run.in_use + self._extra(key, 0) for key, run in runs.items()}
+        counters = {key: run.in_use + self._added(key) for key, run in runs.items()}
         return Replayed(dict(self.rows), counters), held
+
+    def _added(self, key: Key) -> np.ndarray | float:
+        """Bytes the change adds after each of ``key``'s events: for the whole run,
+        and while a recomputed layer's tensors are live (``Resizing.backward``)."""
+        extra = self._extra(key, 0)
+        spans = self.resized.backward.get(key)
+        if spans is None or not len(spans):
+            return extra
+        rows = self.rows[key]
+        delta = np.zeros(len(rows) + 1)
+        np.add.at(delta, np.searchsorted(rows, spans[:, 0]), spans[:, 2])
+        np.add.at(delta, np.searchsorted(rows, spans[:, 1], side="right"), -spans[:, 2])
+        return extra + np.cumsum(delta)[:-1]
 
     def extremes(
         self, batch: int, runs: tuple[Replayed, Replayed] | None = None
