@@ -145,6 +145,9 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE / "WHATIF_RESULTS.md"))
+    parser.add_argument(
+        "--dev-only", action="store_true", help="the development set alone (while tuning)"
+    )
     args = parser.parse_args(argv)
     import tensorflow as tf  # the version the captures were made with
 
@@ -156,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism 1, one capture per model and change, predicted at the captured batch.",
         "",
     ]
-    for title, models in (
-        ("Development set (rules may be tuned on it)", DEV),
-        ("Test set (held out)", TEST),
-    ):
+    sets = [("Development set (rules may be tuned on it)", DEV)]
+    if not args.dev_only:
+        sets.append(("Test set (held out)", TEST))
+    for title, models in sets:
         rows = [r for m in models for r in measure(m)]
         lines += [
             f"## {title}",

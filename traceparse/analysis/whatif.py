@@ -527,8 +527,10 @@ def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -
     if change.precision:
         precision_factors(facts, change.precision, out)
     if change.remat:
+        # What is recomputed is what the other changes made of it, before it is dropped.
+        sized = requested * out.point
         remat_factors(facts, change.remat, out)
-        recompute_extra(facts, change.remat, requested * out.point, out)
+        recompute_extra(facts, change.remat, sized, out)
 
 
 def resizing(predictor: Predictor, change: Change, facts: Facts | None = None) -> Resizing:
