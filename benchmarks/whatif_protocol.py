@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from predict_protocol import load, real_peak  # noqa: E402
-from whatif_protocol_models import BATCH, DEV, TEST  # noqa: E402
+from whatif_protocol_models import BATCH, DEV, LATE_TEST, TEST  # noqa: E402
 
 CACHE = HERE / ".captures" / "whatif"
 ALLOCATOR = "mklcpu"
@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     sets = [("Development set (rules may be tuned on it)", DEV)]
     if not args.dev_only:
         sets.append(("Test set (held out)", TEST))
+        sets.append(
+            ("Late test set (added after the second run; no rule changed since)", LATE_TEST)
+        )
     for title, models in sets:
         rows = [r for m in models for r in measure(m)]
         lines += [
