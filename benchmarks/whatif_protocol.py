@@ -163,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dev_only:
         sets.append(("Test set (held out)", TEST))
         sets.append(
-            ("Late test set (added after the second run; no rule changed since)", LATE_TEST)
+            (
+                "Late test set (conv1d: fixed after the second run, before the third run's optimizer rule)",
+                LATE_TEST,
+            )
         )
     for title, models in sets:
         rows = [r for m in models for r in measure(m)]

@@ -340,32 +340,23 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
     unknown_old = source is None
     lo_s, pt_s, hi_s = ADAFACTOR_SLOTS if target == "adafactor" else (new_slots,) * 3
     old_hi = 2.0 if unknown_old else old_slots
-    state = facts.roles == OPTIMIZER_STATE
-    # Copy-on-write: an update assigns each variable (weight and slots) a new
-    # buffer while the old one is still referenced (training_op_helpers.h
-    # ``PrepareToUpdateVariable`` copies when the buffer is shared), so a
-    # capture's optimizer-state allocations are one buffer per variable the
-    # optimizer updates: weights and slots, (1 + slots) per parameter.
-    renewed = (1.0 + pt_s) / (1.0 + old_slots)
-    out.scale(
-        state,
-        renewed,
-        min((1.0 + lo_s) / (1.0 + old_hi), renewed),
-        max((1.0 + hi_s) / (1.0 + old_slots), renewed),
-    )
+    # Copy-on-write: an assign to a variable whose buffer is still shared makes a
+    # new buffer (tensorflow/core/kernels/training_op_helpers.h,
+    # ``PrepareToUpdateVariable``: a copy unless the reference count is one). The
+    # weight's ``assign_sub`` is such (the tape still holds the forward pass's
+    # read of the kernel), the same under every optimizer: kept. A slot's assign
+    # that made one is a copy of a slot: scaled with the slot count.
+    state = (facts.roles == OPTIMIZER_STATE) & (facts.op_types != "AssignSubVariableOp")
+    copies = (1.0 + pt_s) / (1.0 + old_slots) if old_slots else 1.0
+    out.scale(state, copies, min(copies, 1.0), max(copies, 1.0))
     for k in facts.keys:
         read, high = facts.params[k]
+        # The slots themselves live for the whole run, updated in place.
+        point = read * (pt_s - old_slots)
         ends = [
             p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
         ]
-        if (state & facts.mine[k]).any():
-            # The slots' buffers are renewed in the capture (above): those held from
-            # before it are replaced in its first step, gone at a later step's peak;
-            # the bounds cover a peak before they are.
-            out.add(k, 0.0, min([*ends, 0.0]), max([*ends, 0.0]))
-        else:  # updated in place: the slots held for the whole run change
-            point = read * (pt_s - old_slots)
-            out.add(k, point, min([*ends, point]), max([*ends, point]))
+        out.add(k, point, min([*ends, point]), max([*ends, point]))
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
     out.scale(update, ratio, min(ratio, 1.0), max(ratio, 1.0))
