@@ -171,3 +171,27 @@ def test_advise_ranks_changes_by_bytes_saved() -> None:
         assert r["low_bytes"] <= r["peak_bytes"] <= r["high_bytes"] and r["cost"]
     table = run_traceparse("advise", str(MIXED))
     assert table.returncode == 0 and "cost:" in table.stdout
+
+
+# Issue 50's goal for a what-if predicted from one capture: within 10% of the
+# real capture of the change, and the real peak inside the bounds.
+GOAL = 0.10
+PAIR_BASE = FIXTURES / "whatif_cnn_base"  # Adam, float32 (fixtures/whatif_cnn.md)
+PAIR_BF16 = FIXTURES / "whatif_cnn_bf16"  # the same program under mixed_bfloat16
+
+
+def _peak(path: object) -> int:
+    return int(traceparse.load(path).peak["in_use_bytes"].max())
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "precision"),
+    [(PAIR_BASE, PAIR_BF16, "mixed_bfloat16"), (PAIR_BF16, PAIR_BASE, "float32")],
+)
+def test_precision_whatif_against_the_real_capture(
+    source: object, target: object, precision: str
+) -> None:
+    row = traceparse.load(source).predict(from_batch=32, precision=precision).iloc[0]
+    real = _peak(target)
+    assert row["low_bytes"] <= real <= row["high_bytes"]
+    assert abs(row["predicted_peak_bytes"] - real) <= GOAL * real
