@@ -195,3 +195,29 @@ def test_precision_whatif_against_the_real_capture(
     real = _peak(target)
     assert row["low_bytes"] <= real <= row["high_bytes"]
     assert abs(row["predicted_peak_bytes"] - real) <= GOAL * real
+
+
+def test_advise_markdown_and_html_from_the_record(tmp_path: object) -> None:
+    from pathlib import Path
+
+    out = Path(str(tmp_path))
+    for fmt in ("md", "html"):
+        target = out / f"advice.{fmt}"
+        proc = run_traceparse(
+            "advise", str(PAIR_BASE), "--from-batch", "32", "--format", fmt, "-o", str(target)
+        )
+        assert proc.returncode == 0, proc.stderr
+        text = target.read_text(encoding="utf-8")
+        assert "What would save memory" in text and "sgd" in text and "remat all" in text
+    data = json.loads(
+        run_traceparse("advise", str(PAIR_BASE), "--from-batch", "32", "--format", "json").stdout
+    )
+    assert data["whatif_version"] == 1
+    changes = {r["change"] for r in data["advice"]}
+    assert {"mixed_bfloat16", "sgd", "remat all"} <= changes
+
+
+def test_advise_unknown_allocator_is_one_line() -> None:
+    proc = run_traceparse("advise", str(PAIR_BASE), "--from-batch", "32", "--allocator", "gpu_9")
+    assert proc.returncode == 2
+    assert "no allocator named 'gpu_9'" in proc.stderr and "Traceback" not in proc.stderr

@@ -790,6 +790,7 @@ def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[
                     "high_bytes": high,
                     "saved_bytes": base[key][1] - peak,
                     "largest_batch": largest,
+                    "capacity_bytes": None if cap is None or cap != cap else int(cap),
                     "cost": cost_of(change),
                     "notes": made.resized.notes,
                 }

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from traceparse.cli.base import Command, size_type
 from traceparse.cli.predict import batch_type
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
+    from traceparse.records.whatif import WhatIfRecord
 
 
 class AdviseCommand(Command):
@@ -31,28 +32,43 @@ class AdviseCommand(Command):
         return (
             "examples:\n"
             "  traceparse advise logs/\n"
-            "  traceparse advise logs/ --capacity 16GiB --format json"
+            "  traceparse advise logs/ --capacity 16GiB --format json\n"
+            "  traceparse advise logs/ --format html -o advice.html"
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
         parser.add_argument(
-            "--from-batch", type=batch_type, metavar="N", help="the batch PATH was captured at"
+            "--from-batch",
+            type=batch_type,
+            metavar="N",
+            help="the global batch size PATH was captured at (default: as predict reads it)",
         )
         parser.add_argument(
-            "--capacity", type=size_type, metavar="SIZE", help="the memory to fit in, e.g. 16GiB"
+            "--capacity",
+            type=size_type,
+            metavar="SIZE",
+            help="the memory to fit in, e.g. 16GiB (default: each allocator's capacity)",
         )
         parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
         parser.add_argument(
-            "--format", choices=["table", "json"], default="table", help="output format"
+            "--format",
+            choices=["table", "json", "md", "html"],
+            default="table",
+            help="output format",
+        )
+        parser.add_argument(
+            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.analysis.whatif import advice
         from traceparse.cli._loading import load_newest
         from traceparse.core.profile import predictor_of
         from traceparse.errors import UsageError
+        from traceparse.output.export import write_output
         from traceparse.output.jsonvalues import dumps
+        from traceparse.records.whatif import build_whatif
+        from traceparse.report.whatif import whatif_html, whatif_markdown
 
         profile = load_newest(args.path, term)
         predictor = predictor_of(profile, None, args.from_batch)
@@ -62,35 +78,45 @@ class AdviseCommand(Command):
                 f"{profile.path}: no allocator named {args.allocator!r} "
                 f"(there are: {', '.join(profile.allocators) or 'none'})"
             )
-        rows = advice(predictor, keys, args.capacity)
-        if args.format == "json":
-            term.raw(dumps({"path": str(profile.path), "advice": rows}) + "\n")
+        record = build_whatif(predictor, str(profile.path), keys, args.capacity)
+        if args.format == "table" and args.output is None:
+            _render(term, record)
             return 0
-        _render(term, rows)
+        text = {
+            "json": lambda: dumps(record.to_dict()) + "\n",
+            "md": lambda: whatif_markdown(record),
+            "html": lambda: whatif_html(record),
+            "table": lambda: whatif_markdown(record),
+        }[args.format]()
+        if args.output is None:
+            term.raw(text)
+        else:
+            write_output(text, args.output)
         return 0
 
 
-def _mib(n: Any) -> str:
+def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.1f} MiB"
 
 
-def _render(term: Terminal, rows: list[dict[str, Any]]) -> None:
-    for key in dict.fromkeys((r["host"], r["allocator"]) for r in rows):
-        mine = [r for r in rows if (r["host"], r["allocator"]) == key]
+def _render(term: Terminal, record: WhatIfRecord) -> None:
+    for key in record.allocators():
+        mine = [r for r in record.rows if (r.host, r.allocator) == key]
         title = f"{key[1]} ({key[0]})"
         term.line(title)
         term.line("=" * len(title))
+        first = mine[0]
         term.line(
-            f"captured peak at batch {mine[0]['batch_size']}: {_mib(mine[0]['captured_peak_bytes'])}"
+            f"captured peak at batch {first.batch_size}: {_mib(first.captured_peak_bytes)}; "
+            f"each change predicted at that batch, ranked by bytes saved at the peak"
         )
-        term.line(
-            "change                               saved       peak [low, high]                 largest batch"
-        )
+        term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
         for r in mine:
-            bounds = f"{_mib(r['peak_bytes'])} [{_mib(r['low_bytes'])}, {_mib(r['high_bytes'])}]"
-            term.line(
-                f"{r['change']:<36} {_mib(r['saved_bytes']):>11} {bounds:<32} "
-                f"{r['largest_batch'] if r['largest_batch'] is not None else '-'}"
-            )
-            term.line(f"    cost: {r['cost']}")
+            bounds = f"{_mib(r.peak_bytes)} [{_mib(r.low_bytes)}, {_mib(r.high_bytes)}]"
+            largest = "-" if r.largest_batch is None else f"{r.largest_batch:,}"
+            term.line(f"{r.change:<34} {_mib(r.saved_bytes):>11}  {bounds:<34} {largest}")
+            term.line(f"    cost: {r.cost}")
+        capacity = first.capacity_bytes
+        if capacity is not None:
+            term.line(f"largest batch: the largest whose predicted peak fits {_mib(capacity)}")
         term.line("")
