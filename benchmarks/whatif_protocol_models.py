@@ -15,9 +15,9 @@ as Keras' guide advises), ``remat`` (every layer's call under
 ``keras.remat``, which on the TensorFlow backend is ``tf.recompute_grad``:
 keras/src/backend/tensorflow/core.py; ``keras.RematScope(mode="full")`` does
 the same but passes ``training=`` as a keyword, which ``tf.custom_gradient``
-refuses in graph mode, so the wrapper ``_Remat`` calls the layer positionally). One process per capture, one op at a
-time (inter-op parallelism 1), one epoch to build and trace outside the
-capture, then one more epoch of ``STEPS`` steps between
+refuses in graph mode, so the wrapper ``_Remat`` calls the layer positionally).
+One process per capture, one op at a time (inter-op parallelism 1), one epoch
+to build and trace outside the capture, then one more epoch of ``STEPS`` steps between
 ``tf.profiler.experimental.start`` and ``stop``.
 
     python benchmarks/whatif_protocol_models.py MODEL VARIANT BATCH OUTDIR

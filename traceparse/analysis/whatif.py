@@ -344,18 +344,30 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
     # new buffer (tensorflow/core/kernels/training_op_helpers.h,
     # ``PrepareToUpdateVariable``: a copy unless the reference count is one). The
     # weight's ``assign_sub`` is such (the tape still holds the forward pass's
-    # read of the kernel), the same under every optimizer: kept. A slot's assign
-    # that made one is a copy of a slot: scaled with the slot count.
+    # read of the kernel), the same under every optimizer: kept. Any other
+    # optimizer-state allocation is a slot's buffer (a copy, or the slot made in
+    # the capture): one per slot, scaled with the slot count.
     state = (facts.roles == OPTIMIZER_STATE) & (facts.op_types != "AssignSubVariableOp")
-    copies = (1.0 + pt_s) / (1.0 + old_slots) if old_slots else 1.0
-    out.scale(state, copies, min(copies, 1.0), max(copies, 1.0))
+    per_slot = pt_s / old_slots if old_slots else 1.0
+    out.scale(
+        state,
+        per_slot,
+        min(lo_s / max(old_hi, 1.0), per_slot),
+        max(hi_s / max(old_slots, 1.0), per_slot),
+    )
     for k in facts.keys:
         read, high = facts.params[k]
-        # The slots themselves live for the whole run, updated in place.
+        # The slots built before the capture live for the whole run, updated in
+        # place: a constant. Slots fewer than captured can only remove what was
+        # held before the capture (the slots' share of it); slots made inside the
+        # capture are its allocations, resized above.
         point = read * (pt_s - old_slots)
         ends = [
             p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
         ]
+        floor = -facts.before[k] * old_hi / (1.0 + old_hi)
+        point = max(point, floor)
+        ends = [max(e, floor) for e in ends]
         out.add(k, point, min([*ends, point]), max([*ends, point]))
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
