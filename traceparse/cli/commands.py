@@ -9,6 +9,7 @@ only argparse-level code at the top; heavy imports go inside ``run``.
 
 from __future__ import annotations
 
+from traceparse.cli.advise import AdviseCommand
 from traceparse.cli.allocations import AllocationsCommand
 from traceparse.cli.base import Command
 from traceparse.cli.baseline import BaselineCommand
@@ -44,6 +45,7 @@ COMMANDS: dict[str, type[Command]] = {
         BaselineCommand,
         DiffCommand,
         PredictCommand,
+        AdviseCommand,
         PeakCommand,
         BreakdownCommand,
         OomCommand,

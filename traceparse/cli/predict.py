@@ -68,9 +68,26 @@ class PredictCommand(Command):
         parser.add_argument(
             "--batch",
             type=batch_type,
-            required=True,
             metavar="N",
-            help="the (global) batch size to predict",
+            help="the (global) batch size to predict (default: the captured one; "
+            "needed unless --precision, --optimizer or --remat is given)",
+        )
+        parser.add_argument(
+            "--precision",
+            metavar="POLICY",
+            help="predict under this Keras dtype policy: mixed_float16, mixed_bfloat16 "
+            "or float32 (docs/whatif.md)",
+        )
+        parser.add_argument(
+            "--optimizer",
+            metavar="NAME",
+            help="predict with this optimizer: sgd, momentum, adam, adamw, rmsprop, "
+            "adagrad, adafactor or lion",
+        )
+        parser.add_argument(
+            "--remat",
+            metavar="LAYERS",
+            help="predict with these layers rematerialised: 'all' or LAYER,LAYER",
         )
         parser.add_argument(
             "--from-batch",
@@ -124,7 +141,20 @@ class PredictCommand(Command):
         other = load_newest(args.other, term) if args.other else None
         if args.with_batch is not None and other is None:
             raise UsageError("--with-batch needs --with OTHER")
+        changed = any(v is not None for v in (args.precision, args.optimizer, args.remat))
+        if args.batch is None and not changed:
+            raise UsageError(
+                "predict needs --batch N, or a change to predict "
+                "(--precision, --optimizer, --remat)"
+            )
         predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
+        if changed:
+            from traceparse.analysis.whatif import parse_change, what_if
+
+            change = parse_change(args.precision, args.optimizer, args.remat)
+            predictor = what_if(predictor, change)
+        if args.batch is None:
+            args.batch = predictor.batch
         table = predictor.at(args.batch)
         if args.allocator is not None:
             table = table[table["allocator"].astype(str) == args.allocator]

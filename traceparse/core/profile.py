@@ -746,6 +746,10 @@ class Profile:
         from_batch: int | None = None,
         other: Profile | None = None,
         other_batch: int | None = None,
+        *,
+        precision: str | None = None,
+        optimizer: str | None = None,
+        remat: str | tuple[str, ...] | None = None,
     ) -> pd.DataFrame:
         """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
         captured batch size, where the prediction is the capture itself) (with
@@ -756,7 +760,10 @@ class Profile:
         The captured batch size is read off the capture unless ``from_batch``
         gives it; ``other`` (a Profile of the same program at another batch
         size, ``other_batch`` when it cannot be read off it) fits each
-        allocation's size through both (docs/predict.md).
+        allocation's size through both (docs/predict.md). ``precision``
+        (``mixed_float16``, ``mixed_bfloat16``, ``float32``), ``optimizer`` (``sgd``,
+        ``adam``, ...) and ``remat`` (``"all"`` or layer names) predict the peak with
+        that change made (docs/whatif.md).
 
         >>> prof.predict(256)  # doctest: +SKIP
 
@@ -771,6 +778,11 @@ class Profile:
             if value is not None:
                 checked_batch(value, name)
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
+        if precision is not None or optimizer is not None or remat is not None:
+            # What-ifs (docs/whatif.md): the same replay with each allocation resized.
+            from traceparse.analysis.whatif import parse_change, what_if
+
+            predictor = what_if(predictor, parse_change(precision, optimizer, remat))
         batch = predictor.batch if batch_size is None else batch_size
         table = predictor.at(batch)
         table.attrs["breakdown"] = predictor.breakdown(batch)

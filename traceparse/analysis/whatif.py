@@ -1,0 +1,811 @@
+"""What a change to the training program would do to the peak (docs/whatif.md).
+
+A what-if is a resizing of the capture's allocations fed into the same
+allocator replay as a batch-size prediction (``predict.Predictor``): each
+allocation's request is multiplied by a factor (0 drops it), with a low and a
+high factor where the change's effect on it is uncertain, and bytes the change
+adds or removes for the whole step (optimizer slots, cast copies of the
+weights, a recomputed layer's activations) are added to the counter. The
+Predictor's BFC model then places every chunk, and its bounds replay the
+counter with each chunk at its smallest and largest, so peak, bounds, moment
+and parts come from the machinery ``predict`` uses.
+
+Three changes, each a rule below that names the mechanism it models:
+
+- ``precision``: ``mixed_float16`` / ``mixed_bfloat16`` / ``float32``
+  (``precision_factors``);
+- ``optimizer``: one of ``SLOTS`` (``optimizer_change``);
+- ``remat``: ``all`` or layer names (``remat_factors``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.layer_names import (
+    ACTIVATION,
+    BEFORE_CAPTURE,
+    GRADIENT,
+    OPTIMIZER_STATE,
+    OPTIMIZER_UPDATE,
+    OTHER,
+    UNKNOWN,
+)
+from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
+from traceparse.analysis.predict import Predictor
+from traceparse.analysis.predict_batch import dims
+from traceparse.analysis.predict_replay import Replayed
+from traceparse.errors import UsageError
+
+Key = tuple[object, object]
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# Per optimizer: (slots per parameter, full-size elementwise tensors its update
+# formula makes per variable). Slots are the variables Keras 3's optimizers add
+# per trainable variable in ``build`` (keras/src/optimizers/*.py): SGD none (one,
+# ``momentums``, with momentum), Adam/AdamW/Adamax/Nadam ``momentums`` and
+# ``velocities``, RMSprop ``velocities`` (+ ``average_gradients`` when
+# centered), Adagrad ``accumulators``, Adadelta two accumulators, Lion
+# ``momentums``, LAMB two; Adafactor (keras/src/optimizers/adafactor.py) keeps a
+# full-size ``velocity`` per variable beside its factored rows and columns
+# (``ADAFACTOR_SLOTS``). Temporaries: the full-size tensors the update step's
+# ops create, counted from ``update_step`` in those files (Adam: g - m, its
+# scaling, g*g, g*g - v, its scaling, m*alpha, sqrt(v), + epsilon, the ratio:
+# 9; SGD: g*lr: 1); how many are live at once depends on the executor's order,
+# so the bounds take the ratio and no change.
+SLOTS: dict[str, tuple[float, float]] = {
+    "sgd": (0.0, 1.0),
+    "momentum": (1.0, 3.0),
+    "adam": (2.0, 9.0),
+    "adamw": (2.0, 10.0),
+    "adamax": (2.0, 8.0),
+    "nadam": (2.0, 12.0),
+    "rmsprop": (1.0, 5.0),
+    "rmsprop_centered": (2.0, 8.0),
+    "adagrad": (1.0, 4.0),
+    "adadelta": (2.0, 9.0),
+    "adafactor": (1.0, 9.0),
+    "lion": (1.0, 8.0),
+    "lamb": (2.0, 12.0),
+}
+# Adafactor's slots per parameter: its full-size velocity, and the factored rows
+# and columns of a matrix (r + c of r x c elements: at most 5% more for matrices
+# whose dimensions are both 40 or more; a vector's r and c are scalars).
+ADAFACTOR_SLOTS = (1.0, 1.0, 1.05)
+OPTIMIZERS = tuple(k for k in SLOTS if k not in ("adamax", "nadam", "adadelta", "lamb"))
+
+# Ops whose output Keras keeps in float32 under a mixed policy: softmax and its
+# cross-entropy (keras/src/layers/activations/softmax.py casts to float32 for
+# numerical stability; losses are computed in float32, keras/src/losses/loss.py),
+# and normalisation statistics (BatchNormalization/LayerNormalization cast
+# float16/bfloat16 inputs to float32 for their moments:
+# keras/src/layers/normalization/*.py).
+FLOAT32_OPS = re.compile(
+    r"Softmax|SoftmaxCrossEntropy|FusedBatchNorm|Mean|Variance|SquaredDifference|Rsqrt|moments",
+)
+NORM_LAYER = re.compile(r"norm", re.IGNORECASE)
+HALF = ("float16", "bfloat16", "half")
+GRADIENT_TAPE = "gradient_tape/"
+
+
+@dataclass
+class Change:
+    """What to change: any of the three (None: as captured)."""
+
+    precision: str | None = None
+    optimizer: str | None = None
+    remat: tuple[str, ...] | None = None  # ("all",) or layer names
+
+    def label(self) -> str:
+        parts = []
+        if self.precision:
+            parts.append(self.precision)
+        if self.optimizer:
+            parts.append(self.optimizer)
+        if self.remat:
+            parts.append("remat " + ",".join(self.remat))
+        return " + ".join(parts) or "as captured"
+
+    def __bool__(self) -> bool:
+        return bool(self.precision or self.optimizer or self.remat)
+
+
+def parse_change(
+    precision: str | None, optimizer: str | None, remat: str | tuple[str, ...] | None
+) -> Change:
+    """A Change from user text; an unknown precision or optimizer is a UsageError."""
+    if precision is not None and precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    if optimizer is not None:
+        optimizer = optimizer.lower()
+        if optimizer not in SLOTS:
+            raise UsageError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    layers: tuple[str, ...] | None = None
+    if remat is not None:
+        names = remat.split(",") if isinstance(remat, str) else list(remat)
+        layers = tuple(n.strip() for n in names if n.strip())
+        if not layers:
+            raise UsageError("--remat needs 'all' or layer names separated by commas")
+    return Change(precision, optimizer, layers)
+
+
+@dataclass
+class Resizing:
+    """Per allocation: request factors (point, low, high); per allocator: bytes added
+    for the whole step (point, low, high); and what each rule assumed."""
+
+    point: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    extra: dict[Key, list[float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    # Bytes added only while a step's backward pass runs (the point's; the high
+    # bound has them in ``extra`` for every event).
+    # (first row, last row, bytes) per recomputed layer and step.
+    backward: dict[Key, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def identity(cls, n: int) -> Resizing:
+        return cls(np.ones(n), np.ones(n), np.ones(n))
+
+    def scale(self, mask: np.ndarray, point: float, low: float, high: float) -> None:
+        self.point[mask] *= point
+        self.low[mask] *= low
+        self.high[mask] *= high
+
+    def add(self, key: Key, point: float, low: float, high: float) -> None:
+        found = self.extra.setdefault(key, [0.0, 0.0, 0.0])
+        found[0] += point
+        found[1] += low
+        found[2] += high
+
+
+@dataclass
+class Facts:
+    """What the rules read off one capture (per allocation unless said)."""
+
+    roles: np.ndarray
+    layers: np.ndarray
+    dtypes: np.ndarray
+    op_types: np.ndarray
+    ops: np.ndarray
+    shapes: np.ndarray
+    keys: list[Key]
+    mine: dict[Key, np.ndarray]
+    weight_shaped: np.ndarray  # the shape is a weight's or slot's
+    steps: np.ndarray  # the step of each allocation (NaN: none)
+    alloc_events: np.ndarray  # the timeline row of each allocation
+    backward: np.ndarray  # allocated by an op of the gradient tape
+    crosses: np.ndarray  # a forward tensor still live when its step's backward starts
+    optimizer: str | None  # the captured optimizer's scope, if any op names one
+    params: dict[Key, tuple[float, float]]  # float32 parameter bytes: (read, high)
+    before: dict[Key, float]  # bytes held before the capture
+
+
+def captured_optimizer(ops: np.ndarray) -> str | None:
+    """The optimizer whose name scope the capture's ops carry (Keras names an
+    optimizer's update ops after its class, ``analysis/optimizers.py``)."""
+    found: dict[str, int] = {}
+    for op in pd.unique(pd.Series(ops).dropna().astype(str)):
+        for part in op.split("/"):
+            name = re.sub(r"_\d+$", "", part).lower()
+            if name in OPTIMIZER_SCOPES and name != "loss_scale_optimizer":
+                found[name] = found.get(name, 0) + 1
+    return max(found, key=lambda k: found[k]) if found else None
+
+
+def facts_of(predictor: Predictor) -> Facts:
+    a = predictor.base.allocations
+    ops = a["op"].astype(object).fillna("").to_numpy()
+    shapes = a["shape"].astype(object).to_numpy()
+    parsed = [dims(s) for s in shapes]
+    weight_shaped = np.array([bool(d) and d in predictor.weights for d in parsed], dtype=bool)
+    backward = np.array([GRADIENT_TAPE in str(o) for o in ops], dtype=bool)
+    # Where each step's backward pass starts: its first gradient-tape allocation.
+    steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+    start = a["alloc_event"].to_numpy(dtype=np.int64)
+    ends = np.where(predictor.base.ends == STILL_LIVE, np.iinfo(np.int64).max, predictor.base.ends)
+    first_back = (
+        pd.Series(start[backward]).groupby(steps[backward]).min()
+        if backward.any()
+        else pd.Series(dtype=np.int64)
+    )
+    boundary = pd.Series(steps).map(first_back).to_numpy(dtype=np.float64, na_value=np.nan)
+    crosses = (~backward) & ~np.isnan(boundary) & (start < boundary) & (ends >= boundary)
+    keys = list(predictor.rows)
+    hosts = a["host"].astype(object).to_numpy()
+    allocators = a["allocator"].astype(object).to_numpy()
+    mine = {k: (hosts == k[0]) & (allocators == k[1]) for k in keys}
+    roles = predictor.roles
+    base = predictor.base
+    xla_ops = np.concatenate(
+        [
+            base.xla_buffers["tf_op"].astype(object).dropna().to_numpy()
+            if len(base.xla_buffers)
+            else np.array([], dtype=object),
+            np.array(
+                [
+                    op
+                    for text in base.xla_parameters.get("read_by", pd.Series(dtype=object)).dropna()
+                    for op in str(text).split(", ")
+                ],
+                dtype=object,
+            ),
+        ]
+    )
+    optimizer = captured_optimizer(np.concatenate([ops, xla_ops]))
+    params: dict[Key, tuple[float, float]] = {}
+    before: dict[Key, float] = {}
+    last_step = np.nanmax(steps) if np.isfinite(steps).any() else np.nan
+    for k in keys:
+        before[k] = float(predictor._before(k))
+        params[k] = _params(predictor, k, mine[k], roles, parsed, steps, last_step, optimizer)
+    return Facts(
+        roles,
+        predictor.layers,
+        a["dtype"].astype(object).fillna("").to_numpy(),
+        a["op_type"].astype(object).fillna("").to_numpy(),
+        ops,
+        shapes,
+        keys,
+        mine,
+        weight_shaped,
+        steps,
+        start,
+        backward,
+        crosses,
+        optimizer,
+        params,
+        before,
+    )
+
+
+def _params(
+    predictor: Predictor,
+    key: Key,
+    mine: np.ndarray,
+    roles: np.ndarray,
+    parsed: list[tuple[int, ...] | None],
+    steps: np.ndarray,
+    last_step: float,
+    optimizer: str | None,
+) -> tuple[float, float]:
+    """Float32 parameter bytes of the model on ``key``: (read, high).
+
+    Read: an inventory's trainable weights where there is one; else each weight's
+    gradient (a tensor of the weight's shape the tape allocates once per step per
+    variable, tensorflow/python/eager/backprop.py) counted once per (layer, shape)
+    in the last step, at 4 bytes an element (Keras keeps variables float32 under
+    every policy). Gradients under the oneDNN pool's limit are not in the capture,
+    so the read is low; high: what was held before the capture shared among the
+    weights and the captured optimizer's slots (Keras builds both before the first
+    step, so they are there when a later step is captured)."""
+    variables = predictor.base.variables
+    read = 0.0
+    if variables is not None and len(variables):
+        v = variables[(variables["allocator"].astype(object) == key[1])]
+        v = v[v["role"].astype(object) == "weight"]
+        read = float(v["estimated_bytes"].to_numpy(dtype=np.float64, na_value=0).sum())
+    params = predictor.base.xla_parameters
+    if read == 0.0 and len(params):
+        # A compiled step's weights are its parameters that it updates and that a
+        # forward op reads; a slot is read by the optimizer's ops alone.
+        p = params[params["allocator"].astype(object) == key[1]]
+        p = p.drop_duplicates(["host", "module", "parameter_number"])
+        updated = p["updated"].fillna(False).to_numpy(dtype=bool)
+        forward = p["read_by"].astype(object).fillna("").map(_read_by_forward).to_numpy(dtype=bool)
+        read = float(p.loc[updated & forward, "size_bytes"].to_numpy(dtype=np.float64).sum())
+    if read == 0.0:
+        pick = mine & np.isin(roles, (GRADIENT, OPTIMIZER_UPDATE)) & (steps == last_step)
+        seen: set[tuple[object, tuple[int, ...]]] = set()
+        for i in np.flatnonzero(pick):
+            d = parsed[i]
+            if d and d in predictor.weights:
+                seen.add((predictor.layers[i], d))
+        read = 4.0 * float(sum(int(np.prod(d)) for _, d in seen))
+    slots = SLOTS.get(optimizer or "sgd", (0.0, 1.0))[0]
+    high = max(read, float(predictor._before(key)) / (1.0 + slots))
+    return read, high
+
+
+def _read_by_forward(text: str) -> bool:
+    """Whether a parameter's readers include an op outside an optimizer's scope."""
+    for op in text.split(", "):
+        first = re.sub(r"_\d+$", "", op.split("/")[0]).lower()
+        if op and first not in OPTIMIZER_SCOPES:
+            return True
+    return False
+
+
+def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
+    """Another optimizer: its slots (``SLOTS``) replace the captured one's, for every
+    parameter, for the whole run (Keras creates them in ``optimizer.build``, before
+    the first step, keras/src/optimizers/base_optimizer.py ``add_variable``); its
+    update's elementwise temporaries (the allocations of the optimizer's scope)
+    scale with the number of temporaries the update formula makes. The captured
+    optimizer is read off the ops' scopes; none there reads as plain SGD (its
+    update is one in-place ``assign_sub``), with Adam's slots as the high reading."""
+    source = facts.optimizer
+    if source is None:
+        out.notes.append("optimizer: none named in the capture; read as SGD (bounds up to Adam)")
+    old_slots, old_temps = SLOTS.get(source or "sgd", (0.0, 1.0))
+    new_slots, new_temps = SLOTS[target]
+    unknown_old = source is None
+    lo_s, pt_s, hi_s = ADAFACTOR_SLOTS if target == "adafactor" else (new_slots,) * 3
+    old_hi = 2.0 if unknown_old else old_slots
+    # Copy-on-write: an assign to a variable whose buffer is still shared makes a
+    # new buffer (tensorflow/core/kernels/training_op_helpers.h,
+    # ``PrepareToUpdateVariable``: a copy unless the reference count is one). The
+    # weight's ``assign_sub`` is such (the tape still holds the forward pass's
+    # read of the kernel), the same under every optimizer: kept. Any other
+    # optimizer-state allocation is a slot's buffer (a copy, or the slot made in
+    # the capture): one per slot, scaled with the slot count.
+    state = (facts.roles == OPTIMIZER_STATE) & (facts.op_types != "AssignSubVariableOp")
+    per_slot = pt_s / old_slots if old_slots else 1.0
+    out.scale(
+        state,
+        per_slot,
+        min(lo_s / max(old_hi, 1.0), per_slot),
+        max(hi_s / max(old_slots, 1.0), per_slot),
+    )
+    for k in facts.keys:
+        read, high = facts.params[k]
+        # The slots built before the capture live for the whole run, updated in
+        # place: a constant. Slots fewer than captured can only remove what was
+        # held before the capture (the slots' share of it); slots made inside the
+        # capture are its allocations, resized above.
+        point = read * (pt_s - old_slots)
+        ends = [
+            p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
+        ]
+        floor = -facts.before[k] * old_hi / (1.0 + old_hi)
+        point = max(point, floor)
+        ends = [max(e, floor) for e in ends]
+        out.add(k, point, min([*ends, point]), max([*ends, point]))
+    ratio = new_temps / old_temps
+    update = facts.roles == OPTIMIZER_UPDATE
+    out.scale(update, ratio, min(ratio, 1.0), max(ratio, 1.0))
+    out.notes.append(
+        f"optimizer: {source or 'sgd (read)'} -> {target}: {pt_s:g} slot(s) per parameter "
+        f"instead of {old_slots:g}, update temporaries x{ratio:.2f}"
+    )
+
+
+def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
+    """A Keras mixed-precision policy (keras/src/dtype_policies/dtype_policy.py;
+    https://keras.io/api/mixed_precision/policy/), or back to float32.
+
+    To mixed: layers compute in the 2-byte dtype, so activations and their
+    gradients in float32 halve, except what Keras keeps float32 (``FLOAT32_OPS``,
+    and inside a normalisation layer its statistics: point kept, low halved).
+    Variables stay float32 (the policy's ``variable_dtype``), and so do the
+    optimizer's slots and updates; each layer reads its kernel through a cast
+    to the compute dtype (``AutocastVariable`` in Keras 2, ``autocast`` in
+    Keras 3's ``Layer.__call__``), kept for the backward matmul: half the
+    parameter bytes more (low: none live at the peak). A weight's gradient is
+    computed in the compute dtype and cast to float32 for the update: 1.5x.
+    ``mixed_float16`` wraps the optimizer in ``LossScaleOptimizer``
+    (keras/src/optimizers/loss_scale_optimizer.py): the gradients unscaled and
+    checked finite (``IsFinite`` bool per element): up to one float32 copy of
+    the gradients more (point: a quarter, high: one).
+    To float32 (from a mixed capture): 2-byte tensors double, the casts of the
+    weights, the float32 casts of their gradients and loss scaling's checks go."""
+    half = np.isin(facts.dtypes, HALF)
+    floats = facts.dtypes == "float32"
+    acts = np.isin(facts.roles, (ACTIVATION, GRADIENT, UNKNOWN, OTHER)) & ~facts.weight_shaped
+    acts &= ~np.isin(facts.op_types, ("IteratorGetNext", "RecvDone", "_Recv"))
+    if target == "float32":
+        if not half.any():
+            out.notes.append(
+                "precision: the capture has no 16-bit tensors; float32 changes nothing"
+            )
+            return
+        casts = facts.op_types == "Cast"
+        weight_cast = casts & facts.weight_shaped
+        out.scale(half & ~weight_cast, 2.0, 2.0, 2.0)
+        out.scale(weight_cast & half, 0.0, 0.0, 1.0)
+        out.scale(weight_cast & floats & (facts.roles == GRADIENT), 0.0, 0.0, 1.0)
+        out.scale(facts.op_types == "IsFinite", 0.0, 0.0, 1.0)
+        out.notes.append("precision: float32: 16-bit tensors doubled, weight casts dropped")
+        return
+    if half.any():
+        out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
+        return
+    kept = np.array(
+        [
+            bool(FLOAT32_OPS.search(f"{o} {t}"))
+            for o, t in zip(facts.ops, facts.op_types, strict=True)
+        ],
+        dtype=bool,
+    )
+    norm = np.array([bool(NORM_LAYER.search(str(x))) for x in facts.layers], dtype=bool)
+    target_mask = acts & floats & ~kept
+    out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
+    out.scale(target_mask & norm, 1.0, 0.5, 1.0)
+    wgrad = floats & facts.weight_shaped & (facts.roles == GRADIENT)
+    out.scale(wgrad, 1.5, 1.0, 1.5)
+    for k in facts.keys:
+        read, high = facts.params[k]
+        out.add(k, 0.5 * read, 0.0, 0.5 * high)
+        if target == "mixed_float16":
+            out.add(k, 0.25 * read, 0.0, 1.0 * high)
+    out.notes.append(
+        f"precision: {target}: float32 activations and gradients halved, weights stay float32 "
+        "with 16-bit cast copies"
+    )
+
+
+def layer_names(facts: Facts) -> set[str]:
+    """The layers the capture names (no placeholder rows such as ``(no layer)``)."""
+    return {
+        str(x) for x in pd.unique(pd.Series(facts.layers).dropna()) if not str(x).startswith("(")
+    }
+
+
+def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
+    """Rematerialisation of ``layers`` (or ``all``): ``tf.recompute_grad`` (which
+    Keras 3's ``keras.remat`` and ``RematScope`` use on TensorFlow,
+    keras/src/backend/tensorflow/core.py) keeps a wrapped call's inputs and
+    drops every tensor made inside it, running the call again in the backward
+    pass to get them (tensorflow/python/ops/custom_gradient.py
+    ``recompute_grad``). So the forward tensors of those layers still live when
+    the step's backward pass starts (``Facts.crosses``) are dropped, except each
+    layer's last one (its output: the next layer's input, which that layer
+    keeps); the low bound drops that too. During the backward pass one layer's
+    tensors are made again at a time: the largest such set is added (point
+    and high) where the peak then sits."""
+    known = layer_names(facts)
+    if not known:
+        raise UsageError(
+            "remat needs layer names, and this capture names no layers (a compiled "
+            "program or ops without Keras scopes); nothing to rematerialise"
+        )
+    wanted = known if layers == ("all",) else set(layers)
+    missing = sorted(wanted - known)
+    if missing:
+        shown = ", ".join(sorted(known)[:12])
+        raise UsageError(f"no layer named {', '.join(missing)} in the capture (there are: {shown})")
+    layer = facts.layers.astype(str)
+    kept = facts.crosses & np.isin(layer, list(wanted)) & (facts.roles == ACTIVATION)
+    for k in facts.keys:
+        mine = kept & facts.mine[k]
+        idx = np.flatnonzero(mine)
+        if not len(idx):
+            continue
+        frame = pd.DataFrame({"layer": layer[idx], "i": idx})
+        last = frame.groupby("layer")["i"].max().to_numpy()
+        inner = np.zeros(len(mine), dtype=bool)
+        inner[idx] = True
+        inner[last] = False
+        out.scale(inner, 0.0, 0.0, 0.0)
+        outputs = np.zeros(len(mine), dtype=bool)
+        outputs[last] = True
+        out.scale(outputs, 1.0, 0.0, 1.0)
+        out.notes.append(
+            f"remat: {int(inner.sum())} kept forward tensors of {len(wanted)} layer(s) dropped"
+        )
+    out.notes.append("remat: the largest recomputed layer's tensors added in the backward pass")
+
+
+def recompute_extra(
+    facts: Facts, layers: tuple[str, ...], requested: np.ndarray, out: Resizing
+) -> None:
+    """The bytes a remat layer's recomputation makes live again (``remat_factors``):
+    ``tf.recompute_grad``'s gradient function runs the layer's forward call
+    again when the tape reaches it, so its tensors are live again from the
+    layer's first gradient-tape allocation to its last, in each step (point);
+    the high bound has the largest such set for the whole run."""
+    known = layer_names(facts)
+    wanted = known if layers == ("all",) else set(layers)
+    layer = facts.layers.astype(str)
+    kept = facts.crosses & np.isin(layer, list(wanted)) & (facts.roles == ACTIVATION)
+    start = facts.alloc_events
+    for k in facts.keys:
+        mine = kept & facts.mine[k]
+        if not mine.any():
+            continue
+        frame = pd.DataFrame(
+            {"step": facts.steps[mine], "layer": layer[mine], "bytes": requested[mine]}
+        )
+        sets = frame.groupby(["step", "layer"], dropna=False)["bytes"].sum()
+        out.add(k, 0.0, 0.0, float(sets.max()))
+        back = facts.backward & facts.mine[k]
+        grads = pd.DataFrame({"step": facts.steps[back], "layer": layer[back], "row": start[back]})
+        spans = grads.groupby(["step", "layer"], dropna=False)["row"].agg(["min", "max"])
+        found = spans.join(sets.rename("bytes"), how="inner")
+        rows = found[["min", "max", "bytes"]].to_numpy(dtype=np.float64)
+        out.backward[k] = np.concatenate([out.backward.get(k, np.zeros((0, 3))), rows])
+
+
+def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -> None:
+    if change.optimizer:
+        optimizer_change(facts, change.optimizer, out)
+    if change.precision:
+        precision_factors(facts, change.precision, out)
+    if change.remat:
+        # What is recomputed is what the other changes made of it, before it is dropped.
+        sized = requested * out.point
+        remat_factors(facts, change.remat, out)
+        recompute_extra(facts, change.remat, sized, out)
+
+
+def resizing(predictor: Predictor, change: Change, facts: Facts | None = None) -> Resizing:
+    """The Resizing a change makes on ``predictor``'s capture: the rules on each
+    allocation, and on each compiled program's slab through its HLO buffers
+    (``slab_factors``)."""
+    facts = facts if facts is not None else facts_of(predictor)
+    out = Resizing.identity(len(predictor.requested))
+    _rules(facts, change, predictor.requested, out)
+    slab_factors(predictor, facts, change, out)
+    return out
+
+
+def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizing) -> None:
+    """A compiled program's slab (XLA's buffer assignment packs the step's
+    temporaries into one allocation, tensorflow/compiler/xla/service/
+    buffer_assignment.cc) resized as the bytes of its HLO buffers live at the
+    program's peak, each by the same rules as an allocation (its TF op's role,
+    its dtype and shape), its slack kept: the factor is their new total over
+    the old. XLA re-plans the slab for the changed program, which may pack it
+    differently; the bounds take each buffer at its low and high factor.
+    Rematerialisation is not modelled inside a slab (XLA has its own remat
+    pass, which the capture's buffer assignment already reflects)."""
+    if not predictor.slabs or (change.remat and not change.optimizer and not change.precision):
+        return
+    buffers = predictor.base.xla_buffers
+    info = buffers.drop_duplicates(["host", "program", "logical_buffer"]).set_index(
+        ["host", "program", "logical_buffer"]
+    )
+    for row, slab in predictor.slabs.items():
+        held, _ = slab.at(predictor.batch)
+        keep = held > 0
+        ids = [(slab.key[0], slab.key[1], int(b)) for b in slab.buffers[keep]]
+        if not ids:
+            continue
+        found = info.reindex(ids)
+        places = [predictor.buffer_places.get(i, ("", OTHER)) for i in ids]
+        shapes = found["shape"].astype(object).to_numpy()
+        n = len(ids)
+        key = (predictor.base.allocations["host"].iloc[row], facts.keys[0][1])
+        sub = Facts(
+            roles=np.array([p[1] for p in places], dtype=object),
+            layers=np.array([p[0] for p in places], dtype=object),
+            dtypes=found["dtype"].astype(object).fillna("").to_numpy(),
+            op_types=found["tf_op_type"].astype(object).fillna("").to_numpy(),
+            ops=found["tf_op"].astype(object).fillna("").to_numpy(),
+            shapes=shapes,
+            keys=[key],
+            mine={key: np.ones(n, dtype=bool)},
+            weight_shaped=np.array(
+                [bool(d) and d in predictor.weights for d in map(dims, shapes)], dtype=bool
+            ),
+            steps=np.full(n, np.nan),
+            alloc_events=np.zeros(n, dtype=np.int64),
+            backward=np.zeros(n, dtype=bool),
+            crosses=np.zeros(n, dtype=bool),
+            optimizer=facts.optimizer,
+            params={key: (0.0, 0.0)},
+            before={key: 0.0},
+        )
+        inner = Resizing.identity(n)
+        _rules(sub, Change(change.precision, change.optimizer, None), held[keep], inner)
+        # XLA fuses an update's elementwise chain into one kernel
+        # (xla/service/instruction_fusion.cc): its temporaries are fusion outputs,
+        # about one per variable whatever the formula; the count ratio is a bound.
+        update = sub.roles == OPTIMIZER_UPDATE
+        inner.low[update] = np.minimum(inner.low[update], 1.0)
+        inner.high[update] = np.maximum(inner.high[update], 1.0)
+        inner.point[update] = 1.0
+        total = float(predictor.requested[row])
+        rest = max(total - float(held[keep].sum()), 0.0)
+        for mine, factors in (
+            (out.point, inner.point),
+            (out.low, inner.low),
+            (out.high, inner.high),
+        ):
+            mine[row] *= (rest + float((held[keep] * factors).sum())) / total if total else 1.0
+
+
+class _Resized:
+    """A ``Sizing`` with every request multiplied by the what-if's factors."""
+
+    def __init__(self, inner: Any, change: Resizing) -> None:
+        self._inner = inner
+        self._change = change
+
+    def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        point, low, high = self._inner.at(batch)
+        c = self._change
+        lo = np.minimum(low * c.low, point * c.low)
+        hi = np.maximum(high * c.high, point * c.high)
+        return point * c.point, lo, hi
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class WhatIf(Predictor):
+    """A Predictor of the changed program: ``base``'s allocations resized by the
+    change, replayed through its allocator model; bytes the change adds for the
+    whole step are added to every event's counter."""
+
+    change: Change
+    resized: Resizing
+    facts: Facts
+
+    @classmethod
+    def of(cls, base: Predictor, change: Change, facts: Facts | None = None) -> WhatIf:
+        base.histories  # noqa: B018 - calibrate once, shared by every copy
+        made = copy.copy(base)
+        made.__class__ = cls
+        assert isinstance(made, WhatIf)
+        made.change = change
+        made.facts = facts if facts is not None else facts_of(base)
+        made.resized = resizing(base, change, made.facts)
+        made.sizing = _Resized(base.sizing, made.resized)  # type: ignore[assignment]
+        made._runs = {}
+        return made
+
+    def _extra(self, key: Key, which: int) -> float:
+        return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
+
+    def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+        """At the captured batch: the captured counter with each allocation's change
+        (its chunk at the new request, ``predict_replay.chunks``), as a prediction
+        there is the capture itself; the allocator model's placement is not asked
+        to explain what the capture already shows. Elsewhere: the allocator model
+        at the new sizes, as for a batch-size prediction."""
+        if batch == self.batch:
+            held, _, _ = self.sizes(batch)
+            found = self._replayed(held)
+            counters = {k: v + self._added(k) for k, v in found.bytes.items()}
+            return Replayed(found.events, counters), held
+        runs = self.runs(batch)
+        held = np.zeros(len(self.held))
+        for key, simulated in runs.items():
+            mine = self._mine(key)
+            held[mine] = simulated.chunks[mine]
+        counters = {key: run.in_use + self._added(key) for key, run in runs.items()}
+        return Replayed(dict(self.rows), counters), held
+
+    def _added(self, key: Key) -> np.ndarray | float:
+        """Bytes the change adds after each of ``key``'s events: for the whole run,
+        and while a recomputed layer's tensors are live (``Resizing.backward``)."""
+        extra = self._extra(key, 0)
+        spans = self.resized.backward.get(key)
+        if spans is None or not len(spans):
+            return extra
+        rows = self.rows[key]
+        delta = np.zeros(len(rows) + 1)
+        np.add.at(delta, np.searchsorted(rows, spans[:, 0]), spans[:, 2])
+        np.add.at(delta, np.searchsorted(rows, spans[:, 1], side="right"), -spans[:, 2])
+        return extra + np.cumsum(delta)[:-1]
+
+    def extremes(
+        self, batch: int, runs: tuple[Replayed, Replayed] | None = None
+    ) -> dict[Key, tuple[int, int]]:
+        found = super().extremes(batch, runs)
+        return {
+            k: (round(lo + self._extra(k, 1)), round(hi + self._extra(k, 2)))
+            for k, (lo, hi) in found.items()
+        }
+
+    def _parts(
+        self, key: Key, event: int, peak: int, sizes: np.ndarray, batch: int
+    ) -> pd.DataFrame:
+        parts = super()._parts(key, event, peak, sizes, batch)
+        extra = round(self._extra(key, 0))
+        if not extra or parts.empty:
+            return parts
+        rest = parts["layer"] == BEFORE_CAPTURE
+        parts.loc[rest, "bytes"] = parts.loc[rest, "bytes"] - extra
+        role = OPTIMIZER_STATE if self.change.optimizer else OTHER
+        row = {
+            "layer": "(what-if)",
+            "role": role,
+            "basis": f"what-if: {self.change.label()}",
+            "bytes": extra,
+            "captured_bytes": 0,
+        }
+        return pd.concat([parts, pd.DataFrame([row])], ignore_index=True)
+
+
+def what_if(predictor: Predictor, change: Change) -> Predictor:
+    """``predictor`` itself for no change, else the WhatIf of ``change``."""
+    return WhatIf.of(predictor, change) if change else predictor
+
+
+# The changes ``advise`` tries alone, and the combinations it adds.
+def candidates(facts: Facts) -> list[Change]:
+    out: list[Change] = []
+    mixed = np.isin(facts.dtypes, HALF).any()
+    out.append(Change(precision="float32" if mixed else "mixed_bfloat16"))
+    if not mixed:
+        out.append(Change(precision="mixed_float16"))
+    current = facts.optimizer or "sgd"
+    for name in ("sgd", "momentum", "adafactor"):
+        if name != current:
+            out.append(Change(optimizer=name))
+    has_layers = bool(layer_names(facts)) and facts.crosses.any()
+    if has_layers:
+        out.append(Change(remat=("all",)))
+    out.append(
+        Change(
+            precision=None if mixed else "mixed_bfloat16",
+            optimizer="sgd" if current != "sgd" else None,
+            remat=("all",) if has_layers else None,
+        )
+    )
+    return [c for c in out if c]
+
+
+COSTS = {
+    "precision": "numerics: 16-bit activations and gradients (float16 needs loss scaling); "
+    "speed gains only where the hardware has 16-bit units",
+    "float32": "numerics: none lost; compute and bandwidth in float32",
+    "optimizer": "convergence: a different optimizer may need other learning rates or more steps",
+    "remat": "compute: the rematerialised layers run their forward pass twice (about a third "
+    "more step time for all layers)",
+}
+
+
+def cost_of(change: Change) -> str:
+    parts = []
+    if change.precision:
+        parts.append(COSTS["float32" if change.precision == "float32" else "precision"])
+    if change.optimizer:
+        parts.append(COSTS["optimizer"])
+    if change.remat:
+        parts.append(COSTS["remat"])
+    return "; ".join(parts)
+
+
+def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[dict[str, Any]]:
+    """Each candidate change (``candidates``) on ``keys``: its predicted peak and
+    bounds at the captured batch, bytes saved against the capture, its cost, and
+    the largest batch that fits ``capacity`` (default: the allocator's), ranked by
+    bytes saved (largest first) per allocator."""
+    from traceparse.analysis.predict_capacity import capacity_fit
+
+    facts = facts_of(predictor)
+    batch = predictor.batch
+    base = predictor.bounds(batch)
+    capacities = {
+        (row.host, row.allocator): row.capacity_bytes for row in predictor.base.peak.itertuples()
+    }
+    rows: list[dict[str, Any]] = []
+    for change in candidates(facts):
+        made = WhatIf.of(predictor, change, facts)
+        found = made.bounds(batch)
+        for key in keys:
+            _, peak, low, high = found[key]
+            cap = capacity if capacity is not None else capacities.get(key)
+            largest = None
+            if cap is not None and cap == cap:
+                largest = capacity_fit(made, key, int(cap), batch).largest
+            rows.append(
+                {
+                    "host": key[0],
+                    "allocator": key[1],
+                    "batch_size": batch,
+                    "change": change.label(),
+                    "captured_peak_bytes": base[key][1],
+                    "peak_bytes": peak,
+                    "low_bytes": low,
+                    "high_bytes": high,
+                    "saved_bytes": base[key][1] - peak,
+                    "largest_batch": largest,
+                    "capacity_bytes": None if cap is None or cap != cap else int(cap),
+                    "cost": cost_of(change),
+                    "notes": made.resized.notes,
+                }
+            )
+    rows.sort(key=lambda r: (str(r["host"]), str(r["allocator"]), -r["saved_bytes"]))
+    return rows

@@ -1,0 +1,122 @@
+"""``traceparse advise``: which change saves the most memory at the peak."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from traceparse.cli.base import Command, size_type
+from traceparse.cli.predict import batch_type
+
+if TYPE_CHECKING:
+    from traceparse.output.terminal import Terminal
+    from traceparse.records.whatif import WhatIfRecord
+
+
+class AdviseCommand(Command):
+    """Rank the changes that would lower the peak: mixed precision (or float32
+    from a mixed capture), a lighter optimizer, rematerialising layers, and
+    useful combinations. Each is predicted from the capture by resizing its
+    allocations and replaying them through the allocator model (as predict
+    does), with bounds where its effect is uncertain; ranked by bytes saved at
+    the predicted peak, with what it costs (compute, numerics or convergence) in
+    one line, and the largest batch each allows under --capacity (default: the
+    allocator's capacity in the capture). docs/whatif.md says what each change
+    is assumed to do and how close it came on real captures.
+    """
+
+    name = "advise"
+
+    @classmethod
+    def epilog(cls) -> str:
+        return (
+            "examples:\n"
+            "  traceparse advise logs/\n"
+            "  traceparse advise logs/ --capacity 16GiB --format json\n"
+            "  traceparse advise logs/ --format html -o advice.html"
+        )
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
+        parser.add_argument(
+            "--from-batch",
+            type=batch_type,
+            metavar="N",
+            help="the global batch size PATH was captured at (default: as predict reads it)",
+        )
+        parser.add_argument(
+            "--capacity",
+            type=size_type,
+            metavar="SIZE",
+            help="the memory to fit in, e.g. 16GiB (default: each allocator's capacity)",
+        )
+        parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
+        parser.add_argument(
+            "--format",
+            choices=["table", "json", "md", "html"],
+            default="table",
+            help="output format",
+        )
+        parser.add_argument(
+            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
+        )
+
+    def run(self, args: argparse.Namespace, term: Terminal) -> int:
+        from traceparse.cli._loading import load_newest
+        from traceparse.core.profile import predictor_of
+        from traceparse.errors import UsageError
+        from traceparse.output.export import write_output
+        from traceparse.output.jsonvalues import dumps
+        from traceparse.records.whatif import build_whatif
+        from traceparse.report.whatif import whatif_html, whatif_markdown
+
+        profile = load_newest(args.path, term)
+        predictor = predictor_of(profile, None, args.from_batch)
+        keys = [k for k in predictor.rows if args.allocator in (None, str(k[1]))]
+        if not keys:
+            raise UsageError(
+                f"{profile.path}: no allocator named {args.allocator!r} "
+                f"(there are: {', '.join(profile.allocators) or 'none'})"
+            )
+        record = build_whatif(predictor, str(profile.path), keys, args.capacity)
+        if args.format == "table" and args.output is None:
+            _render(term, record)
+            return 0
+        text = {
+            "json": lambda: dumps(record.to_dict()) + "\n",
+            "md": lambda: whatif_markdown(record),
+            "html": lambda: whatif_html(record),
+            "table": lambda: whatif_markdown(record),
+        }[args.format]()
+        if args.output is None:
+            term.raw(text)
+        else:
+            write_output(text, args.output)
+        return 0
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.1f} MiB"
+
+
+def _render(term: Terminal, record: WhatIfRecord) -> None:
+    for key in record.allocators():
+        mine = [r for r in record.rows if (r.host, r.allocator) == key]
+        title = f"{key[1]} ({key[0]})"
+        term.line(title)
+        term.line("=" * len(title))
+        first = mine[0]
+        term.line(
+            f"captured peak at batch {first.batch_size}: {_mib(first.captured_peak_bytes)}; "
+            f"each change predicted at that batch, ranked by bytes saved at the peak"
+        )
+        term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
+        for r in mine:
+            bounds = f"{_mib(r.peak_bytes)} [{_mib(r.low_bytes)}, {_mib(r.high_bytes)}]"
+            largest = "-" if r.largest_batch is None else f"{r.largest_batch:,}"
+            term.line(f"{r.change:<34} {_mib(r.saved_bytes):>11}  {bounds:<34} {largest}")
+            term.line(f"    cost: {r.cost}")
+        capacity = first.capacity_bytes
+        if capacity is not None:
+            term.line(f"largest batch: the largest whose predicted peak fits {_mib(capacity)}")
+        term.line("")
