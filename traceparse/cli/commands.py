@@ -26,6 +26,7 @@ from traceparse.cli.predict import PredictCommand
 from traceparse.cli.report import ReportCommand
 from traceparse.cli.run import RunCommand
 from traceparse.cli.scopes import ScopesCommand
+from traceparse.cli.serve import ServeCommand
 from traceparse.cli.steps import StepsCommand
 from traceparse.cli.summary import SummaryCommand
 from traceparse.cli.xla import XlaCommand
@@ -40,6 +41,7 @@ COMMANDS: dict[str, type[Command]] = {
         SummaryCommand,
         ReportCommand,
         BatchCommand,
+        ServeCommand,
         CheckCommand,
         BaselineCommand,
         DiffCommand,

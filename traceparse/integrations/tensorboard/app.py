@@ -225,7 +225,9 @@ class Dashboard:
             return traces
 
         def replayed(done: int, budget: int | None) -> None:
-            job.progress = f"analysing: allocator replay {done}" + (f" of {budget}" if budget else "")
+            job.progress = f"analysing: allocator replay {done}" + (
+                f" of {budget}" if budget else ""
+            )
 
         told = REPLAY_PROGRESS.set(replayed)
         try:
@@ -295,11 +297,19 @@ class Dashboard:
             page = found.host_html.get(host, found.html) if host else found.html
             return _respond(start, "200 OK", "text/html; charset=utf-8", page.encode())
         if isinstance(found, Result):
-            return _respond(start, "422 Unprocessable Entity", "text/html; charset=utf-8",
-                            _message_page(run.name, found.error, refresh=False))
+            return _respond(
+                start,
+                "422 Unprocessable Entity",
+                "text/html; charset=utf-8",
+                _message_page(run.name, found.error, refresh=False),
+            )
         progress = found.progress if isinstance(found, Job) else "queued"
-        return _respond(start, "202 Accepted", "text/html; charset=utf-8",
-                        _message_page(run.name, f"analysing: {progress}", refresh=True))
+        return _respond(
+            start,
+            "202 Accepted",
+            "text/html; charset=utf-8",
+            _message_page(run.name, f"analysing: {progress}", refresh=True),
+        )
 
     def _record_app(self, environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
         run, _host, why = self._lookup(environ)
@@ -307,13 +317,15 @@ class Dashboard:
             return _text(start, "404 Not Found", why)
         status, found = self.state(run, first=True)
         if isinstance(found, Result) and status == "ready":
-            return _respond(start, "200 OK", "application/json; charset=utf-8", found.record.encode())
+            return _respond(
+                start, "200 OK", "application/json; charset=utf-8", found.record.encode()
+            )
         if isinstance(found, Result):
-            return _json(start, {"run": run.name, "error": found.error},
-                         "422 Unprocessable Entity")
+            return _json(start, {"run": run.name, "error": found.error}, "422 Unprocessable Entity")
         progress = found.progress if isinstance(found, Job) else "queued"
-        return _json(start, {"run": run.name, "status": "pending", "progress": progress},
-                     "202 Accepted")
+        return _json(
+            start, {"run": run.name, "status": "pending", "progress": progress}, "202 Accepted"
+        )
 
 
 def _headline(record_json: str) -> list[dict[str, Any]]:
@@ -377,8 +389,8 @@ def _message_page(run: str, message: str, *, refresh: bool) -> bytes:
     """A small page saying what is happening to a run (every name escaped)."""
     again = '<meta http-equiv="refresh" content="2">' if refresh else ""
     return (
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'\">"
+        '<!DOCTYPE html><html><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
         f"{again}<title>traceparse: {html.escape(run)}</title></head>"
         f"<body><p><b>{html.escape(run)}</b>: {html.escape(message)}</p></body></html>"
     ).encode()
@@ -396,7 +408,7 @@ def _module_app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes
 # The page ``traceparse serve`` opens at "/": what TensorBoard's plugin_entry.html
 # does (a base at the plugin's routes, then the module's render()).
 _ENTRY = (
-    "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>traceparse</title>"
+    '<!DOCTYPE html><html><head><meta charset="utf-8"><title>traceparse</title>'
     f'<base href="{ROUTE_PREFIX}/"></head><body>'
     '<script type="module">import("./index.js").then((m) => void m.render());</script>'
     "</body></html>"
@@ -418,4 +430,3 @@ def serve_app(dashboard: Dashboard) -> WSGIApp:
         return route(environ, start)
 
     return app
-

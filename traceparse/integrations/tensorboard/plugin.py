@@ -23,7 +23,7 @@ from traceparse.integrations.tensorboard.app import MODULE, PLUGIN_NAME, Dashboa
 __all__ = ["TraceparseLoader", "TraceparsePlugin"]
 
 
-class TraceparsePlugin(base_plugin.TBPlugin):  # type: ignore[misc]
+class TraceparsePlugin(base_plugin.TBPlugin):
     """traceparse's report of every run with captures under TensorBoard's logdir."""
 
     plugin_name = PLUGIN_NAME
@@ -49,7 +49,7 @@ class TraceparsePlugin(base_plugin.TBPlugin):  # type: ignore[misc]
         return base_plugin.FrontendMetadata(es_module_path=MODULE, tab_name="traceparse")
 
 
-class TraceparseLoader(base_plugin.TBLoader):  # type: ignore[misc]
+class TraceparseLoader(base_plugin.TBLoader):
     """The ``tensorboard_plugins`` entry point: loads the plugin when TensorBoard starts."""
 
     def load(self, context: base_plugin.TBContext) -> TraceparsePlugin:
