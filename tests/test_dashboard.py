@@ -122,7 +122,7 @@ def test_a_url_encoded_traversal_is_404_on_the_wire(served) -> None:  # type: ig
 
 
 def test_a_name_that_is_markup_stays_text(served) -> None:  # type: ignore[no-untyped-def]
-    logs, _dashboard, app, runs = served
+    logs, _dashboard, app, _runs = served
     name, _run_dir = run_of(logs, HOSTILE)
     raw = call(app, P + RUNS)[2]
     assert b"<img" not in raw  # JSON escapes "<": inert in any page
@@ -154,7 +154,7 @@ def test_results_are_cached_until_the_capture_changes(tmp_path: Path) -> None:
         capture = run_dir / "localhost.xplane.pb"
         stat = capture.stat()
         os.utime(capture, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-        status, job = dashboard.state(run)
+        status, _job = dashboard.state(run)
         assert status == "pending"  # a rewritten capture is analysed again
         again = wait_all_done(lambda: json_of(call(app, P + RUNS)[2]))
         assert by_name(again)[name]["status"] == "ready"
