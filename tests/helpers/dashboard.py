@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -61,3 +67,72 @@ def by_name(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def json_of(body: bytes) -> Any:
     return json.loads(body)
+
+
+# `tensorboard --logdir LOGDIR` with the plugin passed explicitly: the worktree is
+# not pip-installed, so its entry point is not in the environment's metadata
+# (test_dashboard_tensorboard.py checks the entry point on its own). Any other
+# dynamic plugin installed (xprof's profile plugin) loads as in `tensorboard`.
+_TENSORBOARD = """
+import sys
+from importlib import metadata
+from tensorboard import default, program
+from traceparse.integrations.tensorboard.plugin import TraceparseLoader
+dynamic = [e.load() for e in metadata.entry_points(group="tensorboard_plugins")
+           if e.name != "traceparse"]
+board = program.TensorBoard(plugins=default.get_static_plugins() + dynamic + [TraceparseLoader])
+board.configure(argv=[sys.argv[0], "--logdir", sys.argv[1], "--port", sys.argv[2],
+                      "--host", "127.0.0.1"])
+sys.exit(board.main())
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A TensorBoard server on ``logdir`` on a free local port; its base URL."""
+    port = free_port()
+    root = Path(__file__).resolve().parent.parent.parent
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _TENSORBOARD, str(logdir), str(port)],
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            try:
+                with urllib.request.urlopen(base + "/data/plugins_listing", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "TensorBoard did not start in 120 s"
+                time.sleep(0.3)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+def http_get(url: str, timeout: float = 30) -> tuple[int, bytes]:
+    """(status, body) of a GET; an HTTP error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
