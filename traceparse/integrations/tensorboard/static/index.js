@@ -22,7 +22,8 @@ const STYLE = `
   table.runs tr.chosen { background: #e3ecfa; }
   .pending { color: #8a6d00; }
   .error { color: #b00020; }
-  .peak { font-variant-numeric: tabular-nums; }
+  .peak { font-variant-numeric: tabular-nums; white-space: nowrap; }
+  td.pending, td.error { max-width: 40em; overflow-wrap: anywhere; }
   iframe.report { width: 100%; height: 80vh; border: 1px solid #ccc; }
 `;
 
