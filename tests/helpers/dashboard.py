@@ -69,24 +69,6 @@ def json_of(body: bytes) -> Any:
     return json.loads(body)
 
 
-# `tensorboard --logdir LOGDIR` with the plugin passed explicitly: the worktree is
-# not pip-installed, so its entry point is not in the environment's metadata
-# (test_dashboard_tensorboard.py checks the entry point on its own). Any other
-# dynamic plugin installed (xprof's profile plugin) loads as in `tensorboard`.
-_TENSORBOARD = """
-import sys
-from importlib import metadata
-from tensorboard import default, program
-from traceparse.integrations.tensorboard.plugin import TraceparseLoader
-dynamic = [e.load() for e in metadata.entry_points(group="tensorboard_plugins")
-           if e.name != "traceparse"]
-board = program.TensorBoard(plugins=default.get_static_plugins() + dynamic + [TraceparseLoader])
-board.configure(argv=[sys.argv[0], "--logdir", sys.argv[1], "--port", sys.argv[2],
-                      "--host", "127.0.0.1"])
-sys.exit(board.main())
-"""
-
-
 def free_port() -> int:
     import socket
 
@@ -102,7 +84,15 @@ def tensorboard(logdir: Path, env: dict[str, str] | None = None) -> Iterator[str
     root = Path(__file__).resolve().parent.parent.parent
     environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
     process = subprocess.Popen(
-        [sys.executable, "-c", _TENSORBOARD, str(logdir), str(port)],
+        # `tensorboard --logdir LOGDIR` with the plugin passed explicitly: the worktree
+        # is not pip-installed, so its entry point is not in the environment's metadata
+        # (test_dashboard_tensorboard.py checks the entry point on its own).
+        [
+            sys.executable,
+            "-m",
+            "traceparse.integrations.tensorboard.plugin",
+            *("--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1"),
+        ],
         env=environ,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -54,3 +54,27 @@ class TraceparseLoader(base_plugin.TBLoader):
 
     def load(self, context: base_plugin.TBContext) -> TraceparsePlugin:
         return TraceparsePlugin(context)
+
+
+def run_tensorboard(argv: list[str]) -> int:
+    """``tensorboard ARGV`` with this plugin loaded even where traceparse is not installed
+    (a source checkout: no entry point in the environment's metadata), beside every
+    plugin TensorBoard would load itself. The tests and benchmarks start it this way."""
+    from importlib import metadata
+
+    from tensorboard import default, program
+
+    dynamic = [
+        point.load()
+        for point in metadata.entry_points(group="tensorboard_plugins")
+        if point.name != PLUGIN_NAME  # an installed traceparse: this one replaces it
+    ]
+    board = program.TensorBoard(plugins=[*default.get_static_plugins(), *dynamic, TraceparseLoader])
+    board.configure(argv=["tensorboard", *argv])
+    return int(board.main())
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(run_tensorboard(sys.argv[1:]))
