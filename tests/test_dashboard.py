@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import html
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
-from helpers.dashboard import HOSTILE, by_name, call, json_of, make_logdir, run_of, wait_all_done
+from helpers.dashboard import (
+    FIXTURES,
+    HOSTILE,
+    by_name,
+    call,
+    json_of,
+    make_logdir,
+    run_of,
+    wait_all_done,
+)
 
 from traceparse.core.loading import load_all
 from traceparse.integrations.tensorboard.app import (
@@ -41,7 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     runs = wait_all_done(lambda: json_of(call(app, P + RUNS)[2]))
     yield logs, dashboard, app, runs
     dashboard.close()
-    del os.environ["SOURCE_DATE_EPOCH"]
+    os.environ.pop("SOURCE_DATE_EPOCH", None)
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -223,3 +233,46 @@ def test_the_module_and_entry_page(served) -> None:  # type: ignore[no-untyped-d
     status, _headers, page = call(app, "/")
     assert status == 200 and f'<base href="{P}/">'.encode() in page
     assert call(app, "/etc/passwd")[0] == 404
+
+
+def test_a_run_of_two_hosts_has_a_report_per_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "logs" / "plugins" / "profile" / "2026_12_05_10_00_00"
+    run_dir.mkdir(parents=True)
+    for host, fixture in (("worker-a", "leak"), ("worker-b", "keras_train")):
+        (capture,) = (FIXTURES / fixture).glob("plugins/profile/*/localhost.xplane.pb")
+        shutil.copy(capture, run_dir / f"{host}.xplane.pb")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    dashboard = Dashboard(str(tmp_path / "logs"))
+    app = serve_app(dashboard)
+    try:
+        (run,) = wait_all_done(lambda: json_of(call(app, P + RUNS)[2]))["runs"]
+        assert run["run"] == "2026_12_05_10_00_00" and run["hosts"] == ["worker-a", "worker-b"]
+        assert {a["host"] for a in run["allocators"]} == {"worker-a", "worker-b"}
+        both = call(app, P + REPORT, run=run["run"])[2].decode()
+        assert both == write_report(load_all(str(run_dir)), "html")
+        one = call(app, P + REPORT, run=run["run"], host="worker-b")[2].decode()
+        assert one == write_report(load_all(str(run_dir / "worker-b.xplane.pb")), "html")
+        assert one != both
+        assert call(app, P + REPORT, run=run["run"], host="worker-c")[0] == 404
+    finally:
+        dashboard.close()
+
+
+def test_a_new_capture_appears_on_the_next_list(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "leak", logs / "first")
+    dashboard = Dashboard(str(logs))
+    app = serve_app(dashboard)
+    try:
+        assert len(json_of(call(app, P + RUNS)[2])["runs"]) == 1
+        shutil.copytree(FIXTURES / "keras_train", logs / "second")
+        runs = wait_all_done(lambda: json_of(call(app, P + RUNS)[2]))
+        assert sorted(r["run"] for r in runs["runs"]) == [
+            "first/2026_11_29_14_13_25",
+            "second/2026_11_29_14_13_15",
+        ]
+        assert {r["status"] for r in runs["runs"]} == {"ready"}
+    finally:
+        dashboard.close()
