@@ -102,9 +102,11 @@ export async function render() {
       const data = await answer.json();
       const runs = data.runs;
       busy = runs.some((r) => r.status === "pending");
-      const ready = runs.filter((r) => r.status === "ready").length;
+      const count = (s) => runs.filter((r) => r.status === s).length;
+      const failed = count("error") ? `, ${count("error")} failed to load` : "";
+      const waiting = count("pending") ? `, ${count("pending")} being analysed` : "";
       status.textContent = runs.length
-        ? `${data.logdir}: ${runs.length} run(s) with captures, ${ready} analysed`
+        ? `${data.logdir}: ${runs.length} run(s) with captures, ${count("ready")} ready${failed}${waiting}`
         : `${data.logdir}: no profiler captures yet`;
       body.replaceChildren(
         ...runs.map((run) => {
