@@ -276,3 +276,27 @@ def test_a_new_capture_appears_on_the_next_list(tmp_path: Path) -> None:
         assert {r["status"] for r in runs["runs"]} == {"ready"}
     finally:
         dashboard.close()
+
+
+def test_a_remote_logdir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An fsspec URL (``memory://`` here; ``gs://`` as TensorBoard users have them)."""
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    fs = fsspec.filesystem("memory")
+    (capture,) = (FIXTURES / "leak").glob("plugins/profile/*/localhost.xplane.pb")
+    inner = "/dashboard-test/exp/plugins/profile/2026_11_29_14_13_25/localhost.xplane.pb"
+    fs.pipe(inner, capture.read_bytes())
+    dashboard = Dashboard("memory://dashboard-test")
+    app = serve_app(dashboard)
+    try:
+        (run,) = wait_all_done(lambda: json_of(call(app, P + RUNS)[2]))["runs"]
+        assert run["run"] == "exp/2026_11_29_14_13_25" and run["status"] == "ready"
+        page = call(app, P + REPORT, run=run["run"])[2].decode()
+        run_url = "memory://" + inner.rsplit("/", 1)[0]
+        assert page == write_report(load_all(run_url), "html")
+        fs.rm(inner)  # gone from the store: gone from the list
+        assert json_of(call(app, P + RUNS)[2])["runs"] == []
+    finally:
+        dashboard.close()
+        if fs.exists("/dashboard-test"):
+            fs.rm("/dashboard-test", recursive=True)

@@ -37,8 +37,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
-from traceparse.errors import NoCaptureError, TraceparseError
-from traceparse.files.discover import CaptureFile, find_captures
+from traceparse.errors import CaptureNotFoundError, NoCaptureError, TraceparseError
+from traceparse.files.discover import CaptureFile, find_captures, is_url
 from traceparse.files.names import printable
 from traceparse.units import format_bytes
 
@@ -52,8 +52,9 @@ RUNS, REPORT, RECORD, MODULE = "/runs", "/report", "/record", "/index.js"
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-# (path, size, mtime in ns) of each capture file of a run: what its results are cached by.
-CacheKey = tuple[tuple[str, int, int], ...]
+# (path, size, modification time) of each capture file of a run: what its results are
+# cached by.
+CacheKey = tuple[tuple[str, int, str], ...]
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,24 @@ class Run:
     def key(self) -> CacheKey | None:
         """What the run's results are cached by; None when a file cannot be stat'ed."""
         try:
-            stats = [os.stat(capture.path) for capture in self.captures]
-        except OSError:
+            return tuple((c.path, *_size_and_time(c.path)) for c in self.captures)
+        except (OSError, ValueError, ImportError):
             return None
-        return tuple(
-            (c.path, s.st_size, s.st_mtime_ns) for c, s in zip(self.captures, stats, strict=True)
-        )
+
+
+def _size_and_time(path: str) -> tuple[int, str]:
+    """A file's size and modification time (in ns locally; a URL's as its store says)."""
+    if not is_url(path):
+        info = os.stat(path)
+        return info.st_size, str(info.st_mtime_ns)
+    import fsspec  # find_captures found this URL's files: fsspec is there
+
+    fs, inner = fsspec.core.url_to_fs(path)
+    found = fs.info(inner)
+    stamp = next(
+        (found[k] for k in ("mtime", "LastModified", "updated", "created") if k in found), ""
+    )
+    return int(found.get("size") or 0), str(stamp)
 
 
 @dataclass
@@ -105,10 +118,9 @@ def run_names(captures: Iterable[CaptureFile], logdir: str) -> dict[str, Run]:
     by_dir: dict[str, list[CaptureFile]] = {}
     for capture in captures:
         by_dir.setdefault(capture.run_dir, []).append(capture)
-    root = os.path.abspath(logdir)
     wanted: dict[str, str] = {}
     for run_dir, found in by_dir.items():
-        relative = os.path.relpath(os.path.abspath(run_dir), root)
+        relative = _relative(run_dir, logdir)
         if relative == "." or relative.startswith(".."):
             relative = found[0].run  # the logdir is the run directory (or a file in it)
         wanted[run_dir] = printable(relative.replace(os.sep, "/"))
@@ -122,6 +134,17 @@ def run_names(captures: Iterable[CaptureFile], logdir: str) -> dict[str, Run]:
         )
         for d, found in by_dir.items()
     }
+
+
+def _relative(run_dir: str, logdir: str) -> str:
+    """``run_dir`` relative to ``logdir`` (URLs too: ``memory:///logs/a`` in ``memory://logs``)."""
+    if not is_url(logdir):
+        return os.path.relpath(os.path.abspath(run_dir), os.path.abspath(logdir))
+    inner = run_dir.split("://", 1)[-1].strip("/")
+    root = logdir.split("://", 1)[-1].strip("/")
+    if inner == root:
+        return "."
+    return inner[len(root) :].strip("/") if inner.startswith(root + "/") else inner
 
 
 class Dashboard:
@@ -143,8 +166,8 @@ class Dashboard:
         """Every run under the logdir now (a new capture appears on the next call)."""
         try:
             return run_names(find_captures(self.logdir), self.logdir)
-        except NoCaptureError:
-            return {}
+        except (NoCaptureError, CaptureNotFoundError):
+            return {}  # none yet, or the logdir itself not there (yet): an empty list
         except TraceparseError as exc:
             print(f"traceparse dashboard: {exc}", file=sys.stderr)
             return {}
