@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -125,15 +126,9 @@ def run_names(captures: Iterable[CaptureFile], logdir: str) -> dict[str, Run]:
             relative = found[0].run  # the logdir is the run directory (or a file in it)
         wanted[run_dir] = printable(relative.replace(os.sep, "/"))
     short = {d: n.replace("plugins/profile/", "") for d, n in wanted.items()}
-    counts: dict[str, int] = {}
-    for name in short.values():
-        counts[name] = counts.get(name, 0) + 1
-    return {
-        (short[d] if counts[short[d]] == 1 else wanted[d]): Run(
-            short[d] if counts[short[d]] == 1 else wanted[d], tuple(found)
-        )
-        for d, found in by_dir.items()
-    }
+    counts = Counter(short.values())
+    names = {d: short[d] if counts[short[d]] == 1 else wanted[d] for d in by_dir}
+    return {names[d]: Run(names[d], tuple(found)) for d, found in by_dir.items()}
 
 
 def _relative(run_dir: str, logdir: str) -> str:
@@ -175,7 +170,7 @@ class Dashboard:
     def has_captures(self) -> bool:
         return bool(self.runs())
 
-    def state(self, run: Run, *, first: bool = False) -> tuple[str, Result | Job | None]:
+    def state(self, run: Run, *, first: bool = False) -> tuple[str, Result | Job]:
         """("ready"|"error", Result) or ("pending", Job), queueing the run when it is
         neither; ``first`` puts it at the front of the queue (someone is waiting)."""
         key = run.key()
@@ -273,8 +268,11 @@ class Dashboard:
 
     def apps(self) -> dict[str, WSGIApp]:
         """The WSGI apps by route, as TensorBoard's ``get_plugin_apps`` returns them."""
-        return {RUNS: self._runs_app, REPORT: self._report_app, RECORD: self._record_app} | {
-            MODULE: _module_app
+        return {
+            RUNS: self._runs_app,
+            REPORT: self._report_app,
+            RECORD: self._record_app,
+            MODULE: _module_app,
         }
 
     def _runs_app(self, environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
@@ -286,11 +284,10 @@ class Dashboard:
             item: dict[str, Any] = {"run": name, "hosts": list(run.hosts), "status": status}
             if isinstance(found, Job):
                 item["progress"] = found.progress
-            elif isinstance(found, Result):
-                if found.error:
-                    item["error"] = found.error
-                else:
-                    item["allocators"] = found.headline
+            elif found.error:
+                item["error"] = found.error
+            else:
+                item["allocators"] = found.headline
             listed.append(item)
         return _json(start, {"logdir": printable(self.logdir), "runs": listed})
 
@@ -315,8 +312,8 @@ class Dashboard:
         run, host, why = self._lookup(environ)
         if run is None:
             return _text(start, "404 Not Found", why)
-        status, found = self.state(run, first=True)
-        if isinstance(found, Result) and status == "ready":
+        _status, found = self.state(run, first=True)
+        if isinstance(found, Result) and not found.error:
             page = found.host_html.get(host, found.html) if host else found.html
             return _respond(start, "200 OK", "text/html; charset=utf-8", page.encode())
         if isinstance(found, Result):
@@ -326,7 +323,7 @@ class Dashboard:
                 "text/html; charset=utf-8",
                 _message_page(run.name, found.error, refresh=False),
             )
-        progress = found.progress if isinstance(found, Job) else "queued"
+        progress = found.progress
         return _respond(
             start,
             "202 Accepted",
@@ -338,14 +335,14 @@ class Dashboard:
         run, _host, why = self._lookup(environ)
         if run is None:
             return _text(start, "404 Not Found", why)
-        status, found = self.state(run, first=True)
-        if isinstance(found, Result) and status == "ready":
+        _status, found = self.state(run, first=True)
+        if isinstance(found, Result) and not found.error:
             return _respond(
                 start, "200 OK", "application/json; charset=utf-8", found.record.encode()
             )
         if isinstance(found, Result):
             return _json(start, {"run": run.name, "error": found.error}, "422 Unprocessable Entity")
-        progress = found.progress if isinstance(found, Job) else "queued"
+        progress = found.progress
         return _json(
             start, {"run": run.name, "status": "pending", "progress": progress}, "202 Accepted"
         )
