@@ -300,3 +300,16 @@ def test_a_remote_logdir(monkeypatch: pytest.MonkeyPatch) -> None:
         dashboard.close()
         if fs.exists("/dashboard-test"):
             fs.rm("/dashboard-test", recursive=True)
+
+
+def test_only_the_serve_command_imports_the_dashboard() -> None:
+    """An output-stage consumer: nothing in the pipeline depends on it."""
+    package = Path(__file__).resolve().parent.parent / "traceparse"
+    dashboard = package / "integrations" / "tensorboard"
+    importers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if dashboard not in path.parents
+        and "traceparse.integrations.tensorboard" in path.read_text(encoding="utf-8")
+    )
+    assert importers == ["cli/serve.py"]
