@@ -14,9 +14,14 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.browser import DevTools, chromium, problems, screenshot_path
@@ -40,6 +45,7 @@ PROBE = r"""
     for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
   };
   walk(document);
+  if (!dash && document.querySelector('table.runs')) dash = document;  // traceparse serve
   if (!dash || !dash.body) return JSON.stringify({found: false});
   const frame = dash.querySelector('iframe.report');
   const report = frame ? frame.contentDocument : null;
@@ -85,34 +91,7 @@ def test_the_dashboard_in_tensorboard_shows_the_report(tmp_path: Path) -> None:
     assert peaks and layers
     shot = screenshot_path(tmp_path, "dashboard-tensorboard.png")
     with tensorboard(logs) as base:
-        browser = DevTools(binary, tmp_path / "chromium-profile")
-        try:
-            target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-            session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-                "sessionId"
-            ]
-            for domain in ("Runtime", "Log", "Page"):
-                browser.send(f"{domain}.enable", session=session)
-            metrics = {"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
-            browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
-            browser.send("Page.navigate", {"url": base + "/#traceparse"}, session=session)
-            browser.wait_for("Page.loadEventFired")
-            deadline = time.monotonic() + 180
-            while True:
-                answer = browser.send(
-                    "Runtime.evaluate",
-                    {"expression": PROBE, "returnByValue": True},
-                    session=session,
-                )
-                found = json.loads(answer["result"]["value"])
-                if found["found"] and found["layers"] and "ready" in found["statuses"]:
-                    break
-                assert time.monotonic() < deadline, found
-                time.sleep(0.5)
-            picture = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)
-            shot.write_bytes(base64.b64decode(picture["data"]))
-        finally:
-            browser.close()
+        found, seen = _open(binary, base + "/#traceparse", shot, tmp_path / "chromium-profile")
 
     assert sorted(found["runs"]) == sorted(run_of(logs, e)[0] for e in LOGDIR)
     assert f"{HOSTILE}/" in " ".join(found["runs"])  # shown as text...
@@ -121,10 +100,65 @@ def test_the_dashboard_in_tensorboard_shows_the_report(tmp_path: Path) -> None:
     assert found["reportTitle"] == "traceparse memory report"
     assert found["peak"] == peaks
     assert found["layers"] == layers
-    ours = [
-        p
-        for p in problems(browser.events)
-        if p.startswith("exception") or "traceparse" in p or "Refused" in p
-    ]
+    ours = [p for p in seen if p.startswith("exception") or "traceparse" in p or "Refused" in p]
     assert ours == []
     assert shot.stat().st_size > 10_000
+
+
+def _open(binary: str, url: str, shot: Path, profile: Path) -> tuple[dict[str, Any], list[str]]:
+    """Open ``url``; wait for the chosen run's report; (the probe's findings, problems)."""
+    browser = DevTools(binary, profile)
+    try:
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        for domain in ("Runtime", "Log", "Page"):
+            browser.send(f"{domain}.enable", session=session)
+        metrics = {"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+        browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
+        browser.send("Page.navigate", {"url": url}, session=session)
+        browser.wait_for("Page.loadEventFired")
+        deadline = time.monotonic() + 180
+        while True:
+            answer = browser.send(
+                "Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=session
+            )
+            found: dict[str, Any] = json.loads(answer["result"]["value"])
+            if found["found"] and found["layers"] and "ready" in found["statuses"]:
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.5)
+        picture = browser.send("Page.captureScreenshot", {"format": "png"}, session=session)
+        shot.write_bytes(base64.b64decode(picture["data"]))
+    finally:
+        browser.close()
+    return found, problems(browser.events)
+
+
+@pytest.mark.slow
+def test_traceparse_serve_shows_the_same_page(tmp_path: Path) -> None:
+    binary = chromium()
+    logs = make_logdir(tmp_path)
+    cnn, cnn_dir = run_of(logs, "cnn")
+    peaks, layers = _expected(cnn_dir)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "traceparse", "serve", str(logs), "--port", "0"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        address = re.search(r"at (http://127\.0\.0\.1:\d+/)", process.stderr.readline())
+        assert address
+        shot = screenshot_path(tmp_path, "dashboard-serve.png")
+        found, seen = _open(binary, address.group(1), shot, tmp_path / "chromium-profile")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    assert found["chosen"] == [cnn]
+    assert found["peak"] == peaks and found["layers"] == layers
+    assert not found["pwned"] and found["images"] == 0
+    assert seen == []  # the page alone: no TensorBoard around it to excuse anything

@@ -24,6 +24,8 @@ again. Nothing is written anywhere.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import os
@@ -382,7 +384,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _respond(start: StartResponse, status: str, kind: str, body: bytes) -> list[bytes]:
+def _respond(
+    start: StartResponse,
+    status: str,
+    kind: str,
+    body: bytes,
+    extra: list[tuple[str, str]] | None = None,
+) -> list[bytes]:
     start(
         status,
         [
@@ -390,6 +398,7 @@ def _respond(start: StartResponse, status: str, kind: str, body: bytes) -> list[
             ("Content-Length", str(len(body))),
             ("Cache-Control", "no-store"),
             ("X-Content-Type-Options", "nosniff"),
+            *(extra or []),
         ],
     )
     return [body]
@@ -426,13 +435,28 @@ def _module_app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes
 
 
 # The page ``traceparse serve`` opens at "/": what TensorBoard's plugin_entry.html
-# does (a base at the plugin's routes, then the module's render()).
+# does (a base at the plugin's routes, then the module's render()), with a policy
+# like TensorBoard's: scripts from here and this one inline script (by hash), the
+# module's own <style>, frames from here (the report), no icon fetched.
+_LOADER = 'import("./index.js").then((m) => void m.render());'
 _ENTRY = (
     '<!DOCTYPE html><html><head><meta charset="utf-8"><title>traceparse</title>'
-    f'<base href="{ROUTE_PREFIX}/"></head><body>'
-    '<script type="module">import("./index.js").then((m) => void m.render());</script>'
-    "</body></html>"
+    f'<base href="{ROUTE_PREFIX}/"><link rel="icon" href="data:,"></head><body>'
+    f'<script type="module">{_LOADER}</script></body></html>'
 ).encode()
+_ENTRY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self' 'sha256-"
+        + base64.b64encode(hashlib.sha256(_LOADER.encode()).digest()).decode()
+        + "'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "frame-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+    ]
+)
 
 
 def serve_app(dashboard: Dashboard) -> WSGIApp:
@@ -443,7 +467,8 @@ def serve_app(dashboard: Dashboard) -> WSGIApp:
     def app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path in ("", "/", "/index.html"):
-            return _respond(start, "200 OK", "text/html; charset=utf-8", _ENTRY)
+            policy = [("Content-Security-Policy", _ENTRY_POLICY)]
+            return _respond(start, "200 OK", "text/html; charset=utf-8", _ENTRY, policy)
         route = routes.get(path)
         if route is None:
             return _text(start, "404 Not Found", "not found")
