@@ -27,6 +27,7 @@ from traceparse.cli.predict import PredictCommand
 from traceparse.cli.report import ReportCommand
 from traceparse.cli.run import RunCommand
 from traceparse.cli.scopes import ScopesCommand
+from traceparse.cli.serve import ServeCommand
 from traceparse.cli.steps import StepsCommand
 from traceparse.cli.summary import SummaryCommand
 from traceparse.cli.xla import XlaCommand
@@ -41,6 +42,7 @@ COMMANDS: dict[str, type[Command]] = {
         SummaryCommand,
         ReportCommand,
         BatchCommand,
+        ServeCommand,
         CheckCommand,
         BaselineCommand,
         DiffCommand,

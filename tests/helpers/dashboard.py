@@ -1,0 +1,128 @@
+"""A logdir of real fixture captures for the dashboard tests, and calling its WSGI apps."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
+# A directory name that is markup: it must reach every page as text.
+HOSTILE = "<img src=x onerror=window.__pwned=1>"
+# experiment -> fixture copied under it (each holds plugins/profile/<run>/<host>.xplane.pb).
+LOGDIR = {"cnn": "layers_cnn", "leak": "leak", "broken": "corrupt", HOSTILE: "keras_train"}
+
+
+def make_logdir(root: Path) -> Path:
+    """``root/logs`` with the fixtures of ``LOGDIR`` copied in (copies: discovery, like
+    ``traceparse batch``, does not follow links to directories)."""
+    logs = root / "logs"
+    for name, fixture in LOGDIR.items():
+        shutil.copytree(FIXTURES / fixture, logs / name)
+    return logs
+
+
+def run_of(logs: Path, experiment: str) -> tuple[str, Path]:
+    """(the dashboard's name of the run under ``experiment``, its run directory)."""
+    (run_dir,) = (logs / experiment / "plugins" / "profile").iterdir()
+    return f"{experiment}/{run_dir.name}", run_dir
+
+
+def call(app: Callable[..., Any], path: str, **query: str) -> tuple[int, dict[str, str], bytes]:
+    """(status code, headers, body) of a GET of ``path?query`` on a WSGI app."""
+    got: dict[str, Any] = {}
+
+    def start(status: str, headers: list[tuple[str, str]]) -> None:
+        got["status"], got["headers"] = int(status.split()[0]), dict(headers)
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": urlencode(query)}
+    body = b"".join(app(environ, start))
+    return got["status"], got["headers"], body
+
+
+def wait_all_done(get_runs: Callable[[], dict[str, Any]], timeout: float = 300) -> dict[str, Any]:
+    """Poll the runs list until no run is pending; the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = get_runs()
+        if all(r["status"] != "pending" for r in runs["runs"]):
+            return runs
+        assert time.monotonic() < deadline, f"still analysing after {timeout}s: {runs}"
+        time.sleep(0.2)
+
+
+def by_name(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["run"]: r for r in runs["runs"]}
+
+
+def json_of(body: bytes) -> Any:
+    return json.loads(body)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A TensorBoard server on ``logdir`` on a free local port; its base URL."""
+    port = free_port()
+    root = Path(__file__).resolve().parent.parent.parent
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    process = subprocess.Popen(
+        # `tensorboard --logdir LOGDIR` with the plugin passed explicitly: the worktree
+        # is not pip-installed, so its entry point is not in the environment's metadata
+        # (test_dashboard_tensorboard.py checks the entry point on its own).
+        [
+            sys.executable,
+            "-m",
+            "traceparse.integrations.tensorboard.plugin",
+            *("--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1"),
+        ],
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            try:
+                with urllib.request.urlopen(base + "/data/plugins_listing", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "TensorBoard did not start in 120 s"
+                time.sleep(0.3)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+def http_get(url: str, timeout: float = 30) -> tuple[int, bytes]:
+    """(status, body) of a GET; an HTTP error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
