@@ -100,8 +100,8 @@ def test_a_crafted_record_is_one_diagnostic_and_the_capture_loads(
     logs = capture_with(tmp_path, CRAFTED[name])
     profile = traceparse.load(logs)
     path = next(logs.rglob(f"*{BATCH.suffix}"))
-    notes = [d for d in profile.diagnostics if IGNORED in d]
-    assert len(notes) == 1, profile.diagnostics
+    notes = [d for d in profile.diagnostics() if IGNORED in d]
+    assert len(notes) == 1, profile.diagnostics()
     assert notes[0].startswith(f"{path}: {IGNORED}: ") and "\n" not in notes[0]
     assert len(notes[0]) < 400  # a crafted value is quoted short
     assert profile.recorded_batch is None
@@ -147,8 +147,8 @@ def test_a_record_that_is_not_a_file_is_refused_without_reading(tmp_path: Path, 
     else:
         path.symlink_to(path)
     profile = traceparse.load(logs)
-    notes = [d for d in profile.diagnostics if IGNORED in d]
-    assert len(notes) == 1 and notes[0].startswith(f"{path}: "), profile.diagnostics
+    notes = [d for d in profile.diagnostics() if IGNORED in d]
+    assert len(notes) == 1 and notes[0].startswith(f"{path}: "), profile.diagnostics()
     assert profile.recorded_batch is None
 
 
@@ -157,7 +157,7 @@ def test_a_record_of_another_run_is_ignored(tmp_path: Path) -> None:
     start = start_ns()
     stale = record(started_ns=start + hour, stopped_ns=start + 2 * hour)
     profile = traceparse.load(capture_with(tmp_path, json.dumps(stale).encode()))
-    (note,) = [d for d in profile.diagnostics if IGNORED in d]
+    (note,) = [d for d in profile.diagnostics() if IGNORED in d]
     assert "another capture" in note
     assert profile.recorded_batch is None
 
@@ -176,7 +176,7 @@ def test_the_recorded_batch_comes_before_the_shapes(tmp_path: Path) -> None:
     start = start_ns()
     good = record(started_ns=start - 10**9, stopped_ns=start + 60 * 10**9)
     profile = traceparse.load(capture_with(tmp_path, json.dumps(good).encode()))
-    assert not [d for d in profile.diagnostics if IGNORED in d]
+    assert not [d for d in profile.diagnostics() if IGNORED in d]
     recorded = profile.recorded_batch
     assert recorded is not None and recorded.batch_size == 96 and recorded.how == "given"
     assert recorded.steps == ((1, 96), (2, 96))
@@ -197,7 +197,7 @@ def test_the_recorded_batch_comes_before_the_shapes(tmp_path: Path) -> None:
 def test_a_record_without_a_batch_leaves_the_shapes_to_say_it(tmp_path: Path) -> None:
     empty = record(batch_size=None, how=None, steps=[])
     profile = traceparse.load(capture_with(tmp_path, json.dumps(empty).encode()))
-    assert not [d for d in profile.diagnostics if IGNORED in d]
+    assert not [d for d in profile.diagnostics() if IGNORED in d]
     assert profile.recorded_batch is None
     assert int(profile.predict().iloc[0]["from_batch"]) == 128
 

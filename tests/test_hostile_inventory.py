@@ -140,8 +140,8 @@ def test_a_bad_inventory_leaves_the_capture_whole(crafted: dict[str, Path], name
     assert profile.variables.empty
     reference = traceparse.load(SOURCE / "localhost.xplane.pb")
     assert profile.summary()[0].peak_bytes == reference.summary()[0].peak_bytes
-    notes = [d for d in profile.diagnostics if IGNORED in d]
-    assert len(notes) == 1, profile.diagnostics
+    notes = [d for d in profile.diagnostics() if IGNORED in d]
+    assert len(notes) == 1, profile.diagnostics()
 
 
 def test_sizes_read_are_bounded_so_no_sum_wraps(crafted: dict[str, Path]) -> None:

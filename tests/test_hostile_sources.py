@@ -71,8 +71,8 @@ CASES: dict[str, bytes] = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_bad_record_is_one_diagnostic(case: str, tmp_path: Path) -> None:
     prof = traceparse.load(capture_with(tmp_path, CASES[case]))
-    notes = [n for n in prof.diagnostics if IGNORED in n]
-    assert len(notes) == 1, prof.diagnostics
+    notes = [n for n in prof.diagnostics() if IGNORED in n]
+    assert len(notes) == 1, prof.diagnostics()
     assert "localhost.sources.json.gz" in notes[0]
     assert "traceparse.profile()" in notes[0]
     assert len(notes[0]) < 500

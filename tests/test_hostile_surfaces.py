@@ -108,9 +108,9 @@ def test_forty_million_empty_lists_are_refused_cheaply(tmp_path: Path) -> None:
     assert peak < 300 * 2**20, peak
     assert elapsed < 2, elapsed
     prof = traceparse.load(path)
-    notes = [d for d in prof.diagnostics if IGNORED in d]
+    notes = [d for d in prof.diagnostics() if IGNORED in d]
     assert len(notes) == 1 and "lists and objects" in notes[0]
-    assert not any("beside the capture" in d for d in prof.diagnostics)
+    assert not any("beside the capture" in d for d in prof.diagnostics())
 
 
 def test_many_values_are_refused_before_parsing() -> None:
@@ -165,7 +165,7 @@ def test_a_record_without_its_time_is_not_trusted_beside_a_normal_capture(
     (normal / "localhost.failure.json").write_text(json.dumps(failure))
     prof = traceparse.load(normal)
     assert prof.failure is None
-    (note,) = [d for d in prof.diagnostics if "failure record" in d]
+    (note,) = [d for d in prof.diagnostics() if "failure record" in d]
     assert "failed_at_ns" in note
     parsed = decode_failure(json.dumps(failure).encode(), "p", "h")
     with pytest.raises(FailureProblem):

@@ -33,7 +33,7 @@ def everything(prof: Profile, html: bool = False) -> None:
 
 
 def notes(prof: Profile, *words: str) -> list[str]:
-    return [d for d in prof.diagnostics if all(w in d for w in words)]
+    return [d for d in prof.diagnostics() if all(w in d for w in words)]
 
 
 # -- byte counts ----------------------------------------------------------------------

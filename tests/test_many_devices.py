@@ -52,9 +52,9 @@ def test_the_plot_of_a_late_allocator_starts_at_its_counter_not_at_zero() -> Non
     )
     timeline = Profile([late]).timeline
     mine = timeline[timeline["allocator"].astype(str) == "gpu_host_bfc"]
-    from traceparse.report.html import _counter_before
+    from traceparse.records.timeline import counter_before
 
-    start = _counter_before(mine)
+    start = counter_before(mine)
     assert start == 32 * MiB  # the counter before its first event, not 0
     t, y = line_points(mine["time_ps"].to_numpy(), mine["in_use_bytes"].to_numpy(), start)
     assert t.tolist() == [0, 5_000] and y.tolist() == [32 * MiB, 40 * MiB]

@@ -87,7 +87,7 @@ def test_each_record_is_written_read_and_fingerprinted_through_its_entry(
     assert path == str(run / f"{capture.host}{entry.suffix}")
     assert entry.beside(capture) is not None
     profile = traceparse.load(run)
-    assert any(d.startswith(f"{path}: ") for d in profile.diagnostics), profile.diagnostics
+    assert any(d.startswith(f"{path}: ") for d in profile.diagnostics()), profile.diagnostics()
     assert entry.fingerprint and entry.name in input_fingerprint(capture, "hash")
 
 

@@ -88,7 +88,7 @@ def test_the_chart_names_the_peak_step_the_text_names(name: str) -> None:
     # out of memory at 12.28 s, and said neither step.
     prof = load(f"{FIXTURES}/{name}")
     (summary,) = prof.summary()
-    (failure,) = prof.failures
+    (failure,) = prof.failures()
     page = render_html([prof])
     steps = dict(prof.steps[["step", "start_ps"]].itertuples(index=False))
     peak_step = int(summary.peak_step)
