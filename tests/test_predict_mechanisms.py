@@ -123,3 +123,21 @@ def test_a_global_batch_the_replicas_cannot_split_is_refused() -> None:
     profile = traceparse.load(FIXTURES / "keras2_mirrored")
     with pytest.raises(UsageError, match="2 replicas"):
         profile.predict(32, from_batch=15)
+
+
+def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example_are() -> None:
+    # At batch 64 with [64,4] labels: the OIHW copy of a [5,5,96,256] kernel
+    # ([256,96,5,5]: 4 x 64 leading, 9600 elements per example) and a per-channel
+    # vector ([384]: 6 per example) are no reshape of a batch-led tensor; a
+    # Flatten of [64,6,6,256] ([64 x 9216]) and a fold of [64,6,6,256] into
+    # [384,6,256] are.
+    from traceparse.analysis.predict_batch import FLATTENED, NO_BATCH_DIM, sizing
+
+    shapes = ["[64,4]", "[64,6,6,256]", "[256,96,5,5]", "[384]", "[589824]", "[384,6,256]"]
+    frame = pd.DataFrame({"shape": shapes, "op": ["labels", "pool", "t", "bn", "flat", "fold"]})
+    elements = np.array([256, 589824, 614400, 384, 589824, 589824], dtype=np.float64)
+    s = sizing(frame, 64, {(5, 5, 96, 256)}, elements * 4)
+    assert list(s.basis[2:]) == [NO_BATCH_DIM, NO_BATCH_DIM, FLATTENED, FLATTENED]
+    point, _, _ = s.at(128)
+    assert point[2] == 4 * elements[2] and point[3] == 4 * elements[3]  # kept
+    assert point[4] == 2 * 4 * elements[4]  # grows
