@@ -141,3 +141,29 @@ def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example
     point, _, _ = s.at(128)
     assert point[2] == 4 * elements[2] and point[3] == 4 * elements[3]  # kept
     assert point[4] == 2 * 4 * elements[4]  # grows
+
+
+@pytest.mark.parametrize(("name", "target"), [("gpu_chess_64", 32), ("gpu_alexnet_v100_128", 64)])
+def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: int) -> None:
+    # Every moment of the step, each with its largest growing allocation live then
+    # left out (brute force over all moments): the low bound is the most of those.
+    from traceparse.analysis.predict_replay import live_at
+    from traceparse.core.profile import predictor_of
+
+    path = sorted((FIXTURES / name).rglob("*.xplane.pb"))[0]
+    prof = traceparse.load(path)
+    pr = predictor_of(prof, target)
+    _, sizes, _ = pr.sizes(target)
+    low = pr._replayed(sizes)
+    grows = (pr.sizing.per_example != 0) | (pr.sizing.alt_per_example != 0)
+    for key in pr.rows:
+        mine = pr._mine(key) & grows
+        each = [
+            float(v) - max(sizes[mine & live_at(prof.allocations, prof._ends, int(r))], default=0.0)
+            for r, v in zip(low.events[key], low.bytes[key], strict=True)
+        ]
+        lo, _ = pr.extremes(target)[key]
+        assert lo + pr.before_slack(key) == round(max(each))
+        event, top = low.peak(key)
+        at_peak = max(sizes[mine & live_at(prof.allocations, prof._ends, event)], default=0.0)
+        assert lo + pr.before_slack(key) >= top - at_peak
