@@ -33,6 +33,7 @@ CPU captures are cached under benchmarks/.captures/protocol/ (not committed),
 made one at a time when missing.
 
     python benchmarks/predict_protocol.py [--out FILE.md] [--no-cpu] [--public DIR]
+    python benchmarks/predict_protocol.py --dev-only   # the development set alone, printed
 """
 
 from __future__ import annotations
@@ -463,9 +464,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also read the batch off every GPU capture under DIR (the public repositories' "
         "logs, e.g. /work/gpu_captures)",
     )
+    parser.add_argument(
+        "--dev-only",
+        action="store_true",
+        help="measure the development set only and print it (for work on the rules: the "
+        "test set stays unread until the final report)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     dev = [measure(c) for c in gpu_cases(DEV_GPU, two=True)]
+    if args.dev_only:
+        print("\n".join(section("Development set: public GPU captures", "", dev)))
+        return 0
     test_gpu = [measure(c) for c in gpu_cases(TEST_GPU, two=True)]
     cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t)] for t in THREADS}
     command = "python benchmarks/predict_protocol.py" + (" --no-cpu" if args.no_cpu else "")

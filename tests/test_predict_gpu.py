@@ -50,14 +50,17 @@ def _miss(reason: str) -> pytest.MarkDecorator:
 
 # Measured on this commit's rules (evidence-weighed batch, per-example cuDNN
 # workspaces with Winograd filter transforms fixed, two-capture fits matching
-# Keras' auto-numbered scopes). What every point miss shares: the bytes each run
-# held before its capture (a notebook's earlier cells, 50 to 296 MiB) differ run
-# to run, and no rule can know the target run's; the growth during the capture
-# is within 12% (one capture) and 7% (two) on the AlexNet cases
+# Keras' auto-numbered scopes, flattened tensors only where a reshape's element
+# count fits). What every point miss shares: the bytes each run held before its
+# capture (a notebook's earlier cells and earlier models, 50 to 296 MiB) and the
+# BFC allocator's slack at the peak (11% to 21% of the requests on the AlexNet
+# runs) differ run to run with the process's history, and no rule can know the
+# target run's (benchmarks/PREDICT_GPU_SPREAD.md); the growth during the capture
+# is within 10% (one capture) and 7% (two) on the AlexNet cases
 # (benchmarks/PREDICT_PROTOCOL.md, "growth error").
 POINT_MISSES = {
-    "alexnet_v100:64->16": "-20.8%",
-    "alexnet_v100:64->128": "+15.3%",
+    "alexnet_v100:64->16": "-18.1%",
+    "alexnet_v100:64->128": "+14.3%",
     "alexnet_v100:128->64": "-24.1%",
     "alexnet_v100:64+128->16": "-18.1%",
     "alexnet_v100:128+16->64": "-20.4%",
@@ -65,7 +68,7 @@ POINT_MISSES = {
     "chess:64->32": "-11.8%",
 }
 BOUNDS_MISSES: dict[str, str] = {}
-WIDTH_MISS = "median width 2.47x"
+WIDTH_MISS = "median width 2.41x"
 # Captures whose known batch is read wrong today (MANIFEST batch_size: the global batch).
 BATCH_MISSES: dict[str, str] = {}
 NO_BATCH_MISSES: dict[str, str] = {}

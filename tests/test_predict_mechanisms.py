@@ -123,3 +123,47 @@ def test_a_global_batch_the_replicas_cannot_split_is_refused() -> None:
     profile = traceparse.load(FIXTURES / "keras2_mirrored")
     with pytest.raises(UsageError, match="2 replicas"):
         profile.predict(32, from_batch=15)
+
+
+def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example_are() -> None:
+    # At batch 64 with [64,4] labels: the OIHW copy of a [5,5,96,256] kernel
+    # ([256,96,5,5]: 4 x 64 leading, 9600 elements per example) and a per-channel
+    # vector ([384]: 6 per example) are no reshape of a batch-led tensor; a
+    # Flatten of [64,6,6,256] ([64 x 9216]) and a fold of [64,6,6,256] into
+    # [384,6,256] are.
+    from traceparse.analysis.predict_batch import FLATTENED, NO_BATCH_DIM, sizing
+
+    shapes = ["[64,4]", "[64,6,6,256]", "[256,96,5,5]", "[384]", "[589824]", "[384,6,256]"]
+    frame = pd.DataFrame({"shape": shapes, "op": ["labels", "pool", "t", "bn", "flat", "fold"]})
+    elements = np.array([256, 589824, 614400, 384, 589824, 589824], dtype=np.float64)
+    s = sizing(frame, 64, {(5, 5, 96, 256)}, elements * 4)
+    assert list(s.basis[2:]) == [NO_BATCH_DIM, NO_BATCH_DIM, FLATTENED, FLATTENED]
+    point, _, _ = s.at(128)
+    assert point[2] == 4 * elements[2] and point[3] == 4 * elements[3]  # kept
+    assert point[4] == 2 * 4 * elements[4]  # grows
+
+
+@pytest.mark.parametrize(("name", "target"), [("gpu_chess_64", 32), ("gpu_alexnet_v100_128", 64)])
+def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: int) -> None:
+    # Every moment of the step, each with its largest growing allocation live then
+    # left out (brute force over all moments): the low bound is the most of those.
+    from traceparse.analysis.predict_replay import live_at
+    from traceparse.core.profile import predictor_of
+
+    path = sorted((FIXTURES / name).rglob("*.xplane.pb"))[0]
+    prof = traceparse.load(path)
+    pr = predictor_of(prof, target)
+    _, sizes, _ = pr.sizes(target)
+    low = pr._replayed(sizes)
+    grows = (pr.sizing.per_example != 0) | (pr.sizing.alt_per_example != 0)
+    for key in pr.rows:
+        mine = pr._mine(key) & grows
+        each = [
+            float(v) - max(sizes[mine & live_at(prof.allocations, prof._ends, int(r))], default=0.0)
+            for r, v in zip(low.events[key], low.bytes[key], strict=True)
+        ]
+        lo, _ = pr.extremes(target)[key]
+        assert lo + pr.before_slack(key) == round(max(each))
+        event, top = low.peak(key)
+        at_peak = max(sizes[mine & live_at(prof.allocations, prof._ends, event)], default=0.0)
+        assert lo + pr.before_slack(key) >= top - at_peak

@@ -84,6 +84,9 @@ ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 SPARSE_UPDATES = ("UnsortedSegmentSum", "Unique", "UniqueV2", "ResourceScatterAdd", "ScatterAdd")
 # oneDNN's CPU allocator sends requests under 256 KiB to a pool that emits no events.
 POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", CPU_POOL_BYTES  # tables.variables says why
+# Moments of a step the low bound tries (``Predictor._one_left_out``): each costs a
+# pass over the allocations.
+_MOMENTS = 64
 
 
 @dataclass
@@ -480,13 +483,53 @@ class Predictor:
         for key in self.rows:
             low_event, lo = low.lowest_step_peak(key, steps)
             _, hi = high.peak(key)
-            lo -= self.before_slack(key)
             if low_event >= 0:
-                live = self._mine(key) & live_at(self.base.allocations, self.base.ends, low_event)
-                growing = low_sizes[live & grows]
-                lo -= int(growing.max()) if len(growing) else 0
+                lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
+            lo -= self.before_slack(key)
             out[key] = (lo, hi + self._before(key))
         return out
+
+    def _one_left_out(
+        self,
+        key: tuple[object, object],
+        low: Replayed,
+        event: int,
+        steps: np.ndarray,
+        sizes: np.ndarray,
+        grows: np.ndarray,
+    ) -> int:
+        """The low counter's peak in ``event``'s step with, at each moment, the
+        largest growing allocation live then left out: the most of it that holds.
+
+        Forwarding an output into a dying input's buffer, or freeing a tensor
+        sooner, spares one allocation at a given moment; it does not lower every
+        moment at once (``OpKernelContext::forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc). So the real run's peak is at
+        least each moment's bytes less what that moment could spare, the largest
+        over the step of these (not only at the step's own peak, where a large
+        buffer may be live that a nearby moment lacks). Moments are tried from the
+        highest down, at most ``_MOMENTS``, and stop where none can do better."""
+        a, ends = self.base.allocations, self.base.ends
+        mine = self._mine(key) & grows
+        rows, values = low.events[key], low.bytes[key]
+
+        def spared(row: int) -> float:
+            growing = sizes[mine & live_at(a, ends, row)]
+            return float(growing.max()) if len(growing) else 0.0
+
+        at = int(np.flatnonzero(rows == event)[0])
+        best = float(values[at]) - spared(event)
+        step = steps[event]
+        mask = np.ones(len(rows), dtype=bool)
+        if not np.isnan(step):
+            mask = np.isnan(steps[rows]) | (steps[rows] == step)
+        order = np.flatnonzero(mask & (values > best))
+        order = order[np.argsort(-values[order], kind="stable")][:_MOMENTS]
+        for i in order:
+            if values[i] <= best:
+                break
+            best = max(best, float(values[i]) - spared(int(rows[i])))
+        return round(best)
 
     def _mine(self, key: tuple[object, object]) -> np.ndarray:
         a = self.base.allocations

@@ -454,16 +454,46 @@ def _per_example(shapes: Iterable[tuple[int, ...]], batch: int) -> set[int]:
     return sizes
 
 
+def whole_examples(shapes: Iterable[tuple[int, ...]], batch: int) -> set[int]:
+    """Elements per example of tensors led by the batch: the product of all their
+    trailing dims (what a reshape of one keeps per example)."""
+    sizes: set[int] = set()
+    for found in shapes:
+        if len(found) >= 2 and found[0] == batch:
+            sizes.add(int(np.prod(found[1:], dtype=np.int64)))
+    return sizes
+
+
 def grows(
-    found: tuple[int, ...], batch: int, examples: set[int], twins: tuple[int, ...] = ()
+    found: tuple[int, ...],
+    batch: int,
+    examples: set[int],
+    twins: tuple[int, ...] = (),
+    wholes: set[int] | None = None,
 ) -> str | None:
     """The basis on which a (non-weight) shape grows with the batch, else None;
-    ``twins``: smaller batch sizes the capture also ran (``batch_twins``)."""
+    ``twins``: smaller batch sizes the capture also ran (``batch_twins``);
+    ``wholes``: ``whole_examples`` of the same shapes (else ``examples``).
+
+    A flattened tensor is a reshape of a batch-led one (``tf.reshape``, Keras'
+    ``Flatten``, ``TimeDistributed`` folding [B, T, ...] into [B*T, ...]), and a
+    reshape keeps the element count (tensorflow/core/kernels/reshape_op.h): its
+    leading dimension is the batch times a per-example size seen elsewhere, and
+    its elements per example are too. A leading dimension that only happens to be
+    a multiple of the batch does not qualify: a per-channel vector ([384] at
+    batch 64) or a kernel in cuDNN's filter layout ([256,96,5,5] at 64: the
+    [5,5,96,256] kernel that TF's GPU convolutions transpose to OIHW,
+    ``functor::TransformFilter``, tensorflow/core/kernels/conv_2d_gpu.h), whose
+    elements per example (6, 9600) no batch-led tensor has."""
     if batch in found or any(t in found for t in twins):
         return BATCH_DIM
     lead = found[0] if found else 0
     if lead > batch and lead % batch == 0 and lead // batch in examples:
-        return FLATTENED
+        elements = lead // batch
+        for d in found[1:]:
+            elements *= d
+        if elements in (examples if wholes is None else wholes):
+            return FLATTENED
     return None
 
 
@@ -538,6 +568,7 @@ def sizing(
     )
     parsed = [dims(s) for s in shapes]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
+    wholes = whole_examples((p for p in parsed if p and p not in weights), batch)
     fixed = requested.astype(np.float64)
     per = np.zeros(n)
     alt_fixed, alt_per = fixed.copy(), per.copy()
@@ -565,7 +596,7 @@ def sizing(
             else:
                 alt_fixed[i], alt_per[i] = 0.0, scaled
             continue
-        how = grows(found, batch, examples, twins)
+        how = grows(found, batch, examples, twins, wholes)
         if how is None:
             if found in weights:
                 basis[i] = WEIGHT_SHAPE

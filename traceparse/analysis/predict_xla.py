@@ -23,7 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict_batch import HLO, Sizing, _per_example, dims, grows
+from traceparse.analysis.predict_batch import (
+    HLO,
+    Sizing,
+    _per_example,
+    dims,
+    grows,
+    whole_examples,
+)
 from traceparse.analysis.xla import _in_place, _intervals
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import allocation_kind
@@ -253,9 +260,12 @@ def _growing(
     a partial last batch, ``twins``, grows in proportion too)."""
     parsed = [dims(s) for s in buffers["shape"].astype(object)]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
+    wholes = whole_examples((p for p in parsed if p and p not in weights), batch)
     return np.array(
         [
-            p is not None and p not in weights and grows(p, batch, examples, twins) is not None
+            p is not None
+            and p not in weights
+            and grows(p, batch, examples, twins, wholes) is not None
             for p in parsed
         ],
         dtype=bool,
