@@ -767,11 +767,16 @@ def cost_of(change: Change) -> str:
     return "; ".join(parts)
 
 
-def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[dict[str, Any]]:
+def advice(
+    predictor: Predictor, keys: list[Key], capacity: int | None, *, search: bool = True
+) -> list[dict[str, Any]]:
     """Each candidate change (``candidates``) on ``keys``: its predicted peak and
     bounds at the captured batch, bytes saved against the capture, its cost, and
     the largest batch that fits ``capacity`` (default: the allocator's), ranked by
-    bytes saved (largest first) per allocator."""
+    bytes saved (largest first) per allocator. ``search=False`` leaves the largest
+    batch None: the search replays the allocator model at several batches per
+    change, where the rest are counter replays at the captured batch (the report
+    skips it past its replay budget, ``predict_capacity.report_budget``)."""
     from traceparse.analysis.predict_capacity import capacity_fit
 
     facts = facts_of(predictor)
@@ -788,7 +793,7 @@ def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[
             _, peak, low, high = found[key]
             cap = capacity if capacity is not None else capacities.get(key)
             largest = None
-            if cap is not None and cap == cap:
+            if search and cap is not None and cap == cap:
                 largest = capacity_fit(made, key, int(cap), batch).largest
             rows.append(
                 {

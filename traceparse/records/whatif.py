@@ -1,10 +1,16 @@
 """The what-if record: what each change would do to each allocator's peak.
 
-Its own record beside ``AllocatorRecord`` (built only when asked, by
-``traceparse advise``), so the allocator records and their goldens are as
-before. ``build_whatif`` runs ``analysis.whatif.advice`` once; the terminal,
-Markdown, HTML and JSON renderers (``cli/advise.py``, ``report/whatif.py``)
-take the record only. docs/whatif.md says what each change is assumed to do.
+Its own record beside ``AllocatorRecord``, per capture (one table per
+allocator), so the allocator records and their goldens are as before.
+``build_whatif`` runs ``analysis.whatif.advice`` once; the terminal, Markdown,
+HTML and JSON renderers (``cli/advise.py``, ``report/whatif.py``) take the
+record only. docs/whatif.md says what each change is assumed to do.
+
+Two makers: ``traceparse advise`` (its own capacity, every search), and the
+reports' section ``whatif`` (``records.sections.PROFILE_SECTIONS``):
+``report_whatif`` runs on the Predictor the report's prediction curves use
+(``Profile._report_predictor``: one calibration, its sizes), once per profile
+(``Profile._report_whatif``), and ``whatif_section`` hands it to the views.
 """
 
 from __future__ import annotations
@@ -44,11 +50,15 @@ class WhatIfRecord:
 
     path: str
     rows: tuple[WhatIfRow, ...]
+    # False: the largest batch each change allows was not searched (the report's
+    # replay budget); ``largest_batch`` is then null on every row.
+    searched: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "whatif_version": WHATIF_VERSION,
             "path": self.path,
+            "searched": self.searched,
             "advice": [asdict(r) | {"notes": list(r.notes)} for r in self.rows],
         }
 
@@ -61,8 +71,11 @@ def build_whatif(
     path: str,
     keys: list[tuple[object, object]],
     capacity: int | None,
+    *,
+    search: bool = True,
 ) -> WhatIfRecord:
-    """The record of ``advice`` on ``keys`` (capacity: the allocator's when None)."""
+    """The record of ``advice`` on ``keys`` (capacity: the allocator's when None;
+    ``search=False``: the largest batch each change allows is not searched)."""
     from traceparse.analysis.whatif import advice
 
     rows = tuple(
@@ -81,6 +94,29 @@ def build_whatif(
             cost=str(r["cost"]),
             notes=tuple(str(n) for n in r["notes"]),
         )
-        for r in advice(predictor, keys, capacity)
+        for r in advice(predictor, keys, capacity, search=search)
     )
-    return WhatIfRecord(path, rows)
+    return WhatIfRecord(path, rows, searched=search)
+
+
+def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None:
+    """The reports' what-if section: ``advice`` on every allocator ``predictor`` (the
+    report's own) predicts, against each allocator's capacity in the capture. The
+    changes at the captured batch are counter replays of the capture's events
+    (``WhatIf.point``); the largest batch each allows takes allocator-model
+    replays at several batches per change, so it is searched only where the
+    report's curve is not cut (``predict_capacity.report_budget``: no budget).
+    None without a predictor or an allocator it predicts."""
+    from traceparse.analysis.predict_capacity import report_budget
+
+    if predictor is None or not predictor.rows:
+        return None
+    search = report_budget(len(predictor.base.timeline)) is None
+    return build_whatif(predictor, path, list(predictor.rows), None, search=search)
+
+
+def whatif_section(source: Any) -> WhatIfRecord | None:
+    """The what-if section of ``source`` (a ``Profile``: built once, by
+    ``report_whatif``); None where none can be made (no batch size read, no memory
+    events) and for a stand-in without one."""
+    return getattr(source, "_report_whatif", None)
