@@ -418,14 +418,8 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
         return
-    kept = np.array(
-        [
-            bool(FLOAT32_OPS.search(f"{o} {t}"))
-            for o, t in zip(facts.ops, facts.op_types, strict=True)
-        ],
-        dtype=bool,
-    )
-    norm = np.array([bool(NORM_LAYER.search(str(x))) for x in facts.layers], dtype=bool)
+    kept = _matches(FLOAT32_OPS, facts.ops, facts.op_types)
+    norm = _matches(NORM_LAYER, facts.layers)
     target_mask = acts & floats & ~kept
     out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
@@ -440,6 +434,21 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
         f"precision: {target}: float32 activations and gradients halved, weights stay float32 "
         "with 16-bit cast copies"
     )
+
+
+def _matches(pattern: re.Pattern[str], *columns: np.ndarray) -> np.ndarray:
+    """Per row, whether ``pattern`` is found in the row's ``columns`` joined by spaces:
+    searched once per distinct row (a capture repeats a few thousand op names over
+    its allocations)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        key = key * (len(uniques) + 1) + codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    found = np.array(
+        [bool(pattern.search(" ".join(str(c[i]) for c in columns))) for i in first], dtype=bool
+    )
+    return found[inverse] if len(found) else np.zeros(len(key), dtype=bool)
 
 
 def layer_names(facts: Facts) -> set[str]:
@@ -768,7 +777,12 @@ def cost_of(change: Change) -> str:
 
 
 def advice(
-    predictor: Predictor, keys: list[Key], capacity: int | None, *, search: bool = True
+    predictor: Predictor,
+    keys: list[Key],
+    capacity: int | None,
+    *,
+    search: bool = True,
+    facts: Facts | None = None,
 ) -> list[dict[str, Any]]:
     """Each candidate change (``candidates``) on ``keys``: its predicted peak and
     bounds at the captured batch, bytes saved against the capture, its cost, and
@@ -776,10 +790,11 @@ def advice(
     bytes saved (largest first) per allocator. ``search=False`` leaves the largest
     batch None: the search replays the allocator model at several batches per
     change, where the rest are counter replays at the captured batch (the report
-    skips it past its replay budget, ``predict_capacity.report_budget``)."""
+    skips it past its replay budget). ``facts``: ``facts_of(predictor)``, when the
+    caller has it already."""
     from traceparse.analysis.predict_capacity import capacity_fit
 
-    facts = facts_of(predictor)
+    facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch
     base = predictor.bounds(batch)
     capacities = {

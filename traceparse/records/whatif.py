@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from traceparse.analysis.predict import Predictor
+    from traceparse.analysis.whatif import Facts
 
 # Bumped when a key of ``WhatIfRecord.to_dict`` changes meaning or goes.
 WHATIF_VERSION = 1
@@ -73,6 +74,7 @@ def build_whatif(
     capacity: int | None,
     *,
     search: bool = True,
+    facts: Facts | None = None,
 ) -> WhatIfRecord:
     """The record of ``advice`` on ``keys`` (capacity: the allocator's when None;
     ``search=False``: the largest batch each change allows is not searched)."""
@@ -94,25 +96,43 @@ def build_whatif(
             cost=str(r["cost"]),
             notes=tuple(str(n) for n in r["notes"]),
         )
-        for r in advice(predictor, keys, capacity, search=search)
+        for r in advice(predictor, keys, capacity, search=search, facts=facts)
     )
     return WhatIfRecord(path, rows, searched=search)
 
 
+# Allocator-model replays one change's search for the largest batch takes (with
+# about twice as many cheaper counter replays for its bounds): 8 to 17 on the
+# fixtures (keras_train, layers_cnn, predict_xla_128) and a 250k-event dense capture.
+SEARCH_REPLAYS = 10
+
+
+def report_search(events: int, changes: int) -> bool:
+    """Whether the report searches the largest batch each change allows: when the
+    searches' replays (``changes`` x ``SEARCH_REPLAYS`` x the capture's
+    ``events``) stay within what the report's curve may replay
+    (``predict_capacity.REPORT_REPLAY_EVENTS``), so the what-ifs at most double
+    the report's replays instead of multiplying them by the changes tried."""
+    from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
+
+    return events * changes * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
+
+
 def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None:
     """The reports' what-if section: ``advice`` on every allocator ``predictor`` (the
-    report's own) predicts, against each allocator's capacity in the capture. The
-    changes at the captured batch are counter replays of the capture's events
-    (``WhatIf.point``); the largest batch each allows takes allocator-model
-    replays at several batches per change, so it is searched only where the
-    report's curve is not cut (``predict_capacity.report_budget``: no budget).
-    None without a predictor or an allocator it predicts."""
-    from traceparse.analysis.predict_capacity import report_budget
+    report's own) predicts, against each allocator's capacity in the capture. Each
+    change at the captured batch is one counter replay of the capture's events
+    and its bounds (``WhatIf.point``, ``extremes``); the largest batch it allows
+    takes allocator-model replays at several batches, so it is searched only
+    within the report's budget (``report_search``). None without a predictor or
+    an allocator it predicts."""
+    from traceparse.analysis.whatif import candidates, facts_of
 
     if predictor is None or not predictor.rows:
         return None
-    search = report_budget(len(predictor.base.timeline)) is None
-    return build_whatif(predictor, path, list(predictor.rows), None, search=search)
+    facts = facts_of(predictor)
+    search = report_search(len(predictor.base.timeline), len(candidates(facts)))
+    return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
 
 
 def whatif_section(source: Any) -> WhatIfRecord | None:
