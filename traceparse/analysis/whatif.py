@@ -791,8 +791,13 @@ def advice(
     batch None: the search replays the allocator model at several batches per
     change, where the rest are counter replays at the captured batch (the report
     skips it past its replay budget). ``facts``: ``facts_of(predictor)``, when the
-    caller has it already."""
-    from traceparse.analysis.predict_capacity import capacity_fit
+    caller has it already.
+
+    The largest batch is ``capacity_fit``'s answer (the allocator model's search,
+    ``_largest``, from the captured batch, on the change's shared replays) without
+    the two searches of the bounds and the breakdown at the batch it also makes,
+    which no row shows: a third of the replays."""
+    from traceparse.analysis.predict_capacity import _largest, partial_point, replays_of
 
     facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch
@@ -809,7 +814,7 @@ def advice(
             cap = capacity if capacity is not None else capacities.get(key)
             largest = None
             if search and cap is not None and cap == cap:
-                largest = capacity_fit(made, key, int(cap), batch).largest
+                largest = _largest(partial_point(replays_of(made), key), int(cap), batch)
             rows.append(
                 {
                     "host": key[0],
