@@ -21,6 +21,7 @@ Three changes, each a rule below that names the mechanism it models:
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +188,17 @@ class Facts:
     optimizer: str | None  # the captured optimizer's scope, if any op names one
     params: dict[Key, tuple[float, float]]  # float32 parameter bytes: (read, high)
     before: dict[Key, float]  # bytes held before the capture
+
+    # Read once per capture: every precision change (advise tries two or three) asks.
+    @functools.cached_property
+    def float32_kept(self) -> np.ndarray:
+        """Made by an op a mixed-precision policy keeps in float32 (``FLOAT32_OPS``)."""
+        return _matches(FLOAT32_OPS, self.ops, self.op_types)
+
+    @functools.cached_property
+    def in_norm_layer(self) -> np.ndarray:
+        """Made inside a normalisation layer (``NORM_LAYER``)."""
+        return _matches(NORM_LAYER, self.layers)
 
 
 def captured_optimizer(ops: np.ndarray) -> str | None:
@@ -418,8 +430,8 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
         return
-    kept = _matches(FLOAT32_OPS, facts.ops, facts.op_types)
-    norm = _matches(NORM_LAYER, facts.layers)
+    kept = facts.float32_kept
+    norm = facts.in_norm_layer
     target_mask = acts & floats & ~kept
     out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
