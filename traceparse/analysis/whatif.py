@@ -660,6 +660,7 @@ class WhatIf(Predictor):
     change: Change
     resized: Resizing
     facts: Facts
+    _sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
     @classmethod
     def of(cls, base: Predictor, change: Change, facts: Facts | None = None) -> WhatIf:
@@ -670,9 +671,18 @@ class WhatIf(Predictor):
         made.change = change
         made.facts = facts if facts is not None else facts_of(base)
         made.resized = resizing(base, change, made.facts)
+        made._sized = {}
         made.sizing = _Resized(base.sizing, made.resized)  # type: ignore[assignment]
         made._runs = {}
         return made
+
+    def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Predictor.sizes``, made once per batch: ``bounds`` asks three times (the
+        point, the low replay, the extremes), and each is three passes of ``chunks``
+        over every allocation (read-only arrays to every caller)."""
+        if batch not in self._sized:
+            self._sized[batch] = super().sizes(batch)
+        return self._sized[batch]
 
     def _extra(self, key: Key, which: int) -> float:
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
