@@ -298,9 +298,10 @@ def test_the_report_leaves_the_search_out_past_its_budget() -> None:
     from traceparse.records.whatif import SEARCH_REPLAYS, build_whatif, report_search
     from traceparse.report.whatif import html_whatif, markdown_whatif
 
-    changes = 7
-    most = REPORT_REPLAY_EVENTS // (changes * SEARCH_REPLAYS)
-    assert report_search(most, changes) and not report_search(most + 1, changes)
+    searches = 7  # seven changes on one allocator
+    most = REPORT_REPLAY_EVENTS // (searches * SEARCH_REPLAYS)
+    assert report_search(most, searches) and not report_search(most + 1, searches)
+    assert not report_search(most, 2 * searches)  # two allocators: twice the searches
     profile = traceparse.load(REPORTED)
     predictor = profile._report_predictor
     searched = profile._report_whatif

@@ -101,21 +101,22 @@ def build_whatif(
     return WhatIfRecord(path, rows, searched=search)
 
 
-# Allocator-model replays one change's search for the largest batch takes (with
-# about twice as many cheaper counter replays for its bounds): 8 to 17 on the
-# fixtures (keras_train, layers_cnn, predict_xla_128) and a 250k-event dense capture.
+# Allocator-model replays one change's search for the largest batch takes, rounded
+# up: 4 to 8 per allocator (counted on keras_train, layers_cnn, predict_xla_128 and
+# gpu_alexnet_v100_64; ``analysis.whatif.advice``, the line-guided ``_largest``).
 SEARCH_REPLAYS = 10
 
 
-def report_search(events: int, changes: int) -> bool:
+def report_search(events: int, searches: int) -> bool:
     """Whether the report searches the largest batch each change allows: when the
-    searches' replays (``changes`` x ``SEARCH_REPLAYS`` x the capture's
-    ``events``) stay within what the report's curve may replay
+    ``searches`` (changes x allocators; a replay serves every allocator, but each
+    search probes batches of its own) of ``SEARCH_REPLAYS`` replays of the
+    capture's ``events`` each stay within what the report's curve may replay
     (``predict_capacity.REPORT_REPLAY_EVENTS``), so the what-ifs at most double
     the report's replays instead of multiplying them by the changes tried."""
     from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
 
-    return events * changes * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
+    return events * searches * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
 
 
 def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None:
@@ -131,7 +132,8 @@ def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None
     if predictor is None or not predictor.rows:
         return None
     facts = facts_of(predictor)
-    search = report_search(len(predictor.base.timeline), len(candidates(facts)))
+    searches = len(candidates(facts)) * len(predictor.rows)
+    search = report_search(len(predictor.base.timeline), searches)
     return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
 
 
