@@ -224,3 +224,92 @@ def test_advise_unknown_allocator_is_one_line() -> None:
     proc = run_traceparse("advise", str(PAIR_BASE), "--from-batch", "32", "--allocator", "gpu_9")
     assert proc.returncode == 2
     assert "no allocator named 'gpu_9'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- the reports' section (records.sections.PROFILE_SECTIONS["whatif"]) ---------------
+
+REPORTED = FIXTURES / "keras_train"  # a batch size read off the capture: the section is made
+NO_BATCH = FIXTURES / "leak"  # no batch size to read: no prediction, no section
+
+
+def test_the_report_section_is_advise_on_the_reports_predictor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Built once per profile, from the Predictor the report's curves use, and the
+    same rows ``traceparse advise`` prints for the capture (its default capacity)."""
+    import traceparse.analysis.whatif as whatif_module
+    from traceparse.records.sections import PROFILE_SECTIONS
+    from traceparse.records.whatif import whatif_section
+    from traceparse.report import render_html, render_json, render_markdown
+
+    calls = []
+    real = whatif_module.advice
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args[0])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(whatif_module, "advice", counted)
+    profile = traceparse.load(REPORTED)
+    data = json.loads(render_json([profile]))
+    markdown = render_markdown([profile])
+    page = render_html([profile])
+    assert len(calls) == 1, "the section is built once per profile, whatever renders it"
+    assert calls[0] is profile._report_predictor  # the report's own, not a second one
+    record = PROFILE_SECTIONS["whatif"].build(profile)
+    assert record is whatif_section(profile) and record is not None
+    assert data["profiles"][0]["whatif"] == json.loads(json.dumps(record.to_dict()))
+
+    advised = json.loads(run_traceparse("advise", str(REPORTED), "--format", "json").stdout)
+    assert record.searched and advised["searched"]
+    assert advised["advice"] == data["profiles"][0]["whatif"]["advice"]
+
+    from traceparse.report.whatif import _cells
+
+    for row in record.rows:
+        cells = _cells(row)
+        # Each change's predicted peak and bounds in both pages (the Markdown
+        # escapes the brackets; the HTML the rest).
+        bounds = cells[2].replace("[", "\\[").replace("]", "\\]")
+        assert f"| {cells[0]} | {cells[1]} | {bounds} | {cells[3]} |" in markdown
+        assert f'<td>{cells[0]}</td><td class="num">{cells[1]}</td>' in page
+    # Ranked by bytes saved, largest first.
+    saved = [r.saved_bytes for r in record.rows]
+    assert saved == sorted(saved, reverse=True)
+
+
+def test_no_section_where_no_batch_size_is_read() -> None:
+    from traceparse.report import render_html, render_json, render_markdown
+
+    profile = traceparse.load(NO_BATCH)
+    data = json.loads(render_json([profile]))
+    assert "whatif" in data["profiles"][0] and data["profiles"][0]["whatif"] is None
+    assert "What would save memory" not in render_markdown([profile])
+    assert "What would save memory" not in render_html([profile])
+
+
+def test_the_report_leaves_the_search_out_past_its_budget() -> None:
+    """Past the budget every change is still predicted at the captured batch; only the
+    largest batch each allows is left out, and the section says so."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
+    from traceparse.records.whatif import SEARCH_REPLAYS, build_whatif, report_search
+    from traceparse.report.whatif import html_whatif, markdown_whatif
+
+    searches = 7  # seven changes on one allocator
+    most = REPORT_REPLAY_EVENTS // (searches * SEARCH_REPLAYS)
+    assert report_search(most, searches) and not report_search(most + 1, searches)
+    assert not report_search(most, 2 * searches)  # two allocators: twice the searches
+    profile = traceparse.load(REPORTED)
+    predictor = profile._report_predictor
+    searched = profile._report_whatif
+    cut = build_whatif(predictor, searched.path, list(predictor.rows), None, search=False)
+    assert not cut.searched and all(r.largest_batch is None for r in cut.rows)
+    # The same changes, peaks and bounds: the search only adds the largest batch.
+    assert [replace(r, largest_batch=None) for r in searched.rows] == list(cut.rows)
+    stand_in = SimpleNamespace(_report_whatif=cut)
+    assert any("was not searched" in line for line in markdown_whatif(stand_in))
+    assert "was not searched" in html_whatif(stand_in)
+    assert not any("was not searched" in line for line in markdown_whatif(profile))

@@ -78,22 +78,30 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def tensorboard(logdir: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A TensorBoard server on ``logdir`` on a free local port; its base URL."""
+def tensorboard(
+    logdir: Path,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[str]:
+    """A TensorBoard server on ``logdir`` on a free local port; its base URL.
+
+    By default the checkout's plugin is passed explicitly (the worktree is not
+    pip-installed, so its entry point is not in the environment's metadata;
+    test_dashboard_tensorboard.py checks the entry point on its own). ``command``:
+    what starts TensorBoard instead (``--logdir``, ``--port`` and ``--host`` are
+    added), run in ``cwd`` with ``env`` as the whole environment."""
     port = free_port()
     root = Path(__file__).resolve().parent.parent.parent
-    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    if command is None:
+        command = [sys.executable, "-m", "traceparse.integrations.tensorboard.plugin"]
+        environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    else:
+        environ = dict(env or {})
     process = subprocess.Popen(
-        # `tensorboard --logdir LOGDIR` with the plugin passed explicitly: the worktree
-        # is not pip-installed, so its entry point is not in the environment's metadata
-        # (test_dashboard_tensorboard.py checks the entry point on its own).
-        [
-            sys.executable,
-            "-m",
-            "traceparse.integrations.tensorboard.plugin",
-            *("--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1"),
-        ],
+        [*command, "--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1"],
         env=environ,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

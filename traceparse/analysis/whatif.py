@@ -21,6 +21,7 @@ Three changes, each a rule below that names the mechanism it models:
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +188,17 @@ class Facts:
     optimizer: str | None  # the captured optimizer's scope, if any op names one
     params: dict[Key, tuple[float, float]]  # float32 parameter bytes: (read, high)
     before: dict[Key, float]  # bytes held before the capture
+
+    # Read once per capture: every precision change (advise tries two or three) asks.
+    @functools.cached_property
+    def float32_kept(self) -> np.ndarray:
+        """Made by an op a mixed-precision policy keeps in float32 (``FLOAT32_OPS``)."""
+        return _matches(FLOAT32_OPS, self.ops, self.op_types)
+
+    @functools.cached_property
+    def in_norm_layer(self) -> np.ndarray:
+        """Made inside a normalisation layer (``NORM_LAYER``)."""
+        return _matches(NORM_LAYER, self.layers)
 
 
 def captured_optimizer(ops: np.ndarray) -> str | None:
@@ -418,14 +430,8 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
         return
-    kept = np.array(
-        [
-            bool(FLOAT32_OPS.search(f"{o} {t}"))
-            for o, t in zip(facts.ops, facts.op_types, strict=True)
-        ],
-        dtype=bool,
-    )
-    norm = np.array([bool(NORM_LAYER.search(str(x))) for x in facts.layers], dtype=bool)
+    kept = facts.float32_kept
+    norm = facts.in_norm_layer
     target_mask = acts & floats & ~kept
     out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
@@ -440,6 +446,21 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
         f"precision: {target}: float32 activations and gradients halved, weights stay float32 "
         "with 16-bit cast copies"
     )
+
+
+def _matches(pattern: re.Pattern[str], *columns: np.ndarray) -> np.ndarray:
+    """Per row, whether ``pattern`` is found in the row's ``columns`` joined by spaces:
+    searched once per distinct row (a capture repeats a few thousand op names over
+    its allocations)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        key = key * (len(uniques) + 1) + codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    found = np.array(
+        [bool(pattern.search(" ".join(str(c[i]) for c in columns))) for i in first], dtype=bool
+    )
+    return found[inverse] if len(found) else np.zeros(len(key), dtype=bool)
 
 
 def layer_names(facts: Facts) -> set[str]:
@@ -639,6 +660,7 @@ class WhatIf(Predictor):
     change: Change
     resized: Resizing
     facts: Facts
+    _sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
     @classmethod
     def of(cls, base: Predictor, change: Change, facts: Facts | None = None) -> WhatIf:
@@ -649,9 +671,18 @@ class WhatIf(Predictor):
         made.change = change
         made.facts = facts if facts is not None else facts_of(base)
         made.resized = resizing(base, change, made.facts)
+        made._sized = {}
         made.sizing = _Resized(base.sizing, made.resized)  # type: ignore[assignment]
         made._runs = {}
         return made
+
+    def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Predictor.sizes``, made once per batch: ``bounds`` asks three times (the
+        point, the low replay, the extremes), and each is three passes of ``chunks``
+        over every allocation (read-only arrays to every caller)."""
+        if batch not in self._sized:
+            self._sized[batch] = super().sizes(batch)
+        return self._sized[batch]
 
     def _extra(self, key: Key, which: int) -> float:
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
@@ -767,14 +798,30 @@ def cost_of(change: Change) -> str:
     return "; ".join(parts)
 
 
-def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[dict[str, Any]]:
+def advice(
+    predictor: Predictor,
+    keys: list[Key],
+    capacity: int | None,
+    *,
+    search: bool = True,
+    facts: Facts | None = None,
+) -> list[dict[str, Any]]:
     """Each candidate change (``candidates``) on ``keys``: its predicted peak and
     bounds at the captured batch, bytes saved against the capture, its cost, and
     the largest batch that fits ``capacity`` (default: the allocator's), ranked by
-    bytes saved (largest first) per allocator."""
-    from traceparse.analysis.predict_capacity import capacity_fit
+    bytes saved (largest first) per allocator. ``search=False`` leaves the largest
+    batch None: the search replays the allocator model at several batches per
+    change, where the rest are counter replays at the captured batch (the report
+    skips it past its replay budget). ``facts``: ``facts_of(predictor)``, when the
+    caller has it already.
 
-    facts = facts_of(predictor)
+    The largest batch is ``capacity_fit``'s answer (the allocator model's search,
+    ``_largest``, from the captured batch, on the change's shared replays) without
+    the two searches of the bounds and the breakdown at the batch it also makes,
+    which no row shows: a third of the replays."""
+    from traceparse.analysis.predict_capacity import _largest, partial_point, replays_of
+
+    facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch
     base = predictor.bounds(batch)
     capacities = {
@@ -788,8 +835,8 @@ def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[
             _, peak, low, high = found[key]
             cap = capacity if capacity is not None else capacities.get(key)
             largest = None
-            if cap is not None and cap == cap:
-                largest = capacity_fit(made, key, int(cap), batch).largest
+            if search and cap is not None and cap == cap:
+                largest = _largest(partial_point(replays_of(made), key), int(cap), batch)
             rows.append(
                 {
                     "host": key[0],

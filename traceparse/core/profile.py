@@ -70,6 +70,7 @@ from traceparse.units import format_bytes
 if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
     from traceparse.analysis.predict import Capture as PredictionInput
     from traceparse.analysis.predict import Predictor
+    from traceparse.records.whatif import WhatIfRecord
 
 _NO_EVENTS = (
     "{path}: the capture has no memory events, so there is nothing to attribute. "
@@ -728,16 +729,32 @@ class Profile:
         )
 
     @pooled_property
+    def _report_predictor(self) -> Predictor | None:
+        """The Predictor the reports' curves and what-ifs share (one calibration);
+        None where the captured batch size cannot be read."""
+        try:
+            return predictor_of(self)
+        except UsageError:
+            return None
+
+    @pooled_property
     def _report_predictions(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The reports' curve of the predicted peak against the batch size, per
         (host, allocator); empty where the captured batch size cannot be read."""
-        try:
-            predictor = predictor_of(self)
-        except UsageError:
+        predictor = self._report_predictor
+        if predictor is None:
             return {}
         from traceparse.analysis.predict_capacity import report_curves
 
         return report_curves(predictor)
+
+    @pooled_property
+    def _report_whatif(self) -> WhatIfRecord | None:
+        """The reports' what-if section (``records.whatif.report_whatif``); None
+        where the captured batch size cannot be read."""
+        from traceparse.records.whatif import report_whatif
+
+        return report_whatif(self._report_predictor, str(self.path))
 
     # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
     def predict(

@@ -5,7 +5,7 @@ An allocator record's sections are fields of ``AllocatorRecord`` (built by
 ``records.build``, written by ``to_dict``). These are made from a profile's tables
 when a renderer asks, since not every output needs them (a timeline series, a
 flame tree, the gate's per-op requests) or they belong to a host, not to an
-allocator (the failure): each is listed here with its builder and the renderer
+allocator (the failure, the what-ifs): each is listed here with its builder and the renderer
 function that draws it (by dotted name: a stage never imports a later one). A new
 section is a builder module in ``records/``, an entry here, and its view.
 """
@@ -20,6 +20,7 @@ from traceparse.records.failure import failure_sections
 from traceparse.records.flame import flame_tree
 from traceparse.records.gate import op_requests, padding_rows
 from traceparse.records.timeline import timeline_section
+from traceparse.records.whatif import whatif_section
 
 __all__ = ["PROFILE_SECTIONS", "ProfileSection"]
 
@@ -74,6 +75,17 @@ PROFILE_SECTIONS = {
             padding_rows,
             ("traceparse.gate.budgets:_top_padding",),
             "The allocations live at the peak the allocator padded, most first.",
+        ),
+        ProfileSection(
+            "whatif",
+            whatif_section,
+            (
+                "traceparse.report.whatif:markdown_whatif",
+                "traceparse.report.whatif:html_whatif",
+                "traceparse.report.whatif:whatif_json",
+            ),
+            "Per allocator: each change (precision, optimizer, remat) ranked by bytes saved "
+            "at the peak, with the bounds, the largest batch it allows and its cost.",
         ),
     )
 }

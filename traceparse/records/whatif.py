@@ -1,10 +1,16 @@
 """The what-if record: what each change would do to each allocator's peak.
 
-Its own record beside ``AllocatorRecord`` (built only when asked, by
-``traceparse advise``), so the allocator records and their goldens are as
-before. ``build_whatif`` runs ``analysis.whatif.advice`` once; the terminal,
-Markdown, HTML and JSON renderers (``cli/advise.py``, ``report/whatif.py``)
-take the record only. docs/whatif.md says what each change is assumed to do.
+Its own record beside ``AllocatorRecord``, per capture (one table per
+allocator), so the allocator records and their goldens are as before.
+``build_whatif`` runs ``analysis.whatif.advice`` once; the terminal, Markdown,
+HTML and JSON renderers (``cli/advise.py``, ``report/whatif.py``) take the
+record only. docs/whatif.md says what each change is assumed to do.
+
+Two makers: ``traceparse advise`` (its own capacity, every search), and the
+reports' section ``whatif`` (``records.sections.PROFILE_SECTIONS``):
+``report_whatif`` runs on the Predictor the report's prediction curves use
+(``Profile._report_predictor``: one calibration, its sizes), once per profile
+(``Profile._report_whatif``), and ``whatif_section`` hands it to the views.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from traceparse.analysis.predict import Predictor
+    from traceparse.analysis.whatif import Facts
 
 # Bumped when a key of ``WhatIfRecord.to_dict`` changes meaning or goes.
 WHATIF_VERSION = 1
@@ -44,11 +51,15 @@ class WhatIfRecord:
 
     path: str
     rows: tuple[WhatIfRow, ...]
+    # False: the largest batch each change allows was not searched (the report's
+    # replay budget); ``largest_batch`` is then null on every row.
+    searched: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "whatif_version": WHATIF_VERSION,
             "path": self.path,
+            "searched": self.searched,
             "advice": [asdict(r) | {"notes": list(r.notes)} for r in self.rows],
         }
 
@@ -61,8 +72,12 @@ def build_whatif(
     path: str,
     keys: list[tuple[object, object]],
     capacity: int | None,
+    *,
+    search: bool = True,
+    facts: Facts | None = None,
 ) -> WhatIfRecord:
-    """The record of ``advice`` on ``keys`` (capacity: the allocator's when None)."""
+    """The record of ``advice`` on ``keys`` (capacity: the allocator's when None;
+    ``search=False``: the largest batch each change allows is not searched)."""
     from traceparse.analysis.whatif import advice
 
     rows = tuple(
@@ -81,6 +96,49 @@ def build_whatif(
             cost=str(r["cost"]),
             notes=tuple(str(n) for n in r["notes"]),
         )
-        for r in advice(predictor, keys, capacity)
+        for r in advice(predictor, keys, capacity, search=search, facts=facts)
     )
-    return WhatIfRecord(path, rows)
+    return WhatIfRecord(path, rows, searched=search)
+
+
+# Allocator-model replays one change's search for the largest batch takes, rounded
+# up: 4 to 8 per allocator (counted on keras_train, layers_cnn, predict_xla_128 and
+# gpu_alexnet_v100_64; ``analysis.whatif.advice``, the line-guided ``_largest``).
+SEARCH_REPLAYS = 10
+
+
+def report_search(events: int, searches: int) -> bool:
+    """Whether the report searches the largest batch each change allows: when the
+    ``searches`` (changes x allocators; a replay serves every allocator, but each
+    search probes batches of its own) of ``SEARCH_REPLAYS`` replays of the
+    capture's ``events`` each stay within what the report's curve may replay
+    (``predict_capacity.REPORT_REPLAY_EVENTS``), so the what-ifs at most double
+    the report's replays instead of multiplying them by the changes tried."""
+    from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
+
+    return events * searches * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
+
+
+def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None:
+    """The reports' what-if section: ``advice`` on every allocator ``predictor`` (the
+    report's own) predicts, against each allocator's capacity in the capture. Each
+    change at the captured batch is one counter replay of the capture's events
+    and its bounds (``WhatIf.point``, ``extremes``); the largest batch it allows
+    takes allocator-model replays at several batches, so it is searched only
+    within the report's budget (``report_search``). None without a predictor or
+    an allocator it predicts."""
+    from traceparse.analysis.whatif import candidates, facts_of
+
+    if predictor is None or not predictor.rows:
+        return None
+    facts = facts_of(predictor)
+    searches = len(candidates(facts)) * len(predictor.rows)
+    search = report_search(len(predictor.base.timeline), searches)
+    return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
+
+
+def whatif_section(source: Any) -> WhatIfRecord | None:
+    """The what-if section of ``source`` (a ``Profile``: built once, by
+    ``report_whatif``); None where none can be made (no batch size read, no memory
+    events) and for a stand-in without one."""
+    return getattr(source, "_report_whatif", None)

@@ -31,6 +31,7 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
+from traceparse.report.whatif import html_whatif
 
 __all__ = ["render_html", "render_html_view"]
 
@@ -138,6 +139,10 @@ def _profile(profile: ProfileView) -> str:
         parts.append(_diagnostics(profile.diagnostics))
     for allocator in profile.allocators:
         parts.append(_allocator(profile, allocator))
+    # Issue 50: what would save memory, where the capture gives a batch size.
+    whatif = html_whatif(profile.profile)
+    if whatif:
+        parts.append(whatif)
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -7,6 +7,7 @@ Layout (``schema_version`` 1)::
      "generated_at": "YYYY-MM-DDTHH:MM:SSZ",
      "profiles": [{"run", "hosts", "paths", "diagnostics",
                    "summary": [AllocatorRecord.to_dict(), ...],
+                   "whatif": WhatIfRecord.to_dict() or null,
                    "tables": {"peak": [...], "attribution": [...],
                               "ops": [...], "layers": [...], "steps": [...]}}]}
 
@@ -60,6 +61,7 @@ def report_dict(profiles: Sequence[ProfileLike], version: str | None = None) -> 
 
 def _profile(profile: ProfileLike) -> dict[str, Any]:
     from traceparse.report.failure import failure_records
+    from traceparse.report.whatif import whatif_json
 
     failures = failure_records(profile)  # issue 39: a key only when the capture failed
     return {
@@ -69,6 +71,8 @@ def _profile(profile: ProfileLike) -> dict[str, Any]:
         "paths": [str(p) for p in profile.paths],
         "diagnostics": [str(d) for d in profile.diagnostics()],
         "summary": [summary_record(s) for s in profile.summary(predict=True)],
+        # Issue 50: the what-if section (report/whatif.py), null where not made.
+        "whatif": whatif_json(profile),
         "tables": {name: frame_records(_measured(_table(profile, name))) for name in TABLES}
         | _xla_tables(profile)
         | _parameter_table(profile),

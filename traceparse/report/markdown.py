@@ -25,6 +25,7 @@ from traceparse.report.view import (
     TableView,
     build_view,
 )
+from traceparse.report.whatif import markdown_whatif
 
 __all__ = ["md_sentence", "render_markdown", "render_markdown_view"]
 
@@ -123,6 +124,8 @@ def _profile(profile: ProfileView) -> list[str]:
         out.append("")
     for allocator in profile.allocators:
         out.extend(_allocator(allocator))
+    # Issue 50: what would save memory, where the capture gives a batch size.
+    out.extend(markdown_whatif(profile.profile))
     return out
 
 
