@@ -1,0 +1,73 @@
+"""The second breaker pass over the command line (issue 52): every command over
+damaged run directories (``tests/fuzz/cli_cases.py``, the long run is
+``run_fuzz.py --cli``), and each finding of that pass as a crafted case.
+
+Each finding's input is built here from a real fixture; the command runs in this
+process (``cli.app.main``) and must end in 0 or a refusal (2 to 5) in one line,
+never an internal error (benchmarks/FUZZ_RESULTS.md lists the findings).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from fuzz.cli_cases import COMMANDS, make_cli_case
+from fuzz.harness import exercise_cli
+
+import traceparse
+from traceparse.cli.app import main
+
+
+def copy_run(fixture: str, root: Path) -> Path:
+    """The fixture's run directory copied to ``root/<fixture>/plugins/profile/run``."""
+    (found,) = {p.parent for p in (FIXTURES / fixture).rglob("*.xplane.pb")}
+    run = root / fixture / "plugins" / "profile" / "run"
+    shutil.copytree(found, run)
+    return run
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``traceparse --no-color ARGV`` in this process."""
+    code = main(["--no-color", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def no_internal_error(code: int, err: str) -> None:
+    assert code in (0, 2, 3, 4, 5), err
+    assert "internal error" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_survives_a_damaged_run_directory(command: str, tmp_path: Path) -> None:
+    # One seeded case per command: the long run (run_fuzz.py --cli) draws thousands.
+    rng = random.Random(f"in-suite:{command}")
+    case = make_cli_case(rng, tmp_path, command)
+    # exercise_cli raises on an internal error, a traceback, an unknown exit code
+    # or unsafe output; a refusal in one line is an outcome like success.
+    assert exercise_cli(case.argv, tmp_path).startswith(("ok", "exit", "error page"))
+
+
+def test_a_lone_surrogate_in_the_variable_inventory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding 1: json.dumps writes a model named from a non-UTF-8 path as "\udcff";
+    # pyarrow could not encode it and every command was an internal error.
+    run = copy_run("keras_inventory", tmp_path)
+    inventory = run / "localhost.variables.json"
+    document = json.loads(inventory.read_text())
+    first = document["variables"][0]
+    first["model"], first["layer"], first["name"] = "\udcff", "l\udcfe", "v\udcfd:0"
+    inventory.write_text(json.dumps(document))
+    for command in ("summary", "layers", "peak"):
+        code, _out, err = cli(capsys, command, str(run))
+        no_internal_error(code, err)
+        assert code == 0, err
+    # The surrogate kept as its escape: the name stays readable.
+    variables = traceparse.load(run).variables
+    assert "\\udcff" in set(variables["model"]) and "v\\udcfd:0" in set(variables["name"])
