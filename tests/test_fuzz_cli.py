@@ -71,3 +71,25 @@ def test_a_lone_surrogate_in_the_variable_inventory(
     # The surrogate kept as its escape: the name stays readable.
     variables = traceparse.load(run).variables
     assert "\\udcff" in set(variables["model"]) and "v\\udcfd:0" in set(variables["name"])
+
+
+@pytest.mark.parametrize("command", ["predict", "advise"])
+def test_predict_says_when_the_batch_record_was_refused(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding 2: a batch record the reader refuses (here nested too deeply) made
+    # predict and advise fall back to the shapes without a word: the refusal was
+    # only in summary's diagnostics, not in the commands that use the record.
+    run = copy_run("layers_cnn", tmp_path)
+    record = run / "localhost.batch.json"
+    record.write_bytes(
+        b'{"format":"traceparse.batch","version":1,"x":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    )
+    argv = [command, str(run)] + (["--batch", "64"] if command == "predict" else [])
+    code, _out, err = cli(capsys, *argv)
+    no_internal_error(code, err)
+    warned = [line for line in err.splitlines() if str(record) in line]
+    assert len(warned) == 1 and "nested too deeply" in warned[0], err
+    # Given --from-batch, the record is not used and not mentioned.
+    code, _out, err = cli(capsys, *argv, "--from-batch", "32")
+    assert code == 0 and str(record) not in err, err
