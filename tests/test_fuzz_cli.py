@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from conftest import FIXTURES
 from fuzz.cli_cases import COMMANDS, make_cli_case
 from fuzz.harness import exercise_cli
+from helpers.space import SpaceBuilder, alloc, free
 
 import traceparse
 from traceparse.cli.app import main
@@ -93,3 +95,29 @@ def test_predict_says_when_the_batch_record_was_refused(
     # Given --from-batch, the record is not used and not mentioned.
     code, _out, err = cli(capsys, *argv, "--from-batch", "32")
     assert code == 0 and str(record) not in err, err
+
+
+# Bidi overrides and isolates, C1 controls, the Unicode line separators: what a
+# terminal or an editor acts on instead of showing.
+UNSAFE_IN_TEXT = re.compile("[\x80-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+@pytest.mark.parametrize("command", ["ops", "layers", "summary", "allocations", "oom"])
+def test_json_on_stdout_escapes_what_a_terminal_would_obey(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding 3: `--format json` wrote op names as they were, so a name holding
+    # U+202E reordered the line on the reader's terminal (tables escape it). JSON
+    # spells such characters \uXXXX with the same meaning.
+    name = "model/\u202edense\u2028x/\x85MatMul"
+    b = SpaceBuilder()
+    line = b.line()
+    alloc(b, line, 1_000, 0x10, 4096, 4096, tf_op=name, shape="[32,32]")
+    free(b, line, 9_000, 0x10, 4096, 0)
+    run = tmp_path / "logs" / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "h.xplane.pb").write_bytes(b.space.SerializeToString())
+    code, out, err = cli(capsys, command, str(run), "--format", "json")
+    assert code == 0, err
+    assert not UNSAFE_IN_TEXT.search(out), repr(UNSAFE_IN_TEXT.search(out))
+    assert name in json.dumps(json.loads(out), ensure_ascii=False)  # read back, the same
