@@ -10,6 +10,7 @@ never an internal error (benchmarks/FUZZ_RESULTS.md lists the findings).
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -121,3 +122,20 @@ def test_json_on_stdout_escapes_what_a_terminal_would_obey(
     assert code == 0, err
     assert not UNSAFE_IN_TEXT.search(out), repr(UNSAFE_IN_TEXT.search(out))
     assert name in json.dumps(json.loads(out), ensure_ascii=False)  # read back, the same
+
+
+def test_a_fifo_given_as_the_capture_is_called_a_fifo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding 4: a FIFO (or a device) named on the command line was called "a
+    # directory with no plugins/profile/ under it"; it is now read as the file it
+    # was given as, and the reader refuses it without opening it (no hang).
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    fifo = run / "h.xplane.pb"
+    os.mkfifo(fifo)
+    for path in (str(fifo), os.devnull):
+        code, _out, err = cli(capsys, "summary", path)
+        assert code == 3, err
+        (line,) = err.splitlines()
+        assert path in line and "not a regular file" in line and "directory" not in line, line

@@ -271,6 +271,7 @@ def fuzz_cli(args: argparse.Namespace) -> dict[str, Any]:
     from fuzz.cli_cases import COMMANDS, make_cli_case
 
     commands = tuple(args.command or COMMANDS)
+    slowest_case: dict[str, Any] = {}
     per_command: dict[str, collections.Counter[str]] = {}
     failures: dict[str, dict[str, Any]] = {}
     slowest = 0.0
@@ -287,7 +288,10 @@ def fuzz_cli(args: argparse.Namespace) -> dict[str, Any]:
             reply = worker_.run(json.dumps({"argv": case.argv, "root": tmp}))
         outcome = reply["outcome"] if reply["outcome"] != "failure" else "FAILURE"
         per_command.setdefault(case.command, collections.Counter())[outcome] += 1
-        slowest = max(slowest, float(reply.get("seconds", 0.0)))
+        seconds = float(reply.get("seconds", 0.0))
+        if seconds > slowest:
+            slowest_case = {"case": index, "argv": case.argv[:1], "damaged": case.damaged}
+        slowest = max(slowest, seconds)
         max_rss = max(max_rss, int(reply.get("max_rss", 0)))
         if reply["outcome"] == "failure":
             if not worker_.alive():
@@ -320,6 +324,7 @@ def fuzz_cli(args: argparse.Namespace) -> dict[str, Any]:
         "per_command": {name: dict(counts) for name, counts in sorted(per_command.items())},
         "failures": failures,
         "slowest_case_seconds": round(slowest, 3),
+        "slowest_case": slowest_case,
         "time_bound_seconds": args.timeout,
         "address_space_limit_mib": limit // 2**20,
         "max_rss_mib": max_rss // 2**20,
