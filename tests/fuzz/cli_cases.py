@@ -262,18 +262,28 @@ def _damage(rng: random.Random, path: Path) -> str:
     return f"{name}: {kind}"
 
 
-def _pick(rng: random.Random, values: list[str], valid: int) -> str:
-    """Mostly one of the first ``valid`` values, sometimes a hostile one."""
-    return rng.choice(values[:valid] if rng.random() < 0.6 else values)
+class _Picker:
+    """Draws argument values: one of the first ``valid`` of a list, or in a case of
+    hostile arguments (a third of them: valid ones let the damaged files reach
+    the analyses) half the time any."""
+
+    def __init__(self, rng: random.Random, hostile: bool) -> None:
+        self.rng, self.hostile = rng, hostile
+
+    def __call__(self, values: list[str], valid: int) -> str:
+        rng = self.rng
+        return rng.choice(values if self.hostile and rng.random() < 0.5 else values[:valid])
 
 
-def _arguments(rng: random.Random, command: str, a: str, b: str, out: Path) -> list[str]:
+def _arguments(
+    rng: random.Random, pick: _Picker, command: str, a: str, b: str, out: Path
+) -> list[str]:
     """The command line after the command's name (``out`` is a directory to write in)."""
     table_formats = ["table", "csv", "json", "parquet"]
     if command == "summary":
         argv = [a, "--format", rng.choice(["table", "json"])]
         if rng.random() < 0.3:
-            argv += ["--top", _pick(rng, HOSTILE_COUNTS, 5)]
+            argv += ["--top", pick(HOSTILE_COUNTS, 5)]
         return argv
     if command == "report":
         fmt = rng.choice(["md", "html", "json"])
@@ -285,9 +295,9 @@ def _arguments(rng: random.Random, command: str, a: str, b: str, out: Path) -> l
     if command == "check":
         argv = [a, "--format", rng.choice(["text", "json"]), "--junit", str(out / "junit.xml")]
         if rng.random() < 0.7:
-            argv += ["--max-peak", _pick(rng, HOSTILE_SIZES, 1)]
+            argv += ["--max-peak", pick(HOSTILE_SIZES, 1)]
         if rng.random() < 0.3:
-            argv += ["--max-utilisation", _pick(rng, HOSTILE_PERCENT, 1)]
+            argv += ["--max-utilisation", pick(HOSTILE_PERCENT, 1)]
         if rng.random() < 0.3:
             argv += ["--no-leaks"]
         if rng.random() < 0.3:
@@ -306,21 +316,21 @@ def _arguments(rng: random.Random, command: str, a: str, b: str, out: Path) -> l
         argv = [a, "--format", rng.choice(["table", "json"])]
         what = rng.random()
         if what < 0.4 or rng.random() < 0.3:
-            argv += ["--batch", _pick(rng, HOSTILE_COUNTS, 5)]
+            argv += ["--batch", pick(HOSTILE_COUNTS, 5)]
         if 0.4 <= what < 0.6 or rng.random() < 0.2:
-            argv += ["--precision", _pick(rng, PRECISIONS, 3)]
+            argv += ["--precision", pick(PRECISIONS, 3)]
         if 0.6 <= what < 0.8 or rng.random() < 0.2:
-            argv += ["--optimizer", _pick(rng, OPTIMIZERS, 8)]
+            argv += ["--optimizer", pick(OPTIMIZERS, 8)]
         if what >= 0.8 or rng.random() < 0.2:
-            argv += ["--remat", _pick(rng, REMATS, 2)]
+            argv += ["--remat", pick(REMATS, 2)]
         if rng.random() < 0.25:
-            argv += ["--from-batch", _pick(rng, HOSTILE_COUNTS, 5)]
+            argv += ["--from-batch", pick(HOSTILE_COUNTS, 5)]
         if rng.random() < 0.25:
             argv += ["--with", b]
             if rng.random() < 0.5:
-                argv += ["--with-batch", _pick(rng, HOSTILE_COUNTS, 5)]
+                argv += ["--with-batch", pick(HOSTILE_COUNTS, 5)]
         if rng.random() < 0.25:
-            argv += ["--capacity", _pick(rng, HOSTILE_SIZES, 1)]
+            argv += ["--capacity", pick(HOSTILE_SIZES, 1)]
         if rng.random() < 0.3:
             argv += ["-o", str(out / "predict.html")]
         return argv
@@ -330,9 +340,9 @@ def _arguments(rng: random.Random, command: str, a: str, b: str, out: Path) -> l
         if fmt in ("md", "html") or rng.random() < 0.2:
             argv += ["-o", str(out / f"advise.{fmt if fmt != 'table' else 'md'}")]
         if rng.random() < 0.3:
-            argv += ["--from-batch", _pick(rng, HOSTILE_COUNTS, 5)]
+            argv += ["--from-batch", pick(HOSTILE_COUNTS, 5)]
         if rng.random() < 0.2:
-            argv += ["--capacity", _pick(rng, HOSTILE_SIZES, 1)]
+            argv += ["--capacity", pick(HOSTILE_SIZES, 1)]
         return argv
     if command == "oom":
         return [a, "--format", rng.choice(["table", "json"])]
@@ -342,13 +352,13 @@ def _arguments(rng: random.Random, command: str, a: str, b: str, out: Path) -> l
     if fmt in ("csv", "parquet") or rng.random() < 0.2:
         argv += ["-o", str(out / f"{command}.{fmt if fmt != 'table' else 'txt'}")]
     if rng.random() < 0.3:
-        argv += ["--top", _pick(rng, HOSTILE_COUNTS, 5)]
+        argv += ["--top", pick(HOSTILE_COUNTS, 5)]
     extra = {
         "peak": [["--per-allocator"], ["--at", "peak"], ["--at", "end"], ["--at", "1e400s"]],
         "breakdown": [["--by", "role"], ["--by", "layer"], ["--by", "holder"], ["--by", "part"]],
         "allocations": [["--live"]],
-        "scopes": [["--depth", _pick(rng, HOSTILE_COUNTS, 5)], ["--as-written"]],
-        "layers": [["--by-replica"], ["--depth", _pick(rng, HOSTILE_COUNTS, 5)]],
+        "scopes": [["--depth", pick(HOSTILE_COUNTS, 5)], ["--as-written"]],
+        "layers": [["--by-replica"], ["--depth", pick(HOSTILE_COUNTS, 5)]],
         "lines": [["--stack"], ["--flame", str(out / "flame.html")]],
         "steps": [[]],
         "xla": [["--program", rng.choice(HOSTILE_TEXT)]],
@@ -381,6 +391,7 @@ def make_cli_case(rng: random.Random, root: Path, command: str | None = None) ->
     target = rng.choice(sidecars) if sidecars and rng.random() < 0.75 else rng.choice(files)
     damaged = _damage(rng, target) if rng.random() < 0.95 else "nothing"
     command = command or rng.choice(COMMANDS)
+    pick = _Picker(rng, rng.random() < 1 / 3)
     a = str(root / "a")
-    argv = [command, *_arguments(rng, command, a, str(root / "b"), root / "out")]
+    argv = [command, *_arguments(rng, pick, command, a, str(root / "b"), root / "out")]
     return CliCase(argv=argv, fixture=f"{fixture} (b: {other})", damaged=damaged, command=command)
