@@ -139,3 +139,32 @@ def test_a_fifo_given_as_the_capture_is_called_a_fifo(
         assert code == 3, err
         (line,) = err.splitlines()
         assert path in line and "not a regular file" in line and "directory" not in line, line
+
+
+def events_without_an_allocator(path: Path) -> Path:
+    """A capture whose allocator's events are joined by events naming no allocator
+    (what a damaged capture holds): the latter's capacity is unknown (NA)."""
+    b = SpaceBuilder()
+    line = b.line()
+    alloc(b, line, 1_000, 0x10, 4 * 4096, 4 * 4096, tf_op="dense/MatMul", shape="[4,1024]")
+    free(b, line, 9_000, 0x10, 4 * 4096, 0)
+    b.event(line, 1, 2_000, addr=0x20, requested_bytes=512, allocation_bytes=512)
+    run = path / "logs" / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "h.xplane.pb").write_bytes(b.space.SerializeToString())
+    return run
+
+
+@pytest.mark.parametrize("command", ["advise", "predict"])
+def test_an_allocator_of_unknown_capacity(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Finding 5: events naming no allocator have a capacity of NA; advise compared
+    # it with itself (`cap == cap`, a NaN test) and raised "boolean value of NA is
+    # ambiguous", an internal error.
+    run = events_without_an_allocator(tmp_path)
+    argv = [command, str(run), "--from-batch", "4"] + (
+        ["--batch", "8"] if command == "predict" else []
+    )
+    code, _out, err = cli(capsys, *argv)
+    no_internal_error(code, err)
