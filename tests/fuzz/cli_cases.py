@@ -354,14 +354,19 @@ def _arguments(
     if rng.random() < 0.3:
         argv += ["--top", pick(HOSTILE_COUNTS, 5)]
     extra = {
-        "peak": [["--per-allocator"], ["--at", "peak"], ["--at", "end"], ["--at", "1e400s"]],
+        "peak": [
+            ["--per-allocator"],
+            ["--at", "first"],
+            ["--at", "last"],
+            ["--at", "step", pick(HOSTILE_COUNTS, 3)],
+        ],
         "breakdown": [["--by", "role"], ["--by", "layer"], ["--by", "holder"], ["--by", "part"]],
         "allocations": [["--live"]],
         "scopes": [["--depth", pick(HOSTILE_COUNTS, 5)], ["--as-written"]],
         "layers": [["--by-replica"], ["--depth", pick(HOSTILE_COUNTS, 5)]],
         "lines": [["--stack"], ["--flame", str(out / "flame.html")]],
         "steps": [[]],
-        "xla": [["--program", rng.choice(HOSTILE_TEXT)]],
+        "xla": [["--program", rng.choice(HOSTILE_TEXT)] if pick.hostile else []],
         "ops": [["--reverse"]],
     }[command]
     if rng.random() < 0.6:
@@ -374,7 +379,8 @@ def make_cli_case(rng: random.Random, root: Path, command: str | None = None) ->
     and an output directory (``root/out``); return the command line over them."""
     names = list(POOL)
     fixture = rng.choices(names, [POOL[n] for n in names])[0]
-    other = rng.choice(names)
+    # Half the time b is the same program (diff, predict --with get past "another program").
+    other = fixture if rng.random() < 0.5 else rng.choice(names)
     a_run = root / "a" / "plugins" / "profile" / "run"
     b_run = root / "b" / "plugins" / "profile" / "run"
     shutil.copytree(_run_dir(fixture), a_run)
