@@ -353,7 +353,7 @@ def _arguments(
         argv += ["-o", str(out / f"{command}.{fmt if fmt != 'table' else 'txt'}")]
     if rng.random() < 0.3:
         argv += ["--top", pick(HOSTILE_COUNTS, 5)]
-    extra = {
+    extras: dict[str, list[list[str]]] = {
         "peak": [
             ["--per-allocator"],
             ["--at", "first"],
@@ -368,9 +368,9 @@ def _arguments(
         "steps": [[]],
         "xla": [["--program", rng.choice(HOSTILE_TEXT)] if pick.hostile else []],
         "ops": [["--reverse"]],
-    }[command]
+    }
     if rng.random() < 0.6:
-        argv += rng.choice(extra)
+        argv += rng.choice(extras[command])
     return argv
 
 
