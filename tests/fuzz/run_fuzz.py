@@ -74,25 +74,32 @@ def _where(exc: BaseException) -> str:
     return f"{Path(frame.filename).stem}.{frame.name}:{frame.lineno}"
 
 
-def worker(timeout: float, memory_mib: int) -> None:
+def worker(timeout: float, memory_mib: int, cli: bool = False) -> None:
     """Read case paths from stdin (one per line), answer one JSON line each."""
-    from fuzz.harness import exercise
+    from fuzz.harness import exercise, exercise_cli
     from fuzz.mutations import FIXTURES
 
     # One real capture first, so the lazy imports (plots, reports) are in the
     # baseline and the limit is what a case itself may use.
     exercise(FIXTURES / "leak")
+    if cli:
+        with tempfile.TemporaryDirectory(prefix="traceparse-warm-") as warm:
+            (Path(warm) / "out").mkdir()
+            exercise_cli(["summary", str(FIXTURES / "leak")], Path(warm))
     limit = _vm_size() + memory_mib * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _on_alarm)
     print(json.dumps({"ready": True, "address_space_limit": limit}), flush=True)
     for line in sys.stdin:
-        path = Path(line.strip())
         started = time.perf_counter()
         reply: dict[str, Any]
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            reply = {"outcome": exercise(path)}
+            if line.startswith("{"):  # a command line (--cli): {"argv": [...], "root": DIR}
+                request = json.loads(line)
+                reply = {"outcome": exercise_cli(request["argv"], Path(request["root"]))}
+            else:
+                reply = {"outcome": exercise(Path(line.strip()))}
         except CaseTimeout:
             reply = {"outcome": "failure", "type": "Timeout", "where": "-", "message": ""}
         except BaseException as exc:  # everything else is what we are looking for
@@ -114,7 +121,7 @@ def worker(timeout: float, memory_mib: int) -> None:
 
 
 class Worker:
-    def __init__(self, timeout: float, memory_mib: int) -> None:
+    def __init__(self, timeout: float, memory_mib: int, cli: bool = False) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         env["MPLBACKEND"] = "Agg"
         self.timeout = timeout
@@ -127,6 +134,7 @@ class Worker:
                 str(timeout),
                 "--memory-mib",
                 str(memory_mib),
+                *(["--cli"] if cli else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -146,7 +154,8 @@ class Worker:
         line = self.proc.stdout.readline()
         return dict(json.loads(line)) if line else None
 
-    def run(self, path: Path) -> dict[str, Any]:
+    def run(self, path: Path | str) -> dict[str, Any]:
+        """Run one case: a capture's path, or a command line as a JSON line."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(f"{path}\n")
@@ -257,6 +266,71 @@ def fuzz(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def fuzz_cli(args: argparse.Namespace) -> dict[str, Any]:
+    """--cli: each case a damaged run directory and one command over it."""
+    from fuzz.cli_cases import COMMANDS, make_cli_case
+
+    commands = tuple(args.command or COMMANDS)
+    slowest_case: dict[str, Any] = {}
+    per_command: dict[str, collections.Counter[str]] = {}
+    failures: dict[str, dict[str, Any]] = {}
+    slowest = 0.0
+    max_rss = 0
+    started = time.monotonic()
+    worker_ = Worker(args.timeout, args.memory_mib, cli=True)
+    limit = worker_.limit
+    for index in range(args.first, args.first + args.cases):
+        if not worker_.alive():
+            worker_ = Worker(args.timeout, args.memory_mib, cli=True)
+        rng = random.Random(f"{args.seed}:{index}")
+        with tempfile.TemporaryDirectory(prefix="traceparse-fuzz-cli-") as tmp:
+            case = make_cli_case(rng, Path(tmp), rng.choice(commands))
+            reply = worker_.run(json.dumps({"argv": case.argv, "root": tmp}))
+        outcome = reply["outcome"] if reply["outcome"] != "failure" else "FAILURE"
+        per_command.setdefault(case.command, collections.Counter())[outcome] += 1
+        seconds = float(reply.get("seconds", 0.0))
+        if seconds > slowest:
+            slowest_case = {"case": index, "argv": case.argv[:1], "damaged": case.damaged}
+        slowest = max(slowest, seconds)
+        max_rss = max(max_rss, int(reply.get("max_rss", 0)))
+        if reply["outcome"] == "failure":
+            if not worker_.alive():
+                worker_ = Worker(args.timeout, args.memory_mib, cli=True)
+            signature = f"{case.command}: {_signature(reply)}"
+            info = {
+                "seed": args.seed,
+                "case": index,
+                "argv": [a.replace(tmp, "$CASE") for a in case.argv],
+                "fixture": case.fixture,
+                "damaged": case.damaged,
+                "message": reply.get("message", "")[:500],
+            }
+            entry = failures.setdefault(signature, {"count": 0, "first": info})
+            entry["count"] += 1
+            if entry["count"] == 1:
+                said = f"{info['damaged']}: {info['message'][:200]}"
+                print(f"case {index}: {signature}: {said}", flush=True)
+        done = index - args.first + 1
+        if done % args.every == 0:
+            rate = done / (time.monotonic() - started)
+            print(f"{done} cases ({rate:.1f}/s); {len(failures)} distinct failures", flush=True)
+    worker_.close()
+    return {
+        "mode": "cli",
+        "cases": args.cases,
+        "seed": args.seed,
+        "first": args.first,
+        "seconds": round(time.monotonic() - started, 1),
+        "per_command": {name: dict(counts) for name, counts in sorted(per_command.items())},
+        "failures": failures,
+        "slowest_case_seconds": round(slowest, 3),
+        "slowest_case": slowest_case,
+        "time_bound_seconds": args.timeout,
+        "address_space_limit_mib": limit // 2**20,
+        "max_rss_mib": max_rss // 2**20,
+    }
+
+
 def replay(args: argparse.Namespace) -> dict[str, Any]:
     files = sorted(p for p in Path(args.replay).iterdir() if p.name.endswith(SUFFIXES))
     worker_ = Worker(args.timeout, args.memory_mib)
@@ -286,12 +360,22 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=500, help="progress line every N cases")
     parser.add_argument("--report", type=Path, help="write the figures here as JSON")
     parser.add_argument("--replay", type=Path, help="run a corpus directory instead")
+    parser.add_argument(
+        "--cli",
+        action="store_true",
+        help="run the commands over damaged run directories (fuzz/cli_cases.py) instead",
+    )
+    parser.add_argument(
+        "--command",
+        action="append",
+        help="with --cli: only this command (repeat for more)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.timeout, args.memory_mib)
+        worker(args.timeout, args.memory_mib, args.cli)
         return 0
-    result = replay(args) if args.replay else fuzz(args)
+    result = replay(args) if args.replay else fuzz_cli(args) if args.cli else fuzz(args)
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.report:

@@ -824,8 +824,10 @@ def advice(
     facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch
     base = predictor.bounds(batch)
+    # A capacity the capture does not give is NA (events naming no allocator): None here.
     capacities = {
-        (row.host, row.allocator): row.capacity_bytes for row in predictor.base.peak.itertuples()
+        (row.host, row.allocator): None if pd.isna(row.capacity_bytes) else row.capacity_bytes
+        for row in predictor.base.peak.itertuples()
     }
     rows: list[dict[str, Any]] = []
     for change in candidates(facts):

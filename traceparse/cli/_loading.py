@@ -72,3 +72,14 @@ def load_baseline(path: str, term: Terminal) -> Baseline:
             term.warn(note)
         return baseline
     return baseline_of(load_newest(path, term))
+
+
+def warn_refused_batch(profile: Profile, term: Terminal) -> None:
+    """Say, on stderr, why a batch record beside the capture was not used: a command
+    that predicts from the batch falls back to the shapes, and would otherwise do
+    so without a word (the diagnostic was only in summary's list)."""
+    from traceparse.core.sidecars import BATCH
+
+    for note in profile.diagnostics():
+        if f"{BATCH.suffix}: " in note:
+            term.warn(note)

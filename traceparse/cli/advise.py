@@ -62,7 +62,7 @@ class AdviseCommand(Command):
         )
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.cli._loading import load_newest
+        from traceparse.cli._loading import load_newest, warn_refused_batch
         from traceparse.core.profile import predictor_of
         from traceparse.errors import UsageError
         from traceparse.output.export import write_output
@@ -71,6 +71,8 @@ class AdviseCommand(Command):
         from traceparse.report.whatif import whatif_html, whatif_markdown
 
         profile = load_newest(args.path, term)
+        if args.from_batch is None:
+            warn_refused_batch(profile, term)
         predictor = predictor_of(profile, None, args.from_batch)
         keys = [k for k in predictor.rows if args.allocator in (None, str(k[1]))]
         if not keys:

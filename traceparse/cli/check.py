@@ -229,6 +229,8 @@ class CheckCommand(Command):
     ) -> int:
         results = verdict.results
         if args.format == "json":
+            from traceparse.output.jsonvalues import inert
+
             data = {
                 "schema_version": CHECK_SCHEMA_VERSION,
                 "source": args.path,
@@ -237,7 +239,7 @@ class CheckCommand(Command):
                 "verdict": verdict.line,
                 "results": [r.to_dict() for r in results],
             }
-            term.raw(json.dumps(data, indent=2, ensure_ascii=False))
+            term.raw(inert(json.dumps(data, indent=2, ensure_ascii=False)))
         else:
             for result in results:
                 if result.failed:

@@ -55,6 +55,7 @@ class OomCommand(Command):
         from traceparse.cli._failure_view import print_failure_detail
         from traceparse.cli._loading import load_each
         from traceparse.output.export import json_default, write_output
+        from traceparse.output.jsonvalues import inert
         from traceparse.output.terminal import Terminal
 
         profiles = load_each(args.paths, term)
@@ -62,7 +63,8 @@ class OomCommand(Command):
             from traceparse.cli._json import failures_as_dicts
 
             data = failures_as_dicts(profiles)
-            text = json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
+            text = inert(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
+            text += "\n"
             write_output(text, args.output)
             return 0
         buffer = io.StringIO() if args.output else None

@@ -132,13 +132,17 @@ class PredictCommand(Command):
         import pandas as pd
 
         from traceparse.analysis.predict_capacity import capacity_fit
-        from traceparse.cli._loading import load_newest
+        from traceparse.cli._loading import load_newest, warn_refused_batch
         from traceparse.core.profile import predictor_of
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 
         profile = load_newest(args.path, term)
         other = load_newest(args.other, term) if args.other else None
+        if args.from_batch is None:
+            warn_refused_batch(profile, term)
+        if other is not None and args.with_batch is None:
+            warn_refused_batch(other, term)
         if args.with_batch is not None and other is None:
             raise UsageError("--with-batch needs --with OTHER")
         changed = any(v is not None for v in (args.precision, args.optimizer, args.remat))

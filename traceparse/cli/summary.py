@@ -62,13 +62,15 @@ class SummaryCommand(Command):
         from traceparse.cli._loading import load_each
         from traceparse.cli._summary_view import print_summaries
         from traceparse.output.export import format_from_path, json_default, write_output
+        from traceparse.output.jsonvalues import inert
         from traceparse.output.terminal import Terminal
 
         fmt = args.format or ("json" if format_from_path(args.output) == "json" else "table")
         profiles = load_each(args.paths, term)
         if fmt == "json":
             data = summaries_as_dicts(profiles)
-            text = json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
+            text = inert(json.dumps(data, indent=2, ensure_ascii=False, default=json_default))
+            text += "\n"
             write_output(text, args.output)
         elif args.output:
             buffer = io.StringIO()

@@ -164,7 +164,11 @@ def _record(row: Any, index: int) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    # A lone surrogate (json.dumps' spelling of a name from a non-UTF-8 path, PEP 383)
+    # becomes its backslash escape: no UTF-8 writer (pyarrow, a page) can encode it.
+    if not isinstance(value, str):
+        return None
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _memory_info(value: Any) -> dict[str, dict[str, dict[str, int]]]:

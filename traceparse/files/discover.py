@@ -129,7 +129,9 @@ def find_captures(path: str | os.PathLike[str]) -> list[CaptureFile]:
                 "(…/plugins/profile/<run>) or an .xplane.pb file",
                 text,
             )
-        is_file = os.path.isfile(text)
+        # Anything but a directory is the file it was given as: a FIFO or a device
+        # is then refused by the reader as what it is, not walked as an empty tree.
+        is_file = not os.path.isdir(text)
         denied: list[str] = []
         files = [text] if is_file else sorted(_walk(text, denied))
         if not files and denied:
@@ -315,7 +317,11 @@ def _read_local(path: str, limit: int, releasable: bool) -> bytes | mmap.mmap:
                 # At most one byte past the size it had: a file that is still growing
                 # cannot take the read past the limit (the caller's check catches it).
                 return handle.read(info.st_size + 1)
-    raise InputError(f"{path}: not a regular file ({kind}); point at the file itself", path)
+    raise InputError(
+        f"{path}: not a regular file ({kind}); traceparse reads files only: "
+        "copy the capture to a file and give that",
+        path,
+    )
 
 
 def _read_mapped(handle: io.BufferedReader, size: int) -> bytes | mmap.mmap:

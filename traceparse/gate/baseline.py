@@ -153,7 +153,9 @@ class Baseline:
         )
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        from traceparse.output.jsonvalues import inert
+
+        return inert(json.dumps(self.to_dict(), indent=2, ensure_ascii=False)) + "\n"
 
     @classmethod
     def from_json(cls, text: str, path: str | None = None) -> Baseline:

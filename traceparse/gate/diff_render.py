@@ -191,4 +191,6 @@ def diff_json(
         "after": after,
         "allocators": [d.to_dict() for d in diffs],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    from traceparse.output.jsonvalues import inert
+
+    return inert(json.dumps(data, indent=2, ensure_ascii=False)) + "\n"

@@ -19,13 +19,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["dumps", "json_default", "json_records", "json_value"]
+# Never JSON syntax (which is printable ASCII), so only ever inside a string, where
+# \uXXXX means the same.
+_UNSAFE_IN_JSON = re.compile(
+    "[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+__all__ = ["dumps", "inert", "json_default", "json_records", "json_value"]
 
 
 def json_value(value: Any) -> Any:
@@ -87,5 +94,15 @@ def json_default(value: Any) -> Any:
 
 
 def dumps(data: Any, *, indent: int | None = 2) -> str:
-    """``data`` as JSON text (UTF-8, no NaN), every value through :func:`json_value`."""
-    return json.dumps(json_value(data), indent=indent, ensure_ascii=False, allow_nan=False)
+    """``data`` as JSON text (UTF-8, no NaN), every value through :func:`json_value`.
+
+    What a terminal or editor would act on rather than show (C1 controls, bidi
+    overrides, line separators, lone surrogates; json.dumps escapes C0 itself) is
+    written as ``\\uXXXX``: the same string to a JSON reader, inert on a screen."""
+    return inert(json.dumps(json_value(data), indent=indent, ensure_ascii=False, allow_nan=False))
+
+
+def inert(text: str) -> str:
+    """JSON text with what a terminal would obey inside its strings written as
+    ``\\uXXXX`` (see :func:`dumps`), for the writers that call json.dumps themselves."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -137,8 +137,9 @@ def _profile(profile: ProfileView) -> str:
         )
     if profile.diagnostics:
         parts.append(_diagnostics(profile.diagnostics))
+    charted = _charted(profile.allocators)
     for allocator in profile.allocators:
-        parts.append(_allocator(profile, allocator))
+        parts.append(_allocator(profile, allocator, charts=id(allocator) in charted))
     # Issue 50: what would save memory, where the capture gives a batch size.
     whatif = html_whatif(profile.profile)
     if whatif:
@@ -152,14 +153,37 @@ def _diagnostics(notes: Sequence[str]) -> str:
     return f'<ul class="diagnostics">{items}</ul>'
 
 
-def _allocator(profile: ProfileView, a: AllocatorView) -> str:
+# Charts cost about a quarter of a second per allocator (matplotlib); a capture
+# has one allocator per device and a few for the host, so a few dozen at most for
+# a run of several hosts. A damaged capture can name thousands: beyond this many,
+# the allocators with the smaller peaks get their tables but no charts.
+MAX_CHARTED_ALLOCATORS = 32
+
+
+def _charted(allocators: Sequence[AllocatorView]) -> set[int]:
+    """The ids of the allocators drawn: the MAX_CHARTED_ALLOCATORS largest peaks."""
+    if len(allocators) <= MAX_CHARTED_ALLOCATORS:
+        return {id(a) for a in allocators}
+    ranked = sorted(allocators, key=lambda a: -(_int(a.summary.peak_bytes) or 0))
+    return {id(a) for a in ranked[:MAX_CHARTED_ALLOCATORS]}
+
+
+def _allocator(profile: ProfileView, a: AllocatorView, *, charts: bool = True) -> str:
+    drawn = (
+        [_charts(profile, a), _flame(profile, a)]  # flame: report/flame.py; docs/sources.md
+        if charts
+        else [
+            f'<p class="note">No charts for this allocator: the run has '
+            f"{len(profile.allocators):,} allocators, and the "
+            f"{MAX_CHARTED_ALLOCATORS} with the largest peaks are drawn.</p>"
+        ]
+    )
     parts = [
         f'<section class="allocator" id="{esc(a.anchor)}">',
         f"<h3><code>{esc(a.host)}</code> · <code>{esc(a.allocator)}</code></h3>",
         f'<p class="headline">{esc(a.headline)}</p>',
         _cards(a),
-        _charts(profile, a),
-        _flame(profile, a),  # source lines (report/flame.py; docs/sources.md)
+        *drawn,
     ]
     for table in a.tables:
         parts.append(_table(table))
