@@ -9,9 +9,9 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.predict import replicas
-from traceparse.analysis.predict_fit import match_keys, program_names, same_host
-from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.analysis.predict.fit import match_keys, program_names, same_host
+from traceparse.analysis.predict.predictor import replicas
+from traceparse.analysis.predict.workspace import feature_maps, filter_shapes, winograd_fixed
 from traceparse.errors import UsageError
 
 

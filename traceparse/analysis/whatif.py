@@ -39,9 +39,8 @@ from traceparse.analysis.layer_names import (
 )
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
-from traceparse.analysis.predict import Predictor
-from traceparse.analysis.predict_batch import dims
-from traceparse.analysis.predict_replay import Replayed
+from traceparse.analysis.predict import Predictor, Replayed
+from traceparse.analysis.predict.batch import dims
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
@@ -772,7 +771,7 @@ def advice(predictor: Predictor, keys: list[Key], capacity: int | None) -> list[
     bounds at the captured batch, bytes saved against the capture, its cost, and
     the largest batch that fits ``capacity`` (default: the allocator's), ranked by
     bytes saved (largest first) per allocator."""
-    from traceparse.analysis.predict_capacity import capacity_fit
+    from traceparse.analysis.predict import capacity_fit
 
     facts = facts_of(predictor)
     batch = predictor.batch

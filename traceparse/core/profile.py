@@ -735,7 +735,7 @@ class Profile:
             predictor = predictor_of(self)
         except UsageError:
             return {}
-        from traceparse.analysis.predict_capacity import report_curves
+        from traceparse.analysis.predict import report_curves
 
         return report_curves(predictor)
 
@@ -820,7 +820,7 @@ class Profile:
                     strict=True,
                 )
             )
-            from traceparse.analysis.predict_xla import slab_spans
+            from traceparse.analysis.predict.xla import slab_spans
 
             fill = slab_spans(self._xla.programs, wanted)
         from traceparse.analysis.predict import Capture
@@ -919,7 +919,7 @@ def checked_batch(value: object, what: str = "batch_size") -> int:
         raise TypeError(f"{what} must be a whole number, not {value!r}")
     number = int(value)
     # Imported here, as the predictors are: the summary never loads prediction.
-    from traceparse.analysis.predict_capacity import MAX_BATCH
+    from traceparse.analysis.predict import MAX_BATCH
 
     if not 1 <= number <= MAX_BATCH:
         shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
@@ -980,7 +980,7 @@ def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
     """The share of ``profile``'s requested bytes made by (allocator, op) pairs
     ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
     ``program_names``), and up to three of the largest that it lacks."""
-    from traceparse.analysis.predict_fit import program_names  # prediction only when asked
+    from traceparse.analysis.predict.fit import program_names  # prediction only when asked
 
     a, b = profile.allocations, other.allocations
     if a.empty:

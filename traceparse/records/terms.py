@@ -7,8 +7,7 @@ from traceparse.analysis.failure import Failure
 from traceparse.analysis.layer_names import EXPLICIT_ROWS
 from traceparse.analysis.leaks import MIN_STEPS, LeakReport
 from traceparse.analysis.optimizers import OPTIMIZER_NAMES
-from traceparse.analysis.predict import POOLED_BELOW
-from traceparse.analysis.predict_capacity import MAX_BATCH, Fit
+from traceparse.analysis.predict import MAX_BATCH, POOLED_BELOW, Fit
 from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.steps import STEP_ID
 

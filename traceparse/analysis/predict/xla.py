@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict_batch import HLO, Sizing, _per_example, dims, grows
+from traceparse.analysis.predict.batch import HLO, Sizing, _per_example, dims, grows
 from traceparse.analysis.xla import _in_place, _intervals
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import allocation_kind
