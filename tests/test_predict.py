@@ -332,7 +332,7 @@ def test_the_batch_read_off_real_captures(name: str) -> None:
 def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
     from types import SimpleNamespace
 
-    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER_UPDATE
+    from traceparse.analysis.naming import ACTIVATION, OPTIMIZER_UPDATE
     from traceparse.analysis.predict.predictor import weight_shapes
 
     # An embedding's gradient rows [64 x 80, 64] squared by Adam beside the lookup's

@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, run_traceparse
 
 import traceparse
-from traceparse.analysis.layer_names import ACTIVATION, GRADIENT, OPTIMIZER_UPDATE
+from traceparse.analysis.naming import ACTIVATION, GRADIENT, OPTIMIZER_UPDATE
 from traceparse.analysis.whatif import (
     HALF,
     SLOTS,

@@ -73,6 +73,11 @@ def __getattr__(name: str) -> Any:
 # answers for every old name, so no file stands at an old path.
 MOVED_MODULES = {
     "traceparse.analysis.bfc": "traceparse.analysis.predict.bfc",
+    "traceparse.analysis.layer_generation": "traceparse.analysis.naming.generations",
+    "traceparse.analysis.layer_names": "traceparse.analysis.naming.layers",
+    "traceparse.analysis.layer_owners": "traceparse.analysis.naming.owners",
+    "traceparse.analysis.layer_stacks": "traceparse.analysis.naming.stacks",
+    "traceparse.analysis.optimizers": "traceparse.analysis.naming.optimizers",
     "traceparse.analysis.predict_batch": "traceparse.analysis.predict.batch",
     "traceparse.analysis.predict_bfc": "traceparse.analysis.predict.simulate",
     "traceparse.analysis.predict_capacity": "traceparse.analysis.predict.capacity",
@@ -81,6 +86,8 @@ MOVED_MODULES = {
     "traceparse.analysis.predict_replay": "traceparse.analysis.predict.replay",
     "traceparse.analysis.predict_workspace": "traceparse.analysis.predict.workspace",
     "traceparse.analysis.predict_xla": "traceparse.analysis.predict.xla",
+    "traceparse.analysis.variable_match": "traceparse.analysis.naming.variables",
+    "traceparse.analysis.variable_slots": "traceparse.analysis.naming.variable_slots",
 }
 
 

@@ -46,7 +46,8 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.breakdown import place
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import first_rows, group_codes, group_sums
+from traceparse.analysis.naming import (
     ACTIVATION,
     EXPLICIT_ROWS,
     GRADIENT,
@@ -58,7 +59,6 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     layer_path,
 )
-from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 
 KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",

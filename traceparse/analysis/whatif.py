@@ -28,17 +28,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.analysis.naming import (
     ACTIVATION,
     BEFORE_CAPTURE,
     GRADIENT,
+    OPTIMIZER_SCOPES,
     OPTIMIZER_STATE,
     OPTIMIZER_UPDATE,
     OTHER,
     UNKNOWN,
 )
-from traceparse.analysis.liveness import STILL_LIVE
-from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
 from traceparse.analysis.predict import Predictor, Replayed
 from traceparse.analysis.predict.batch import dims
 from traceparse.errors import UsageError

@@ -24,18 +24,22 @@ from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.instant import instant_table
-from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
-from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_owners import (
-    gradient_shapes,
-    inventory_names,
-    known_names,
-    unique_weight_shapes,
-)
-from traceparse.analysis.layer_stacks import place_by_stack
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
+from traceparse.analysis.naming import (
+    KERAS3,
+    Generation,
+    KnownNames,
+    VariableMatch,
+    gradient_shapes,
+    inventory_names,
+    known_names,
+    match_variables,
+    place_by_stack,
+    read_generation,
+    unique_weight_shapes,
+)
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import (
     MOST_INSTANTS,
@@ -47,7 +51,6 @@ from traceparse.analysis.peak_repeats import (
 )
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
-from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.compat import called_or_read, moved

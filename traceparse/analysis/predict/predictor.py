@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.analysis.naming import (
     ACTIVATION,
     GRADIENT,
     OPTIMIZER_ROLES,
@@ -36,7 +37,6 @@ from traceparse.analysis.layer_names import (
     WEIGHT,
     KnownNames,
 )
-from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict.batch import (
     HLO,

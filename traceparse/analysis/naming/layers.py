@@ -43,8 +43,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
-from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
+from traceparse.analysis.naming.generations import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
+from traceparse.analysis.naming.optimizers import OPTIMIZER_SCOPES
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"

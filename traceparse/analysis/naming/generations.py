@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from traceparse.analysis.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
+from traceparse.analysis.naming.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
 
 KERAS3 = "keras 3"
 KERAS2 = "keras 2"

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_generation import Generation, read_generation
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming.generations import Generation, read_generation
+from traceparse.analysis.naming.layers import (
     ACTIVATION,
     GRADIENT,
     NO_LAYER,
