@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     import traceparse
-    from traceparse.analysis.predict_capacity import capacity_fit
+    from traceparse.analysis.predict import capacity_fit
     from traceparse.core.profile import predictor_of
 
     rows, fits = [], []
@@ -448,7 +448,7 @@ def _model_markdown(models: list[str]) -> str:
     import traceparse
     from traceparse.analysis.liveness import held_bytes
     from traceparse.analysis.peak import in_use
-    from traceparse.analysis.predict_bfc import simulate
+    from traceparse.analysis.predict.simulate import simulate
     from traceparse.core.profile import predictor_of
 
     lines = [
@@ -503,7 +503,7 @@ def _model_markdown(models: list[str]) -> str:
 def _model_speed() -> tuple[int, float]:
     import numpy as np
 
-    from traceparse.analysis.predict_bfc import ALLOC, FREE, Program, simulate
+    from traceparse.analysis.predict.simulate import ALLOC, FREE, Program, simulate
 
     rng = np.random.default_rng(0)
     n = 500_000
@@ -531,7 +531,7 @@ def _model_speed() -> tuple[int, float]:
 
 
 def _bounds(predictor, key, batch):  # type: ignore[no-untyped-def]
-    from traceparse.analysis.predict_capacity import curve
+    from traceparse.analysis.predict import curve
 
     row = curve(predictor, key, [batch]).iloc[0]
     return int(row["peak_bytes"]), int(row["low_bytes"]), int(row["high_bytes"])

@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 from predict_protocol import DEV_GPU, GPU_ALLOCATOR, fixture_runs, load  # noqa: E402
 
 from traceparse.analysis.liveness import held_bytes, requested_or_held  # noqa: E402
-from traceparse.analysis.predict_replay import live_at, rounded  # noqa: E402
+from traceparse.analysis.predict.replay import live_at, rounded  # noqa: E402
 
 MIB = 2**20
 _KNOWN_MODELS = ("alex_net", "model")

@@ -16,7 +16,7 @@ from helpers.trace import GPU, alloc, free, profile_of
 import traceparse
 from traceparse.analysis import layers_table
 from traceparse.analysis.breakdown import breakdown_table
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming import (
     ACTIVATION,
     BEFORE_CAPTURE,
     GRADIENT,
@@ -26,9 +26,10 @@ from traceparse.analysis.layer_names import (
     OPTIMIZER_UPDATE,
     OTHER,
     KnownNames,
+    known_names,
     place_op,
+    unique_weight_shapes,
 )
-from traceparse.analysis.layer_owners import known_names, unique_weight_shapes
 from traceparse.analysis.xla_live import slab_frame
 from traceparse.core.profile import Profile
 

@@ -16,24 +16,24 @@ from conftest import FIXTURES, MANIFEST, run_traceparse
 from helpers.trace import GPU, alloc, profile_of
 
 import traceparse
-from traceparse.analysis.layer_generation import (
-    ESTIMATOR,
-    KERAS2,
-    KERAS3,
-    TF1,
-    read_generation,
-)
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming import (
     EXPLICIT_ROWS,
     GRADIENT,
     NO_LAYER,
     OPTIMIZER_UNASSIGNED,
     OPTIMIZER_UPDATE,
     KnownNames,
+    known_names,
     layer_path,
     place_op,
 )
-from traceparse.analysis.layer_owners import known_names
+from traceparse.analysis.naming.generations import (
+    ESTIMATOR,
+    KERAS2,
+    KERAS3,
+    TF1,
+    read_generation,
+)
 from traceparse.core.profile import Profile
 from traceparse.errors import UsageError
 

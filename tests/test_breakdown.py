@@ -15,7 +15,7 @@ from helpers.trace import GPU, alloc, free, profile_of
 import traceparse
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.breakdown import HOLDERS, INSIDE
-from traceparse.analysis.layer_names import ROLES
+from traceparse.analysis.naming.layers import ROLES
 from traceparse.analysis.rollups import scope_of
 from traceparse.core.profile import Profile
 

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from traceparse.analysis import leaks
-from traceparse.analysis.layer_generation import KERAS3, read_generation
-from traceparse.analysis.layer_names import OPTIMIZER_SCOPES
-from traceparse.analysis.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS, OPTIMIZER_NAMES
+from traceparse.analysis.naming import KERAS3, OPTIMIZER_SCOPES, read_generation
+from traceparse.analysis.naming.optimizers import (
+    KERAS2_OPTIMIZERS,
+    KERAS3_OPTIMIZERS,
+    OPTIMIZER_NAMES,
+)
 from traceparse.analysis.predict import POOLED_BELOW
 from traceparse.output import units
 from traceparse.output.sentences import leak_reason

@@ -123,3 +123,34 @@ def test_the_layers_optimizer_bytes_column_is_read_with_a_warning(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(table[table["layer"] != ""]["optimizer_state_bytes"]) == len(table)
+
+
+def test_a_moved_module_imports_from_its_old_path_with_a_warning() -> None:
+    """Every module moved into analysis/predict/ (and analysis/naming/) keeps its old
+    dotted name for a release: the same module object, a warning naming the new
+    home and blaming the importing line, and silence on the new path."""
+    from traceparse.analysis import MOVED_MODULES
+
+    assert MOVED_MODULES, "the alias table is empty"
+    for old, new in MOVED_MODULES.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert module.__name__ == new and sys.modules[old] is module
+        moved = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+        assert [str(w.message).split(" moved to ")[1].split(";")[0] for w in moved] == [new]
+        assert moved[0].filename == __file__, (old, moved[0].filename)
+    # The import statement too, and a name from the old module answers.
+    sys.modules.pop("traceparse.analysis.predict_capacity", None)
+    with pytest.warns(DeprecationWarning, match=r"traceparse\.analysis\.predict\.capacity"):
+        from traceparse.analysis.predict_capacity import Fit
+    from traceparse.analysis.predict import Fit as new_fit
+
+    assert Fit is new_fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        importlib.import_module("traceparse.analysis.predict.simulate")
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("traceparse.analysis.predict_nothing")

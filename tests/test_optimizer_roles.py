@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.layer_names import OPTIMIZER_UNASSIGNED
+from traceparse.analysis.naming import OPTIMIZER_UNASSIGNED
 
 
 def _adam_temporaries(prof: traceparse.Profile) -> pd.DataFrame:

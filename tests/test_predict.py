@@ -17,7 +17,8 @@ import pytest
 from conftest import FIXTURES, MANIFEST
 
 import traceparse
-from traceparse.analysis.predict_batch import (
+from traceparse.analysis.predict import capacity_fit, curve
+from traceparse.analysis.predict.batch import (
     BATCH_DIM,
     FLATTENED,
     NO_BATCH_DIM,
@@ -29,8 +30,7 @@ from traceparse.analysis.predict_batch import (
     find_batch,
     sizing,
 )
-from traceparse.analysis.predict_capacity import capacity_fit, curve
-from traceparse.analysis.predict_replay import chunks
+from traceparse.analysis.predict.replay import chunks
 from traceparse.core.profile import predictor_of
 from traceparse.errors import UsageError
 
@@ -234,7 +234,7 @@ def test_one_capture_predicts_the_other(
 
 def test_two_captures_fit_each_request_exactly(eager: dict[int, traceparse.Profile]) -> None:
     from traceparse.analysis.predict import Predictor
-    from traceparse.analysis.predict_fit import match_keys
+    from traceparse.analysis.predict.fit import match_keys
 
     small, large = eager[128], eager[256]
     predictor = Predictor(small._prediction_input, None, large._prediction_input)
@@ -332,8 +332,8 @@ def test_the_batch_read_off_real_captures(name: str) -> None:
 def test_a_sparse_updates_rows_are_not_a_weights_shape() -> None:
     from types import SimpleNamespace
 
-    from traceparse.analysis.layer_names import ACTIVATION, OPTIMIZER_UPDATE
-    from traceparse.analysis.predict import weight_shapes
+    from traceparse.analysis.naming import ACTIVATION, OPTIMIZER_UPDATE
+    from traceparse.analysis.predict.predictor import weight_shapes
 
     # An embedding's gradient rows [64 x 80, 64] squared by Adam beside the lookup's
     # [64,80,64]: with a sparse update in the step they are not a weight's shape.
@@ -447,7 +447,7 @@ def test_compiled_breakdown_opens_the_slab_into_layers(
 
 
 def test_scratch_buffers_are_sized_by_their_mechanism() -> None:
-    from traceparse.analysis.predict_batch import (
+    from traceparse.analysis.predict.batch import (
         BLAS_WORKSPACE,
         CONV_WORKSPACE,
         SCRATCH_KEPT,

@@ -17,10 +17,16 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.bfc import BFC, FIRST_REGION, MAX_INTERNAL_FRAGMENTATION, rounded_bytes
 from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
-from traceparse.analysis.predict_bfc import (
+from traceparse.analysis.predict.bfc import (
+    BFC,
+    FIRST_REGION,
+    MAX_INTERNAL_FRAGMENTATION,
+    rounded_bytes,
+)
+from traceparse.analysis.predict.replay import groups
+from traceparse.analysis.predict.simulate import (
     ALLOC,
     FREE,
     Program,
@@ -29,7 +35,6 @@ from traceparse.analysis.predict_bfc import (
     programs,
     simulate,
 )
-from traceparse.analysis.predict_replay import groups
 from traceparse.core.profile import predictor_of
 
 MiB = 1 << 20

@@ -21,9 +21,10 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.bfc import FIRST_REGION, GRANULE, MAX_INTERNAL_FRAGMENTATION
 from traceparse.analysis.liveness import requested_or_held
-from traceparse.analysis.predict_bfc import (
+from traceparse.analysis.predict.bfc import FIRST_REGION, GRANULE, MAX_INTERNAL_FRAGMENTATION
+from traceparse.analysis.predict.replay import groups
+from traceparse.analysis.predict.simulate import (
     ALLOC,
     FREE,
     PREFREE,
@@ -33,7 +34,6 @@ from traceparse.analysis.predict_bfc import (
     simulate,
     simulate_python,
 )
-from traceparse.analysis.predict_replay import groups
 from traceparse.decode import native
 
 built = pytest.mark.skipif(

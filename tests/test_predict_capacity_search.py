@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.predict_capacity import (
+from traceparse.analysis.predict.capacity import (
     MAX_BATCH,
     REPORT_REPLAY_EVENTS,
     _largest,

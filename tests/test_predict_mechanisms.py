@@ -9,9 +9,9 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.predict import replicas
-from traceparse.analysis.predict_fit import match_keys, program_names, same_host
-from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.analysis.predict.fit import match_keys, program_names, same_host
+from traceparse.analysis.predict.predictor import replicas
+from traceparse.analysis.predict.workspace import feature_maps, filter_shapes, winograd_fixed
 from traceparse.errors import UsageError
 
 
@@ -131,7 +131,7 @@ def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example
     # vector ([384]: 6 per example) are no reshape of a batch-led tensor; a
     # Flatten of [64,6,6,256] ([64 x 9216]) and a fold of [64,6,6,256] into
     # [384,6,256] are.
-    from traceparse.analysis.predict_batch import FLATTENED, NO_BATCH_DIM, sizing
+    from traceparse.analysis.predict.batch import FLATTENED, NO_BATCH_DIM, sizing
 
     shapes = ["[64,4]", "[64,6,6,256]", "[256,96,5,5]", "[384]", "[589824]", "[384,6,256]"]
     frame = pd.DataFrame({"shape": shapes, "op": ["labels", "pool", "t", "bn", "flat", "fold"]})
@@ -147,7 +147,7 @@ def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example
 def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: int) -> None:
     # Every moment of the step, each with its largest growing allocation live then
     # left out (brute force over all moments): the low bound is the most of those.
-    from traceparse.analysis.predict_replay import live_at
+    from traceparse.analysis.predict.replay import live_at
     from traceparse.core.profile import predictor_of
 
     path = sorted((FIXTURES / name).rglob("*.xplane.pb"))[0]

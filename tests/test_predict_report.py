@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, run_traceparse
 
 import traceparse
-from traceparse.analysis.predict_capacity import capacity_fit
+from traceparse.analysis.predict import capacity_fit
 from traceparse.core.profile import predictor_of
 from traceparse.output.units import format_bytes
 from traceparse.report import render_html, render_json

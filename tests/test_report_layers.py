@@ -9,7 +9,7 @@ import pandas as pd
 from conftest import FIXTURES, run_traceparse
 
 import traceparse
-from traceparse.analysis.layer_names import BEFORE_CAPTURE
+from traceparse.analysis.naming import BEFORE_CAPTURE
 from traceparse.report import render_html, render_json, render_markdown
 
 VERSION = "0.0.0-test"

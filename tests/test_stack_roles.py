@@ -15,14 +15,14 @@ from conftest import FIXTURES
 
 import traceparse
 from traceparse.analysis.breakdown import in_capture
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming import (
     GRADIENT,
     NO_LAYER,
     OPTIMIZER_STATE,
     OPTIMIZER_UPDATE,
     UNKNOWN,
 )
-from traceparse.analysis.layer_stacks import place_by_stack, stack_roles
+from traceparse.analysis.naming.stacks import place_by_stack, stack_roles
 
 SITE = ".venv/lib/python3.11/site-packages"
 

@@ -17,7 +17,7 @@ from conftest import FIXTURES, MANIFEST
 from helpers.variables import assert_big, roles_at_peak
 
 from traceparse import load
-from traceparse.analysis.variable_match import (
+from traceparse.analysis.naming.variables import (
     ASSIGNED,
     CREATED,
     NAMED_COLUMNS,

@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, run_traceparse
 
 import traceparse
-from traceparse.analysis.layer_names import ACTIVATION, GRADIENT, OPTIMIZER_UPDATE
+from traceparse.analysis.naming import ACTIVATION, GRADIENT, OPTIMIZER_UPDATE
 from traceparse.analysis.whatif import (
     HALF,
     SLOTS,
@@ -294,7 +294,7 @@ def test_the_report_leaves_the_search_out_past_its_budget() -> None:
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
+    from traceparse.analysis.predict.capacity import REPORT_REPLAY_EVENTS
     from traceparse.records.whatif import SEARCH_REPLAYS, build_whatif, report_search
     from traceparse.report.whatif import html_whatif, markdown_whatif
 

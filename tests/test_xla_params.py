@@ -23,7 +23,7 @@ from helpers.xla import CPU, KiB, _profile, _program
 from traceparse import load
 from traceparse.analysis import PARTS
 from traceparse.analysis.breakdown import parameter_rows
-from traceparse.analysis.layer_names import KnownNames
+from traceparse.analysis.naming import KnownNames
 from traceparse.analysis.xla_params import MADE_INSIDE, NO_ALLOCATOR, NOT_RUN, SMALL
 from traceparse.report import render_json, render_markdown
 from traceparse.tables.variables import CPU_POOL_BYTES

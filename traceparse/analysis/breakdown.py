@@ -40,9 +40,9 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.attribution import counted_variables, split_bytes
-from traceparse.analysis.layer_generation import KERAS3
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming import (
     BEFORE_CAPTURE,
+    KERAS3,
     NO_LAYER,
     OPTIMIZER_ROLES,
     OPTIMIZER_UNASSIGNED,
@@ -51,16 +51,16 @@ from traceparse.analysis.layer_names import (
     UNKNOWN,
     XLA_SLAB,
     KnownNames,
+    VariableMatch,
+    covered_at,
     model_scopes,
+    named_at,
     optimizer_op_roles,
-    place_op,
-)
-from traceparse.analysis.layer_owners import (
     parameter_owners,
+    place_op,
     shape_key,
     variable_owner,
 )
-from traceparse.analysis.variable_match import VariableMatch, covered_at, named_at
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS
 

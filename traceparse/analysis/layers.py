@@ -34,7 +34,7 @@ with ``attribution`` and the summary by construction. At ``depth`` 2 or more a
 a layer, ``depth`` levels at most, ``layer_names.layer_path``); what a layer
 holds outside its nested layers (its own ops, its variables) keeps the
 layer's own path, so the rows still sum to the peak. The naming rules are in
-:mod:`traceparse.analysis.layer_names` and :mod:`traceparse.analysis.layer_owners`.
+:mod:`traceparse.analysis.naming.layers` and :mod:`traceparse.analysis.naming.owners`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.breakdown import place
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import first_rows, group_codes, group_sums
+from traceparse.analysis.naming import (
     ACTIVATION,
     EXPLICIT_ROWS,
     GRADIENT,
@@ -58,7 +59,6 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     layer_path,
 )
-from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 
 KIND_COLUMNS = {
     ACTIVATION: "activation_bytes",

@@ -29,20 +29,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.analysis.naming import (
     ACTIVATION,
     BEFORE_CAPTURE,
     GRADIENT,
+    OPTIMIZER_SCOPES,
     OPTIMIZER_STATE,
     OPTIMIZER_UPDATE,
     OTHER,
     UNKNOWN,
 )
-from traceparse.analysis.liveness import STILL_LIVE
-from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
-from traceparse.analysis.predict import Predictor
-from traceparse.analysis.predict_batch import dims
-from traceparse.analysis.predict_replay import Replayed
+from traceparse.analysis.predict import Predictor, Replayed
+from traceparse.analysis.predict.batch import dims
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
@@ -819,7 +818,7 @@ def advice(
     ``_largest``, from the captured batch, on the change's shared replays) without
     the two searches of the bounds and the breakdown at the batch it also makes,
     which no row shows: a third of the replays."""
-    from traceparse.analysis.predict_capacity import _largest, partial_point, replays_of
+    from traceparse.analysis.predict.capacity import _largest, partial_point, replays_of
 
     facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch

@@ -11,15 +11,14 @@ from traceparse.errors import UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceparse.analysis.predict import Predictor
-    from traceparse.analysis.predict_capacity import Fit
+    from traceparse.analysis.predict import Fit, Predictor
     from traceparse.output.terminal import Terminal
 
 
 def batch_type(text: str) -> int:
     """An argparse type: a batch size, a whole number from 1 to the largest the
     capacity search tries (``core.profile.checked_batch``)."""
-    from traceparse.analysis.predict_capacity import MAX_BATCH
+    from traceparse.analysis.predict import MAX_BATCH
 
     value = count_type(text)
     if not 1 <= value <= MAX_BATCH:
@@ -131,7 +130,7 @@ class PredictCommand(Command):
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         import pandas as pd
 
-        from traceparse.analysis.predict_capacity import capacity_fit
+        from traceparse.analysis.predict import capacity_fit
         from traceparse.cli._loading import load_newest, warn_refused_batch
         from traceparse.core.profile import predictor_of
         from traceparse.output import predict as words
@@ -185,7 +184,7 @@ class PredictCommand(Command):
         if args.output:
             _write_page(args.output, profile.path, predictor, table, fits)
         if args.format == "json":
-            from traceparse.analysis.predict_capacity import report_curves
+            from traceparse.analysis.predict import report_curves
             from traceparse.records.build import with_predictions
 
             keys = set(zip(table["host"].astype(str), table["allocator"].astype(str), strict=True))
@@ -203,7 +202,7 @@ def _write_page(
     """The HTML page: per allocator its prediction and the plot against the batch size."""
     import pandas as pd
 
-    from traceparse.analysis.predict_capacity import curve, plot_batches
+    from traceparse.analysis.predict import curve, plot_batches
     from traceparse.output.export import write_output
     from traceparse.report.predict import prediction_page, prediction_section
 

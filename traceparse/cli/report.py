@@ -81,7 +81,7 @@ def write(
     profiles: list[Profile], fmt: str, path: str | None, term: Terminal, *, top: int | None = None
 ) -> str:
     """Render (and with ``path`` write) a report, with a progress display."""
-    from traceparse.analysis.predict_capacity import REPLAY_PROGRESS
+    from traceparse.analysis.predict import REPLAY_PROGRESS
     from traceparse.report import write_report
 
     with term.progress(f"Writing the {fmt} report") as bar:

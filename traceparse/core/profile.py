@@ -24,18 +24,22 @@ from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.instant import instant_table
-from traceparse.analysis.layer_generation import KERAS3, Generation, read_generation
-from traceparse.analysis.layer_names import KnownNames
-from traceparse.analysis.layer_owners import (
-    gradient_shapes,
-    inventory_names,
-    known_names,
-    unique_weight_shapes,
-)
-from traceparse.analysis.layer_stacks import place_by_stack
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import STILL_LIVE, end_events
+from traceparse.analysis.naming import (
+    KERAS3,
+    Generation,
+    KnownNames,
+    VariableMatch,
+    gradient_shapes,
+    inventory_names,
+    known_names,
+    match_variables,
+    place_by_stack,
+    read_generation,
+    unique_weight_shapes,
+)
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import (
     MOST_INSTANTS,
@@ -47,7 +51,6 @@ from traceparse.analysis.peak_repeats import (
 )
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
-from traceparse.analysis.variable_match import VariableMatch, match_variables
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.compat import called_or_read, moved
@@ -744,7 +747,7 @@ class Profile:
         predictor = self._report_predictor
         if predictor is None:
             return {}
-        from traceparse.analysis.predict_capacity import report_curves
+        from traceparse.analysis.predict import report_curves
 
         return report_curves(predictor)
 
@@ -837,7 +840,7 @@ class Profile:
                     strict=True,
                 )
             )
-            from traceparse.analysis.predict_xla import slab_spans
+            from traceparse.analysis.predict.xla import slab_spans
 
             fill = slab_spans(self._xla.programs, wanted)
         from traceparse.analysis.predict import Capture
@@ -936,7 +939,7 @@ def checked_batch(value: object, what: str = "batch_size") -> int:
         raise TypeError(f"{what} must be a whole number, not {value!r}")
     number = int(value)
     # Imported here, as the predictors are: the summary never loads prediction.
-    from traceparse.analysis.predict_capacity import MAX_BATCH
+    from traceparse.analysis.predict import MAX_BATCH
 
     if not 1 <= number <= MAX_BATCH:
         shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
@@ -997,7 +1000,7 @@ def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
     """The share of ``profile``'s requested bytes made by (allocator, op) pairs
     ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
     ``program_names``), and up to three of the largest that it lacks."""
-    from traceparse.analysis.predict_fit import program_names  # prediction only when asked
+    from traceparse.analysis.predict.fit import program_names  # prediction only when asked
 
     a, b = profile.allocations, other.allocations
     if a.empty:

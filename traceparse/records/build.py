@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.attribution import NOT_MEASURED, PARTS
-from traceparse.analysis.layer_names import OPTIMIZER_STATE
 from traceparse.analysis.leaks import LeakReport
 from traceparse.analysis.liveness import owner_groups
+from traceparse.analysis.naming import OPTIMIZER_STATE
 from traceparse.records.allocator import (
     OPTIONAL_FIELDS,
     AllocatorRecord,

@@ -4,11 +4,9 @@ records stage only (tests/test_layout.py)."""
 
 from traceparse.analysis.attribution import PARTS
 from traceparse.analysis.failure import Failure
-from traceparse.analysis.layer_names import EXPLICIT_ROWS
 from traceparse.analysis.leaks import MIN_STEPS, LeakReport
-from traceparse.analysis.optimizers import OPTIMIZER_NAMES
-from traceparse.analysis.predict import POOLED_BELOW
-from traceparse.analysis.predict_capacity import MAX_BATCH, Fit
+from traceparse.analysis.naming import EXPLICIT_ROWS, OPTIMIZER_NAMES
+from traceparse.analysis.predict import MAX_BATCH, POOLED_BELOW, Fit
 from traceparse.analysis.rollups import scope_of
 from traceparse.analysis.steps import STEP_ID
 

@@ -114,7 +114,7 @@ def report_search(events: int, searches: int) -> bool:
     capture's ``events`` each stay within what the report's curve may replay
     (``predict_capacity.REPORT_REPLAY_EVENTS``), so the what-ifs at most double
     the report's replays instead of multiplying them by the changes tried."""
-    from traceparse.analysis.predict_capacity import REPORT_REPLAY_EVENTS
+    from traceparse.analysis.predict.capacity import REPORT_REPLAY_EVENTS
 
     return events * searches * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
 

@@ -229,7 +229,7 @@ class Dashboard:
 
     def _analyse(self, job: Job) -> Result:
         # The loading, the reports and their JSON are the command line's own.
-        from traceparse.analysis.predict_capacity import REPLAY_PROGRESS
+        from traceparse.analysis.predict import REPLAY_PROGRESS
         from traceparse.core.loading import each_profile, read_trace
         from traceparse.output.jsonvalues import dumps
         from traceparse.report.formats import render_html

@@ -8,7 +8,7 @@ The rules, from real Keras 3 and Keras 2 captures (see docs/analyses.md):
   the backward pass and leading ``replica_N/`` / ``tower_N/`` (distribution
   strategies) give the replica; both can come in either order.
 - What is left is ``<model>/<layer>/...op``, read by the generation that
-  wrote it (:mod:`traceparse.analysis.layer_generation`, in
+  wrote it (:mod:`traceparse.analysis.naming.generations`, in
   ``KnownNames.generation``):
 
   - Keras 3 suffixes every model and layer scope with ``_N`` once
@@ -43,8 +43,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from traceparse.analysis.layer_generation import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
-from traceparse.analysis.optimizers import OPTIMIZER_SCOPES
+from traceparse.analysis.naming.generations import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
+from traceparse.analysis.naming.optimizers import OPTIMIZER_SCOPES
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.analysis.naming import (
     ACTIVATION,
     GRADIENT,
     OPTIMIZER_ROLES,
@@ -36,9 +37,8 @@ from traceparse.analysis.layer_names import (
     WEIGHT,
     KnownNames,
 )
-from traceparse.analysis.liveness import held_bytes, requested_or_held
 from traceparse.analysis.peak import in_use
-from traceparse.analysis.predict_batch import (
+from traceparse.analysis.predict.batch import (
     HLO,
     UNCERTAIN,
     BatchReading,
@@ -49,17 +49,9 @@ from traceparse.analysis.predict_batch import (
     flattens,
     sizing,
 )
-from traceparse.analysis.predict_bfc import (
-    History,
-    Simulated,
-    calibrate,
-    inventory_chunks,
-    programs,
-    simulate,
-)
-from traceparse.analysis.predict_fit import fit_two, match_keys
-from traceparse.analysis.predict_parts import before_rows, buffer_places, roles_of, slab_rows
-from traceparse.analysis.predict_replay import (
+from traceparse.analysis.predict.fit import fit_two, match_keys
+from traceparse.analysis.predict.parts import before_rows, buffer_places, roles_of, slab_rows
+from traceparse.analysis.predict.replay import (
     Replayed,
     chunks,
     groups,
@@ -68,7 +60,15 @@ from traceparse.analysis.predict_replay import (
     rounded,
     settled_chunks,
 )
-from traceparse.analysis.predict_xla import (
+from traceparse.analysis.predict.simulate import (
+    History,
+    Simulated,
+    calibrate,
+    inventory_chunks,
+    programs,
+    simulate,
+)
+from traceparse.analysis.predict.xla import (
     SlabBuffers,
     Spans,
     input_example_bytes,

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.breakdown import place
-from traceparse.analysis.layer_names import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames
-from traceparse.analysis.predict_batch import HLO
-from traceparse.analysis.predict_xla import SlabBuffers
+from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames
+from traceparse.analysis.predict.batch import HLO
+from traceparse.analysis.predict.xla import SlabBuffers
 
 BEFORE = "before the capture: kept as captured"
 

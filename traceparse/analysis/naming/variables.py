@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.variable_slots import (
+from traceparse.analysis.naming.variable_slots import (
     ASSIGNED,
     BEFORE,
     CREATED,

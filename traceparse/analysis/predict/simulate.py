@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.bfc import BFC, FIRST_REGION, GRANULE, is_region
 from traceparse.analysis.liveness import STILL_LIVE
+from traceparse.analysis.predict.bfc import BFC, FIRST_REGION, GRANULE, is_region
 from traceparse.decode import native
 
 ALLOC, FREE, PREFREE = 0, 1, 2

@@ -37,7 +37,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict_workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.analysis.predict.workspace import feature_maps, filter_shapes, winograd_fixed
 
 # How an allocation's size at another batch was found (the ``basis`` column).
 BATCH_DIM = "shape: batch dimension"

@@ -16,7 +16,7 @@ from weakref import WeakKeyDictionary
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict import Predictor
+from traceparse.analysis.predict.predictor import Predictor
 
 Key = tuple[object, object]
 # The largest batch the search tries.

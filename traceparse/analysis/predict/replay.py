@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-# The allocator's rules, as the allocator model (analysis/bfc.py) states them.
-from traceparse.analysis.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.peak import in_use
+
+# The allocator's rules, as the allocator model (analysis/bfc.py) states them.
+from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
 
 
 def rounded(requested: np.ndarray) -> np.ndarray:

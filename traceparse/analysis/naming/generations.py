@@ -1,7 +1,7 @@
 """Which generation of Keras (or TensorFlow) named a capture's ops, from the names alone.
 
 Each generation scopes its ops its own way, and the layer rules depend on it
-(:mod:`traceparse.analysis.layer_names`):
+(:mod:`traceparse.analysis.naming.layers`):
 
 - **Keras 3** suffixes every model and layer scope with ``_N`` once
   (``sequential_1/dense_1_2`` is layer ``dense_1``), spells its optimizer's
@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from traceparse.analysis.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
+from traceparse.analysis.naming.optimizers import KERAS2_OPTIMIZERS, KERAS3_OPTIMIZERS
 
 KERAS3 = "keras 3"
 KERAS2 = "keras 2"

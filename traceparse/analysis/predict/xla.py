@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict_batch import (
+from traceparse.analysis.predict.batch import (
     HLO,
     Sizing,
     _per_example,

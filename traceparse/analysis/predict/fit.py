@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import requested_or_held
-from traceparse.analysis.predict_batch import FITTED, Sizing
+from traceparse.analysis.predict.batch import FITTED, Sizing
 from traceparse.errors import UsageError
 
 _KEY = ["host", "allocator", "step", "op", "occurrence"]

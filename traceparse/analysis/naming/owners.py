@@ -1,6 +1,6 @@
 """Which layer owns a variable, an XLA parameter or an optimizer temporary.
 
-Op names are placed by :mod:`traceparse.analysis.layer_names`; this module
+Op names are placed by :mod:`traceparse.analysis.naming.layers`; this module
 places what has no op of its own: variables from the inventory (by path,
 ``layer`` and ``belongs_to``), XLA entry parameters read before the capture
 (by the ops that read them, ``xla_parameters.read_by``), and optimizer
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_generation import Generation, read_generation
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming.generations import Generation, read_generation
+from traceparse.analysis.naming.layers import (
     ACTIVATION,
     GRADIENT,
     NO_LAYER,

@@ -26,7 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.layer_names import (
+from traceparse.analysis.naming.layers import (
     GRADIENT,
     NO_LAYER,
     OPTIMIZER_STATE,
@@ -35,7 +35,7 @@ from traceparse.analysis.layer_names import (
     OTHER,
     UNKNOWN,
 )
-from traceparse.analysis.layer_owners import shape_key
+from traceparse.analysis.naming.owners import shape_key
 
 # ``path:line function`` of a frame in a Keras optimizer's update.
 _UPDATE = re.compile(

@@ -1,0 +1,47 @@
+"""Each allocator's peak at another batch size (docs/predict.md): one entry point.
+
+``make_predictor(capture, ...)`` (``Profile``'s ``predictor_of`` calls it) gives a
+``Predictor``; its ``at``, ``bounds`` and ``breakdown`` answer one batch size, and
+``capacity_fit`` / ``curve`` / ``report_curves`` the largest batch that fits and
+the peak over many. The modules, in the order a prediction uses them:
+
+- ``batch``: which requests grow with the batch, and the batch the capture was
+  made at; ``workspace``: a convolution workspace's fixed part; ``xla``: a
+  compiled program's slab sized from its HLO buffers; ``fit``: two captures,
+  each request fitted in the batch (the sizing);
+- ``bfc``: the model of TensorFlow's BFC allocator; ``simulate``: a capture's
+  events replayed through it; ``replay``: the captured counter replayed with
+  new chunk sizes (the bounds);
+- ``predictor``: the ``Predictor`` that puts them together; ``parts``: what
+  holds a predicted peak; ``capacity``: will it fit, and the curves.
+
+Code outside this package imports these names from here; the modules' other
+names are the package's own.
+"""
+
+from traceparse.analysis.predict.capacity import (
+    MAX_BATCH,
+    REPLAY_PROGRESS,
+    Fit,
+    capacity_fit,
+    curve,
+    plot_batches,
+    report_curves,
+)
+from traceparse.analysis.predict.predictor import POOLED_BELOW, Capture, Predictor, make_predictor
+from traceparse.analysis.predict.replay import Replayed
+
+__all__ = [
+    "MAX_BATCH",
+    "POOLED_BELOW",
+    "REPLAY_PROGRESS",
+    "Capture",
+    "Fit",
+    "Predictor",
+    "Replayed",
+    "capacity_fit",
+    "curve",
+    "make_predictor",
+    "plot_batches",
+    "report_curves",
+]
