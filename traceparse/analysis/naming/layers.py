@@ -44,6 +44,7 @@ from functools import lru_cache
 import numpy as np
 
 from traceparse.analysis.naming.generations import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
+from traceparse.analysis.naming.jax import jax_role
 from traceparse.analysis.naming.optimizers import OPTIMIZER_SCOPES
 
 NO_LAYER = "(no layer)"
@@ -232,6 +233,9 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     """The layer row and kind of allocations made by ``op`` (NA op: no layer, other)."""
     if not op:
         return Placement(NO_LAYER, OTHER, 0)
+    jax = jax_role(op)  # a JAX program's names (TF op names never hold parentheses)
+    if jax is not None:
+        return Placement(jax[1] or NO_LAYER, jax[0], 0)
     parsed = parse_op(op, known)
     if not parsed.rest:
         return Placement(NO_LAYER, OTHER, parsed.replica)
