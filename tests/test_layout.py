@@ -348,3 +348,25 @@ def test_the_renderer_check_can_fail() -> None:
     assert _renderer_violations("traceparse.cli.peak", "import traceparse.core.profile") == []
     assert _renderer_violations("traceparse.cli._summary_view", "import traceparse.core") != []
     assert _is_renderer("traceparse.cli._failure_view")
+
+
+def test_prediction_and_naming_are_packages() -> None:
+    """Issue 46: the prediction lives in analysis/predict/, the naming in
+    analysis/naming/; no module at an old path stands beside them (the old
+    dotted names are aliases, ``traceparse.analysis.MOVED_MODULES``)."""
+    analysis = PACKAGE / "analysis"
+    for package in ("predict", "naming"):
+        assert (analysis / package / "__init__.py").is_file(), package
+    loose = sorted(
+        p.name
+        for p in analysis.glob("*.py")
+        if re.match(
+            r"(predict|bfc|layer_(names|owners|generation|stacks)|variable_|optimizers)", p.stem
+        )
+    )
+    assert not loose, f"prediction or naming modules outside their package: {loose}"
+    from traceparse.analysis import MOVED_MODULES
+
+    for old, new in MOVED_MODULES.items():
+        assert not (PACKAGE.parent / (old.replace(".", "/") + ".py")).exists(), old
+        assert (PACKAGE.parent / (new.replace(".", "/") + ".py")).is_file(), new

@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.breakdown import place
 from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 from traceparse.analysis.naming import (
     ACTIVATION,
@@ -58,6 +57,7 @@ from traceparse.analysis.naming import (
     WEIGHT,
     KnownNames,
     layer_path,
+    place,
 )
 
 KIND_COLUMNS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.breakdown import NO_SCOPE, NO_TF_OP, in_capture
+from traceparse.analysis.breakdown import in_capture
 from traceparse.analysis.liveness import (
     STILL_LIVE,
     end_events,
@@ -21,7 +21,7 @@ from traceparse.analysis.liveness import (
     held_bytes,
     numbered_combinations,
 )
-from traceparse.analysis.naming import KnownNames, model_scopes, written_scopes
+from traceparse.analysis.naming import NO_SCOPE, NO_TF_OP, KnownNames, model_scopes, written_scopes
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import declare
 from traceparse.tables.xla import XLA_ARGS

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from traceparse.analysis.breakdown import NO_TF_OP
+from traceparse.analysis.naming import NO_TF_OP
 
 # The op of an HLO buffer (or agreed value) live in a linked slab whose TF op the
 # module does not say (tables/xla.py: no metadata, and not a fusion or copy of

@@ -12,6 +12,7 @@ a layer, a role and a replica for every allocation, buffer and variable:
   temporary (``KnownNames``, learnt from the inventory and the op names);
 - ``variables`` (with ``variable_slots``): which allocations made during the
   capture hold an inventoried variable's bytes;
+- ``place``: the rows of a breakdown placed (layer, role, replica, scope);
 - ``stacks``: roles read from the recorded Python stacks where names say none;
 - ``optimizers``: the Keras optimizers, named once.
 
@@ -52,6 +53,7 @@ from traceparse.analysis.naming.owners import (
     unique_weight_shapes,
     variable_owner,
 )
+from traceparse.analysis.naming.place import NO_SCOPE, NO_TF_OP, place
 from traceparse.analysis.naming.stacks import place_by_stack
 from traceparse.analysis.naming.variables import (
     VariableMatch,
@@ -67,6 +69,8 @@ __all__ = [
     "GRADIENT",
     "KERAS3",
     "NO_LAYER",
+    "NO_SCOPE",
+    "NO_TF_OP",
     "OPTIMIZER_NAMES",
     "OPTIMIZER_ROLES",
     "OPTIMIZER_SCOPES",
@@ -91,6 +95,7 @@ __all__ = [
     "named_at",
     "optimizer_op_roles",
     "parameter_owners",
+    "place",
     "place_by_stack",
     "place_op",
     "read_generation",

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.breakdown import place
-from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames
+from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames, place
 from traceparse.analysis.predict.batch import HLO
 from traceparse.analysis.predict.xla import SlabBuffers
 
