@@ -23,9 +23,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from traceparse.analysis.layer_names import KnownNames, place_op
-
 from traceparse._proto import hlo_pb2, xplane_pb2
+from traceparse.analysis.naming.layers import KnownNames, place_op
 from traceparse.analysis.xla import slab_peak
 from traceparse.decode.xla import XlaProgram, skim_hlo
 from traceparse.tables.xla import allocation_kind

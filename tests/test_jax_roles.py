@@ -6,7 +6,9 @@ The names are as JAX 0.10.2 wrote them into ``jit_train_step``'s HLO metadata
 from __future__ import annotations
 
 import pytest
-from traceparse.analysis.layer_names import (
+
+from traceparse.analysis.naming.jax import jax_role
+from traceparse.analysis.naming.layers import (
     ACTIVATION,
     GRADIENT,
     NO_LAYER,
@@ -14,8 +16,6 @@ from traceparse.analysis.layer_names import (
     KnownNames,
     place_op,
 )
-
-from traceparse.analysis.naming.jax import jax_role
 
 
 @pytest.mark.parametrize(

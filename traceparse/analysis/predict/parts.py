@@ -1,7 +1,7 @@
 """What holds a predicted peak: roles and layers of allocations and HLO buffers.
 
 The rows ``Predictor.breakdown`` groups: each live allocation by its op's
-layer and role (``breakdown.place``), a compiled program's slab opened into its
+layer and role (``naming.place``), a compiled program's slab opened into its
 HLO buffers, and the bytes from before the capture named as the capture's own
 breakdown names them.
 """
@@ -21,7 +21,7 @@ BEFORE = "before the capture: kept as captured"
 def roles_of(
     allocations: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Role and layer of every allocation (``breakdown.place``)."""
+    """Role and layer of every allocation (``naming.place``)."""
     rows = allocations[["op", "op_type", "shape"]].copy()
     place(rows, known, shapes)
     return rows["role"].to_numpy(dtype=object), rows["layer"].to_numpy(dtype=object)
