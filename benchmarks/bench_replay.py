@@ -1,6 +1,9 @@
-"""CPU time and peak RSS of ``summary``, ``report -o r.html`` and ``predict --batch N
---capacity`` on ``make_dense.py`` captures, this checkout against a baseline
-checkout (main), in one run; and the import time of the ``summary`` command.
+"""CPU time and peak RSS of ``summary``, ``report -o r.html`` and ``predict
+--from-batch 56 --batch 64 --capacity`` on ``make_dense.py`` captures, this checkout
+against a baseline checkout (main), in one run; and the import time of the
+``summary`` command. The captured batch is given: the dense captures' shapes hold
+no inputs and no gradients, so ``find_batch`` reads no batch off them (weak
+evidence), and ``report`` draws no prediction on them.
 
 Each command is a fresh ``python -m traceparse`` process; its CPU time (user +
 system) and peak RSS come from ``os.wait4`` (the machine is shared: CPU time
@@ -30,7 +33,7 @@ from make_dense import capture_path  # noqa: E402
 COMMANDS = {
     "summary": ["summary"],
     "report": ["report", "-o", "{out}/r.html"],
-    "predict": ["predict", "--batch", "64", "--capacity", "80GiB"],
+    "predict": ["predict", "--from-batch", "56", "--batch", "64", "--capacity", "80GiB"],
 }
 
 

@@ -547,6 +547,31 @@ def _filters(allocations: pd.DataFrame) -> set[tuple[int, int, int]]:
     return filter_shapes(found["shape"].astype(object), found["name"])
 
 
+def _distinct(
+    shapes: np.ndarray, scratch: np.ndarray, requested: np.ndarray, no_op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per allocation, the index of its (shape, scratch kind, request, op recorded or
+    not) among the distinct ones; and per distinct one, its first allocation."""
+    codes = [
+        pd.factorize(column)[0].astype(np.int64) + 1 for column in (shapes, scratch, requested)
+    ]
+    key = no_op.astype(np.int64)
+    room = 2
+    for code in codes:
+        span = int(code.max(initial=0)) + 1
+        if room * span >= 2**62:  # no room left in an int64 key: let pandas pair them
+            key = pd.MultiIndex.from_arrays([key, code]).factorize()[0].astype(np.int64)
+            room = int(key.max(initial=0)) + 1
+        else:
+            key = key * span + code
+            room *= span
+    inverse, uniques = pd.factorize(key)
+    first = np.empty(len(uniques), dtype=np.int64)
+    # Written back to front, so each distinct key keeps its first allocation.
+    first[inverse[::-1]] = np.arange(len(key) - 1, -1, -1, dtype=np.int64)
+    return inverse.astype(np.int64), first
+
+
 def sizing(
     allocations: pd.DataFrame,
     batch: int,
@@ -558,27 +583,38 @@ def sizing(
     """The one-capture rule for every allocation at captured batch ``batch``;
     ``example_bytes``: bytes per example of inputs known otherwise (XLA parameters);
     ``twins``: smaller batch sizes the capture also ran, whose tensors scale in
-    proportion too (N / ``batch``)."""
+    proportion too (N / ``batch``).
+
+    The rules read only an allocation's shape, request, scratch kind and whether
+    an op made it (and sets and counts over all of them): each distinct
+    combination is sized once and its sizes given to every allocation that has
+    it (a step repeats its allocations)."""
     n = len(allocations)
-    shapes = allocations["shape"].astype(object).to_numpy()
-    no_op = (
+    all_shapes = allocations["shape"].astype(object).to_numpy()
+    all_no_op = (
         allocations["op"].isna().to_numpy(dtype=bool)
         if "op" in allocations
         else np.zeros(n, dtype=bool)
     )
+    all_scratch = scratch_kinds(allocations)
+    all_requested = np.asarray(requested)
+    inverse, first = _distinct(all_shapes, all_scratch, all_requested, all_no_op)
+    # How many allocations each distinct combination stands for.
+    repeats = np.bincount(inverse, minlength=len(first))
+    shapes, scratch, no_op = all_shapes[first], all_scratch[first], all_no_op[first]
+    requested = all_requested[first]
     parsed = [dims(s) for s in shapes]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
     wholes = whole_examples((p for p in parsed if p and p not in weights), batch)
     fixed = requested.astype(np.float64)
-    per = np.zeros(n)
+    per = np.zeros(len(first))
     alt_fixed, alt_per = fixed.copy(), per.copy()
-    basis = np.full(n, NO_BATCH_DIM, dtype=object)
+    basis = np.full(len(first), NO_BATCH_DIM, dtype=object)
     # Bytes per example of the growing tensors: an unshaped request that is the
     # batch times one of them (an input copied without its shape) grows too.
     growing_sizes: set[int] = set(example_bytes)
-    scratch = scratch_kinds(allocations)
     filters = _filters(allocations) if (scratch == CONV_WORKSPACE).any() else set()
-    maps = feature_maps(pd.unique(shapes), batch) if filters else set()
+    maps = feature_maps(pd.unique(all_shapes), batch) if filters else set()
     for i, found in enumerate(parsed):
         if found is None:
             continue
@@ -615,9 +651,10 @@ def sizing(
     # something else (the whole data set: Keras' array adapter builds its
     # tf.data pipeline with Dataset.from_tensor_slices, which converts the array
     # to one tensor once, keras/src/trainers/data_adapters/array_data_adapter.py).
-    recurring = Counter(
-        float(requested[i]) for i, found in enumerate(parsed) if found is None and no_op[i]
-    )
+    recurring: Counter[float] = Counter()
+    for i, found in enumerate(parsed):
+        if found is None and no_op[i]:
+            recurring[float(requested[i])] += int(repeats[i])
     for i, found in enumerate(parsed):
         if found is not None:
             continue
@@ -634,4 +671,6 @@ def sizing(
         else:
             basis[i] = UNSHAPED_KEPT
             alt_fixed[i], alt_per[i] = 0.0, scaled
-    return Sizing(fixed, per, alt_fixed, alt_per, basis)
+    return Sizing(
+        fixed[inverse], per[inverse], alt_fixed[inverse], alt_per[inverse], basis[inverse]
+    )
