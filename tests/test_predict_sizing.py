@@ -15,8 +15,8 @@ import pytest
 from conftest import FIXTURES
 
 import traceparse
-from traceparse.analysis.predict import Predictor, _evidence
-from traceparse.analysis.predict_batch import (
+from traceparse.analysis.predict import Predictor
+from traceparse.analysis.predict.batch import (
     BLAS_WORKSPACE,
     CONV_WORKSPACE,
     NO_BATCH_DIM,
@@ -36,8 +36,9 @@ from traceparse.analysis.predict_batch import (
     sizing,
     whole_examples,
 )
-from traceparse.analysis.predict_workspace import feature_maps, winograd_fixed
-from traceparse.analysis.predict_xla import input_example_bytes
+from traceparse.analysis.predict.predictor import _evidence
+from traceparse.analysis.predict.workspace import feature_maps, winograd_fixed
+from traceparse.analysis.predict.xla import input_example_bytes
 from traceparse.errors import UsageError
 
 assert {BLAS_WORKSPACE, SCRATCH_KEPT}  # scratch kinds the reference passes through
