@@ -23,13 +23,14 @@ import sys
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from helpers.dashboard import by_name, http_get, make_logdir, run_of, tensorboard, wait_all_done
-
-from traceparse.core.loading import load_all
-from traceparse.report import write_report
+from helpers.dashboard import (
+    check_served_report,
+    http_get,
+    make_logdir,
+    tensorboard,
+)
 
 pytest.importorskip("tensorboard.plugins.base_plugin")
 pytestmark = pytest.mark.slow
@@ -147,21 +148,9 @@ def test_plain_tensorboard_lists_and_serves_the_dashboard(
     status, module = http_get(base + "/data/plugin/traceparse/index.js")
     assert status == 200 and b"export async function render" in module
 
-    def runs() -> dict:  # type: ignore[type-arg]
-        status, body = http_get(base + "/data/plugin/traceparse/runs")
-        assert status == 200
-        return dict(json.loads(body))
-
-    found = by_name(wait_all_done(runs))
-    name, run_dir = run_of(logs, "cnn")
-    assert found[name]["status"] == "ready"
-    assert found[run_of(logs, "broken")[0]]["status"] == "error"
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    status, page = http_get(f"{base}/data/plugin/traceparse/report?run={quote(name, safe='')}")
-    assert status == 200
-    assert page.decode() == write_report(load_all(str(run_dir)), "html")
-    status, record = http_get(f"{base}/data/plugin/traceparse/record?run={quote(name, safe='')}")
-    assert status == 200 and json.loads(record)["profiles"][0]["summary"]
+    _run_dir, record = check_served_report(base, logs)
+    assert json.loads(record)["profiles"][0]["summary"]
     for query in ("run=../../etc", "run=..%2F..%2Fetc", "run=%2Fetc%2Fpasswd"):
         for route in ("report", "record"):
             status, _ = http_get(f"{base}/data/plugin/traceparse/{route}?{query}")

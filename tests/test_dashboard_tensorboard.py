@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import tomllib
 from helpers.dashboard import (
     FIXTURES,
-    by_name,
+    check_served_report,
     http_get,
     make_logdir,
-    run_of,
     tensorboard,
-    wait_all_done,
 )
 
 from traceparse.core.loading import load_all
@@ -88,22 +85,8 @@ def test_tensorboard_serves_runs_report_and_record(  # type: ignore[no-untyped-d
 ) -> None:
     logs, base = board
 
-    def runs() -> dict:  # type: ignore[type-arg]
-        status, body = http_get(base + "/data/plugin/traceparse/runs")
-        assert status == 200
-        return dict(json.loads(body))
-
-    found = by_name(wait_all_done(runs))
-    name, run_dir = run_of(logs, "cnn")
-    assert found[name]["status"] == "ready"
-    assert found[run_of(logs, "broken")[0]]["status"] == "error"
-
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    status, page = http_get(f"{base}/data/plugin/traceparse/report?run={quote(name, safe='')}")
-    assert status == 200
-    assert page.decode() == write_report(load_all(str(run_dir)), "html")
-    status, record = http_get(f"{base}/data/plugin/traceparse/record?run={quote(name, safe='')}")
-    assert status == 200
+    run_dir, record = check_served_report(base, logs)
     assert record.decode() == write_report(load_all(str(run_dir)), "json")
     # TensorBoard's own routes still answer.
     assert http_get(base + "/data/runs")[0] == 200

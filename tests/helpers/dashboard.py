@@ -134,3 +134,31 @@ def http_get(url: str, timeout: float = 30) -> tuple[int, bytes]:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def check_served_report(base: str, logs: Path) -> tuple[Path, bytes]:
+    """Wait until every run of ``make_logdir``'s logdir is analysed at the dashboard on
+    ``base``, check the runs' statuses and that the cnn run's page is what
+    ``traceparse report`` writes for it (set SOURCE_DATE_EPOCH first: the page is
+    dated); return (the cnn run's directory, its record route's answer)."""
+    from urllib.parse import quote
+
+    from traceparse.core.loading import load_all
+    from traceparse.report import write_report
+
+    def runs() -> dict[str, Any]:
+        status, body = http_get(base + "/data/plugin/traceparse/runs")
+        assert status == 200
+        return dict(json.loads(body))
+
+    found = by_name(wait_all_done(runs))
+    name, run_dir = run_of(logs, "cnn")
+    assert found[name]["status"] == "ready"
+    assert found[run_of(logs, "broken")[0]]["status"] == "error"
+    run = quote(name, safe="")
+    status, page = http_get(f"{base}/data/plugin/traceparse/report?run={run}")
+    assert status == 200
+    assert page.decode() == write_report(load_all(str(run_dir)), "html")
+    status, record = http_get(f"{base}/data/plugin/traceparse/record?run={run}")
+    assert status == 200
+    return run_dir, record
