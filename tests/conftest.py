@@ -92,6 +92,18 @@ def xplane_files(name: str | None = None) -> list[Path]:
     return files
 
 
+def memory_fixtures() -> list[str]:
+    """The fixtures holding a capture with memory events (xplane or the older
+    memory_profile JSON), by name, sorted: every one but the unreadable and the
+    empty."""
+    names = []
+    for directory in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        files = [*directory.rglob("*.xplane.pb"), *directory.rglob("*.memory_profile.json*")]
+        if files and directory.name not in ("corrupt", "not_a_capture", "no_memory"):
+            names.append(directory.name)
+    return names
+
+
 def fixture_file(name: str) -> Path:
     """The single capture file of a fixture."""
     files = sorted(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, memory_fixtures
 
 import traceparse
 from traceparse.analysis.liveness import requested_or_held
@@ -65,17 +65,8 @@ def assert_same(program: Program, requests: np.ndarray, **history: object) -> Si
 # --- every fixture with memory events -------------------------------------------------
 
 
-def _captures() -> list[str]:
-    names = []
-    for directory in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
-        files = [*directory.rglob("*.xplane.pb"), *directory.rglob("*.memory_profile.json*")]
-        if files and directory.name not in ("corrupt", "not_a_capture", "no_memory"):
-            names.append(directory.name)
-    return names
-
-
 @built
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", memory_fixtures())
 def test_every_fixture_replays_the_same_both_ways(name: str) -> None:
     profile = traceparse.load(FIXTURES / name)
     a, timeline = profile.allocations, profile.timeline
@@ -249,4 +240,4 @@ def test_the_environment_picks_the_python_replay() -> None:
 
 
 def test_fixture_list_is_not_empty() -> None:
-    assert len(_captures()) >= 40, [Path(n).name for n in _captures()]
+    assert len(memory_fixtures()) >= 40, [Path(n).name for n in memory_fixtures()]

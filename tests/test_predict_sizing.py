@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, memory_fixtures
 
 import traceparse
 from traceparse.analysis.predict import Predictor
@@ -132,15 +132,6 @@ def assert_same(new: Sizing, old: Sizing) -> None:
     assert new.basis.tolist() == old.basis.tolist()
 
 
-def _captures() -> list[str]:
-    names = []
-    for directory in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
-        files = [*directory.rglob("*.xplane.pb"), *directory.rglob("*.memory_profile.json*")]
-        if files and directory.name not in ("corrupt", "not_a_capture", "no_memory"):
-            names.append(directory.name)
-    return names
-
-
 def _predictor(name: str) -> Predictor:
     profile = traceparse.load(FIXTURES / name)
     if profile.timeline.empty:
@@ -154,7 +145,7 @@ def _predictor(name: str) -> Predictor:
     pytest.fail(f"{name}: no batch makes a Predictor")
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", memory_fixtures())
 def test_every_fixture_sizes_the_same_as_allocation_by_allocation(name: str) -> None:
     predictor = _predictor(name)
     base, a = predictor.base, predictor.base.allocations
