@@ -109,16 +109,7 @@ def _open(binary: str, url: str, shot: Path, profile: Path) -> tuple[dict[str, A
     """Open ``url``; wait for the chosen run's report; (the probe's findings, problems)."""
     browser = DevTools(binary, profile)
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Runtime", "Log", "Page"):
-            browser.send(f"{domain}.enable", session=session)
-        metrics = {"width": 1200, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
-        browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
-        browser.send("Page.navigate", {"url": url}, session=session)
-        browser.wait_for("Page.loadEventFired")
+        session = browser.open_page(url, 1200, 1000)
         deadline = time.monotonic() + 180
         while True:
             answer = browser.send(

@@ -88,15 +88,7 @@ def test_report_at_1400px_fits_sorts_and_filters(fixture: str, tmp_path: Path) -
     write_report([profile_of(fixture)], "html", page)
     browser = DevTools(chromium(), tmp_path / "chromium-profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        attached = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})
-        session = attached["sessionId"]
-        for domain in ("Runtime", "Log", "Page"):
-            browser.send(f"{domain}.enable", session=session)
-        metrics = {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False}
-        browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
-        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
-        browser.wait_for("Page.loadEventFired")
+        session = browser.open_page(page.as_uri(), WIDTH, 900)
 
         found = evaluate(browser, session, MEASURE)
         before = evaluate(browser, session, FIRST_COLUMN)

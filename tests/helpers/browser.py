@@ -139,6 +139,21 @@ class DevTools:
             if message.get("method") == method:
                 return message
 
+    def open_page(self, url: str, width: int, height: int) -> str:
+        """A new tab of ``width`` x ``height`` CSS pixels with the runtime, log and
+        page events on, navigated to ``url`` and loaded: its session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        for domain in ("Runtime", "Log", "Page"):
+            self.send(f"{domain}.enable", session=session)
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
+        self.send("Page.navigate", {"url": url}, session=session)
+        self.wait_for("Page.loadEventFired")
+        return str(session)
+
     def close(self) -> None:
         with contextlib.suppress(RuntimeError, TimeoutError, OSError):
             self.send("Browser.close")
@@ -162,16 +177,7 @@ def open_in_chromium(page: Path, screenshot: Path, profile_dir: Path) -> dict[st
     """Load ``page``; return the probe's findings plus every problem the browser reported."""
     browser = DevTools(chromium(), profile_dir)
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Runtime", "Log", "Page"):
-            browser.send(f"{domain}.enable", session=session)
-        metrics = {"width": VIEWPORT_WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False}
-        browser.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
-        browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
-        browser.wait_for("Page.loadEventFired")
+        session = browser.open_page(page.as_uri(), VIEWPORT_WIDTH, 900)
         result = browser.send(
             "Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=session
         )
