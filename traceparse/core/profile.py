@@ -53,6 +53,7 @@ from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.analysis.xla_live import programs_at_peak
 from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.analysis.xla_roles import program_peak_roles
 from traceparse.core.compat import called_or_read, moved
 from traceparse.core.memory import pooled_call, pooled_property
 from traceparse.core.sidecars import SOURCES
@@ -432,6 +433,18 @@ class Profile:
     def xla_buffers(self) -> pd.DataFrame:
         """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
         return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
+
+    def xla_program_roles(self, program: str, host: str | None = None) -> pd.DataFrame:
+        """The buffers one XLA program holds at its own peak, with their role and
+        layer (``analysis/xla_roles.py``): what a step needs where the allocator
+        records nothing (JAX on CPU). ``program``: the ``xla_programs`` name."""
+        for on, found in self._xla.programs:
+            if found.name == program and (host is None or on == host):
+                frame = program_peak_roles(found)
+                frame.insert(0, "program", program)
+                frame.insert(0, "host", on)
+                return frame
+        raise KeyError(f"no XLA program {program!r} in the capture")
 
     @pooled_property
     def xla_parameters(self) -> pd.DataFrame:
