@@ -870,6 +870,7 @@ class Profile:
             self.xla_buffers,
             self.xla_parameters,
             fill,
+            self.stacks if self.has_sources else None,
         )
 
     # -- source lines (docs/sources.md) ----------------------------------------------
