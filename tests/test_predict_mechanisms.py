@@ -163,7 +163,7 @@ def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: i
             for r, v in zip(low.events[key], low.bytes[key], strict=True)
         ]
         lo, _ = pr.extremes(target)[key]
-        assert lo + pr.before_slack(key) == round(max(each))
+        assert lo == max(round(max(each)), pr.floor(key))
         event, top = low.peak(key)
         at_peak = max(sizes[mine & live_at(prof.allocations, prof._ends, event)], default=0.0)
-        assert lo + pr.before_slack(key) >= top - at_peak
+        assert lo >= top - at_peak

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.analysis.liveness import STILL_LIVE, held_bytes, requested_or_held
 from traceparse.analysis.naming import (
     ACTIVATION,
     GRADIENT,
@@ -87,6 +87,8 @@ POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", CPU_POOL_BYTES  # tables.variables sa
 # Moments of a step the low bound tries (``Predictor._one_left_out``): each costs a
 # pass over the allocations.
 _MOMENTS = 64
+# Steps ``Predictor.floor`` weighs at once (a block is allocations x steps booleans).
+_STEP_BLOCK = 64
 
 
 @dataclass
@@ -283,6 +285,7 @@ class Predictor:
             base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
         )
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+        self._floors: dict[tuple[object, object], int] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -461,12 +464,14 @@ class Predictor:
         """Per (host, allocator): the low and high peaks at ``batch``, without the
         allocator model (a capacity search asks them of many batch sizes).
 
-        Low: no chunk slack, no slack on what was held before the capture, the
+        Low: no chunk slack, the
         peak of the step that peaks lowest (ops that run in parallel interleave
         differently from run to run, and from step to step: a real run peaks at
         least where its steps do), and the largest growing allocation (not a
         slab) live at that peak left out (TensorFlow may write an op's output
-        into a dying input's buffer, or free it sooner, in another run). High:
+        into a dying input's buffer, or free it sooner, in another run), never
+        under ``floor`` (what was held before the capture and what every step
+        holds throughout, which no run goes under). High:
         the larger of every chunk as large as the allocator hands out whole (the
         placement unknown) and every size at its larger reading (the scaling
         unknown), each with the other at its point; what was held before the
@@ -485,9 +490,72 @@ class Predictor:
             _, hi = high.peak(key)
             if low_event >= 0:
                 lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
-            lo -= self.before_slack(key)
-            out[key] = (lo, hi + self._before(key))
+            out[key] = (max(lo, self.floor(key)), hi + self._before(key))
         return out
+
+    def floor(self, key: tuple[object, object]) -> int:
+        """Bytes no run of this program peaks under, at any batch: the most over the
+        captured steps of what the allocator still held from before the capture
+        when the step started, plus the allocations live through that whole step
+        whose size does not depend on the batch (both readings kept: variables,
+        optimizer slots, a step's fixed buffers), each at its rounded request (0
+        where oneDNN's pool takes it). Without steps: what was held before the
+        capture.
+
+        What was held before the capture was made before any step ran: model
+        building, the optimizer's slots, a dataset's copy. That is the same
+        sequence of requests at every batch size, and the BFC allocator is
+        deterministic for a given sequence (best fit over size-ordered bins, split
+        when the free chunk is at least twice the rounded request:
+        ``BFCAllocator::FindChunkPtr``, tensorflow/core/common_runtime/
+        bfc_allocator.cc), so another run of the program holds the same chunks
+        when its first step starts. The allocations live through a whole step are
+        in use at each of its moments, so the step's peak is at least their sum
+        with the bytes held before (the low bound replays them without slack)."""
+        if key not in self._floors:
+            self._floors[key] = self._floor(key)
+        return self._floors[key]
+
+    def _floor(self, key: tuple[object, object]) -> int:
+        events = self.rows[key]
+        before = self._before(key)
+        if not len(events):
+            return before
+        timeline = self.base.timeline
+        steps = timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)[events]
+        marked = ~np.isnan(steps)
+        if not marked.any():
+            return before
+        # Each step's first and last event (timeline rows); steps may overlap (a
+        # dataset's prefetch or an eager op marked with another step).
+        frame = pd.DataFrame({"step": steps[marked], "row": events[marked]})
+        span = frame.groupby("step", sort=False)["row"].agg(["min", "max"])
+        firsts, lasts = span["min"].to_numpy(np.int64), span["max"].to_numpy(np.int64)
+        # Held from before the capture when each step starts: the counter just before
+        # its first event, less the reservation and the capture's own allocations
+        # live then (a chunk from before the capture may be freed during it).
+        delta = timeline["delta_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
+        reserved = timeline["reserved_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
+        used = in_use(timeline)[firsts].astype(np.float64) - delta - reserved
+        mine = self._mine(key)
+        start = self.base.allocations["alloc_event"].to_numpy(dtype=np.int64)[mine]
+        end = self.base.ends[mine]
+        end = np.where(end == STILL_LIVE, np.iinfo(np.int64).max, end)
+        sizing = self.sizing
+        fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]
+        if sizing.envelopes:
+            fixed[np.isin(np.flatnonzero(mine), list(sizing.envelopes))] = False
+        sizes = np.where(fixed, rounded(self.requested)[mine], 0.0)
+        sizes[self._in_pool(self.requested)[mine]] = 0.0
+        held = self.held[mine]
+        best = 0.0
+        for at in range(0, len(firsts), _STEP_BLOCK):  # a block of steps at a time
+            first, last = firsts[at : at + _STEP_BLOCK], lasts[at : at + _STEP_BLOCK]
+            through = (start[:, None] <= first[None, :]) & (end[:, None] > last[None, :])
+            earlier = (start[:, None] < first[None, :]) & (end[:, None] >= first[None, :])
+            kept = np.maximum(used[at : at + _STEP_BLOCK] - held @ earlier, 0.0)
+            best = max(best, float((kept + sizes @ through).max()))
+        return round(best)
 
     def _one_left_out(
         self,
@@ -548,23 +616,6 @@ class Predictor:
         reserved = timeline["reserved_bytes"].iloc[first]
         before = float(in_use(timeline)[first]) - (0.0 if pd.isna(delta) else float(delta))
         return int(max(before - (0.0 if pd.isna(reserved) else float(reserved)), 0.0))
-
-    def before_slack(self, key: tuple[object, object]) -> int:
-        """Bytes held from before the capture beyond the inventoried variables
-        there (rounded to the granule): the slack of their chunks, which another
-        run may not have. 0 without an inventory."""
-        variables = self.base.variables
-        events = self.rows[key]
-        if variables is None or variables.empty or not len(events):
-            return 0
-        before = float(self._before(key))
-        mine = variables[
-            (variables["allocator"].astype(object) == key[1])
-            & variables["at_start"].fillna(False).to_numpy(dtype=bool)
-            & variables["traced"].fillna(False).to_numpy(dtype=bool)
-        ]
-        floor = float(rounded(mine["estimated_bytes"].to_numpy(dtype=np.float64, na_value=0)).sum())
-        return int(max(before - floor, 0.0))
 
     def breakdown(self, batch: int) -> pd.DataFrame:
         """Per (host, allocator, layer, role, basis): bytes at the predicted peak."""
