@@ -143,10 +143,17 @@ def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example
     assert point[4] == 2 * 4 * elements[4]  # grows
 
 
-@pytest.mark.parametrize(("name", "target"), [("gpu_chess_64", 32), ("gpu_alexnet_v100_128", 64)])
-def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: int) -> None:
-    # Every moment of the step, each with its largest growing allocation live then
-    # left out (brute force over all moments): the low bound is the most of those.
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("gpu_chess_64", 32), ("gpu_alexnet_v100_128", 64), ("gpu_alexnet_v100_64", 128)],
+)
+def test_the_low_bound_leaves_out_what_another_run_could_spare(name: str, target: int) -> None:
+    # Every moment, brute force: its bytes less the largest growing allocation live
+    # then that the op at that moment made (forwarding, another algorithm's
+    # workspace) or that is freed before another op allocates (a free that may come
+    # sooner). The low bound is the most of those (or the floor), never less; a
+    # buffer held across the step (an activation kept for its gradient) is never
+    # left out.
     from traceparse.analysis.predict.replay import live_at
     from traceparse.core.profile import predictor_of
 
@@ -156,14 +163,28 @@ def test_the_low_bound_leaves_one_buffer_out_at_each_moment(name: str, target: i
     _, sizes, _ = pr.sizes(target)
     low = pr._replayed(sizes)
     grows = (pr.sizing.per_example != 0) | (pr.sizing.alt_per_example != 0)
+    timeline, a, ends = prof.timeline, prof.allocations, prof._ends
+    ops, kinds = timeline["op"].astype(object).tolist(), timeline["kind"].astype(object).tolist()
+    made_by = a["op"].astype(object).to_numpy()
     for key in pr.rows:
         mine = pr._mine(key) & grows
-        each = [
-            float(v) - max(sizes[mine & live_at(prof.allocations, prof._ends, int(r))], default=0.0)
-            for r, v in zip(low.events[key], low.bytes[key], strict=True)
-        ]
+        events = [int(r) for r in pr.rows[key]]
+        each = []
+        for r, v in zip(events, low.bytes[key], strict=True):
+            later = [e for e in events if e > r and kinds[e] == "allocation" and ops[e] != ops[r]]
+            next_op = later[0] if later else np.iinfo(np.int64).max
+            spare = (made_by == ops[r]) | ((ends != -1) & (ends < next_op))
+            each.append(float(v) - max(sizes[mine & spare & live_at(a, ends, r)], default=0.0))
         lo, _ = pr.extremes(target)[key]
-        assert lo == max(round(max(each)), pr.floor(key))
+        assert lo == max(round(max(each)), pr.floor(key)), key
         event, top = low.peak(key)
-        at_peak = max(sizes[mine & live_at(prof.allocations, prof._ends, event)], default=0.0)
+        at_peak = max(sizes[mine & live_at(a, ends, event)], default=0.0)
         assert lo >= top - at_peak
+    if name == "gpu_alexnet_v100_64":
+        # conv2d_12's output [64,96,62,62] (180 MiB at 128) is live from the forward
+        # pass to its gradient: the low keeps it.
+        key = next(k for k in pr.rows if k[1] == "GPU_0_bfc")
+        lo, _ = pr.extremes(target)[key]
+        kept = a["op"].astype(str).str.endswith("conv2d_12/Conv2D").to_numpy().copy()
+        kept &= pr._mine(key) & grows
+        assert kept.any() and lo > round(low.peak(key)[1] - sizes[kept].max())

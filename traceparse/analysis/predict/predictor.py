@@ -567,22 +567,43 @@ class Predictor:
         grows: np.ndarray,
     ) -> int:
         """The low counter's peak in ``event``'s step with, at each moment, the
-        largest growing allocation live then left out: the most of it that holds.
+        largest growing allocation that another run could spare then left out:
+        the most of it that holds.
 
-        Forwarding an output into a dying input's buffer, or freeing a tensor
-        sooner, spares one allocation at a given moment; it does not lower every
-        moment at once (``OpKernelContext::forward_input_or_allocate_output``,
-        tensorflow/core/framework/op_kernel.cc). So the real run's peak is at
-        least each moment's bytes less what that moment could spare, the largest
-        over the step of these (not only at the step's own peak, where a large
-        buffer may be live that a nearby moment lacks). Moments are tried from the
-        highest down, at most ``_MOMENTS``, and stop where none can do better."""
+        Two things spare an allocation at a given moment, and neither lowers every
+        moment at once. An op writes its output into a dying input's buffer where
+        the input's reference count is one by then
+        (``OpKernelContext::forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc), which depends on when the
+        input's other consumers ran; and its workspace is whatever the algorithm
+        cuDNN's autotuner picked needs (none for some). Both concern what the op
+        running at that moment allocates. And the executor frees a tensor when
+        its last consumer finishes (the reference count drops,
+        tensorflow/core/common_runtime/executor.cc), so a free recorded just after
+        the moment, before any other op allocates, may come before it in another
+        run. A buffer held across many ops (an activation kept for its gradient)
+        is neither: no run spares it then. So the real run's peak is at least
+        each moment's bytes less the largest of those allocations live then (made
+        by the op at that moment, or freed before another op allocates), the
+        largest over the step of these (not only at the step's own peak, where a
+        large buffer may be live that a nearby moment lacks). Moments are tried
+        from the highest down, at most ``_MOMENTS``, and stop where none can do
+        better."""
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key) & grows
         rows, values = low.events[key], low.bytes[key]
+        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
+        allocating = self.base.timeline["kind"].astype(object).to_numpy()[rows] == "allocation"
+        made_by = a["op"].astype(object).to_numpy()
 
         def spared(row: int) -> float:
-            growing = sizes[mine & live_at(a, ends, row)]
+            op = timeline_ops[row]
+            # The first allocation after ``row`` by another op (no other: the end).
+            later = np.flatnonzero((rows > row) & allocating & (timeline_ops[rows] != op))
+            next_op = int(rows[later[0]]) if len(later) else np.iinfo(np.int64).max
+            own = made_by == op if isinstance(op, str) else np.zeros(len(a), dtype=bool)
+            soon = (ends != STILL_LIVE) & (ends < next_op)
+            growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
             return float(growing.max()) if len(growing) else 0.0
 
         at = int(np.flatnonzero(rows == event)[0])
