@@ -188,3 +188,33 @@ def test_the_low_bound_leaves_out_what_another_run_could_spare(name: str, target
         kept = a["op"].astype(str).str.endswith("conv2d_12/Conv2D").to_numpy().copy()
         kept &= pr._mine(key) & grows
         assert kept.any() and lo > round(low.peak(key)[1] - sizes[kept].max())
+
+
+@pytest.mark.parametrize(
+    ("name", "prefetch"), [("whatif_cnn_bf16", {2, 3, 4}), ("sources_fit", {1, 3, 4})]
+)
+def test_the_low_bound_weighs_only_the_steps_that_ran_the_step_function(
+    name: str, prefetch: set[int]
+) -> None:
+    # Keras' data adapter gathers each batch (GatherV2) on tf.data's prefetch, under
+    # that batch's step number, while the previous step runs: those "steps" hold one
+    # allocation each and are no step of the program, so the lowest step is not one
+    # of them (it was: the low fell to what was held before the capture).
+    from traceparse.analysis.predict import Predictor
+
+    prof = traceparse.load(FIXTURES / name)
+    pr = Predictor(prof._prediction_input)
+    (key,) = pr.rows
+    a = prof.allocations
+    steps = set(a["step"].dropna().astype(int))
+    program = set(pr._program_steps(key).astype(int))
+    assert program == steps - prefetch
+    assert set(a.loc[a["step"].isin(list(prefetch)), "op_type"]) == {"GatherV2"}
+    _, sizes, _ = pr.sizes(pr.batch)
+    low = pr._replayed(sizes)
+    timeline_steps = prof.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+    event, value = pr._lowest_program_step(key, low, timeline_steps)
+    assert int(timeline_steps[event]) in program
+    # Over every step, a prefetch "step" peaks lowest, under the program's steps.
+    every, lowest = low.lowest_step_peak(key, timeline_steps)
+    assert int(timeline_steps[every]) in prefetch and lowest < value

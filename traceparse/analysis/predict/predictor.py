@@ -486,7 +486,7 @@ class Predictor:
         out = {}
         steps = self.base.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
         for key in self.rows:
-            low_event, lo = low.lowest_step_peak(key, steps)
+            low_event, lo = self._lowest_program_step(key, low, steps)
             _, hi = high.peak(key)
             if low_event >= 0:
                 lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
@@ -556,6 +556,54 @@ class Predictor:
             kept = np.maximum(used[at : at + _STEP_BLOCK] - held @ earlier, 0.0)
             best = max(best, float((kept + sizes @ through).max()))
         return round(best)
+
+    def _program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
+        """The steps that ran the step function (step numbers), or None where every
+        step counts (no op allocates in more than one step).
+
+        Every step of a training loop runs the same step function, so the op that
+        allocates the most bytes among the ops allocating in more than one step
+        (the program's largest kernel) allocates in each of them. A "step" without
+        it is other work carrying a step number: ``tf.data``'s prefetch makes the
+        next batch (Keras' data adapter gathers it, ``GatherV2``) while the
+        current step runs (``DataHandler`` ends its dataset with
+        ``prefetch(AUTOTUNE)``, keras/src/engine/data_adapter.py) and records it
+        under that batch's step number; or the edge of the capture. Its few
+        allocations are no peak of the program's step."""
+        a = self.base.allocations
+        mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        frame = pd.DataFrame(
+            {
+                "op": a["op"].astype(object).to_numpy()[mine],
+                "step": a["step"].to_numpy(dtype=np.float64, na_value=np.nan)[mine],
+                "bytes": self.requested[mine],
+            }
+        ).dropna(subset=["op"])
+        if frame.empty:
+            return None
+        per_op = frame.groupby("op", sort=False).agg(
+            steps=("step", "nunique"), total=("bytes", "sum")
+        )
+        recurring = per_op[per_op["steps"] > 1]
+        if recurring.empty:
+            return None
+        largest = recurring["total"].idxmax()
+        return frame.loc[frame["op"] == largest, "step"].unique()
+
+    def _lowest_program_step(
+        self, key: tuple[object, object], low: Replayed, steps: np.ndarray
+    ) -> tuple[int, int]:
+        """(timeline row, bytes) of the peak of the program's step that peaks lowest
+        (``Replayed.lowest_step_peak`` over the steps that ran the step function,
+        ``_program_steps``); the rows of other steps take no part."""
+        program = self._program_steps(key)
+        if program is None:
+            return low.lowest_step_peak(key, steps)
+        rows = low.events[key]
+        mine = steps[rows]
+        keep = np.isnan(mine) | np.isin(mine, program)
+        part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
+        return part.lowest_step_peak(key, steps)
 
     def _one_left_out(
         self,
