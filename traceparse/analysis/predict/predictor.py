@@ -286,6 +286,7 @@ class Predictor:
         )
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
         self._floors: dict[tuple[object, object], int] = {}
+        self._skippable: dict[tuple[object, object], np.ndarray] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -605,6 +606,53 @@ class Predictor:
         part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
         return part.lowest_step_peak(key, steps)
 
+    def _could_skip(self, key: tuple[object, object]) -> np.ndarray:
+        """Per allocation: whether another run of its op could do without it.
+
+        A workspace (``scratch:`` basis): cuDNN's autotuner may pick an algorithm
+        that needs none (``cudnnGetConvolution*WorkspaceSize`` is 0 for some;
+        tensorflow/core/kernels/conv_ops_gpu.cc). An output: the op writes it
+        into an input's buffer instead where that input has the same bytes and
+        its reference count is one (``forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc); the capture shows such an input
+        as an allocation of the same request freed between the output's
+        allocation and the next op's first allocation (the executor drops an
+        op's inputs when it finishes). Others (a new tensor of a shape no input
+        has, such as a convolution's output or its input gradient) always
+        allocate. Of ``key``'s allocations; False elsewhere."""
+        if key in self._skippable:
+            return self._skippable[key]
+        a, ends = self.base.allocations, self.base.ends
+        mine = self._mine(key)
+        out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
+        timeline = self.base.timeline
+        rows = self.rows[key]
+        allocs = rows[timeline["kind"].astype(object).to_numpy()[rows] == "allocation"]
+        if len(allocs):
+            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            # Runs of consecutive allocations by one op; each run's next run's first row.
+            change = np.concatenate([[True], ops[1:] != ops[:-1]])
+            run = np.cumsum(change) - 1
+            firsts = np.concatenate([allocs[change], [np.iinfo(np.int64).max // 4]])
+            start = a["alloc_event"].to_numpy(dtype=np.int64)
+            index = np.flatnonzero(mine)
+            at = np.clip(np.searchsorted(allocs, start[index]), 0, len(allocs) - 1)
+            next_op = firsts[run[at] + 1]
+            size = self.requested[index]
+            end = ends[index]
+            freed = end != STILL_LIVE
+            # (request, end) of the freed ones, sorted; each output's window searched.
+            _, rank = np.unique(size, return_inverse=True)
+            span = np.int64(len(timeline) + 2)
+            keyed = np.sort(rank[freed] * span + end[freed])
+            low = rank * span + start[index]
+            high = rank * span + np.minimum(next_op, span - 1)
+            found = np.searchsorted(keyed, high, "left") - np.searchsorted(keyed, low, "left")
+            found -= freed & (end >= start[index]) & (end < next_op)  # not itself
+            out[index] |= found > 0
+        self._skippable[key] = out
+        return out
+
     def _one_left_out(
         self,
         key: tuple[object, object],
@@ -625,7 +673,9 @@ class Predictor:
         tensorflow/core/framework/op_kernel.cc), which depends on when the
         input's other consumers ran; and its workspace is whatever the algorithm
         cuDNN's autotuner picked needs (none for some). Both concern what the op
-        running at that moment allocates. And the executor frees a tensor when
+        running at that moment allocates, and only where it could happen
+        (``_could_skip``: an output of the size of an input freed as the op
+        ends, or a workspace). And the executor frees a tensor when
         its last consumer finishes (the reference count drops,
         tensorflow/core/common_runtime/executor.cc), so a free recorded just after
         the moment, before any other op allocates, may come before it in another
@@ -643,13 +693,15 @@ class Predictor:
         timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
         allocating = self.base.timeline["kind"].astype(object).to_numpy()[rows] == "allocation"
         made_by = a["op"].astype(object).to_numpy()
+        forwardable = self._could_skip(key)
+        nothing = np.zeros(len(a), dtype=bool)
 
         def spared(row: int) -> float:
             op = timeline_ops[row]
             # The first allocation after ``row`` by another op (no other: the end).
             later = np.flatnonzero((rows > row) & allocating & (timeline_ops[rows] != op))
             next_op = int(rows[later[0]]) if len(later) else np.iinfo(np.int64).max
-            own = made_by == op if isinstance(op, str) else np.zeros(len(a), dtype=bool)
+            own = (made_by == op) & forwardable if isinstance(op, str) else nothing
             soon = (ends != STILL_LIVE) & (ends < next_op)
             growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
             return float(growing.max()) if len(growing) else 0.0
