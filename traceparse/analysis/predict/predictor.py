@@ -87,6 +87,8 @@ POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", CPU_POOL_BYTES  # tables.variables sa
 # Moments of a step the low bound tries (``Predictor._one_left_out``): each costs a
 # pass over the allocations.
 _MOMENTS = 64
+# A row after every other (no such event).
+_NEVER = np.iinfo(np.int64).max // 4
 # Steps ``Predictor.floor`` weighs at once (a block is allocations x steps booleans).
 _STEP_BLOCK = 64
 
@@ -287,6 +289,8 @@ class Predictor:
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
         self._floors: dict[tuple[object, object], int] = {}
         self._skippable: dict[tuple[object, object], np.ndarray] = {}
+        self._programs: dict[tuple[object, object], np.ndarray | None] = {}
+        self._op_runs: dict[tuple[object, object], tuple[np.ndarray, ...]] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -541,21 +545,32 @@ class Predictor:
         mine = self._mine(key)
         start = self.base.allocations["alloc_event"].to_numpy(dtype=np.int64)[mine]
         end = self.base.ends[mine]
-        end = np.where(end == STILL_LIVE, np.iinfo(np.int64).max, end)
+        end = np.where(end == STILL_LIVE, len(timeline), end)
+        # The capture's own allocations' bytes live after each row (as captured).
+        change = np.zeros(len(timeline) + 1)
+        np.add.at(change, start, self.held[mine])
+        np.add.at(change, end, -self.held[mine])
+        live = np.cumsum(change)
+        kept = np.maximum(used - np.where(firsts > 0, live[np.maximum(firsts - 1, 0)], 0.0), 0.0)
         sizing = self.sizing
         fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]
         if sizing.envelopes:
             fixed[np.isin(np.flatnonzero(mine), list(sizing.envelopes))] = False
-        sizes = np.where(fixed, rounded(self.requested)[mine], 0.0)
-        sizes[self._in_pool(self.requested)[mine]] = 0.0
-        held = self.held[mine]
-        best = 0.0
+        fixed &= ~self._in_pool(self.requested)[mine]
+        # Only what outlives some step can be live through one: among the steps that
+        # start at or after an allocation, the earliest end must come before its own.
+        order = np.argsort(firsts, kind="stable")
+        soonest = np.minimum.accumulate(lasts[order][::-1])[::-1]
+        after = np.searchsorted(firsts[order], start)
+        spans = fixed & (after < len(order))
+        spans[spans] = soonest[after[spans]] < end[spans]
+        start, end = start[spans], end[spans]
+        sizes = rounded(self.requested)[mine][spans]
+        best = float(kept.max())
         for at in range(0, len(firsts), _STEP_BLOCK):  # a block of steps at a time
             first, last = firsts[at : at + _STEP_BLOCK], lasts[at : at + _STEP_BLOCK]
             through = (start[:, None] <= first[None, :]) & (end[:, None] > last[None, :])
-            earlier = (start[:, None] < first[None, :]) & (end[:, None] >= first[None, :])
-            kept = np.maximum(used[at : at + _STEP_BLOCK] - held @ earlier, 0.0)
-            best = max(best, float((kept + sizes @ through).max()))
+            best = max(best, float((kept[at : at + _STEP_BLOCK] + sizes @ through).max()))
         return round(best)
 
     def _program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
@@ -597,7 +612,9 @@ class Predictor:
         """(timeline row, bytes) of the peak of the program's step that peaks lowest
         (``Replayed.lowest_step_peak`` over the steps that ran the step function,
         ``_program_steps``); the rows of other steps take no part."""
-        program = self._program_steps(key)
+        if key not in self._programs:
+            self._programs[key] = self._program_steps(key)
+        program = self._programs[key]
         if program is None:
             return low.lowest_step_peak(key, steps)
         rows = low.events[key]
@@ -605,6 +622,31 @@ class Predictor:
         keep = np.isnan(mine) | np.isin(mine, program)
         part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
         return part.lowest_step_peak(key, steps)
+
+    def _next_op(self, key: tuple[object, object], rows: np.ndarray) -> np.ndarray:
+        """Per timeline row of ``key``: the row of the first allocation after it by
+        an op other than the row's (a very large number where none)."""
+        if key not in self._op_runs:
+            timeline = self.base.timeline
+            events = self.rows[key]
+            allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
+            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            # Runs of consecutive allocations by one op; each run's next run's first row.
+            change = np.concatenate([[True], ops[1:] != ops[:-1]]) if len(ops) else ops
+            run = np.cumsum(change) - 1
+            firsts = np.concatenate([allocs[change.astype(bool)], [_NEVER]]) if len(ops) else ops
+            self._op_runs[key] = (allocs, ops, run, firsts)
+        allocs, ops, run, firsts = self._op_runs[key]
+        out = np.full(len(rows), _NEVER, dtype=np.int64)
+        if not len(allocs):
+            return out
+        at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
+        has = at < len(allocs)
+        first = np.minimum(at, len(allocs) - 1)
+        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
+        same = ops[first] == row_ops
+        out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
+        return out
 
     def _could_skip(self, key: tuple[object, object]) -> np.ndarray:
         """Per allocation: whether another run of its op could do without it.
@@ -625,25 +667,17 @@ class Predictor:
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key)
         out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
-        timeline = self.base.timeline
-        rows = self.rows[key]
-        allocs = rows[timeline["kind"].astype(object).to_numpy()[rows] == "allocation"]
-        if len(allocs):
-            ops = timeline["op"].astype(object).to_numpy()[allocs]
-            # Runs of consecutive allocations by one op; each run's next run's first row.
-            change = np.concatenate([[True], ops[1:] != ops[:-1]])
-            run = np.cumsum(change) - 1
-            firsts = np.concatenate([allocs[change], [np.iinfo(np.int64).max // 4]])
+        index = np.flatnonzero(mine)
+        if len(index):
             start = a["alloc_event"].to_numpy(dtype=np.int64)
-            index = np.flatnonzero(mine)
-            at = np.clip(np.searchsorted(allocs, start[index]), 0, len(allocs) - 1)
-            next_op = firsts[run[at] + 1]
+            # An allocation's own row: the first allocation by another op after it.
+            next_op = self._next_op(key, start[index])
             size = self.requested[index]
             end = ends[index]
             freed = end != STILL_LIVE
             # (request, end) of the freed ones, sorted; each output's window searched.
             _, rank = np.unique(size, return_inverse=True)
-            span = np.int64(len(timeline) + 2)
+            span = np.int64(len(self.base.timeline) + 2)
             keyed = np.sort(rank[freed] * span + end[freed])
             low = rank * span + start[index]
             high = rank * span + np.minimum(next_op, span - 1)
@@ -691,7 +725,6 @@ class Predictor:
         mine = self._mine(key) & grows
         rows, values = low.events[key], low.bytes[key]
         timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
-        allocating = self.base.timeline["kind"].astype(object).to_numpy()[rows] == "allocation"
         made_by = a["op"].astype(object).to_numpy()
         forwardable = self._could_skip(key)
         nothing = np.zeros(len(a), dtype=bool)
@@ -699,8 +732,7 @@ class Predictor:
         def spared(row: int) -> float:
             op = timeline_ops[row]
             # The first allocation after ``row`` by another op (no other: the end).
-            later = np.flatnonzero((rows > row) & allocating & (timeline_ops[rows] != op))
-            next_op = int(rows[later[0]]) if len(later) else np.iinfo(np.int64).max
+            next_op = int(self._next_op(key, np.array([row]))[0])
             own = (made_by == op) & forwardable if isinstance(op, str) else nothing
             soon = (ends != STILL_LIVE) & (ends < next_op)
             growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
