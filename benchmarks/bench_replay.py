@@ -1,9 +1,8 @@
 """CPU time and peak RSS of ``summary``, ``report -o r.html`` and ``predict
---from-batch 56 --batch 64 --capacity`` on ``make_dense.py`` captures, this checkout
-against a baseline checkout (main), in one run; and the import time of the
-``summary`` command. The captured batch is given: the dense captures' shapes hold
-no inputs and no gradients, so ``find_batch`` reads no batch off them (weak
-evidence), and ``report`` draws no prediction on them.
+--batch 64 --capacity`` on ``make_dense.py`` captures, this checkout against a
+baseline checkout (main), in one run; and the import time of the ``summary``
+command. The captured batch (56) is read off the captures' input, activation and
+gradient shapes, as on a real training step; ``predict`` must print it.
 
 Each command is a fresh ``python -m traceparse`` process; its CPU time (user +
 system) and peak RSS come from ``os.wait4`` (the machine is shared: CPU time
@@ -33,7 +32,7 @@ from make_dense import capture_path  # noqa: E402
 COMMANDS = {
     "summary": ["summary"],
     "report": ["report", "-o", "{out}/r.html"],
-    "predict": ["predict", "--from-batch", "56", "--batch", "64", "--capacity", "80GiB"],
+    "predict": ["predict", "--batch", "64", "--capacity", "80GiB"],
 }
 
 
@@ -115,6 +114,8 @@ def main() -> None:
                     rows.append((events, name, label, None, None, "not run"))
                     continue
                 cpu, rss, text = run(code, command, capture)
+                if name == "predict" and "The captured batch size 56:" not in text:
+                    raise SystemExit(f"{label}: predict did not read batch 56 off {capture}")
                 rows.append((events, name, label, cpu, rss, largest(text)))
                 print(f"{events:>9,} {name:8} {label:5} {cpu:8.2f} s {rss:8.0f} MiB", flush=True)
     imports = import_times({"main": args.baseline, "this": REPO}, tiny)
