@@ -170,7 +170,7 @@ def replicas(allocations: pd.DataFrame) -> int:
     and splits each global batch ``fit`` is given evenly among them
     (``experimental_distribute_dataset``: ``rebatch`` to the global batch /
     replicas), so every tensor the capture records holds one replica's share."""
-    names = pd.unique(allocations["op"].dropna().astype(str).to_numpy())
+    names = {str(x) for x in allocations["op"].dropna().unique()}
     found = {int(m.group(1)) for name in names if (m := _REPLICA.search(name))}
     return 1 + len(found)
 
@@ -283,6 +283,7 @@ class Predictor:
             base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
         )
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+        self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -361,7 +362,17 @@ class Predictor:
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high (each chunk at
-        its largest, every size at its larger reading)."""
+        its largest, every size at its larger reading). The last batch's are kept
+        (read-only): a replay and its extremes ask for the same batch in turn."""
+        if batch not in self._sized:
+            found = self._sizes(batch)
+            for array in found:
+                array.flags.writeable = False
+            self._sized.clear()
+            self._sized[batch] = found
+        return self._sized[batch]
+
+    def _sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         point, low, high = self.sizing.at(batch)
         # At the captured batch every allocation keeps the chunk it got: the
         # prediction is the capture itself.
@@ -380,8 +391,7 @@ class Predictor:
         placement unknown), and the larger reading of every size whose scaling is
         unknown with the point rule's chunks (``chunks``)."""
         point, _, high = self.sizing.at(batch)
-        _, _, worst = chunks(point, self.requested, self.settled, self.held)
-        held_point, _, _ = chunks(point, self.requested, self.settled, self.held)
+        held_point, _, worst = chunks(point, self.requested, self.settled, self.held)
         read_high, _, _ = chunks(high, self.requested, self.settled, self.held)
         worst[self._in_pool(point)] = 0.0
         read_high[self._in_pool(high)] = 0.0

@@ -12,6 +12,7 @@ the captured batch; the point estimate elsewhere places every chunk
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,34 @@ from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION,
 def rounded(requested: np.ndarray) -> np.ndarray:
     """``requested`` rounded up to the allocator's granule (as float)."""
     return np.ceil(np.asarray(requested, dtype=np.float64) / GRANULE) * GRANULE
+
+
+class _Invariant:
+    """What ``chunks`` reads of the captured arrays alone, kept for the last ones
+    asked: a capacity search or a report asks ``chunks`` of the same captured
+    arrays dozens of times. Held by weak reference: the arrays' owner decides how
+    long they live, and a dead one's identity is never matched."""
+
+    def __init__(self, requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray) -> None:
+        self.arrays = tuple(weakref.ref(x) for x in (requested, settled, allocated))
+        # A chunk handed out whole with slack whose size is a region's (see ``chunks``).
+        self.region = np.flatnonzero(
+            is_region(settled.astype(np.int64)) & (settled > rounded(requested))
+        )
+
+
+_INVARIANTS: list[_Invariant] = []
+
+
+def _invariant(requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray) -> _Invariant:
+    for found in _INVARIANTS:
+        r, s, a = (ref() for ref in found.arrays)
+        if r is requested and s is settled and a is allocated:
+            return found
+    made = _Invariant(requested, settled, allocated)
+    _INVARIANTS.insert(0, made)
+    del _INVARIANTS[2:]
+    return made
 
 
 def chunks(
@@ -48,19 +77,19 @@ def chunks(
     """
     new = rounded(new_requested)
     same = new_requested == requested
-    reuse = (new <= settled) & (settled < 2 * new)
-    point = np.where(same | reuse, settled, new)
+    point = np.where(same | ((new <= settled) & (settled < 2 * new)), settled, new)
     # A chunk handed out whole with slack whose size is a region's (2 MiB times a
     # power of two, as the allocator grows on demand) was a region; a request
     # that outgrows it gets a new region, doubled until it fits, whole when that
     # is less than twice the request (the allocator grows its regions by doubling).
-    whole = settled.astype(np.int64)
-    region = is_region(whole) & (settled > rounded(requested)) & (new > settled)
-    doubled = settled * 2.0 ** np.ceil(
-        np.log2(np.divide(new, settled, out=np.ones_like(new), where=(settled > 0) & (new > 0)))
-    )
-    grown = region & (doubled < 2 * new)
-    point = np.where(grown, doubled, point)
+    # Only the (few) regions' rows can: the rest is not computed.
+    rows = _invariant(requested, settled, allocated).region
+    if len(rows):
+        was, want = settled[rows], new[rows]
+        rows, was, want = rows[want > was], was[want > was], want[want > was]
+        doubled = was * 2.0 ** np.ceil(np.log2(want / was))
+        grown = doubled < 2 * want
+        point[rows[grown]] = doubled[grown]
     low = np.minimum(point, new)
     whole = np.maximum(np.minimum(2 * new - GRANULE, new + MAX_INTERNAL_FRAGMENTATION), new)
     high = np.maximum(np.maximum(point, allocated * same), whole)
