@@ -284,6 +284,7 @@ class Predictor:
         )
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
         self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._mines: dict[tuple[object, object], np.ndarray] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -542,10 +543,16 @@ class Predictor:
         return round(best)
 
     def _mine(self, key: tuple[object, object]) -> np.ndarray:
-        a = self.base.allocations
-        return (a["host"].astype(object).to_numpy() == key[0]) & (
-            a["allocator"].astype(object).to_numpy() == key[1]
-        )
+        """The allocations of ``key`` (made once per key, read-only: every replay
+        and bound asks)."""
+        if key not in self._mines:
+            a = self.base.allocations
+            found = (a["host"].astype(object).to_numpy() == key[0]) & (
+                a["allocator"].astype(object).to_numpy() == key[1]
+            )
+            found.flags.writeable = False
+            self._mines[key] = found
+        return self._mines[key]
 
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""

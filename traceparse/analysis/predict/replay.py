@@ -131,10 +131,19 @@ class Replayed:
         values, rows = self.bytes[key], self.events[key]
         mine = steps[rows]
         marked = np.flatnonzero(~np.isnan(mine))
-        if len(np.unique(mine[marked])) < 2:
+        if not len(marked) or (mine[marked] == mine[marked[0]]).all():
             return self.peak(key)
-        # Each step's first event at its maximum; of those, the lowest (first among equals).
-        tops = pd.Series(values[marked], index=marked).groupby(mine[marked]).idxmax().to_numpy()
+        # Each step's first event at its maximum; of those, the lowest (first among
+        # equals, steps in ascending order).
+        found, codes = np.unique(mine[marked], return_inverse=True)
+        codes = codes.ravel()
+        vals = values[marked]
+        top = np.full(len(found), -np.inf)
+        np.maximum.at(top, codes, vals)
+        at_top = np.flatnonzero(vals == top[codes])
+        first = np.full(len(found), len(vals), dtype=np.int64)
+        np.minimum.at(first, codes[at_top], at_top)
+        tops = marked[first]
         at = int(tops[int(np.argmin(values[tops]))])
         outside = np.flatnonzero(np.isnan(mine))
         if len(outside):
@@ -162,17 +171,30 @@ def replay(
 ) -> Replayed:
     """The in-use bytes after every event with each allocation holding ``new_held``
     instead of ``held`` from its allocation event to its end (``liveness.end_events``)."""
-    delta = np.zeros(len(timeline) + 1)
+    n = len(timeline)
     change = np.asarray(new_held, dtype=np.float64) - np.asarray(held, dtype=np.float64)
-    start = allocations["alloc_event"].to_numpy(dtype=np.int64)
-    np.add.at(delta, start, change)
-    stop = np.where(ends == STILL_LIVE, len(timeline), ends)
-    np.add.at(delta, stop, -change)
-    captured = in_use(timeline).astype(np.float64)
+    # Only the allocations whose bytes change move the counter (at the captured
+    # batch, most or all keep theirs). Bytes are whole numbers under 2**53: the
+    # sums are exact in any order.
+    moved = np.flatnonzero(change)
+    delta = np.zeros(n + 1)
+    if len(moved):
+        start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
+        stop = ends[moved]
+        stop = np.where(stop == STILL_LIVE, n, stop)
+        np.add.at(delta, start, change[moved])
+        np.add.at(delta, stop, -change[moved])
+    captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows
     out = {}
     for key, events in rows.items():
-        out[key] = captured[events] + np.cumsum(delta[events])
+        # One allocator's rows are often the whole timeline: slices, not a gather.
+        whole = len(events) == n and (n == 0 or (events[0] == 0 and events[-1] == n - 1))
+        mine = slice(0, n) if whole else events
+        bytes_ = captured[mine].astype(np.float64)
+        if len(moved):
+            bytes_ += np.cumsum(delta[mine])
+        out[key] = bytes_
     return Replayed(rows, out)
 
 
