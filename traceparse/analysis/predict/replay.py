@@ -138,9 +138,9 @@ class Replayed:
         found, codes = np.unique(mine[marked], return_inverse=True)
         codes = codes.ravel()
         vals = values[marked]
-        top = np.full(len(found), -np.inf)
-        np.maximum.at(top, codes, vals)
-        at_top = np.flatnonzero(vals == top[codes])
+        highest = np.full(len(found), -np.inf)
+        np.maximum.at(highest, codes, vals)
+        at_top = np.flatnonzero(vals == highest[codes])
         first = np.full(len(found), len(vals), dtype=np.int64)
         np.minimum.at(first, codes[at_top], at_top)
         tops = marked[first]
