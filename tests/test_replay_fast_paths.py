@@ -1,10 +1,10 @@
-"""The report's fast paths (issue 49) against the code they replaced, kept here as
-the reference: ``chunks`` (captured-only rules computed once, region doubling
-on region rows only), the counter ``replay`` (only changed allocations moved,
-slices for a whole timeline), ``lowest_step_peak`` (numpy instead of a pandas
-groupby) and ``instant_table``'s binary search per allocator (against the mask
-over every row). Equal exactly, on every fixture with memory events and on
-random arrays."""
+"""The report's fast paths (issue 49) against the code they replaced, kept here
+as the reference: ``groups`` (one allocator without a groupby), ``chunks``
+(captured-only rules computed once, region doubling on region rows only), the
+counter ``replay`` (only changed allocations moved, slices for a whole
+timeline), ``lowest_step_peak`` (numpy instead of a pandas groupby) and
+``instant_table``'s binary search per allocator (against the mask over every
+row). Equal exactly, on every fixture with memory events and on random arrays."""
 
 from __future__ import annotations
 
@@ -58,8 +58,16 @@ def reference_replay(
     stop = np.where(ends == STILL_LIVE, len(timeline), ends)
     np.add.at(delta, stop, -change)
     captured = in_use(timeline).astype(np.float64)
-    rows = groups(timeline)
+    rows = reference_groups(timeline)
     return Replayed(rows, {k: captured[e] + np.cumsum(delta[e]) for k, e in rows.items()})
+
+
+def reference_groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
+    keys = timeline[["host", "allocator"]].astype(object)
+    out: dict[tuple[object, object], np.ndarray] = {}
+    for key, rows in keys.groupby(["host", "allocator"], sort=True, dropna=False).indices.items():
+        out[(key[0], key[1])] = np.sort(np.asarray(rows, dtype=np.int64))
+    return out
 
 
 def reference_lowest_step_peak(
@@ -124,16 +132,20 @@ def test_replays_and_instants_equal_the_reference(name: str) -> None:
     rng = np.random.default_rng(len(held))
     steps = timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
     assert_chunks_equal(requested * 3, requested, held, held)
+    mine_rows, their_rows = groups(timeline), reference_groups(timeline)
+    assert [repr(k) for k in mine_rows] == [repr(k) for k in their_rows]
+    for (_, rows), (_, expected) in zip(mine_rows.items(), their_rows.items(), strict=True):
+        assert rows.dtype == expected.dtype and np.array_equal(rows, expected)
     for new_held in (held, held * 2, held * rng.integers(0, 3, len(held)), held + 256.0):
         mine = replay(timeline, allocations, ends, held, new_held)
         theirs = reference_replay(timeline, allocations, ends, held, new_held)
-        assert mine.events.keys() == theirs.events.keys()
-        for key in theirs.events:
-            assert np.array_equal(mine.events[key], theirs.events[key])
-            assert mine.bytes[key].dtype == theirs.bytes[key].dtype
-            assert np.array_equal(mine.bytes[key], theirs.bytes[key])
+        for key, theirs_key in zip(mine.events, theirs.events, strict=True):
+            assert repr(key) == repr(theirs_key)
+            assert np.array_equal(mine.events[key], theirs.events[theirs_key])
+            assert mine.bytes[key].dtype == theirs.bytes[theirs_key].dtype
+            assert np.array_equal(mine.bytes[key], theirs.bytes[theirs_key])
             assert mine.lowest_step_peak(key, steps) == reference_lowest_step_peak(
-                theirs, key, steps
+                theirs, theirs_key, steps
             )
     # Instants: each event's time, just before the first, after the last; each host.
     order = _order_of(timeline)

@@ -154,6 +154,10 @@ class Replayed:
 
 def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
     """The timeline rows of each (host, allocator), in time order."""
+    if len(timeline) and all(timeline[c].nunique(dropna=False) == 1 for c in ("host", "allocator")):
+        # One allocator (the usual capture): every row, without grouping millions.
+        first = timeline[["host", "allocator"]].iloc[0].astype(object)
+        return {(first["host"], first["allocator"]): np.arange(len(timeline), dtype=np.int64)}
     keys = timeline[["host", "allocator"]].astype(object)
     out: dict[tuple[object, object], np.ndarray] = {}
     for key, rows in keys.groupby(["host", "allocator"], sort=True, dropna=False).indices.items():
