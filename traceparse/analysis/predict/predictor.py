@@ -18,6 +18,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -146,7 +147,12 @@ def _evidence(
     extra = xla_evidence(capture.xla_buffers, capture.xla_parameters)
     op_names = a["op"].astype(object)
     types = a["op_type"].astype(object) if "op_type" in a else pd.Series(None, index=a.index)
-    names = [f"{o}:{t}" if isinstance(t, str) else o for o, t in zip(op_names, types, strict=True)]
+    # One string per distinct name (sys.intern): a new one per allocation held
+    # ~75 bytes each through the Predictor's construction.
+    names = [
+        sys.intern(f"{o}:{t}") if isinstance(t, str) else o
+        for o, t in zip(op_names, types, strict=True)
+    ]
     sizes = requested_or_held(a).astype(np.float64)
     return (
         list(a["shape"].astype(object)) + extra[0],
