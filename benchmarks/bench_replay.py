@@ -98,6 +98,7 @@ def main() -> None:
         default=1_000_000,
         help="the baseline's report and predict only up to this many events",
     )
+    parser.add_argument("--label", default="main", help="the baseline's name in the tables")
     parser.add_argument("--out", type=Path, default=HERE / "REPLAY_RESULTS.md")
     args = parser.parse_args()
     tiny = (REPO / "fixtures" / "leak").resolve()
@@ -109,8 +110,8 @@ def main() -> None:
         if not capture.exists():
             raise SystemExit(f"{capture}: missing; run make_dense.py --events {events}")
         for name, command in COMMANDS.items():
-            for label, code in (("main", args.baseline), ("this", REPO)):
-                if label == "main" and name != "summary" and events > args.baseline_upto:
+            for label, code in ((args.label, args.baseline), ("this", REPO)):
+                if label != "this" and name != "summary" and events > args.baseline_upto:
                     rows.append((events, name, label, None, None, "not run"))
                     continue
                 cpu, rss, text = run(code, command, capture)
@@ -118,14 +119,15 @@ def main() -> None:
                     raise SystemExit(f"{label}: predict did not read batch 56 off {capture}")
                 rows.append((events, name, label, cpu, rss, largest(text)))
                 print(f"{events:>9,} {name:8} {label:5} {cpu:8.2f} s {rss:8.0f} MiB", flush=True)
-    imports = import_times({"main": args.baseline, "this": REPO}, tiny)
-    write(args.out, rows, imports)
+    imports = import_times({args.label: args.baseline, "this": REPO}, tiny)
+    write(args.out, rows, imports, args.label)
 
 
 def write(
     path: Path,
     rows: list[tuple[int, str, str, float | None, float | None, str]],
     imports: dict[str, float],
+    baseline: str = "main",
 ) -> None:
     lines = [
         "| events | command | code | CPU s | peak RSS MiB | largest that fits |",
@@ -140,7 +142,7 @@ def write(
     lines.append("|---:|---:|---:|---|")
     table = {(e, n, lab): (c, r) for e, n, lab, c, r, _ in rows}
     for events in sorted({r[0] for r in rows}):
-        for label in ("main", "this"):
+        for label in (baseline, "this"):
             s, rep = table.get((events, "summary", label)), table.get((events, "report", label))
             if s and rep and rep[0] is not None and s[0] and s[1] and rep[1] is not None:
                 lines.append(
@@ -149,7 +151,7 @@ def write(
     lines.append("")
     lines.append(
         "Imports of `traceparse summary fixtures/leak` (`-X importtime`, top level "
-        f"summed, least of 15): main {imports['main']:.3f} s, this {imports['this']:.3f} s."
+        f"summed, least of 15): {baseline} {imports[baseline]:.3f} s, this {imports['this']:.3f} s."
     )
     path.with_suffix(".table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
