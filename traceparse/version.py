@@ -16,6 +16,8 @@ package it checks is the one that is broken.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass
@@ -97,11 +99,11 @@ def installed_version(package: str) -> str | None:
     found = _module_version(package)
     if found is not None:
         return found
-    import importlib.metadata  # 20-35 ms to import: only for a package without __version__
+    from importlib import metadata  # 20-35 ms to import: only for a package without __version__
 
     try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
         pass
     # Importable without install metadata (a source tree on PYTHONPATH).
     name = _MODULES.get(package, package)
