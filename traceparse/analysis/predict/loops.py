@@ -19,8 +19,13 @@ Embedding+LSTM(512) at 192 held 32, 1 and 32 of its [512,2048] per-iteration
 gradients at its peaks (224, 161.5 and 235 MiB); two stacked GRU(256) at 32
 held 32, 32 and 1 of their [256,768] ones (34.2, 35.0 and 11.8 MiB). So a run
 holds between one of each such gradient at a time and ``parallel_iterations``
-of each, and the capture shows one draw of it: the bounds cover both ends
-(``LoopTemps.excess`` for the low, ``LoopTemps.gain`` for the high).
+of each, and the capture shows one draw of it. The same holds for the loop's
+other per-iteration temporaries whose consumer waits (the GRU's run at 128 that
+held one weight gradient at a time held 32 [128,768] ``StridedSliceGrad``
+outputs at another moment). The bounds cover both ends: the low keeps one of
+each per-iteration temporary live (``LoopTemps.excess``), the high
+``parallel_iterations`` of each weight gradient while its loop runs
+(``LoopTemps.gain``; the other temporaries at most as this run held them).
 """
 
 from __future__ import annotations
@@ -42,18 +47,21 @@ _GRAD_BODY = re.compile(r"^(.*?/while_grad/body/_\d+/)")
 
 @dataclass
 class LoopTemps:
-    """The per-iteration weight gradients of a capture's gradient loops.
+    """The per-iteration temporaries of a capture's gradient loops.
 
-    ``index``: each op's allocations (rows of the allocations table), one array
-    per op; ``loop``: each op's loop; ``counts``: per op, how many of its
-    allocations are live after each timeline row; ``spans``: per loop, a mask
-    of the timeline rows while it runs (from its first allocation to its last
-    gradient's free, per step); ``parallel``: the iterations that may be in
+    ``ops``: the ops whose temporaries matter (more than one live at some moment
+    of the capture, or a weight's gradient); ``index``: each op's allocations
+    (rows of the allocations table); ``loop``: each op's loop; ``weighty``:
+    whether the op's is a weight's gradient; ``counts``: per op, how many of its
+    allocations are live after each timeline row; ``spans``: per loop, a mask of
+    the timeline rows while it runs (per step, its first allocation to its last
+    weight gradient's free); ``parallel``: the iterations that may be in
     flight."""
 
     ops: list[str]
     index: list[np.ndarray]
     loop: np.ndarray
+    weighty: np.ndarray
     counts: np.ndarray
     spans: np.ndarray
     parallel: int
@@ -63,28 +71,41 @@ class LoopTemps:
         return np.array([float(sizes[i].max()) for i in self.index])
 
     def excess(self, sizes: np.ndarray) -> np.ndarray:
-        """Per timeline row: the bytes of these gradients live beyond one of each
-        op, which a run computing one iteration's at a time does not hold."""
+        """Per timeline row: the bytes of these temporaries live beyond one of each
+        op, which a run computing one iteration at a time does not hold."""
         each = self._each(sizes)[:, None]
         return (np.maximum(self.counts - 1, 0) * each).sum(axis=0)
 
     def gain(self, sizes: np.ndarray) -> np.ndarray:
-        """Per timeline row: what a run with ``parallel`` iterations' gradients of
-        every op of the running loop in flight holds beyond this one (0 outside
-        the loops)."""
+        """Per timeline row: what a run with ``parallel`` iterations' weight
+        gradients of every such op of the running loop in flight holds beyond this
+        one (0 outside the loops)."""
         each = self._each(sizes)[:, None]
-        room = (self.parallel - self.counts) * each
+        room = np.maximum(self.parallel - self.counts, 0) * each
         out = np.zeros(self.counts.shape[1])
-        for loop in np.unique(self.loop):
-            mine = self.loop == loop
+        for loop in np.unique(self.loop[self.weighty]):
+            mine = (self.loop == loop) & self.weighty
             out = np.maximum(out, np.where(self.spans[loop], room[mine].sum(axis=0), 0.0))
         return out
 
     def bytes_in_flight(self, sizes: np.ndarray) -> int:
-        """The most these gradients can hold at once: ``parallel`` of each op of
-        the largest loop."""
+        """The most the weight gradients can hold at once: ``parallel`` of each op
+        of the loop that has the most."""
         each = self._each(sizes)
-        return round(max(each[self.loop == k].sum() for k in np.unique(self.loop)) * self.parallel)
+        loops = np.unique(self.loop[self.weighty])
+        if not len(loops):
+            return 0
+        return round(
+            max(each[(self.loop == k) & self.weighty].sum() for k in loops) * self.parallel
+        )
+
+
+def _counts(start: np.ndarray, end: np.ndarray, rows: int) -> np.ndarray:
+    """How many of the allocations [start, end) are live after each timeline row."""
+    change = np.zeros(rows + 1)
+    np.add.at(change, start, 1.0)
+    np.add.at(change, end, -1.0)
+    return np.cumsum(change)[:rows]
 
 
 def loop_temps(
@@ -94,51 +115,74 @@ def loop_temps(
     weights: set[tuple[int, ...]],
     rows: int,
 ) -> LoopTemps | None:
-    """The gradient loops' per-iteration weight gradients among ``mine``'s
-    allocations: made by an op of a ``while_grad/body`` scope, of a weight's
-    shape, freed during the capture (added to the running sum). None where
-    there are none (no recurrent loop: the bounds are left as they are).
-    ``rows``: the timeline's length."""
+    """The gradient loops' per-iteration temporaries among ``mine``'s allocations:
+    made by an op of a ``while_grad/body`` scope and freed while that loop still
+    runs in its step (not a list element it hands on), of the ops that held more
+    than one at some moment or whose shape is a weight's (a weight's gradient,
+    added to the running sum). None where there are none (no recurrent loop:
+    the bounds are left as they are). ``rows``: the timeline's length."""
     names_of = allocations["op"].astype(object).where(allocations["op"].notna(), "").astype(str)
     text = names_of.to_numpy(dtype=object)
     in_body = mine & names_of.str.contains("/while_grad/body/", regex=False).to_numpy(dtype=bool)
     if not in_body.any():
         return None
-    shapes = allocations["shape"].astype(object).to_numpy()
-    candidates = np.flatnonzero(in_body & (ends != STILL_LIVE))
-    kinds = pd.Series(shapes[candidates]).astype(str)
-    weighty = {k for k in kinds.unique() if dims(k) in weights}
-    chosen = candidates[kinds.isin(weighty).to_numpy(dtype=bool)].astype(np.int64)
-    if not len(chosen):
-        return None
     start = allocations["alloc_event"].to_numpy(dtype=np.int64)
-    names = sorted({str(text[i]) for i in chosen})
-    prefix = {n: _GRAD_BODY.match(n).group(1) for n in names}  # type: ignore[union-attr]
-    loops = sorted(set(prefix.values()))
-    index = [chosen[text[chosen] == n] for n in names]
-    counts = np.zeros((len(names), rows))
-    for k, idx in enumerate(index):
-        change = np.zeros(rows + 1)
-        np.add.at(change, start[idx], 1.0)
-        np.add.at(change, ends[idx], -1.0)
-        counts[k] = np.cumsum(change)[:rows]
     steps = allocations["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+    steps = np.where(np.isnan(steps), -1.0, steps)
+    loop_name = names_of.str.extract(_GRAD_BODY, expand=False).fillna("").to_numpy(dtype=object)
+    # Each loop's run in each step: its ops' first and last allocation.
+    ran = pd.DataFrame({"loop": loop_name[in_body], "step": steps[in_body], "row": start[in_body]})
+    span = ran.groupby(["loop", "step"])["row"].agg(["min", "max"])
+    body = np.flatnonzero(in_body & (ends != STILL_LIVE))
+    shapes = pd.Series(allocations["shape"].astype(object).to_numpy()[body]).astype(str)
+    weighty_shapes = {k for k in shapes.unique() if dims(k) in weights}
+    is_weighty = shapes.isin(weighty_shapes).to_numpy(dtype=bool)
+    # A weight's gradient is added to the running sum, never handed on; another
+    # temporary counts where it is freed while its loop still runs in its step
+    # (the sum's last additions may come after the loop's last allocation).
+    where = pd.MultiIndex.from_arrays([loop_name[body], steps[body]])
+    summed = (
+        pd.Series(ends[body][is_weighty])
+        .groupby([loop_name[body][is_weighty], steps[body][is_weighty]])
+        .max()
+    )
+    stop = np.maximum(
+        span["max"].reindex(where).to_numpy(dtype=np.float64),
+        summed.reindex(where).fillna(-1).to_numpy(dtype=np.float64),
+    )
+    keep = is_weighty | (ends[body] <= stop)
+    body, is_weighty = body[keep], is_weighty[keep]
+    if not len(body):
+        return None
+    ops, index, weighty, counts = [], [], [], []
+    for name, at in pd.Series(np.arange(len(body))).groupby(text[body]).indices.items():
+        idx = body[at]
+        live = _counts(start[idx], ends[idx], rows)
+        heavy = bool(is_weighty[at].any())
+        if heavy or live.max() > 1:
+            ops.append(str(name))
+            index.append(idx)
+            weighty.append(heavy)
+            counts.append(live)
+    if not ops:
+        return None
+    loops = sorted({str(loop_name[i[0]]) for i in index})
+    loop_of = np.array([loops.index(str(loop_name[i[0]])) for i in index], dtype=np.int64)
+    heavy_of = np.array(weighty, dtype=bool)
     spans = np.zeros((len(loops), rows), dtype=bool)
     for k, loop in enumerate(loops):
-        # Each step's run of the loop: its ops' first allocation to its gradients' last free.
-        ran = mine & names_of.str.startswith(loop).to_numpy(dtype=bool)
-        grads = np.concatenate([index[j] for j, n in enumerate(names) if prefix[n] == loop])
-        frame = pd.DataFrame(
-            {
-                "step": np.concatenate([steps[ran], steps[grads]]),
-                "row": np.concatenate([start[ran], ends[grads]]),
-            }
-        ).fillna({"step": -1.0})
-        span = frame.groupby("step")["row"].agg(["min", "max"])
+        # Per step: the loop's first allocation to its last weight gradient's free.
+        firsts = span.loc[loop, "min"]
+        grads = [index[j] for j in np.flatnonzero((loop_of == k) & heavy_of)]
+        if not grads:
+            continue
+        g = np.concatenate(grads)
+        ends_by_step = pd.Series(ends[g]).groupby(steps[g]).max()
+        stops = np.maximum(span.loc[loop, "max"], ends_by_step.reindex(firsts.index).fillna(0))
         change = np.zeros(rows + 1)
-        np.add.at(change, span["min"].to_numpy(np.int64), 1.0)
-        np.add.at(change, np.minimum(span["max"].to_numpy(np.int64) + 1, rows), -1.0)
+        np.add.at(change, firsts.to_numpy(np.int64), 1.0)
+        np.add.at(change, np.minimum(stops.to_numpy(np.int64) + 1, rows), -1.0)
         spans[k] = np.cumsum(change)[:rows] > 0
-    loop_of = np.array([loops.index(prefix[n]) for n in names], dtype=np.int64)
-    parallel = max(PARALLEL_ITERATIONS, int(counts.max()))
-    return LoopTemps(names, index, loop_of, counts, spans, parallel)
+    stacked = np.vstack(counts)
+    parallel = max(PARALLEL_ITERATIONS, int(stacked[heavy_of].max()) if heavy_of.any() else 0)
+    return LoopTemps(ops, index, loop_of, heavy_of, stacked, spans, parallel)

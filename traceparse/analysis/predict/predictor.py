@@ -542,9 +542,9 @@ class Predictor:
         if temps is None:
             return ""
         return (
-            f"; bounds: a recurrent loop's weight gradients, 1 to {temps.parallel} "
-            f"iterations in flight (while_v2 parallel_iterations; {len(temps.ops)} per "
-            f"iteration, {temps.bytes_in_flight(sizes)} bytes at most)"
+            f"; bounds: a recurrent loop's per-iteration temporaries, 1 to {temps.parallel} "
+            f"iterations in flight (while_v2 parallel_iterations; {int(temps.weighty.sum())} "
+            f"weight gradients per iteration, {temps.bytes_in_flight(sizes)} bytes at most)"
         )
 
     def floor(self, key: tuple[object, object]) -> int:
