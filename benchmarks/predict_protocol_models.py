@@ -82,11 +82,35 @@ def _mlp_jit(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
     return keras.Model(inp, out, name="jitted"), data
 
 
+def _dev_gru(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development scenario (issue 47, loops): two stacked GRUs on random sequences,
+    # for work on how a recurrent loop's peak varies run to run. Not in the test set.
+    model = keras.Sequential(
+        [
+            keras.Input((40, 32), name="frames"),
+            keras.layers.GRU(256, return_sequences=True, name="gru_a"),
+            keras.layers.GRU(256, name="gru_b"),
+            keras.layers.Dense(4, name="logits"),
+        ],
+        name="stacked",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(4)
+        return rng.random((n, 40, 32), dtype=np.float32), rng.integers(0, 4, n)
+
+    return model, data
+
+
 BUILDERS = {
     "functional_cnn": _functional_cnn,
     "embed_lstm": _embed_lstm,
     "mlp_jit": _mlp_jit,
+    "dev_gru": _dev_gru,
 }
+# Development scenarios (rules may be tuned on them; not part of the protocol's
+# test set): model -> its batch sizes.
+DEV_MODELS: dict[str, tuple[int, ...]] = {"dev_gru": (32, 128)}
 
 
 def capture(name: str, batch: int, threads: str, logdir: str) -> None:

@@ -51,6 +51,7 @@ from traceparse.analysis.predict.batch import (
     sizing,
 )
 from traceparse.analysis.predict.fit import fit_two, match_keys
+from traceparse.analysis.predict.loops import LoopTemps, loop_temps
 from traceparse.analysis.predict.parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict.replay import (
     Replayed,
@@ -301,6 +302,7 @@ class Predictor:
         self._op_runs: dict[tuple[object, object], tuple[np.ndarray, ...]] = {}
         self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._mines: dict[tuple[object, object], np.ndarray] = {}
+        self._loops: dict[tuple[object, object], LoopTemps | None] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -457,7 +459,8 @@ class Predictor:
                 "step": _cell(timeline["step"], event),
                 "op": _cell(timeline["op"], event),
                 "event": event,
-                "basis": "; ".join(f"{b} {int(v)}" for b, v in basis.items() if v),
+                "basis": "; ".join(f"{b} {int(v)}" for b, v in basis.items() if v)
+                + self._loop_basis(key, sizes),
                 # Tensors of fewer bytes per example were requests under the pool's
                 # limit at the captured batch: not in the capture, not predicted.
                 "pooled_below_bytes": (
@@ -499,7 +502,12 @@ class Predictor:
         the larger of every chunk as large as the allocator hands out whole (the
         placement unknown) and every size at its larger reading (the scaling
         unknown), each with the other at its point; what was held before the
-        capture added once more (its chunks too)."""
+        capture added once more (its chunks too). Where a recurrent model's
+        gradient loop computes a weight's gradient per iteration (``loops``), how
+        many of them are live at once is the executor's draw in each run: the low
+        keeps one of each, the high ``parallel_iterations`` of each while the loop
+        runs (at the point rule's chunks: the count at its worst, the placement
+        at its point)."""
         _, low_sizes, _ = self.sizes(batch)
         low, high = runs if runs is not None else (self._replayed(low_sizes), self._high(batch))
         grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
@@ -509,13 +517,52 @@ class Predictor:
             grows &= a["xla_program"].isna().to_numpy(dtype=bool)
         out = {}
         steps = self.base.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+        read: tuple[np.ndarray, Replayed] | None = None
         for key in self.rows:
-            low_event, lo = self._lowest_program_step(key, low, steps)
             _, hi = high.peak(key)
+            temps = self.loops(key)
+            if temps is not None:  # a recurrent loop's gradients in flight (``loops``)
+                rows = low.events[key]
+                low = Replayed(
+                    low.events, {**low.bytes, key: low.bytes[key] - temps.excess(low_sizes)[rows]}
+                )
+                # The loop's count at its worst with the placement at the point rule's
+                # chunks (each unknown at its worst with the other at its point).
+                if read is None:
+                    sized = self.high_sizes(batch)[1]
+                    read = sized, self._replayed(sized)
+                gained = read[1].bytes[key] + temps.gain(read[0])[rows]
+                hi = max(hi, round(float(gained.max())) if len(gained) else 0)
+            low_event, lo = self._lowest_program_step(key, low, steps)
             if low_event >= 0:
                 lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
             out[key] = (max(lo, self.floor(key)), hi + self._before(key))
         return out
+
+    def loops(self, key: tuple[object, object]) -> LoopTemps | None:
+        """The per-iteration weight gradients of ``key``'s recurrent gradient loops
+        (``loops.loop_temps``: up to ``parallel_iterations`` of each in flight, as
+        few as one, by the executor's order in that run), None without any."""
+        if key not in self._loops:
+            self._loops[key] = loop_temps(
+                self.base.allocations,
+                self.base.ends,
+                self._mine(key),
+                self.weights,
+                len(self.base.timeline),
+            )
+        return self._loops[key]
+
+    def _loop_basis(self, key: tuple[object, object], sizes: np.ndarray) -> str:
+        """The ``basis`` note of a loop's gradients in flight, for the bounds."""
+        temps = self.loops(key)
+        if temps is None:
+            return ""
+        return (
+            f"; bounds: a recurrent loop's per-iteration temporaries, 1 to {temps.parallel} "
+            f"iterations in flight (while_v2 parallel_iterations; {int(temps.weighty.sum())} "
+            f"weight gradients per iteration, {temps.bytes_in_flight(sizes)} bytes at most)"
+        )
 
     def floor(self, key: tuple[object, object]) -> int:
         """Bytes no run of this program peaks under, at any batch: the most over the
