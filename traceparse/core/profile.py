@@ -21,7 +21,7 @@ from traceparse.analysis import (
     steps_table,
 )
 from traceparse.analysis.attribution import ATTRIBUTION
-from traceparse.analysis.breakdown import BREAKDOWN, expanded_live
+from traceparse.analysis.breakdown import BREAKDOWN
 from traceparse.analysis.breakdown_at import Holders, breakdown_at, peak_repeats, tables_at
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
@@ -33,6 +33,7 @@ from traceparse.analysis.naming import (
     VariableMatch,
     capture_generation,
     capture_names,
+    held_at_end,
     match_variables,
     op_names_known,
     place_by_stack,
@@ -41,12 +42,12 @@ from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
-from traceparse.analysis.xla_live import programs_at_peak, slabs_at
-from traceparse.analysis.xla_params import judged_parameters, representatives
 from traceparse.core.compat import called_or_read, moved
 from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes, sources_note
-from traceparse.core.memory import pooled_call, pooled_property
+from traceparse.core.memory import pooled_cache, pooled_property
+from traceparse.core.predicting import Predicting, checked_batch, predictor_of
 from traceparse.core.xla import XlaParts
+from traceparse.core.xla_tables import XlaTables
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.errors import UsageError
@@ -60,15 +61,14 @@ from traceparse.tables.variables import variables_table
 
 if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
     from traceparse.analysis.predict import Capture as PredictionInput
-    from traceparse.analysis.predict import Predictor
     from traceparse.analysis.predict.source import PredictSource
 
-# Moved to core/diagnostics.py and analysis/predict/source.py (issue 46); importable
-# from here as before.
+# Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
+# here as before.
 __all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-class Profile:
+class Profile(XlaTables, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -281,66 +281,6 @@ class Profile:
         live = self._live_at_peak_xla if expand_xla else self._live_at_peak
         return select(live, allocator, host, self.timeline)
 
-    def _slabs(self, live: pd.DataFrame) -> pd.DataFrame:
-        """The linked XLA slabs' rows of the allocations in ``live`` (``slabs_at``)."""
-        return slabs_at(live, self._xla.held(live.index), self._xla.programs)
-
-    @pooled_property
-    def _xla_slabs(self) -> pd.DataFrame:
-        return self._slabs(self._live_at_peak)
-
-    @pooled_property
-    def _live_at_peak_xla(self) -> pd.DataFrame:
-        return expanded_live(self.breakdown, self._live_at_peak)
-
-    def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The XLA programs whose allocations are live at a peak (bytes held) and
-        their values live there, largest first; empty without linked programs."""
-        return self._xla_at_peak
-
-    @pooled_property
-    def _xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        if not self._xla.present:
-            return programs_at_peak(self._live_at_peak.iloc[:0].assign(allocation=0))
-        return programs_at_peak(self._live_at_peak_xla)
-
-    @pooled_property
-    def xla_programs(self) -> pd.DataFrame:
-        """One row per XLA program and host stored in the capture (docs/xla.md)."""
-        _ = self._tables  # linking counts each program's runs
-        return self._conform(self._xla.programs_table(), contracts.XLA_PROGRAMS)
-
-    @pooled_property
-    def xla_buffers(self) -> pd.DataFrame:
-        """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
-        return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
-
-    @pooled_property
-    def xla_parameters(self) -> pd.DataFrame:
-        """One row per entry parameter of each XLA program and host: its shape,
-        dtype, size, whether the program updates it, and whether it counts
-        towards ``xla_parameter_bytes`` (``reason`` says why not; docs/xla.md)."""
-        _ = self._tables  # linking counts each program's runs
-        peak = self.peak
-        allocators = set(
-            zip(peak["host"].astype(object), peak["allocator"].astype(object), strict=True)
-        )
-        table = judged_parameters(
-            self._xla.parameters_table(), self._xla.ran(), self.allocations, allocators
-        )
-        return self._conform(table, contracts.XLA_PARAMETERS)
-
-    @pooled_property
-    def _parameters(self) -> pd.DataFrame | None:
-        """The XLA parameters standing for distinct buffers read by programs that
-        ran; None (not measured) with an inventory or without such a program."""
-        if self._has_inventory or not self._xla.present:
-            return None
-        judged = self.xla_parameters
-        if not judged["ran"].any():
-            return None
-        return representatives(judged)
-
     @pooled_property
     def _inventory(self) -> pd.DataFrame | None:
         """``variables`` where the capture has an inventory with rows, else None."""
@@ -423,23 +363,20 @@ class Profile:
             if failure is None or failure.time_ps is None:
                 return self.breakdown
             time_ps, host = failure.time_ps, failure.host
-        key = (int(time_ps), host)
-        if key not in self._instants:
-            self._instants[key] = breakdown_at(
-                self.timeline,
-                self.allocations,
-                self._ends,
-                key[0],
-                host,
-                self._slabs,
-                self._holders,
-                self._categories,
-            )
-        return self._instants[key]
+        return self._breakdown_at(int(time_ps), host)
 
-    @pooled_property
-    def _instants(self) -> dict[tuple[int, str | None], pd.DataFrame]:
-        return {}
+    @pooled_cache
+    def _breakdown_at(self, time_ps: int, host: str | None) -> pd.DataFrame:
+        return breakdown_at(
+            self.timeline,
+            self.allocations,
+            self._ends,
+            time_ps,
+            host,
+            self._slabs,
+            self._holders,
+            self._categories,
+        )
 
     @pooled_property
     def _variable_match(self) -> VariableMatch | None:
@@ -467,7 +404,7 @@ class Profile:
         table = ops_table(self.allocations, self.breakdown, self._op_time, self._ends)
         return self._conform(table, OPS)
 
-    @pooled_call
+    @pooled_cache
     def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep.
 
@@ -476,23 +413,16 @@ class Profile:
         ops outside a model keep their scopes as written. ``as_written=True``
         groups every op by its scopes as written (1: model, 2: model/layer).
         """
-        key = (depth, bool(as_written))
-        if key not in self._scopes:
-            table = scopes_table(
-                self.allocations,
-                self.breakdown,
-                self._op_time,
-                depth,
-                as_written,
-                self._ends,
-                known=self._op_known,
-            )
-            self._scopes[key] = self._conform(table, SCOPES)
-        return self._scopes[key]
-
-    @pooled_property
-    def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
-        return {}
+        table = scopes_table(
+            self.allocations,
+            self.breakdown,
+            self._op_time,
+            depth,
+            bool(as_written),
+            self._ends,
+            known=self._op_known,
+        )
+        return self._conform(table, SCOPES)
 
     @called_or_read  # read as a property before; that spelling warns for a release
     def layers(self, by_replica: bool = False, depth: int = 1) -> pd.DataFrame:
@@ -507,10 +437,7 @@ class Profile:
             raise UsageError(
                 f"layer depth must be a whole number of levels, 1 or more, not {depth!r}"
             )
-        key = (bool(by_replica), int(depth))
-        if key not in self._layer_tables:
-            self._layer_tables[key] = self._layers(by_replica=key[0], depth=key[1])
-        return self._layer_tables[key]
+        return self._layers(by_replica=bool(by_replica), depth=int(depth))
 
     @property
     def layers_by_replica(self) -> pd.DataFrame:
@@ -518,11 +445,7 @@ class Profile:
         moved("Profile.layers_by_replica", "Profile.layers(by_replica=True)")
         return self.layers(by_replica=True)
 
-    @pooled_property
-    def _layer_tables(self) -> dict[tuple[bool, int], pd.DataFrame]:
-        return {}
-
-    @pooled_call
+    @pooled_cache
     def _layers(self, *, by_replica: bool, depth: int = 1) -> pd.DataFrame:
         known, shapes = self._known
         table = layers_table(
@@ -547,8 +470,7 @@ class Profile:
 
     @pooled_property
     def _leaks(self) -> LeakReport:
-        match = self._variable_match
-        current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
+        current = held_at_end(self._variable_match)
         report = leak_report(self.steps, self.allocations, current, self._ends)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
@@ -592,100 +514,6 @@ class Profile:
         )
 
     @pooled_property
-    def _own_predictor(self) -> Predictor | UsageError:
-        try:
-            return predictor_of(self)
-        except UsageError as exc:  # kept: asked again, it is said again
-            return exc
-
-    def predictor(self) -> Predictor:
-        """The ``Predictor`` of this capture at the batch it was made at, built once:
-        the one the reports' prediction curves and what-ifs share (one calibration).
-        ``traceparse.predictor_of(prof, ...)`` makes one for a batch given or a
-        second capture. A ``UsageError`` names the file where the captured batch
-        size cannot be read.
-
-        >>> prof.predictor().breakdown(256)  # doctest: +SKIP
-        """
-        own = self._own_predictor
-        if isinstance(own, UsageError):
-            raise own
-        return own
-
-    @property
-    def _report_predictor(self) -> Predictor | None:
-        """``predictor()``, None where the captured batch size cannot be read."""
-        own = self._own_predictor
-        return None if isinstance(own, UsageError) else own
-
-    @pooled_property
-    def _report_predictions(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """The reports' curve of the predicted peak against the batch size, per
-        (host, allocator); empty where the captured batch size cannot be read."""
-        from traceparse.analysis.predict import report_curves
-
-        predictor = self._report_predictor
-        return {} if predictor is None else report_curves(predictor)
-
-    # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
-    def predict(
-        self,
-        batch_size: int | None = None,
-        from_batch: int | None = None,
-        other: Profile | None = None,
-        other_batch: int | None = None,
-        *,
-        precision: str | None = None,
-        optimizer: str | None = None,
-        remat: str | tuple[str, ...] | None = None,
-    ) -> pd.DataFrame:
-        """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
-        captured batch size, where the prediction is the capture itself) (with
-        ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
-        role and a ``basis``; ``predicted_breakdown()`` has them by layer and role
-        (also in ``attrs["breakdown"]``, which most pandas operations drop).
-
-        The captured batch size is read off the capture unless ``from_batch``
-        gives it; ``other`` (a Profile of the same program at another batch
-        size, ``other_batch`` when it cannot be read off it) fits each
-        allocation's size through both (docs/predict.md). ``precision``
-        (``mixed_float16``, ``mixed_bfloat16``, ``float32``), ``optimizer`` (``sgd``,
-        ``adam``, ...) and ``remat`` (``"all"`` or layer names) predict the peak with
-        that change made (docs/whatif.md).
-
-        >>> prof.predict(256)  # doctest: +SKIP
-
-        A batch that is not a whole number from 1 to ``MAX_BATCH`` raises
-        ``TypeError`` / ``ValueError`` (``PredictArgumentError``) naming it.
-        """
-        from traceparse.analysis.predict.source import check_batches, with_change
-
-        check_batches(batch_size=batch_size, from_batch=from_batch, other_batch=other_batch)
-        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
-        predictor = with_change(predictor, precision, optimizer, remat)
-        batch = predictor.batch if batch_size is None else batch_size
-        table = predictor.at(batch)
-        table.attrs["breakdown"] = predictor.breakdown(batch)
-        return table
-
-    def predicted_breakdown(
-        self,
-        batch_size: int | None = None,
-        from_batch: int | None = None,
-        other: Profile | None = None,
-        other_batch: int | None = None,
-    ) -> pd.DataFrame:
-        """What ``predict`` (same arguments) predicts, by layer and role: per (host,
-        allocator) the bytes of each layer's weights, optimizer state, activations
-        and gradients at the predicted peak, with the bytes captured and the basis.
-        Many batch sizes at once: ``traceparse.predictor_of(prof).breakdown(n)``.
-
-        >>> prof.predicted_breakdown(256)  # doctest: +SKIP
-        """
-        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
-        return predictor.breakdown(predictor.batch if batch_size is None else batch_size)
-
-    @pooled_property
     def _prediction_input(self) -> PredictionInput:
         from traceparse.analysis.predict.source import prediction_input
 
@@ -722,25 +550,21 @@ class Profile:
 
     # -- source lines (docs/sources.md) ----------------------------------------------
 
+    @pooled_cache
     def lines(self, by_stack: bool = False) -> pd.DataFrame:
         """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
         held at each allocator's peak and allocated over the capture, with the
         layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
         Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
         """
-        key = bool(by_stack)
-        if key not in self._lines:
-            _ = self._tables  # the join fills the stacks
-            table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
-            table = self._conform(table, LINES)
-            if not self.has_sources:
-                table.attrs["diagnostic"] = sources_note(self.traces)
-            self._lines[key] = table
-        return self._lines[key]
-
-    @pooled_property
-    def _lines(self) -> dict[bool, pd.DataFrame]:
-        return {}
+        _ = self._tables  # the join fills the stacks
+        table = lines_table(
+            self.breakdown, self.allocations, self._xla.stacks, by_stack=bool(by_stack)
+        )
+        table = self._conform(table, LINES)
+        if not self.has_sources:
+            table.attrs["diagnostic"] = sources_note(self.traces)
+        return table
 
     @pooled_property
     def stacks(self) -> pd.DataFrame:
@@ -784,33 +608,3 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
-
-
-# Prediction at other batch sizes (issue 40): the rules are in
-# analysis/predict/source.py; these keep their spellings (traceparse.predictor_of).
-def checked_batch(value: object, what: str = "batch_size") -> int:
-    """``value`` as a batch size (``analysis.predict.source.checked_batch``)."""
-    from traceparse.analysis.predict.source import checked_batch as checked
-
-    return checked(value, what)
-
-
-def predictor_of(
-    profile: Profile,
-    batch_size: int | None = None,
-    from_batch: int | None = None,
-    other: Profile | None = None,
-    other_batch: int | None = None,
-) -> Predictor:
-    """A Predictor of ``profile`` (captured at ``from_batch``, else at the batch the
-    capture recorded, else read off it), fitted through ``other`` (at ``other_batch``,
-    else recorded, else read) when given; with two captures the one nearer
-    ``batch_size`` gives the order of events. A capture it cannot read a prediction
-    from raises ``UsageError`` naming its file (``analysis.predict.source.predictor_from``).
-
-    A recorded batch (``Profile.recorded_batch``) comes before anything read off the
-    shapes: it is what the steps were fed, where the shapes only suggest it."""
-    from traceparse.analysis.predict.source import predictor_from
-
-    theirs = None if other is None else other._predict_source
-    return predictor_from(profile._predict_source, batch_size, from_batch, theirs, other_batch)

@@ -65,6 +65,7 @@ from traceparse.analysis.naming.stacks import place_by_stack
 from traceparse.analysis.naming.variables import (
     VariableMatch,
     covered_at,
+    held_at_end,
     match_variables,
     named_at,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "capture_names",
     "covered_at",
     "gradient_shapes",
+    "held_at_end",
     "inventory_names",
     "known_names",
     "layer_path",
