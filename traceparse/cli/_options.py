@@ -26,7 +26,7 @@ TO_FILE_HELP = "write to FILE (atomically) instead of stdout"
 
 def batch_type(text: str) -> int:
     """An argparse type: a batch size, a whole number from 1 to the largest the
-    capacity search tries (``analysis.predict.source.checked_batch``)."""
+    capacity search tries (``analysis.predict.checked_batch``)."""
     from traceparse.analysis.predict import MAX_BATCH
 
     value = count_type(text)

@@ -134,10 +134,9 @@ class PredictCommand(Command):
             )
         predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
         if changed:
-            from traceparse.analysis.whatif import parse_change, what_if
+            from traceparse.analysis.whatif import with_change
 
-            change = parse_change(args.precision, args.optimizer, args.remat)
-            predictor = what_if(predictor, change)
+            predictor = with_change(predictor, args.precision, args.optimizer, args.remat)
         if args.batch is None:
             args.batch = predictor.batch
         table = predictor.at(args.batch)

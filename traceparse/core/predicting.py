@@ -17,8 +17,7 @@ from traceparse.errors import UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceparse.analysis.predict import Predictor
-    from traceparse.analysis.predict.source import PredictSource
+    from traceparse.analysis.predict import Predictor, PredictSource
 
 __all__ = ["Predicting", "checked_batch", "predictor_of"]
 
@@ -98,7 +97,8 @@ class Predicting:
         A batch that is not a whole number from 1 to ``MAX_BATCH`` raises
         ``TypeError`` / ``ValueError`` (``PredictArgumentError``) naming it.
         """
-        from traceparse.analysis.predict.source import check_batches, with_change
+        from traceparse.analysis.predict import check_batches
+        from traceparse.analysis.whatif import with_change
 
         check_batches(batch_size=batch_size, from_batch=from_batch, other_batch=other_batch)
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
@@ -127,8 +127,8 @@ class Predicting:
 
 
 def checked_batch(value: object, what: str = "batch_size") -> int:
-    """``value`` as a batch size (``analysis.predict.source.checked_batch``)."""
-    from traceparse.analysis.predict.source import checked_batch as checked
+    """``value`` as a batch size (``analysis.predict.checked_batch``)."""
+    from traceparse.analysis.predict import checked_batch as checked
 
     return checked(value, what)
 
@@ -144,11 +144,11 @@ def predictor_of(
     capture recorded, else read off it), fitted through ``other`` (at ``other_batch``,
     else recorded, else read) when given; with two captures the one nearer
     ``batch_size`` gives the order of events. A capture it cannot read a prediction
-    from raises ``UsageError`` naming its file (``analysis.predict.source.predictor_from``).
+    from raises ``UsageError`` naming its file (``analysis.predict.predictor_from``).
 
     A recorded batch (``Profile.recorded_batch``) comes before anything read off the
     shapes: it is what the steps were fed, where the shapes only suggest it."""
-    from traceparse.analysis.predict.source import predictor_from
+    from traceparse.analysis.predict import predictor_from
 
     theirs = None if other is None else other._predict_source
     return predictor_from(profile._predict_source, batch_size, from_batch, theirs, other_batch)

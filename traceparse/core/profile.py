@@ -61,7 +61,7 @@ from traceparse.tables.variables import variables_table
 
 if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
     from traceparse.analysis.predict import Capture as PredictionInput
-    from traceparse.analysis.predict.source import PredictSource
+    from traceparse.analysis.predict import PredictSource
 
 # Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
 # here as before.
@@ -515,7 +515,7 @@ class Profile(XlaTables, Predicting):
 
     @pooled_property
     def _prediction_input(self) -> PredictionInput:
-        from traceparse.analysis.predict.source import prediction_input
+        from traceparse.analysis.predict import prediction_input
 
         known, shapes = self._known
         return prediction_input(
@@ -536,7 +536,7 @@ class Profile(XlaTables, Predicting):
     def _predict_source(self) -> PredictSource:
         """This capture as a prediction reads it (made each time: it refers to the
         Profile, which must not refer back to it)."""
-        from traceparse.analysis.predict.source import PredictSource
+        from traceparse.analysis.predict import PredictSource
 
         return PredictSource(
             self.path,

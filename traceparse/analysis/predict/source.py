@@ -32,7 +32,6 @@ __all__ = [
     "op_share",
     "prediction_input",
     "predictor_from",
-    "with_change",
 ]
 
 
@@ -234,18 +233,3 @@ def check_batches(**batches: int | None) -> None:
     for name, value in batches.items():
         if value is not None:
             checked_batch(value, name)
-
-
-def with_change(
-    predictor: Predictor,
-    precision: str | None = None,
-    optimizer: str | None = None,
-    remat: str | tuple[str, ...] | None = None,
-) -> Predictor:
-    """``predictor``, or with a what-if made where one is given (docs/whatif.md):
-    the same replay with each allocation resized."""
-    if precision is None and optimizer is None and remat is None:
-        return predictor
-    from traceparse.analysis.whatif import parse_change, what_if
-
-    return what_if(predictor, parse_change(precision, optimizer, remat))
