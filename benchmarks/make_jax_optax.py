@@ -7,6 +7,8 @@ in a virtualenv of its own (JAX is no dependency of traceparse):
 
     /tmp/jaxvenv/bin/python benchmarks/make_jax_optax.py OUT
     python benchmarks/jax_optax_roles.py OUT --events
+
+It made ``fixtures/jax_optax_cpu``.
 """
 
 import sys

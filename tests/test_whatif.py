@@ -327,3 +327,14 @@ def test_the_report_leaves_the_search_out_past_its_budget(
     assert not any("was not searched" in line for line in markdown_whatif(profile))
     # A stand-in without a predictor has no section.
     assert whatif_section(SimpleNamespace(path="x")) is None
+
+
+def test_a_search_that_reaches_its_ceiling_is_no_largest_batch() -> None:
+    """Where every batch the capacity search tried fits, the cell says so instead
+    of printing the search's ceiling as if it were the largest batch that fits."""
+    from traceparse.output.sentences import largest_batch_cell
+    from traceparse.records.terms import MAX_BATCH
+
+    assert largest_batch_cell(None) == "-"
+    assert largest_batch_cell(4_392) == "4,392"
+    assert largest_batch_cell(MAX_BATCH) == f"any (tried to {MAX_BATCH:,})"

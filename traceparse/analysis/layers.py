@@ -47,28 +47,17 @@ import pandas as pd
 
 from traceparse.analysis.liveness import first_rows, group_codes, group_sums
 from traceparse.analysis.naming import (
-    ACTIVATION,
     EXPLICIT_ROWS,
-    GRADIENT,
-    OPTIMIZER_STATE,
-    OPTIMIZER_UPDATE,
-    OTHER,
-    UNKNOWN,
-    WEIGHT,
+    ROLES,
     KnownNames,
     layer_path,
     place,
 )
+from traceparse.tables.columns import ROLE_BYTE_COLUMNS
 
-KIND_COLUMNS = {
-    ACTIVATION: "activation_bytes",
-    GRADIENT: "gradient_bytes",
-    WEIGHT: "weight_bytes",
-    OPTIMIZER_STATE: "optimizer_state_bytes",
-    OPTIMIZER_UPDATE: "optimizer_update_bytes",
-    OTHER: "other_bytes",
-    UNKNOWN: "unknown_bytes",
-}
+# Each role's column (``<role>_bytes``), in the tables' order.
+KIND_COLUMNS = {column.removesuffix("_bytes"): column for column in ROLE_BYTE_COLUMNS}
+assert set(KIND_COLUMNS) == set(ROLES), "a role without its column, or a column without a role"
 
 LAYER_COLUMNS: dict[str, str] = {
     "host": "category",

@@ -40,6 +40,7 @@ from traceparse.analysis.naming import (
     OTHER,
     UNKNOWN,
 )
+from traceparse.analysis.naming.optimizers import optimizer_of_frames
 from traceparse.analysis.predict import Predictor, Replayed
 from traceparse.analysis.predict.batch import dims
 from traceparse.errors import UsageError
@@ -187,6 +188,16 @@ class Facts:
     optimizer: str | None  # the captured optimizer's scope, if any op names one
     params: dict[Key, tuple[float, float]]  # float32 parameter bytes: (read, high)
     before: dict[Key, float]  # bytes held before the capture
+    # A linked compiled program computes in a 16-bit dtype (its HLO buffers say so
+    # where the allocations, the program's slabs, carry no dtype).
+    half_program: bool = False
+    # The capture shows training: a gradient, an optimizer's op or its name.
+    trains: bool = True
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the captured program computes in a 16-bit dtype anywhere."""
+        return bool(np.isin(self.dtypes, HALF).any()) or self.half_program
 
     # Read once per capture: every precision change (advise tries two or three) asks.
     @functools.cached_property
@@ -252,6 +263,8 @@ def facts_of(predictor: Predictor) -> Facts:
         ]
     )
     optimizer = captured_optimizer(np.concatenate([ops, xla_ops]))
+    if optimizer is None and base.stacks is not None and len(base.stacks):
+        optimizer = optimizer_of_frames(base.stacks["frame"].astype(str))
     params: dict[Key, tuple[float, float]] = {}
     before: dict[Key, float] = {}
     last_step = np.nanmax(steps) if np.isfinite(steps).any() else np.nan
@@ -275,7 +288,22 @@ def facts_of(predictor: Predictor) -> Facts:
         optimizer,
         params,
         before,
+        half_program=_half_program(base),
+        trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
+        or optimizer is not None,
     )
+
+
+def _half_program(base: Any) -> bool:
+    """Whether a program that allocated during the capture (a linked slab) holds
+    16-bit HLO buffers: JAX and XLA programs compute in the dtype of their
+    buffers, which the allocator's events do not record."""
+    linked = base.allocations["xla_program"].dropna().astype(str).unique()
+    buffers = base.xla_buffers
+    if not len(linked) or not len(buffers):
+        return False
+    mine = buffers["program"].astype(str).isin(linked).to_numpy(dtype=bool)
+    return bool(buffers["dtype"].astype(object).isin(HALF).to_numpy(dtype=bool)[mine].any())
 
 
 def _params(
@@ -414,9 +442,10 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     acts &= ~np.isin(facts.op_types, ("IteratorGetNext", "RecvDone", "_Recv"))
     if target == "float32":
         if not half.any():
-            out.notes.append(
-                "precision: the capture has no 16-bit tensors; float32 changes nothing"
-            )
+            if not facts.half_program:
+                out.notes.append(
+                    "precision: the capture has no 16-bit tensors; float32 changes nothing"
+                )
             return
         casts = facts.op_types == "Cast"
         weight_cast = casts & facts.weight_shaped
@@ -561,6 +590,11 @@ def resizing(predictor: Predictor, change: Change, facts: Facts | None = None) -
     allocation, and on each compiled program's slab through its HLO buffers
     (``slab_factors``)."""
     facts = facts if facts is not None else facts_of(predictor)
+    if change.optimizer and not facts.trains:
+        raise UsageError(
+            f"--optimizer {change.optimizer}: the capture shows no training step (no "
+            "gradient, no optimizer op or slot), so an optimizer changes nothing in it"
+        )
     out = Resizing.identity(len(predictor.requested))
     _rules(facts, change, predictor.requested, out)
     slab_factors(predictor, facts, change, out)
@@ -768,12 +802,12 @@ def what_if(predictor: Predictor, change: Change) -> Predictor:
 # The changes ``advise`` tries alone, and the combinations it adds.
 def candidates(facts: Facts) -> list[Change]:
     out: list[Change] = []
-    mixed = np.isin(facts.dtypes, HALF).any()
+    mixed = facts.mixed
     out.append(Change(precision="float32" if mixed else "mixed_bfloat16"))
     if not mixed:
         out.append(Change(precision="mixed_float16"))
     current = facts.optimizer or "sgd"
-    for name in ("sgd", "momentum", "adafactor"):
+    for name in ("sgd", "momentum", "adafactor") if facts.trains else ():
         if name != current:
             out.append(Change(optimizer=name))
     has_layers = bool(layer_names(facts)) and facts.crosses.any()
@@ -782,11 +816,17 @@ def candidates(facts: Facts) -> list[Change]:
     out.append(
         Change(
             precision=None if mixed else "mixed_bfloat16",
-            optimizer="sgd" if current != "sgd" else None,
+            optimizer="sgd" if current != "sgd" and facts.trains else None,
             remat=("all",) if has_layers else None,
         )
     )
-    return [c for c in out if c]
+    # Each change once: where there is nothing else to combine the combination is
+    # one of the single changes already listed.
+    unique: list[Change] = []
+    for change in out:
+        if change and change not in unique:
+            unique.append(change)
+    return unique
 
 
 COSTS = {

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from traceparse.cli import _options as options
 from traceparse.cli.base import Command
+from traceparse.output.sentences import largest_batch_cell
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
@@ -97,7 +98,7 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
         for r in mine:
             bounds = f"{_mib(r.peak_bytes)} [{_mib(r.low_bytes)}, {_mib(r.high_bytes)}]"
-            largest = "-" if r.largest_batch is None else f"{r.largest_batch:,}"
+            largest = largest_batch_cell(r.largest_batch)
             term.line(f"{r.change:<34} {_mib(r.saved_bytes):>11}  {bounds:<34} {largest}")
             term.line(f"    cost: {r.cost}")
         capacity = first.capacity_bytes

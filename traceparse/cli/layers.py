@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
+from traceparse.tables.columns import ROLE_BYTE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,13 +38,7 @@ class LayersCommand(TableCommand):
         "layer",
         "path",
         "replica",
-        "activation_bytes",
-        "gradient_bytes",
-        "weight_bytes",
-        "optimizer_state_bytes",
-        "optimizer_update_bytes",
-        "other_bytes",
-        "unknown_bytes",
+        *ROLE_BYTE_COLUMNS,
         "live_at_peak_bytes",
         "allocated_bytes",
         "largest_tensor",

@@ -22,7 +22,11 @@ class XlaCommand(TableCommand):
     output, parameter, constant, thread-local, and how many allocator events
     were linked to it). With --program NAME (the program column, or a unique
     part of it): one row per HLO buffer, with its allocation, offset, size,
-    instruction, dtype, shape and the TF op it comes from. See docs/xla.md.
+    instruction, dtype, shape and the TF op it comes from. With --program NAME
+    --roles: the buffers the program holds at its own peak (entry parameters,
+    the temp slab's live buffers and slack), each with its role and layer:
+    what a step needs where the allocator records nothing, as with JAX on
+    CPU. See docs/xla.md.
     """
 
     name = "xla"
@@ -44,6 +48,8 @@ class XlaCommand(TableCommand):
         "dtype",
         "shape",
         "tf_op",
+        "role",
+        "layer",
     )
     name_columns = ("program", "instruction")
 
@@ -53,9 +59,16 @@ class XlaCommand(TableCommand):
             metavar="NAME",
             help="list this program's buffers (a unique part of its name)",
         )
+        parser.add_argument(
+            "--roles",
+            action="store_true",
+            help="with --program: the buffers it holds at its own peak, with role and layer",
+        )
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
         if not args.program:
+            if args.roles:
+                raise UsageError("--roles needs --program NAME (the program to break down)")
             return profile.xla_programs
         names = profile.xla_programs["program"].astype(str)
         exact = names[names == args.program]
@@ -67,6 +80,8 @@ class XlaCommand(TableCommand):
                 f"the capture's programs are: {listed}"
             )
         args.program_name = found.iloc[0]  # the title names it once, in full
+        if args.roles:
+            return profile.xla_program_roles(str(found.iloc[0]))
         buffers = profile.xla_buffers
         return buffers[buffers["program"].astype(str) == found.iloc[0]].reset_index(drop=True)
 
@@ -82,6 +97,8 @@ class XlaCommand(TableCommand):
     def describe(self, profile: Profile, args: argparse.Namespace) -> str:
         program = getattr(args, "program_name", args.program)
         what = f"Buffers of {program}" if args.program else "XLA programs"
+        if args.program and args.roles:
+            what = f"Buffers {program} holds at its own peak, by role"
         return f"{what} in run {profile.run} ({profile.host})"
 
     def empty_message(self, profile: Profile) -> str:

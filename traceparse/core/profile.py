@@ -530,6 +530,7 @@ class Profile(XlaTables, Predicting):
             self.xla_buffers,
             self.xla_parameters,
             self._xla.programs if self._xla.present else None,
+            self.stacks if self.has_sources else None,
         )
 
     @property

@@ -15,6 +15,7 @@ import pandas as pd
 from traceparse.analysis.breakdown import expanded_live
 from traceparse.analysis.xla_live import programs_at_peak, slabs_at
 from traceparse.analysis.xla_params import judged_parameters, representatives
+from traceparse.analysis.xla_roles import program_peak_roles
 from traceparse.core.memory import pooled_property
 from traceparse.tables import contracts
 
@@ -72,6 +73,18 @@ class XlaTables:
     def xla_buffers(self) -> pd.DataFrame:
         """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
         return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
+
+    def xla_program_roles(self, program: str, host: str | None = None) -> pd.DataFrame:
+        """The buffers one XLA program holds at its own peak, with their role and
+        layer (``analysis/xla_roles.py``): what a step needs where the allocator
+        records nothing (JAX on CPU). ``program``: the ``xla_programs`` name."""
+        for on, found in self._xla.programs:
+            if found.name == program and (host is None or on == host):
+                frame = program_peak_roles(found)
+                frame.insert(0, "program", program)
+                frame.insert(0, "host", on)
+                return frame
+        raise KeyError(f"no XLA program {program!r} in the capture")
 
     @pooled_property
     def xla_parameters(self) -> pd.DataFrame:

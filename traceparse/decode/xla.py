@@ -69,6 +69,26 @@ class Skim:
     assignment_at: tuple[tuple[int, int], ...] = ()
 
 
+# Frames kept of one instruction's stack (JAX limits its tracebacks to far fewer).
+_FRAME_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of an instruction's Python stack: file, function, line."""
+
+    file: str
+    function: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} {self.function}"
+
+
+def _interned(names: Sequence[str], one_based: int) -> str:
+    return short_name(names[one_based - 1]) if 0 < one_based <= len(names) else ""
+
+
 class Computation:
     """A computation of a ModuleView: its header read, its instructions parsed
     on first use (``HloInstructionProto``, one at a time)."""
@@ -108,6 +128,8 @@ class ModuleView:
         self._program = program
         self._positions: dict[int, int] | None = None  # computation id -> position
         self._wrapped: dict[int, Computation] = {}
+        self._frame_index: hlo_pb2.StackFrameIndexProto | None = None
+        self._stacks: dict[int, tuple[Frame, ...]] = {}
 
     def computation(self, computation_id: int) -> Computation | None:
         """The computation with this id (the last, should ids repeat), or None."""
@@ -130,6 +152,45 @@ class ModuleView:
         if position not in self._wrapped:
             self._wrapped[position] = Computation(self._skim.computations[position], self._program)
         return self._wrapped[position]
+
+    def frames(self, frame_id: int) -> tuple[Frame, ...]:
+        """The Python stack an instruction was traced from (``OpMetadata.stack_frame_id``),
+        innermost frame first; () when the module records none. JAX writes each
+        primitive's traceback into the module (``stack_frame_index``, interned
+        file names, functions and locations, frames chained to their parent);
+        TF's bridge does not. A chain is cut at ``_FRAME_LIMIT`` frames and at a
+        cycle, so a crafted index costs time linear in its frames."""
+        found = self._stacks.get(frame_id)
+        if found is not None:
+            return found
+        index = self._frame_index
+        if index is None:
+            index = hlo_pb2.StackFrameIndexProto()
+            try:
+                index.MergeFromString(self._skim.stack_frame_index)
+            except DecodeError as exc:
+                self._program.unreadable("stack frame index", exc)
+                index = hlo_pb2.StackFrameIndexProto()
+            self._frame_index = index
+        chain: list[Frame] = []
+        seen: set[int] = set()
+        at = frame_id
+        while 0 < at <= len(index.stack_frames) and at not in seen and len(chain) < _FRAME_LIMIT:
+            seen.add(at)
+            frame = index.stack_frames[at - 1]
+            where = frame.file_location_id
+            if 0 < where <= len(index.file_locations):
+                loc = index.file_locations[where - 1]
+                chain.append(
+                    Frame(
+                        _interned(index.file_names, loc.file_name_id),
+                        _interned(index.function_names, loc.function_name_id),
+                        loc.line,
+                    )
+                )
+            at = frame.parent_frame_id
+        found = self._stacks[frame_id] = tuple(chain)
+        return found
 
     @property
     def schedule(self) -> hlo_pb2.HloScheduleProto:

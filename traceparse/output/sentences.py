@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from traceparse.output.units import format_bytes, is_missing, plural
 from traceparse.records import LeakVerdict, Note
-from traceparse.records.terms import MIN_STEPS, STEP_ID
+from traceparse.records.terms import MAX_BATCH, MIN_STEPS, STEP_ID
 
 if TYPE_CHECKING:
     from traceparse.records.terms import LeakReport
@@ -238,3 +238,14 @@ def more_rows(hidden: int, hint: str = "") -> str:
     """The line under a table cut short: ``… 3 more rows (--top 0 shows all)``."""
     text = f"… {hidden} more {'row' if hidden == 1 else 'rows'}"
     return f"{text} ({hint})" if hint else text
+
+
+def largest_batch_cell(largest: int | None) -> str:
+    """A "largest batch that fits" cell: the batch, ``-`` when none was searched or
+    none fits, and where the search reached its ceiling without filling the
+    capacity, that every batch it tried fits (not a largest batch)."""
+    if largest is None:
+        return "-"
+    if largest >= MAX_BATCH:
+        return f"any (tried to {MAX_BATCH:,})"
+    return f"{largest:,}"

@@ -21,19 +21,21 @@ from traceparse.report.plots import (
     label_bars,
     name_ticks,
 )
+from traceparse.tables.columns import ROLE_BYTE_COLUMNS
 
 __all__ = ["LAYER_PARTS", "layers_of", "layers_svg", "middle_cut"]
 
 # Kind column -> legend label, in stacking order.
-LAYER_PARTS: dict[str, str] = {
-    "activation_bytes": "activations",
-    "gradient_bytes": "gradients",
-    "weight_bytes": "weights",
-    "optimizer_state_bytes": "optimizer state",
-    "optimizer_update_bytes": "optimizer update",
-    "other_bytes": "other",
-    "unknown_bytes": "unknown",
-}
+LAYER_PARTS: dict[str, str] = dict(
+    zip(
+        ROLE_BYTE_COLUMNS,
+        (
+            *("activations", "gradients", "weights", "optimizer state", "optimizer update"),
+            *("other", "unknown"),
+        ),
+        strict=True,
+    )
+)
 # Layers a chart shows at most (the largest).
 MAX_LAYERS = 12
 # Characters of a layer's name on its axis label; the full name shows on hover.

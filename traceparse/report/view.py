@@ -38,7 +38,7 @@ from traceparse.output.units import (
 from traceparse.records import LeakVerdict, StepUnit, step_unit
 from traceparse.records.terms import EXPLICIT_ROWS, OPTIMIZER_NAMES
 from traceparse.report.source import AllocatorSummaryLike, ProfileLike
-from traceparse.tables.columns import COLUMNS
+from traceparse.tables.columns import COLUMNS, ROLE_BYTE_COLUMNS
 
 __all__ = [
     "AllocatorView",
@@ -158,18 +158,7 @@ _XLA_PARTS = ("xla_buffer_bytes", "xla_slack_bytes")
 _LONG_NAME_COLUMNS = {c.name for c in COLUMNS.values() if c.display == "name"}
 _NAME_COLUMNS = {*_LONG_NAME_COLUMNS, *(c.name for c in COLUMNS.values() if c.display == "ident")}
 
-_LAYER_COLUMNS = [
-    "layer",
-    "activation_bytes",
-    "gradient_bytes",
-    "weight_bytes",
-    "optimizer_state_bytes",
-    "optimizer_update_bytes",
-    "other_bytes",
-    "unknown_bytes",
-    "live_at_peak_bytes",
-    "largest_tensor",
-]
+_LAYER_COLUMNS = ["layer", *ROLE_BYTE_COLUMNS, "live_at_peak_bytes", "largest_tensor"]
 # The steps table in Markdown and HTML (the JSON has every column).
 _STEP_COLUMNS = [
     "step",

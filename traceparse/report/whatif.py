@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceparse.output.sentences import largest_batch_cell
 from traceparse.records.whatif import WhatIfRecord, WhatIfRow, whatif_section
 from traceparse.report.escape import html_text, md_text
 from traceparse.units import format_bytes
@@ -34,7 +35,7 @@ def _cells(r: WhatIfRow) -> tuple[str, ...]:
         f"{format_bytes(r.peak_bytes)} [{format_bytes(r.low_bytes)}, {format_bytes(r.high_bytes)}]"
     )
     saved = format_bytes(r.saved_bytes, signed=r.saved_bytes < 0)
-    largest = "-" if r.largest_batch is None else f"{r.largest_batch:,}"
+    largest = largest_batch_cell(r.largest_batch)
     return (r.change, saved, bounds, largest, r.cost)
 
 

@@ -359,6 +359,20 @@ _DECLARED = [
     Column("op_names", "object", "the ops whose bytes it holds, largest first"),
 ]
 
+# -- roles ------------------------------------------------------------------------
+
+# A layer's bytes at the peak by role (``analysis.naming``'s roles), one column a
+# role, in the order every table, chart and report shows them.
+ROLE_BYTE_COLUMNS = (
+    "activation_bytes",
+    "gradient_bytes",
+    "weight_bytes",
+    "optimizer_state_bytes",
+    "optimizer_update_bytes",
+    "other_bytes",
+    "unknown_bytes",
+)
+
 # -- presentation ---------------------------------------------------------------
 
 # Each column's display, by kind. Every declared column has one (checked below).
@@ -366,9 +380,7 @@ _DISPLAY: dict[str, tuple[str, ...]] = {
     "bytes": (
         *("estimated_bytes", "requested_bytes", "allocated_bytes", "padding_bytes"),
         *("in_use_bytes", "heap_bytes", "reserved_bytes", "available_bytes"),
-        *("allocation_bytes", "peak_bytes_in_use", "activation_bytes", "gradient_bytes"),
-        *("weight_bytes", "optimizer_state_bytes", "optimizer_update_bytes", "other_bytes"),
-        *("unknown_bytes", "live_at_peak_bytes"),
+        *("allocation_bytes", "peak_bytes_in_use", *ROLE_BYTE_COLUMNS, "live_at_peak_bytes"),
         *("largest_bytes", "temp_bytes", "output_bytes", "parameter_bytes", "constant_bytes"),
         *("thread_local_bytes", "size_bytes", "shape_explained_bytes", "xla_buffer_bytes"),
         *("xla_slack_bytes", "shape_unknown_bytes", "unexplained_request_bytes"),
@@ -438,13 +450,7 @@ _HEADLINES = (
     *("bytes", "size_bytes", "peak_bytes", "temp_bytes"),
 )
 # Columns whose values are parts of another column of the same row.
-_PARTS_OF = dict.fromkeys(
-    (
-        *("activation_bytes", "gradient_bytes", "weight_bytes", "optimizer_state_bytes"),
-        *("optimizer_update_bytes", "other_bytes", "unknown_bytes"),
-    ),
-    "live_at_peak_bytes",
-)
+_PARTS_OF = dict.fromkeys(ROLE_BYTE_COLUMNS, "live_at_peak_bytes")
 
 
 def _presented(column: Column) -> Column:

@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from traceparse.tables.columns import CATEGORY, COLUMNS
+from traceparse.tables.columns import CATEGORY, COLUMNS, ROLE_BYTE_COLUMNS
 
 # One declaration per column (name, dtype, meaning): tables/columns.py.
 DTYPES: dict[str, str] = {name: column.dtype for name, column in COLUMNS.items()}
@@ -306,13 +306,7 @@ STACKS = declare("stacks", ["host", "stack", "depth", "frame", "user"])
 
 
 _LAYER_BYTES = [
-    "activation_bytes",
-    "gradient_bytes",
-    "weight_bytes",
-    "optimizer_state_bytes",
-    "optimizer_update_bytes",
-    "other_bytes",
-    "unknown_bytes",
+    *ROLE_BYTE_COLUMNS,
     "live_at_peak_bytes",
     "allocated_bytes",
     "live_tensors",

@@ -15,6 +15,7 @@ import numpy as np
 
 from traceparse._proto import hlo_pb2
 from traceparse.decode.xla import NAME_LIMIT, Computation, ModuleView, XlaProgram, short_name
+from traceparse.tables.sources import is_library_path
 
 COPY_OPCODES = {"copy", "copy-start", "copy-done", "bitcast"}
 # tf2xla's op_name for every entry parameter; as a buffer's tf_op_type, an argument's copy.
@@ -129,7 +130,11 @@ class ModuleIndex:
         meta = inst.metadata
         found = NO_ORIGIN
         if meta.op_name:
-            source = f"{meta.source_file}:{meta.source_line}" if meta.source_file else None
+            source = (
+                f"{meta.source_file}:{meta.source_line}"
+                if meta.source_file
+                else self._stack_source(meta.stack_frame_id)
+            )
             found = Origin(
                 short_name(meta.op_name),
                 short_name(meta.op_type) or None,
@@ -153,6 +158,18 @@ class ModuleIndex:
                 found = Origin(reader.tf_op, XLA_ARGS, reader.source, BY_CONSUMER)
         self._origins[inst.id] = found
         return found
+
+    def _stack_source(self, frame_id: int) -> str | None:
+        """``file:line`` of the innermost frame of the instruction's recorded stack
+        that is the program's own (not an installed package's: JAX records flax's
+        and optax's frames too), else of its innermost frame; None without a stack."""
+        if not frame_id:
+            return None
+        frames = self.module.frames(frame_id)
+        if not frames:
+            return None
+        own = next((f for f in frames if f.file and not is_library_path(f.file)), frames[0])
+        return f"{own.file}:{own.line}"
 
     def _first_reader(self, inst: hlo_pb2.HloInstructionProto, depth: int) -> Origin | None:
         """The origin of the first instruction reading ``inst`` whose TF op is not

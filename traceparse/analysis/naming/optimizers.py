@@ -13,7 +13,17 @@ loss-scaling wrapper of mixed precision scopes as ``LossScaleOptimizer`` (2) and
 
 from __future__ import annotations
 
-__all__ = ["KERAS2_OPTIMIZERS", "KERAS3_OPTIMIZERS", "OPTIMIZER_NAMES", "OPTIMIZER_SCOPES"]
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+__all__ = [
+    "KERAS2_OPTIMIZERS",
+    "KERAS3_OPTIMIZERS",
+    "OPTIMIZER_NAMES",
+    "OPTIMIZER_SCOPES",
+    "optimizer_of_frames",
+]
 
 # Keras 3's scope -> the name a report says (the class name; FTRL and LAMB as their papers).
 OPTIMIZER_NAMES = {
@@ -51,3 +61,30 @@ KERAS2_OPTIMIZERS = frozenset(
         "LossScaleOptimizer",
     ]
 )
+
+
+# A frame of an optimizer's own update, ``path:line function``: Keras keeps each
+# optimizer in a module named after it (``keras/src/optimizers/adam.py``,
+# tf_keras ``keras/optimizers/adam.py`` and ``optimizers/optimizer_v2/adam.py``),
+# whose ``update_step`` (Keras 3, tf.keras >= 2.11) or ``_resource_apply_dense``/
+# ``_resource_apply_sparse`` (optimizer_v2) makes the update's ops.
+_UPDATE_FRAME = re.compile(
+    r"(?:^|/)(?:keras|tf_keras)/(?:src/)?optimizers/(?:optimizer_v2/|legacy/)?"
+    r"(?P<module>\w+)\.py:\d+ "
+    r"(?:update_step|_update_step|_update_step_xla|_resource_apply_dense|_resource_apply_sparse)$"
+)
+
+
+def optimizer_of_frames(frames: Iterable[str]) -> str | None:
+    """The Keras optimizer whose update the recorded frames run through (its
+    ``OPTIMIZER_NAMES`` key), the most frequent where several do; None when no
+    frame is an optimizer's update. An eager loop's ops carry no optimizer scope,
+    so its source record is what names the optimizer. AdamW's update is Adam's
+    (Keras 3 subclasses it and decays the weights in the base class), so it reads
+    as Adam."""
+    found: Counter[str] = Counter()
+    for frame in frames:
+        match = _UPDATE_FRAME.search(frame)
+        if match and match.group("module") in OPTIMIZER_NAMES:
+            found[match.group("module")] += 1
+    return found.most_common(1)[0][0] if found else None

@@ -105,6 +105,8 @@ class Capture:
     xla_parameters: pd.DataFrame
     # When each buffer of each linked slab is live (``predict_xla.slab_spans``).
     xla_fill: Spans
+    # The recorded Python stacks (``Profile.stacks``), None without a source record.
+    stacks: pd.DataFrame | None = None
 
 
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:

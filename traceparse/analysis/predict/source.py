@@ -61,9 +61,11 @@ def prediction_input(
     xla_buffers: pd.DataFrame,
     xla_parameters: pd.DataFrame,
     programs: Sequence[tuple[str, XlaProgram]] | None,
+    stacks: pd.DataFrame | None = None,
 ) -> Capture:
     """The ``Capture`` of one profile's tables; ``programs`` (None: the capture kept
-    no XLA programs) give each linked slab's buffers at its program's peak."""
+    no XLA programs) give each linked slab's buffers at its program's peak,
+    ``stacks`` are the recorded Python stacks (None without a source record)."""
     fill = {}
     if programs is not None:
         linked = allocations[
@@ -92,6 +94,7 @@ def prediction_input(
         xla_buffers,
         xla_parameters,
         fill,
+        stacks,
     )
 
 
