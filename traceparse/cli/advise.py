@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from traceparse.cli import _options as options
 from traceparse.cli.base import Command
-from traceparse.output.sentences import largest_batch_cell
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
@@ -85,6 +84,8 @@ def _mib(n: int | None) -> str:
 
 
 def _render(term: Terminal, record: WhatIfRecord) -> None:
+    from traceparse.output.sentences import largest_batch_cell  # records load pandas
+
     for key in record.allocators():
         mine = [r for r in record.rows if (r.host, r.allocator) == key]
         title = f"{key[1]} ({key[0]})"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.liveness import held_bytes, requested_or_held
+from traceparse.analysis.liveness import STILL_LIVE, held_bytes, requested_or_held
 from traceparse.analysis.naming import (
     ACTIVATION,
     GRADIENT,
@@ -87,6 +87,10 @@ POOLED_ALLOCATOR, POOLED_BELOW = "mklcpu", CPU_POOL_BYTES  # tables.variables sa
 # Moments of a step the low bound tries (``Predictor._one_left_out``): each costs a
 # pass over the allocations.
 _MOMENTS = 64
+# A row after every other (no such event).
+_NEVER = np.iinfo(np.int64).max // 4
+# Steps ``Predictor.floor`` weighs at once (a block is allocations x steps booleans).
+_STEP_BLOCK = 64
 
 
 @dataclass
@@ -285,6 +289,10 @@ class Predictor:
             base.timeline, a, base.ends, self.rows, inventory_chunks(base.variables)
         )
         self._runs: dict[int, dict[tuple[object, object], Simulated]] = {}
+        self._floors: dict[tuple[object, object], int] = {}
+        self._skippable: dict[tuple[object, object], np.ndarray] = {}
+        self._programs: dict[tuple[object, object], np.ndarray | None] = {}
+        self._op_runs: dict[tuple[object, object], tuple[np.ndarray, ...]] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -463,12 +471,14 @@ class Predictor:
         """Per (host, allocator): the low and high peaks at ``batch``, without the
         allocator model (a capacity search asks them of many batch sizes).
 
-        Low: no chunk slack, no slack on what was held before the capture, the
+        Low: no chunk slack, the
         peak of the step that peaks lowest (ops that run in parallel interleave
         differently from run to run, and from step to step: a real run peaks at
         least where its steps do), and the largest growing allocation (not a
         slab) live at that peak left out (TensorFlow may write an op's output
-        into a dying input's buffer, or free it sooner, in another run). High:
+        into a dying input's buffer, or free it sooner, in another run), never
+        under ``floor`` (what was held before the capture and what every step
+        holds throughout, which no run goes under). High:
         the larger of every chunk as large as the allocator hands out whole (the
         placement unknown) and every size at its larger reading (the scaling
         unknown), each with the other at its point; what was held before the
@@ -483,12 +493,200 @@ class Predictor:
         out = {}
         steps = self.base.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
         for key in self.rows:
-            low_event, lo = low.lowest_step_peak(key, steps)
+            low_event, lo = self._lowest_program_step(key, low, steps)
             _, hi = high.peak(key)
             if low_event >= 0:
                 lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
-            lo -= self.before_slack(key)
-            out[key] = (lo, hi + self._before(key))
+            out[key] = (max(lo, self.floor(key)), hi + self._before(key))
+        return out
+
+    def floor(self, key: tuple[object, object]) -> int:
+        """Bytes no run of this program peaks under, at any batch: the most over the
+        captured steps of what the allocator still held from before the capture
+        when the step started, plus the allocations live through that whole step
+        whose size does not depend on the batch (both readings kept: variables,
+        optimizer slots, a step's fixed buffers), each at its rounded request (0
+        where oneDNN's pool takes it). Without steps: what was held before the
+        capture.
+
+        What was held before the capture was made before any step ran: model
+        building, the optimizer's slots, a dataset's copy. That is the same
+        sequence of requests at every batch size, and the BFC allocator is
+        deterministic for a given sequence (best fit over size-ordered bins, split
+        when the free chunk is at least twice the rounded request:
+        ``BFCAllocator::FindChunkPtr``, tensorflow/core/common_runtime/
+        bfc_allocator.cc), so another run of the program holds the same chunks
+        when its first step starts. The allocations live through a whole step are
+        in use at each of its moments, so the step's peak is at least their sum
+        with the bytes held before (the low bound replays them without slack)."""
+        if key not in self._floors:
+            self._floors[key] = self._floor(key)
+        return self._floors[key]
+
+    def _floor(self, key: tuple[object, object]) -> int:
+        events = self.rows[key]
+        before = self._before(key)
+        if not len(events):
+            return before
+        timeline = self.base.timeline
+        steps = timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)[events]
+        marked = ~np.isnan(steps)
+        if not marked.any():
+            return before
+        # Each step's first and last event (timeline rows); steps may overlap (a
+        # dataset's prefetch or an eager op marked with another step).
+        frame = pd.DataFrame({"step": steps[marked], "row": events[marked]})
+        span = frame.groupby("step", sort=False)["row"].agg(["min", "max"])
+        firsts, lasts = span["min"].to_numpy(np.int64), span["max"].to_numpy(np.int64)
+        # Held from before the capture when each step starts: the counter just before
+        # its first event, less the reservation and the capture's own allocations
+        # live then (a chunk from before the capture may be freed during it).
+        delta = timeline["delta_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
+        reserved = timeline["reserved_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
+        used = in_use(timeline)[firsts].astype(np.float64) - delta - reserved
+        mine = self._mine(key)
+        start = self.base.allocations["alloc_event"].to_numpy(dtype=np.int64)[mine]
+        end = self.base.ends[mine]
+        end = np.where(end == STILL_LIVE, len(timeline), end)
+        # The capture's own allocations' bytes live after each row (as captured).
+        change = np.zeros(len(timeline) + 1)
+        np.add.at(change, start, self.held[mine])
+        np.add.at(change, end, -self.held[mine])
+        live = np.cumsum(change)
+        kept = np.maximum(used - np.where(firsts > 0, live[np.maximum(firsts - 1, 0)], 0.0), 0.0)
+        sizing = self.sizing
+        fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]
+        if sizing.envelopes:
+            fixed[np.isin(np.flatnonzero(mine), list(sizing.envelopes))] = False
+        fixed &= ~self._in_pool(self.requested)[mine]
+        # Only what outlives some step can be live through one: among the steps that
+        # start at or after an allocation, the earliest end must come before its own.
+        order = np.argsort(firsts, kind="stable")
+        soonest = np.minimum.accumulate(lasts[order][::-1])[::-1]
+        after = np.searchsorted(firsts[order], start)
+        spans = fixed & (after < len(order))
+        spans[spans] = soonest[after[spans]] < end[spans]
+        start, end = start[spans], end[spans]
+        sizes = rounded(self.requested)[mine][spans]
+        best = float(kept.max())
+        for at in range(0, len(firsts), _STEP_BLOCK):  # a block of steps at a time
+            first, last = firsts[at : at + _STEP_BLOCK], lasts[at : at + _STEP_BLOCK]
+            through = (start[:, None] <= first[None, :]) & (end[:, None] > last[None, :])
+            best = max(best, float((kept[at : at + _STEP_BLOCK] + sizes @ through).max()))
+        return round(best)
+
+    def _program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
+        """The steps that ran the step function (step numbers), or None where every
+        step counts (no op allocates in more than one step).
+
+        Every step of a training loop runs the same step function, so the op that
+        allocates the most bytes among the ops allocating in more than one step
+        (the program's largest kernel) allocates in each of them. A "step" without
+        it is other work carrying a step number: ``tf.data``'s prefetch makes the
+        next batch (Keras' data adapter gathers it, ``GatherV2``) while the
+        current step runs (``DataHandler`` ends its dataset with
+        ``prefetch(AUTOTUNE)``, keras/src/engine/data_adapter.py) and records it
+        under that batch's step number; or the edge of the capture. Its few
+        allocations are no peak of the program's step."""
+        a = self.base.allocations
+        mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        frame = pd.DataFrame(
+            {
+                "op": a["op"].astype(object).to_numpy()[mine],
+                "step": a["step"].to_numpy(dtype=np.float64, na_value=np.nan)[mine],
+                "bytes": self.requested[mine],
+            }
+        ).dropna(subset=["op"])
+        if frame.empty:
+            return None
+        per_op = frame.groupby("op", sort=False).agg(
+            steps=("step", "nunique"), total=("bytes", "sum")
+        )
+        recurring = per_op[per_op["steps"] > 1]
+        if recurring.empty:
+            return None
+        largest = recurring["total"].idxmax()
+        return frame.loc[frame["op"] == largest, "step"].unique()
+
+    def _lowest_program_step(
+        self, key: tuple[object, object], low: Replayed, steps: np.ndarray
+    ) -> tuple[int, int]:
+        """(timeline row, bytes) of the peak of the program's step that peaks lowest
+        (``Replayed.lowest_step_peak`` over the steps that ran the step function,
+        ``_program_steps``); the rows of other steps take no part."""
+        if key not in self._programs:
+            self._programs[key] = self._program_steps(key)
+        program = self._programs[key]
+        if program is None:
+            return low.lowest_step_peak(key, steps)
+        rows = low.events[key]
+        mine = steps[rows]
+        keep = np.isnan(mine) | np.isin(mine, program)
+        part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
+        return part.lowest_step_peak(key, steps)
+
+    def _next_op(self, key: tuple[object, object], rows: np.ndarray) -> np.ndarray:
+        """Per timeline row of ``key``: the row of the first allocation after it by
+        an op other than the row's (a very large number where none)."""
+        if key not in self._op_runs:
+            timeline = self.base.timeline
+            events = self.rows[key]
+            allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
+            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            # Runs of consecutive allocations by one op; each run's next run's first row.
+            change = np.concatenate([[True], ops[1:] != ops[:-1]]) if len(ops) else ops
+            run = np.cumsum(change) - 1
+            firsts = np.concatenate([allocs[change.astype(bool)], [_NEVER]]) if len(ops) else ops
+            self._op_runs[key] = (allocs, ops, run, firsts)
+        allocs, ops, run, firsts = self._op_runs[key]
+        out = np.full(len(rows), _NEVER, dtype=np.int64)
+        if not len(allocs):
+            return out
+        at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
+        has = at < len(allocs)
+        first = np.minimum(at, len(allocs) - 1)
+        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
+        same = ops[first] == row_ops
+        out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
+        return out
+
+    def _could_skip(self, key: tuple[object, object]) -> np.ndarray:
+        """Per allocation: whether another run of its op could do without it.
+
+        A workspace (``scratch:`` basis): cuDNN's autotuner may pick an algorithm
+        that needs none (``cudnnGetConvolution*WorkspaceSize`` is 0 for some;
+        tensorflow/core/kernels/conv_ops_gpu.cc). An output: the op writes it
+        into an input's buffer instead where that input has the same bytes and
+        its reference count is one (``forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc); the capture shows such an input
+        as an allocation of the same request freed between the output's
+        allocation and the next op's first allocation (the executor drops an
+        op's inputs when it finishes). Others (a new tensor of a shape no input
+        has, such as a convolution's output or its input gradient) always
+        allocate. Of ``key``'s allocations; False elsewhere."""
+        if key in self._skippable:
+            return self._skippable[key]
+        a, ends = self.base.allocations, self.base.ends
+        mine = self._mine(key)
+        out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
+        index = np.flatnonzero(mine)
+        if len(index):
+            start = a["alloc_event"].to_numpy(dtype=np.int64)
+            # An allocation's own row: the first allocation by another op after it.
+            next_op = self._next_op(key, start[index])
+            size = self.requested[index]
+            end = ends[index]
+            freed = end != STILL_LIVE
+            # (request, end) of the freed ones, sorted; each output's window searched.
+            _, rank = np.unique(size, return_inverse=True)
+            span = np.int64(len(self.base.timeline) + 2)
+            keyed = np.sort(rank[freed] * span + end[freed])
+            low = rank * span + start[index]
+            high = rank * span + np.minimum(next_op, span - 1)
+            found = np.searchsorted(keyed, high, "left") - np.searchsorted(keyed, low, "left")
+            found -= freed & (end >= start[index]) & (end < next_op)  # not itself
+            out[index] |= found > 0
+        self._skippable[key] = out
         return out
 
     def _one_left_out(
@@ -501,22 +699,45 @@ class Predictor:
         grows: np.ndarray,
     ) -> int:
         """The low counter's peak in ``event``'s step with, at each moment, the
-        largest growing allocation live then left out: the most of it that holds.
+        largest growing allocation that another run could spare then left out:
+        the most of it that holds.
 
-        Forwarding an output into a dying input's buffer, or freeing a tensor
-        sooner, spares one allocation at a given moment; it does not lower every
-        moment at once (``OpKernelContext::forward_input_or_allocate_output``,
-        tensorflow/core/framework/op_kernel.cc). So the real run's peak is at
-        least each moment's bytes less what that moment could spare, the largest
-        over the step of these (not only at the step's own peak, where a large
-        buffer may be live that a nearby moment lacks). Moments are tried from the
-        highest down, at most ``_MOMENTS``, and stop where none can do better."""
+        Two things spare an allocation at a given moment, and neither lowers every
+        moment at once. An op writes its output into a dying input's buffer where
+        the input's reference count is one by then
+        (``OpKernelContext::forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc), which depends on when the
+        input's other consumers ran; and its workspace is whatever the algorithm
+        cuDNN's autotuner picked needs (none for some). Both concern what the op
+        running at that moment allocates, and only where it could happen
+        (``_could_skip``: an output of the size of an input freed as the op
+        ends, or a workspace). And the executor frees a tensor when
+        its last consumer finishes (the reference count drops,
+        tensorflow/core/common_runtime/executor.cc), so a free recorded just after
+        the moment, before any other op allocates, may come before it in another
+        run. A buffer held across many ops (an activation kept for its gradient)
+        is neither: no run spares it then. So the real run's peak is at least
+        each moment's bytes less the largest of those allocations live then (made
+        by the op at that moment, or freed before another op allocates), the
+        largest over the step of these (not only at the step's own peak, where a
+        large buffer may be live that a nearby moment lacks). Moments are tried
+        from the highest down, at most ``_MOMENTS``, and stop where none can do
+        better."""
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key) & grows
         rows, values = low.events[key], low.bytes[key]
+        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
+        made_by = a["op"].astype(object).to_numpy()
+        forwardable = self._could_skip(key)
+        nothing = np.zeros(len(a), dtype=bool)
 
         def spared(row: int) -> float:
-            growing = sizes[mine & live_at(a, ends, row)]
+            op = timeline_ops[row]
+            # The first allocation after ``row`` by another op (no other: the end).
+            next_op = int(self._next_op(key, np.array([row]))[0])
+            own = (made_by == op) & forwardable if isinstance(op, str) else nothing
+            soon = (ends != STILL_LIVE) & (ends < next_op)
+            growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
             return float(growing.max()) if len(growing) else 0.0
 
         at = int(np.flatnonzero(rows == event)[0])
@@ -550,23 +771,6 @@ class Predictor:
         reserved = timeline["reserved_bytes"].iloc[first]
         before = float(in_use(timeline)[first]) - (0.0 if pd.isna(delta) else float(delta))
         return int(max(before - (0.0 if pd.isna(reserved) else float(reserved)), 0.0))
-
-    def before_slack(self, key: tuple[object, object]) -> int:
-        """Bytes held from before the capture beyond the inventoried variables
-        there (rounded to the granule): the slack of their chunks, which another
-        run may not have. 0 without an inventory."""
-        variables = self.base.variables
-        events = self.rows[key]
-        if variables is None or variables.empty or not len(events):
-            return 0
-        before = float(self._before(key))
-        mine = variables[
-            (variables["allocator"].astype(object) == key[1])
-            & variables["at_start"].fillna(False).to_numpy(dtype=bool)
-            & variables["traced"].fillna(False).to_numpy(dtype=bool)
-        ]
-        floor = float(rounded(mine["estimated_bytes"].to_numpy(dtype=np.float64, na_value=0)).sum())
-        return int(max(before - floor, 0.0))
 
     def breakdown(self, batch: int) -> pd.DataFrame:
         """Per (host, allocator, layer, role, basis): bytes at the predicted peak."""
