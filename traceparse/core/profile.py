@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +22,14 @@ from traceparse.analysis import (
 )
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN
-from traceparse.analysis.breakdown_at import Holders, breakdown_at, peak_repeats, tables_at
+from traceparse.analysis.breakdown_at import (
+    Holders,
+    chosen_instants,
+    live_at,
+    peak_repeats,
+    repeat_instants,
+    tables_at,
+)
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
@@ -247,12 +254,19 @@ class Profile(XlaTables, Predicting):
         the latest at the maximum) or a step number (that step's highest instant).
         Per allocator: its own instant; an allocator that reaches no instant in the
         step has no rows. A usage error when no allocator has one."""
-        return tables_at(self.peak_instants, at, self.timeline, self.breakdown_at, self._categories)
+        chosen = chosen_instants(self.peak_instants, at)
+        opened = self._opened(zip(chosen["time_ps"], chosen["host"].astype(str), strict=True))
+        return tables_at(chosen, self.timeline, opened, self._categories)
 
     @pooled_property
     def _peak_repeats(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The summary's repeated peaks (``breakdown_at.peak_repeats``)."""
-        return peak_repeats(self.peak_instants, self.breakdown_at)
+        opened = self._opened(repeat_instants(self.peak_instants))
+        return peak_repeats(self.peak_instants, opened)
+
+    def _opened(self, instants: Iterable[tuple[Any, str]]) -> dict[tuple[int, str], pd.DataFrame]:
+        """``breakdown_at`` each (time_ps, host), in order (each once, cached)."""
+        return {(int(t), h): self.breakdown_at(int(t), h) for t, h in instants}
 
     @pooled_property
     def _live_at_peak(self) -> pd.DataFrame:
@@ -367,16 +381,10 @@ class Profile(XlaTables, Predicting):
 
     @pooled_cache
     def _breakdown_at(self, time_ps: int, host: str | None) -> pd.DataFrame:
-        return breakdown_at(
-            self.timeline,
-            self.allocations,
-            self._ends,
-            time_ps,
-            host,
-            self._slabs,
-            self._holders,
-            self._categories,
+        instant, live = live_at(
+            self.timeline, self.allocations, self._ends, time_ps, host, self._categories
         )
+        return self._conform(self._holders.table(instant, live, self._slabs(live)), BREAKDOWN)
 
     @pooled_property
     def _variable_match(self) -> VariableMatch | None:
