@@ -1,9 +1,8 @@
 """CPU time and peak RSS of ``summary``, ``report -o r.html`` and ``predict
---from-batch 56 --batch 64 --capacity`` on ``make_dense.py`` captures, this checkout
-against a baseline checkout (main), in one run; and the import time of the
-``summary`` command. The captured batch is given: the dense captures' shapes hold
-no inputs and no gradients, so ``find_batch`` reads no batch off them (weak
-evidence), and ``report`` draws no prediction on them.
+--batch 64 --capacity`` on ``make_dense.py`` captures, this checkout against a
+baseline checkout (main), in one run; and the import time of the ``summary``
+command. The captured batch (56) is read off the captures' input, activation and
+gradient shapes, as on a real training step; ``predict`` must print it.
 
 Each command is a fresh ``python -m traceparse`` process; its CPU time (user +
 system) and peak RSS come from ``os.wait4`` (the machine is shared: CPU time
@@ -33,7 +32,7 @@ from make_dense import capture_path  # noqa: E402
 COMMANDS = {
     "summary": ["summary"],
     "report": ["report", "-o", "{out}/r.html"],
-    "predict": ["predict", "--from-batch", "56", "--batch", "64", "--capacity", "80GiB"],
+    "predict": ["predict", "--batch", "64", "--capacity", "80GiB"],
 }
 
 
@@ -99,6 +98,7 @@ def main() -> None:
         default=1_000_000,
         help="the baseline's report and predict only up to this many events",
     )
+    parser.add_argument("--label", default="main", help="the baseline's name in the tables")
     parser.add_argument("--out", type=Path, default=HERE / "REPLAY_RESULTS.md")
     args = parser.parse_args()
     tiny = (REPO / "fixtures" / "leak").resolve()
@@ -110,21 +110,24 @@ def main() -> None:
         if not capture.exists():
             raise SystemExit(f"{capture}: missing; run make_dense.py --events {events}")
         for name, command in COMMANDS.items():
-            for label, code in (("main", args.baseline), ("this", REPO)):
-                if label == "main" and name != "summary" and events > args.baseline_upto:
+            for label, code in ((args.label, args.baseline), ("this", REPO)):
+                if label != "this" and name != "summary" and events > args.baseline_upto:
                     rows.append((events, name, label, None, None, "not run"))
                     continue
                 cpu, rss, text = run(code, command, capture)
+                if name == "predict" and "The captured batch size 56:" not in text:
+                    raise SystemExit(f"{label}: predict did not read batch 56 off {capture}")
                 rows.append((events, name, label, cpu, rss, largest(text)))
                 print(f"{events:>9,} {name:8} {label:5} {cpu:8.2f} s {rss:8.0f} MiB", flush=True)
-    imports = import_times({"main": args.baseline, "this": REPO}, tiny)
-    write(args.out, rows, imports)
+    imports = import_times({args.label: args.baseline, "this": REPO}, tiny)
+    write(args.out, rows, imports, args.label)
 
 
 def write(
     path: Path,
     rows: list[tuple[int, str, str, float | None, float | None, str]],
     imports: dict[str, float],
+    baseline: str = "main",
 ) -> None:
     lines = [
         "| events | command | code | CPU s | peak RSS MiB | largest that fits |",
@@ -139,7 +142,7 @@ def write(
     lines.append("|---:|---:|---:|---|")
     table = {(e, n, lab): (c, r) for e, n, lab, c, r, _ in rows}
     for events in sorted({r[0] for r in rows}):
-        for label in ("main", "this"):
+        for label in (baseline, "this"):
             s, rep = table.get((events, "summary", label)), table.get((events, "report", label))
             if s and rep and rep[0] is not None and s[0] and s[1] and rep[1] is not None:
                 lines.append(
@@ -148,7 +151,7 @@ def write(
     lines.append("")
     lines.append(
         "Imports of `traceparse summary fixtures/leak` (`-X importtime`, top level "
-        f"summed, least of 15): main {imports['main']:.3f} s, this {imports['this']:.3f} s."
+        f"summed, least of 15): {baseline} {imports[baseline]:.3f} s, this {imports['this']:.3f} s."
     )
     path.with_suffix(".table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -12,7 +12,8 @@ writing 10M events (1.2 GB)
 takes about a minute and under 400 MB.
 
 The simulated allocator: allocation i uses op ``op_of[i]`` (a few thousand
-distinct op names, each with its own shape and size) and is freed L_i
+distinct op names, each with its own shape and size: a training step at batch
+56, ``_layers``, so that ``report`` and ``predict`` read the batch off it) and is freed L_i
 allocations later (mostly soon, some late, a few never within the capture);
 addresses are slots reused once freed. Counters (bytes_allocated,
 peak_bytes_in_use) are the running sums of the events themselves, so a
@@ -51,6 +52,7 @@ _ALIGN = 1 << 8
 _SLOTS = 1 << 17  # addresses are reused after this many allocations
 _TOTAL_BYTES = 80 * 2**30  # what the allocator has: bytes_available = this - in use
 _STEPS = 1000  # distinct step ids (executions)
+BATCH = 56  # the batch size the synthetic step runs at
 _OP_TYPES = ("Conv2D", "MatMul", "AddV2", "Relu", "FusedBatchNormV3", "Mul", "Cast", "Sum")
 
 
@@ -71,16 +73,59 @@ class Plan:
     address_of_alloc: np.ndarray | None = None
 
 
+def _layers(rng: np.random.Generator, ops: int) -> tuple[list[str], list[str], list[str]]:
+    """Per op its name, type and shape, in the order a training step runs them: the
+    iterator's input and label tensors, a forward pass of batch-led activations
+    (with per-channel vectors and ``Tensordot``-style flattens of the activation
+    before), then the gradients of the forward tensors in reverse order.
+
+    This is the evidence a real step carries for its batch (``find_batch``): the
+    step's inputs as ``IteratorGetNext`` outputs led by the batch, activations
+    [N, h, c] beside their gradients [N, h, c] (backprop keeps the shape of what
+    it differentiates, under ``gradient_tape/``), and flattens [N*h, c] whose
+    elements per example (h*c) are those of the activation they reshape
+    (``tf.tensordot`` reshapes [N, h, c] to [N*h, c] before its matmul)."""
+    names = ["IteratorGetNext", "IteratorGetNext"]
+    types = ["IteratorGetNext", "IteratorGetNext"]
+    shapes = [f"[{BATCH},64,64,3]", f"[{BATCH}]"]  # images, labels
+    forward = (ops - 2) // 2
+    # Powers of two: no dimension here is a multiple of the batch (56 = 7 x 8) by chance.
+    h = 2 ** rng.integers(5, 9, forward)  # 32 .. 256
+    c = 2 ** rng.integers(6, 10, forward)  # 64 .. 512
+    for j in range(forward):
+        name = f"model/block_{j // 40}/layer_{j % 40}/op_{j}"
+        if j % 10 == 9:  # the previous activation, flattened
+            names.append(f"{name}/Tensordot/Reshape")
+            types.append("Reshape")
+            shapes.append(f"[{BATCH * int(h[j - 1])},{int(c[j - 1])}]")
+            h[j], c[j] = h[j - 1], c[j - 1]
+        elif j % 10 == 4:  # a per-channel vector: does not grow with the batch
+            names.append(name)
+            types.append("FusedBatchNormV3")
+            shapes.append(f"[{int(c[j])}]")
+        else:
+            names.append(name)
+            types.append(_OP_TYPES[j % len(_OP_TYPES)])
+            shapes.append(f"[{BATCH},{int(h[j])},{int(c[j])}]")
+    for j in range(ops - 2 - forward):
+        k = forward - 1 - j % forward
+        names.append(f"gradient_tape/{names[2 + k]}")
+        types.append(f"{types[2 + k]}Grad")
+        shapes.append(shapes[2 + k])
+    return names, types, shapes
+
+
+def _elements(shape: str) -> int:
+    return int(np.prod([int(d) for d in shape.strip("[]").split(",")], dtype=np.int64))
+
+
 def plan(events: int, seed: int = 0) -> Plan:
     """``events`` allocator events: allocations and their frees, interleaved."""
     rng = np.random.default_rng(seed)
     allocs = events // 2 + events // 16 + 16
     ops = int(min(4000, max(16, events // 50)))
-    op_names = [f"model/block_{i // 40}/layer_{i % 40}/op_{i}" for i in range(ops)]
-    op_types = [_OP_TYPES[i % len(_OP_TYPES)] for i in range(ops)]
-    dims = rng.integers(1, 9, size=(ops, 3)) * np.array([8, 32, 64])
-    shapes = [f"[{a},{b},{c}]" for a, b, c in dims.tolist()]
-    size_of_op = dims.prod(axis=1).astype(np.int64) * 4  # float32
+    op_names, op_types, shapes = _layers(rng, ops)
+    size_of_op = np.array([_elements(s) for s in shapes], dtype=np.int64) * 4  # float32
     # Ops run in a repeating order (a step); allocation i runs op i mod ops, give or take.
     op_of = ((np.arange(allocs) + rng.integers(0, 3, allocs)) % ops).astype(np.int32)
     # Lifetimes in allocations: most tensors die soon, some live long, a few never die.
@@ -99,7 +144,7 @@ def plan(events: int, seed: int = 0) -> Plan:
         is_free=order >= allocs,
         op_of=op_of,
         size_of_op=size_of_op,
-        shape_of_op=np.arange(ops, dtype=np.int64) % len(shapes),
+        shape_of_op=np.arange(ops, dtype=np.int64),
         step_of_alloc=step_of_alloc,
         op_names=op_names,
         op_types=op_types,
@@ -310,7 +355,8 @@ def write_capture(
         "frees": events - alloc_count,
         "final_in_use": carry["in_use"],
         "peak": carry["peak"],
-        "distinct_ops": int(np.unique(p.op_of[p.alloc_of[~p.is_free]]).size),
+        # Both iterator outputs are one op (the names are what decoding sees).
+        "distinct_ops": len({p.op_names[i] for i in np.unique(p.op_of[p.alloc_of[~p.is_free]])}),
     }
 
 

@@ -92,6 +92,11 @@ def xplane_files(name: str | None = None) -> list[Path]:
     return files
 
 
+# Readable captures that hold no memory events: tensors under the oneDNN pool's
+# 256 KiB, and JAX on CPU (no BFC allocator; its compiled program is the record).
+NO_MEMORY_FIXTURES = ("no_memory", "jax_optax_cpu")
+
+
 def memory_fixtures() -> list[str]:
     """The fixtures holding a capture with memory events (xplane or the older
     memory_profile JSON), by name, sorted: every one but the unreadable and the
@@ -99,7 +104,7 @@ def memory_fixtures() -> list[str]:
     names = []
     for directory in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
         files = [*directory.rglob("*.xplane.pb"), *directory.rglob("*.memory_profile.json*")]
-        if files and directory.name not in ("corrupt", "not_a_capture", "no_memory"):
+        if files and directory.name not in ("corrupt", "not_a_capture", *NO_MEMORY_FIXTURES):
             names.append(directory.name)
     return names
 

@@ -16,9 +16,6 @@ package it checks is the one that is broken.
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import importlib.util
 import re
 import sys
 from dataclasses import dataclass
@@ -100,6 +97,8 @@ def installed_version(package: str) -> str | None:
     found = _module_version(package)
     if found is not None:
         return found
+    import importlib.metadata  # 20-35 ms to import: only for a package without __version__
+
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:

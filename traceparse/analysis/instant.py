@@ -10,6 +10,8 @@ same rows, summing to the allocator's counter at that event.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -26,17 +28,12 @@ def instant_table(timeline: pd.DataFrame, time_ps: int, host: str | None = None)
     """
     if timeline.empty:
         return PEAK.empty()
-    keys = group_codes(timeline, ["host", "allocator"])
-    groups = int(keys.max()) + 1
-    times = timeline["time_ps"].to_numpy(dtype=np.int64)
-    before = times <= int(time_ps)
-    if host is not None:
-        before &= (timeline["host"].astype(object) == host).to_numpy(dtype=bool)
-    rows_before = np.flatnonzero(before)
-    event = np.full(groups, -1, dtype=np.int64)
-    # Rows are in time order within an allocator: the largest row index is the latest.
-    np.maximum.at(event, keys[rows_before], rows_before)
-    counts = np.bincount(keys, minlength=groups)
+    order = _order_of(timeline)
+    if order.in_time_order:
+        event = order.latest(int(time_ps), host)
+        counts = order.counts
+    else:
+        event, counts = _latest_by_mask(timeline, int(time_ps), host)
     has = event >= 0
     event, counts = event[has], counts[has]
     rows = timeline.iloc[event]
@@ -62,3 +59,67 @@ def instant_table(timeline: pd.DataFrame, time_ps: int, host: str | None = None)
     )
     table = table.astype(PEAK_COLUMNS)
     return table.sort_values(["host", "allocator"], kind="stable").reset_index(drop=True)
+
+
+def _latest_by_mask(
+    timeline: pd.DataFrame, time_ps: int, host: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per (host, allocator) group: the largest row at or before ``time_ps`` (-1:
+    none), and its events; over every row (for a timeline not in time order)."""
+    keys = group_codes(timeline, ["host", "allocator"])
+    groups = int(keys.max()) + 1
+    times = timeline["time_ps"].to_numpy(dtype=np.int64)
+    before = times <= time_ps
+    if host is not None:
+        before &= (timeline["host"].astype(object) == host).to_numpy(dtype=bool)
+    rows_before = np.flatnonzero(before)
+    event = np.full(groups, -1, dtype=np.int64)
+    np.maximum.at(event, keys[rows_before], rows_before)
+    return event, np.bincount(keys, minlength=groups)
+
+
+class _Order:
+    """A timeline's rows by (host, allocator) group, with their times: the latest
+    event at or before an instant is then one binary search a group instead of a
+    pass over every row (a report asks for a dozen instants of millions of rows)."""
+
+    def __init__(self, timeline: pd.DataFrame) -> None:
+        self.table = weakref.ref(timeline)
+        self.length = len(timeline)
+        keys = group_codes(timeline, ["host", "allocator"])
+        groups = int(keys.max()) + 1
+        self.counts = np.bincount(keys, minlength=groups)
+        order = np.argsort(keys, kind="stable")  # each group's rows in file order
+        times = timeline["time_ps"].to_numpy(dtype=np.int64)
+        hosts = timeline["host"].astype(object)
+        self.rows = np.split(order, np.cumsum(self.counts)[:-1])
+        self.times = [times[rows] for rows in self.rows]
+        self.hosts = [hosts.iloc[int(rows[0])] for rows in self.rows]
+        # Rows are in time order within an allocator: the largest row at or
+        # before an instant is the one a binary search of its times finds.
+        self.in_time_order = all(bool((np.diff(t) >= 0).all()) for t in self.times)
+
+    def latest(self, time_ps: int, host: str | None) -> np.ndarray:
+        event = np.full(len(self.rows), -1, dtype=np.int64)
+        for g, (rows, times) in enumerate(zip(self.rows, self.times, strict=True)):
+            if host is not None and self.hosts[g] != host:
+                continue
+            at = int(np.searchsorted(times, time_ps, side="right")) - 1
+            if at >= 0:
+                event[g] = rows[at]
+        return event
+
+
+_ORDERS: list[_Order] = []
+
+
+def _order_of(timeline: pd.DataFrame) -> _Order:
+    """The last timelines' ``_Order`` (by identity, weakly held, and length: a Profile
+    does not change a table it has built)."""
+    for found in _ORDERS:
+        if found.length == len(timeline) and found.table() is timeline:
+            return found
+    made = _Order(timeline)
+    _ORDERS.insert(0, made)
+    del _ORDERS[2:]
+    return made

@@ -498,6 +498,14 @@ def layer_names(facts: Facts) -> set[str]:
     }
 
 
+def _named(layers: np.ndarray, wanted: set[str]) -> np.ndarray:
+    """Whether each allocation's layer (as text) is one of ``wanted``: each distinct
+    layer looked up once (``np.isin`` would sort millions of strings)."""
+    codes, uniques = pd.factorize(layers, use_na_sentinel=False)
+    found = np.array([str(u) in wanted for u in uniques], dtype=bool)
+    return found[codes] if len(found) else np.zeros(len(codes), dtype=bool)
+
+
 def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
     """Rematerialisation of ``layers`` (or ``all``): ``tf.recompute_grad`` (which
     Keras 3's ``keras.remat`` and ``RematScope`` use on TensorFlow,
@@ -522,7 +530,7 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
         shown = ", ".join(sorted(known)[:12])
         raise UsageError(f"no layer named {', '.join(missing)} in the capture (there are: {shown})")
     layer = facts.layers.astype(str)
-    kept = facts.crosses & np.isin(layer, list(wanted)) & (facts.roles == ACTIVATION)
+    kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     for k in facts.keys:
         mine = kept & facts.mine[k]
         idx = np.flatnonzero(mine)
@@ -554,7 +562,7 @@ def recompute_extra(
     known = layer_names(facts)
     wanted = known if layers == ("all",) else set(layers)
     layer = facts.layers.astype(str)
-    kept = facts.crosses & np.isin(layer, list(wanted)) & (facts.roles == ACTIVATION)
+    kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     start = facts.alloc_events
     for k in facts.keys:
         mine = kept & facts.mine[k]

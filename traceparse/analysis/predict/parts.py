@@ -24,7 +24,17 @@ def roles_of(
     """Role and layer of every allocation (``naming.place``)."""
     rows = allocations[["op", "op_type", "shape"]].copy()
     place(rows, known, shapes)
-    return rows["role"].to_numpy(dtype=object), rows["layer"].to_numpy(dtype=object)
+    return _shared(rows["role"]), _shared(rows["layer"])
+
+
+def _shared(column: pd.Series) -> np.ndarray:
+    """``column`` as an object array whose equal values are one object: ``place``
+    makes a string per row, millions of copies of a few thousand names."""
+    values = column.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values)  # NA (None or NaN) keeps its own object: -1
+    out = np.asarray(uniques, dtype=object)[codes] if len(uniques) else values.copy()
+    out[codes < 0] = values[codes < 0]
+    return out
 
 
 def buffer_places(

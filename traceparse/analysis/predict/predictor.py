@@ -18,6 +18,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -152,7 +153,12 @@ def _evidence(
     extra = xla_evidence(capture.xla_buffers, capture.xla_parameters)
     op_names = a["op"].astype(object)
     types = a["op_type"].astype(object) if "op_type" in a else pd.Series(None, index=a.index)
-    names = [f"{o}:{t}" if isinstance(t, str) else o for o, t in zip(op_names, types, strict=True)]
+    # One string per distinct name (sys.intern): a new one per allocation held
+    # ~75 bytes each through the Predictor's construction.
+    names = [
+        sys.intern(f"{o}:{t}") if isinstance(t, str) else o
+        for o, t in zip(op_names, types, strict=True)
+    ]
     sizes = requested_or_held(a).astype(np.float64)
     return (
         list(a["shape"].astype(object)) + extra[0],
@@ -176,7 +182,7 @@ def replicas(allocations: pd.DataFrame) -> int:
     and splits each global batch ``fit`` is given evenly among them
     (``experimental_distribute_dataset``: ``rebatch`` to the global batch /
     replicas), so every tensor the capture records holds one replica's share."""
-    names = pd.unique(allocations["op"].dropna().astype(str).to_numpy())
+    names = {str(x) for x in allocations["op"].dropna().unique()}
     found = {int(m.group(1)) for name in names if (m := _REPLICA.search(name))}
     return 1 + len(found)
 
@@ -293,6 +299,8 @@ class Predictor:
         self._skippable: dict[tuple[object, object], np.ndarray] = {}
         self._programs: dict[tuple[object, object], np.ndarray | None] = {}
         self._op_runs: dict[tuple[object, object], tuple[np.ndarray, ...]] = {}
+        self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._mines: dict[tuple[object, object], np.ndarray] = {}
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -371,7 +379,17 @@ class Predictor:
 
     def sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bytes each allocation holds at ``batch``: point, low, high (each chunk at
-        its largest, every size at its larger reading)."""
+        its largest, every size at its larger reading). The last batch's are kept
+        (read-only): a replay and its extremes ask for the same batch in turn."""
+        if batch not in self._sized:
+            found = self._sizes(batch)
+            for array in found:
+                array.flags.writeable = False
+            self._sized.clear()
+            self._sized[batch] = found
+        return self._sized[batch]
+
+    def _sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         point, low, high = self.sizing.at(batch)
         # At the captured batch every allocation keeps the chunk it got: the
         # prediction is the capture itself.
@@ -390,8 +408,7 @@ class Predictor:
         placement unknown), and the larger reading of every size whose scaling is
         unknown with the point rule's chunks (``chunks``)."""
         point, _, high = self.sizing.at(batch)
-        _, _, worst = chunks(point, self.requested, self.settled, self.held)
-        held_point, _, _ = chunks(point, self.requested, self.settled, self.held)
+        held_point, _, worst = chunks(point, self.requested, self.settled, self.held)
         read_high, _, _ = chunks(high, self.requested, self.settled, self.held)
         worst[self._in_pool(point)] = 0.0
         read_high[self._in_pool(high)] = 0.0
@@ -755,10 +772,16 @@ class Predictor:
         return round(best)
 
     def _mine(self, key: tuple[object, object]) -> np.ndarray:
-        a = self.base.allocations
-        return (a["host"].astype(object).to_numpy() == key[0]) & (
-            a["allocator"].astype(object).to_numpy() == key[1]
-        )
+        """The allocations of ``key`` (made once per key, read-only: every replay
+        and bound asks)."""
+        if key not in self._mines:
+            a = self.base.allocations
+            found = (a["host"].astype(object).to_numpy() == key[0]) & (
+                a["allocator"].astype(object).to_numpy() == key[1]
+            )
+            found.flags.writeable = False
+            self._mines[key] = found
+        return self._mines[key]
 
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""

@@ -12,6 +12,7 @@ the captured batch; the point estimate elsewhere places every chunk
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,34 @@ from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION,
 def rounded(requested: np.ndarray) -> np.ndarray:
     """``requested`` rounded up to the allocator's granule (as float)."""
     return np.ceil(np.asarray(requested, dtype=np.float64) / GRANULE) * GRANULE
+
+
+class _Invariant:
+    """What ``chunks`` reads of the captured arrays alone, kept for the last ones
+    asked: a capacity search or a report asks ``chunks`` of the same captured
+    arrays dozens of times. Held by weak reference: the arrays' owner decides how
+    long they live, and a dead one's identity is never matched."""
+
+    def __init__(self, requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray) -> None:
+        self.arrays = tuple(weakref.ref(x) for x in (requested, settled, allocated))
+        # A chunk handed out whole with slack whose size is a region's (see ``chunks``).
+        self.region = np.flatnonzero(
+            is_region(settled.astype(np.int64)) & (settled > rounded(requested))
+        )
+
+
+_INVARIANTS: list[_Invariant] = []
+
+
+def _invariant(requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray) -> _Invariant:
+    for found in _INVARIANTS:
+        r, s, a = (ref() for ref in found.arrays)
+        if r is requested and s is settled and a is allocated:
+            return found
+    made = _Invariant(requested, settled, allocated)
+    _INVARIANTS.insert(0, made)
+    del _INVARIANTS[2:]
+    return made
 
 
 def chunks(
@@ -48,19 +77,19 @@ def chunks(
     """
     new = rounded(new_requested)
     same = new_requested == requested
-    reuse = (new <= settled) & (settled < 2 * new)
-    point = np.where(same | reuse, settled, new)
+    point = np.where(same | ((new <= settled) & (settled < 2 * new)), settled, new)
     # A chunk handed out whole with slack whose size is a region's (2 MiB times a
     # power of two, as the allocator grows on demand) was a region; a request
     # that outgrows it gets a new region, doubled until it fits, whole when that
     # is less than twice the request (the allocator grows its regions by doubling).
-    whole = settled.astype(np.int64)
-    region = is_region(whole) & (settled > rounded(requested)) & (new > settled)
-    doubled = settled * 2.0 ** np.ceil(
-        np.log2(np.divide(new, settled, out=np.ones_like(new), where=(settled > 0) & (new > 0)))
-    )
-    grown = region & (doubled < 2 * new)
-    point = np.where(grown, doubled, point)
+    # Only the (few) regions' rows can: the rest is not computed.
+    rows = _invariant(requested, settled, allocated).region
+    if len(rows):
+        was, want = settled[rows], new[rows]
+        rows, was, want = rows[want > was], was[want > was], want[want > was]
+        doubled = was * 2.0 ** np.ceil(np.log2(want / was))
+        grown = doubled < 2 * want
+        point[rows[grown]] = doubled[grown]
     low = np.minimum(point, new)
     whole = np.maximum(np.minimum(2 * new - GRANULE, new + MAX_INTERNAL_FRAGMENTATION), new)
     high = np.maximum(np.maximum(point, allocated * same), whole)
@@ -102,10 +131,19 @@ class Replayed:
         values, rows = self.bytes[key], self.events[key]
         mine = steps[rows]
         marked = np.flatnonzero(~np.isnan(mine))
-        if len(np.unique(mine[marked])) < 2:
+        if not len(marked) or (mine[marked] == mine[marked[0]]).all():
             return self.peak(key)
-        # Each step's first event at its maximum; of those, the lowest (first among equals).
-        tops = pd.Series(values[marked], index=marked).groupby(mine[marked]).idxmax().to_numpy()
+        # Each step's first event at its maximum; of those, the lowest (first among
+        # equals, steps in ascending order).
+        # Steps by hashing, not sorting millions of events (a few hundred steps).
+        codes, found = pd.factorize(mine[marked])
+        vals = values[marked]
+        highest = np.full(len(found), -np.inf)
+        np.maximum.at(highest, codes, vals)
+        at_top = np.flatnonzero(vals == highest[codes])
+        first = np.full(len(found), len(vals), dtype=np.int64)
+        np.minimum.at(first, codes[at_top], at_top)
+        tops = marked[first[np.argsort(found, kind="stable")]]
         at = int(tops[int(np.argmin(values[tops]))])
         outside = np.flatnonzero(np.isnan(mine))
         if len(outside):
@@ -116,6 +154,10 @@ class Replayed:
 
 def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
     """The timeline rows of each (host, allocator), in time order."""
+    if len(timeline) and all(timeline[c].nunique(dropna=False) == 1 for c in ("host", "allocator")):
+        # One allocator (the usual capture): every row, without grouping millions.
+        first = timeline[["host", "allocator"]].iloc[0].astype(object)
+        return {(first["host"], first["allocator"]): np.arange(len(timeline), dtype=np.int64)}
     keys = timeline[["host", "allocator"]].astype(object)
     out: dict[tuple[object, object], np.ndarray] = {}
     for key, rows in keys.groupby(["host", "allocator"], sort=True, dropna=False).indices.items():
@@ -133,17 +175,30 @@ def replay(
 ) -> Replayed:
     """The in-use bytes after every event with each allocation holding ``new_held``
     instead of ``held`` from its allocation event to its end (``liveness.end_events``)."""
-    delta = np.zeros(len(timeline) + 1)
+    n = len(timeline)
     change = np.asarray(new_held, dtype=np.float64) - np.asarray(held, dtype=np.float64)
-    start = allocations["alloc_event"].to_numpy(dtype=np.int64)
-    np.add.at(delta, start, change)
-    stop = np.where(ends == STILL_LIVE, len(timeline), ends)
-    np.add.at(delta, stop, -change)
-    captured = in_use(timeline).astype(np.float64)
+    # Only the allocations whose bytes change move the counter (at the captured
+    # batch, most or all keep theirs). Bytes are whole numbers under 2**53: the
+    # sums are exact in any order.
+    moved = np.flatnonzero(change)
+    delta = np.zeros(n + 1)
+    if len(moved):
+        start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
+        stop = ends[moved]
+        stop = np.where(stop == STILL_LIVE, n, stop)
+        np.add.at(delta, start, change[moved])
+        np.add.at(delta, stop, -change[moved])
+    captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows
     out = {}
     for key, events in rows.items():
-        out[key] = captured[events] + np.cumsum(delta[events])
+        # One allocator's rows are often the whole timeline: slices, not a gather.
+        whole = len(events) == n and (n == 0 or (events[0] == 0 and events[-1] == n - 1))
+        mine = slice(0, n) if whole else events
+        bytes_ = captured[mine].astype(np.float64)
+        if len(moved):
+            bytes_ += np.cumsum(delta[mine])
+        out[key] = bytes_
     return Replayed(rows, out)
 
 
