@@ -288,14 +288,22 @@ def test_no_section_where_no_batch_size_is_read() -> None:
     assert "What would save memory" not in render_html([profile])
 
 
-def test_the_report_leaves_the_search_out_past_its_budget() -> None:
+def test_the_report_leaves_the_search_out_past_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Past the budget every change is still predicted at the captured batch; only the
     largest batch each allows is left out, and the section says so."""
     from dataclasses import replace
     from types import SimpleNamespace
 
+    import traceparse.records.whatif as whatif_module
     from traceparse.analysis.predict.capacity import REPORT_REPLAY_EVENTS
-    from traceparse.records.whatif import SEARCH_REPLAYS, build_whatif, report_search
+    from traceparse.records.whatif import (
+        SEARCH_REPLAYS,
+        build_whatif,
+        report_search,
+        whatif_section,
+    )
     from traceparse.report.whatif import html_whatif, markdown_whatif
 
     searches = 7  # seven changes on one allocator
@@ -303,16 +311,22 @@ def test_the_report_leaves_the_search_out_past_its_budget() -> None:
     assert report_search(most, searches) and not report_search(most + 1, searches)
     assert not report_search(most, 2 * searches)  # two allocators: twice the searches
     profile = traceparse.load(REPORTED)
-    predictor = profile._report_predictor
-    searched = profile._report_whatif
+    predictor = profile.predictor()
+    searched = whatif_section(profile)
+    assert searched is not None
     cut = build_whatif(predictor, searched.path, list(predictor.rows), None, search=False)
     assert not cut.searched and all(r.largest_batch is None for r in cut.rows)
     # The same changes, peaks and bounds: the search only adds the largest batch.
     assert [replace(r, largest_batch=None) for r in searched.rows] == list(cut.rows)
-    stand_in = SimpleNamespace(_report_whatif=cut)
-    assert any("was not searched" in line for line in markdown_whatif(stand_in))
-    assert "was not searched" in html_whatif(stand_in)
+    # A capture past the budget: the section the views draw is the unsearched one.
+    monkeypatch.setattr(whatif_module, "report_search", lambda events, searches: False)
+    past = traceparse.load(REPORTED)
+    assert whatif_section(past) == cut
+    assert any("was not searched" in line for line in markdown_whatif(past))
+    assert "was not searched" in html_whatif(past)
     assert not any("was not searched" in line for line in markdown_whatif(profile))
+    # A stand-in without a predictor has no section.
+    assert whatif_section(SimpleNamespace(path="x")) is None
 
 
 def test_a_search_that_reaches_its_ceiling_is_no_largest_batch() -> None:

@@ -789,6 +789,19 @@ class WhatIf(Predictor):
         return pd.concat([parts, pd.DataFrame([row])], ignore_index=True)
 
 
+def with_change(
+    predictor: Predictor,
+    precision: str | None = None,
+    optimizer: str | None = None,
+    remat: str | tuple[str, ...] | None = None,
+) -> Predictor:
+    """``predictor``, or ``what_if`` it with the change given (``parse_change``), where
+    one is: ``Profile.predict``'s keywords."""
+    if precision is None and optimizer is None and remat is None:
+        return predictor
+    return what_if(predictor, parse_change(precision, optimizer, remat))
+
+
 def what_if(predictor: Predictor, change: Change) -> Predictor:
     """``predictor`` itself for no change, else the WhatIf of ``change``."""
     return WhatIf.of(predictor, change) if change else predictor

@@ -4,17 +4,22 @@
 at the program's peak (with their TF op, dtype and shape) and one slack row;
 ``analysis/breakdown.py`` turns them into the breakdown's ``xla_buffer``,
 ``xla_value`` and ``xla_slack`` rows. The tables here are a few rows per
-slab, so they are built in plain Python, not with pandas joins.
+slab, so they are built in plain Python, not with pandas joins. ``slabs_at``
+puts them together for the allocations live at an instant (moved from
+``core/xla.py``'s ``XlaParts.slabs``, issue 46).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from traceparse.analysis.naming import NO_TF_OP
+from traceparse.analysis.xla import peak_fill
+from traceparse.decode.xla import XlaProgram
+from traceparse.tables.xla import buffer_info, buffer_naming
 
 # The op of an HLO buffer (or agreed value) live in a linked slab whose TF op the
 # module does not say (tables/xla.py: no metadata, and not a fusion or copy of
@@ -136,3 +141,31 @@ def programs_at_peak(expanded: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     buffers = values[[*keys, "xla_buffer", "op", "dtype", "shape", "allocated_bytes"]]
     buffers = buffers.sort_values("allocated_bytes", ascending=False, kind="stable")
     return programs.reset_index(drop=True), buffers.reset_index(drop=True)
+
+
+def slabs_at(
+    live: pd.DataFrame,
+    held: dict[Any, tuple[Any, ...]],
+    programs: Sequence[tuple[str, XlaProgram]],
+) -> pd.DataFrame:
+    """Per linked temp slab in ``live``: its buffers at the program's peak
+    (``SLAB_COLUMNS``; a value with no TF op has ``tf_op`` NO_TF_OP), and the
+    rows named by an agreed value (``held``: label -> value, ``held_rows``).
+    ``programs`` are the run's (host, program), empty when nothing is linked;
+    only the programs of the slabs found are indexed."""
+    if not programs:  # nothing linked (or no programs): no parsing, no rows
+        return slab_frame([])
+    found = linked_slabs(live)
+    rows = held_rows(live, held)
+    if found:
+        wanted = {(host, program, index) for _, host, program, index in found}
+        names = {(host, program) for host, program, _ in wanted}
+        used = [(h, p) for h, p in programs if (h, p.name) in names]
+        by_name = {(h, p.name): p for h, p in used}
+
+        def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
+            named = by_name[(host, program)]
+            return (*buffer_info(named, buffer), buffer_naming(named, buffer))
+
+        rows = slab_rows(found, peak_fill(used, wanted), info) + rows
+    return slab_frame(rows)

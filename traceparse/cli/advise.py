@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from traceparse.cli.base import Command, size_type
-from traceparse.cli.predict import batch_type
+from traceparse.cli import _options as options
+from traceparse.cli.base import Command
 
 if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
@@ -37,49 +37,31 @@ class AdviseCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
-        parser.add_argument(
+        options.add_capture(parser)
+        options.add_batch(
+            parser,
             "--from-batch",
-            type=batch_type,
-            metavar="N",
-            help="the global batch size PATH was captured at (default: as predict reads it)",
+            "the global batch size PATH was captured at (default: as predict reads it)",
         )
-        parser.add_argument(
-            "--capacity",
-            type=size_type,
-            metavar="SIZE",
-            help="the memory to fit in, e.g. 16GiB (default: each allocator's capacity)",
+        options.add_capacity(
+            parser, "the memory to fit in, e.g. 16GiB (default: each allocator's capacity)"
         )
-        parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
-        parser.add_argument(
-            "--format",
-            choices=["table", "json", "md", "html"],
-            default="table",
-            help="output format",
-        )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        options.add_allocator(parser)
+        options.add_format(parser, ["table", "json", "md", "html"])
+        options.add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
-        from traceparse.cli._loading import load_newest, warn_refused_batch
         from traceparse.core.profile import predictor_of
-        from traceparse.errors import UsageError
         from traceparse.output.export import write_output
         from traceparse.output.jsonvalues import dumps
         from traceparse.records.whatif import build_whatif
         from traceparse.report.whatif import whatif_html, whatif_markdown
 
-        profile = load_newest(args.path, term)
-        if args.from_batch is None:
-            warn_refused_batch(profile, term)
+        profile = options.load_to_predict(args.path, term, args.from_batch is not None)
         predictor = predictor_of(profile, None, args.from_batch)
         keys = [k for k in predictor.rows if args.allocator in (None, str(k[1]))]
         if not keys:
-            raise UsageError(
-                f"{profile.path}: no allocator named {args.allocator!r} "
-                f"(there are: {', '.join(profile.allocators) or 'none'})"
-            )
+            raise options.no_allocator(profile, args.allocator)
         record = build_whatif(predictor, str(profile.path), keys, args.capacity)
         if args.format == "table" and args.output is None:
             _render(term, record)

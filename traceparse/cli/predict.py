@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from traceparse.cli.base import Command, count_type, size_type
+from traceparse.cli import _options as options
+from traceparse.cli._options import batch_type
+from traceparse.cli.base import Command
 from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
@@ -14,17 +16,7 @@ if TYPE_CHECKING:
     from traceparse.analysis.predict import Fit, Predictor
     from traceparse.output.terminal import Terminal
 
-
-def batch_type(text: str) -> int:
-    """An argparse type: a batch size, a whole number from 1 to the largest the
-    capacity search tries (``core.profile.checked_batch``)."""
-    from traceparse.analysis.predict import MAX_BATCH
-
-    value = count_type(text)
-    if not 1 <= value <= MAX_BATCH:
-        shown = f"{value:,}" if value < 10**30 else f"a {len(str(value))}-digit number"
-        raise argparse.ArgumentTypeError(f"a batch size is from 1 to {MAX_BATCH:,}, not {shown}")
-    return value
+__all__ = ["PredictCommand", "batch_type"]  # batch_type: cli._options, imported here before
 
 
 class PredictCommand(Command):
@@ -63,12 +55,11 @@ class PredictCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", metavar="PATH", help="log directory, run directory or capture")
-        parser.add_argument(
+        options.add_capture(parser)
+        options.add_batch(
+            parser,
             "--batch",
-            type=batch_type,
-            metavar="N",
-            help="the (global) batch size to predict (default: the captured one; "
+            "the (global) batch size to predict (default: the captured one; "
             "needed unless --precision, --optimizer or --remat is given)",
         )
         parser.add_argument(
@@ -88,11 +79,10 @@ class PredictCommand(Command):
             metavar="LAYERS",
             help="predict with these layers rematerialised: 'all' or LAYER,LAYER",
         )
-        parser.add_argument(
+        options.add_batch(
+            parser,
             "--from-batch",
-            type=batch_type,
-            metavar="N",
-            help="the global batch size PATH was captured at (default: weighed off its "
+            "the global batch size PATH was captured at (default: weighed off its "
             "input, label and activation tensors)",
         )
         parser.add_argument(
@@ -101,29 +91,22 @@ class PredictCommand(Command):
             metavar="OTHER",
             help="a capture of the same program at another batch size: fit sizes through both",
         )
-        parser.add_argument(
+        options.add_batch(
+            parser,
             "--with-batch",
-            type=batch_type,
-            metavar="N",
-            help="the global batch size OTHER was captured at (default: weighed off its "
+            "the global batch size OTHER was captured at (default: weighed off its "
             "tensors, as for PATH)",
         )
-        parser.add_argument(
-            "--capacity",
-            type=size_type,
-            metavar="SIZE",
-            help="the memory to fit in, e.g. 16GiB (default: each allocator's capacity "
-            "in the capture)",
+        options.add_capacity(
+            parser,
+            "the memory to fit in, e.g. 16GiB (default: each allocator's capacity in the capture)",
         )
-        parser.add_argument("--allocator", metavar="NAME", help="only this allocator")
-        parser.add_argument(
-            "--format", choices=["table", "json"], default="table", help="output format"
-        )
-        parser.add_argument(
-            "-o",
-            "--output",
-            metavar="FILE.html",
-            help="also write an HTML page with the plot of the predicted peak against "
+        options.add_allocator(parser)
+        options.add_format(parser, ["table", "json"])
+        options.add_output(
+            parser,
+            "FILE.html",
+            "also write an HTML page with the plot of the predicted peak against "
             "the batch size and the capacity line",
         )
 
@@ -131,17 +114,16 @@ class PredictCommand(Command):
         import pandas as pd
 
         from traceparse.analysis.predict import capacity_fit
-        from traceparse.cli._loading import load_newest, warn_refused_batch
         from traceparse.core.profile import predictor_of
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 
-        profile = load_newest(args.path, term)
-        other = load_newest(args.other, term) if args.other else None
-        if args.from_batch is None:
-            warn_refused_batch(profile, term)
-        if other is not None and args.with_batch is None:
-            warn_refused_batch(other, term)
+        profile = options.load_to_predict(args.path, term, args.from_batch is not None)
+        other = (
+            options.load_to_predict(args.other, term, args.with_batch is not None)
+            if args.other
+            else None
+        )
         if args.with_batch is not None and other is None:
             raise UsageError("--with-batch needs --with OTHER")
         changed = any(v is not None for v in (args.precision, args.optimizer, args.remat))
@@ -152,20 +134,16 @@ class PredictCommand(Command):
             )
         predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
         if changed:
-            from traceparse.analysis.whatif import parse_change, what_if
+            from traceparse.analysis.whatif import with_change
 
-            change = parse_change(args.precision, args.optimizer, args.remat)
-            predictor = what_if(predictor, change)
+            predictor = with_change(predictor, args.precision, args.optimizer, args.remat)
         if args.batch is None:
             args.batch = predictor.batch
         table = predictor.at(args.batch)
         if args.allocator is not None:
             table = table[table["allocator"].astype(str) == args.allocator]
             if table.empty:
-                raise UsageError(
-                    f"{profile.path}: no allocator named {args.allocator!r} "
-                    f"(there are: {', '.join(profile.allocators) or 'none'})"
-                )
+                raise options.no_allocator(profile, args.allocator)
         if table.empty:
             term.line("Nothing to predict: the capture has no memory events.")
             return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from traceparse.cli import _options as options
 from traceparse.cli.base import Command
 
 if TYPE_CHECKING:
@@ -40,10 +41,10 @@ class ServeCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("logdir", metavar="LOGDIR", help="log directory to serve")
+        options.add_capture(parser, "logdir", "LOGDIR", "log directory to serve")
         parser.add_argument(
             "--port",
-            type=_port,
+            type=options.port_type,
             default=DEFAULT_PORT,
             metavar="N",
             help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
@@ -104,16 +105,6 @@ def make_server(host: str, port: int, app: Any) -> WSGIServer:
             f"{host}:{port}: cannot listen there ({exc.strerror or exc}); "
             "choose another --port or --host"
         ) from exc
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
-    return value
 
 
 def _url_host(host: str) -> str:

@@ -24,6 +24,7 @@ pandas' hash tables too, and two caches would each hold their own peak.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -100,3 +101,25 @@ def stats() -> dict[str, int]:
 def pooled_property(func: Callable[[Any], R]) -> functools.cached_property[R]:
     """A ``cached_property`` computed inside ``pooled()``."""
     return functools.cached_property(pooled_call(func))
+
+
+def pooled_cache(func: Callable[..., R]) -> Callable[..., R]:
+    """A method computed inside ``pooled()`` once per instance and arguments (as
+    bound, defaults filled: ``f()`` and ``f(1)`` share when 1 is the default).
+    The answers are kept in the instance's ``__dict__``, as ``cached_property``
+    keeps its value, so they live and go with it."""
+    signature = inspect.signature(func)
+    slot = f"_{func.__name__}_answers"
+
+    @functools.wraps(func)
+    def call(self: Any, *args: Any, **kwargs: Any) -> R:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        key = tuple(bound.arguments.values())[1:]
+        answers: dict[tuple[Any, ...], R] = self.__dict__.setdefault(slot, {})
+        if key not in answers:
+            with pooled():
+                answers[key] = func(self, *args, **kwargs)
+        return answers[key]
+
+    return call

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,47 +21,43 @@ from traceparse.analysis import (
     steps_table,
 )
 from traceparse.analysis.attribution import ATTRIBUTION
-from traceparse.analysis.breakdown import BREAKDOWN, breakdown_table, expanded_live
+from traceparse.analysis.breakdown import BREAKDOWN
+from traceparse.analysis.breakdown_at import (
+    Holders,
+    chosen_instants,
+    live_at,
+    peak_repeats,
+    repeat_instants,
+    tables_at,
+)
 from traceparse.analysis.failure import Failure, failures
-from traceparse.analysis.instant import instant_table
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
-from traceparse.analysis.liveness import STILL_LIVE, end_events
+from traceparse.analysis.liveness import end_events
 from traceparse.analysis.naming import (
-    KERAS3,
     Generation,
     KnownNames,
     VariableMatch,
-    gradient_shapes,
-    inventory_names,
-    known_names,
+    capture_generation,
+    capture_names,
+    held_at_end,
     match_variables,
+    op_names_known,
     place_by_stack,
-    read_generation,
-    unique_weight_shapes,
 )
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
-from traceparse.analysis.peak_repeats import (
-    MOST_INSTANTS,
-    NEAR,
-    PEAK_INSTANTS,
-    chosen_instant,
-    held_at_every,
-    peak_instants,
-)
+from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
-from traceparse.analysis.xla_live import programs_at_peak
-from traceparse.analysis.xla_params import judged_parameters, representatives
-from traceparse.analysis.xla_roles import program_peak_roles
 from traceparse.core.compat import called_or_read, moved
-from traceparse.core.memory import pooled_call, pooled_property
-from traceparse.core.sidecars import SOURCES
+from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes, sources_note
+from traceparse.core.memory import pooled_cache, pooled_property
+from traceparse.core.predicting import Predicting, checked_batch, predictor_of
 from traceparse.core.xla import XlaParts
+from traceparse.core.xla_tables import XlaTables
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
-from traceparse.decode.variables import quote
-from traceparse.errors import PredictArgumentError, UsageError
+from traceparse.errors import UsageError
 from traceparse.records import AllocatorRecord, build_records
 from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
@@ -69,60 +65,17 @@ from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
-from traceparse.units import format_bytes
 
 if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
     from traceparse.analysis.predict import Capture as PredictionInput
-    from traceparse.analysis.predict import Predictor
-    from traceparse.records.whatif import WhatIfRecord
+    from traceparse.analysis.predict import PredictSource
 
-_NO_EVENTS = (
-    "{path}: the capture has no memory events, so there is nothing to attribute. "
-    "Likely causes: the host tracer level was below 2 (use the default, 2); the "
-    "allocator emits no events (TF_GPU_ALLOCATOR=cuda_malloc_async does not); or the "
-    "program made only small allocations (on CPU, mklcpu serves requests under "
-    "256 KiB from a pool that records nothing)."
-)
-
-_NO_INVENTORY = (
-    "no variable inventory: the capture was not made by traceparse.profile(), "
-    "`traceparse run` or traceparse.integrations.keras.MemoryCallback, so the bytes allocated "
-    "before it cannot be named"
-)
-NO_SOURCES = (
-    f"no source lines (no <host>{SOURCES.suffix} beside the capture): capture with "
-    "traceparse.profile(), `traceparse run` or its Keras MemoryCallback to name the line "
-    "of your code that made each allocation (JAX: python_tracer_level=1)"
-)
-_SOURCES_REFUSED = (
-    "no source lines: the source record beside the capture was refused (the diagnostics say why)"
-)
-_ONEDNN_OFF = (
-    "{path}: TensorFlow's CPU allocator kept no statistics while this CPU-only capture "
-    "was made, so oneDNN was off: TensorFlow's default CPU allocator records no memory "
-    "events at all. Set TF_ENABLE_ONEDNN_OPTS=1 before importing TensorFlow and capture "
-    "again (`traceparse run` does this for you)."
-)
+# Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
+# here as before.
+__all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-def _generation_note(generation: Generation) -> str:
-    """Which generation's layer rules were used and the clues, when they disagree or are weak."""
-    clues = "; ".join(
-        f"{count} op name{'s' if count != 1 else ''} with {key} ({gen})"
-        for key, gen, count in generation.clues
-    )
-    rule = (
-        "each scope minus one Keras 3 _N suffix"
-        if generation.strips_suffix
-        else "each scope as written"
-    )
-    return (
-        f"layer names: the op names were read as written by {generation.name} ({rule}), "
-        f"but the clues are not conclusive: {clues}."
-    )
-
-
-class Profile:
+class Profile(XlaTables, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -196,45 +149,15 @@ class Profile:
 
     @pooled_property
     def _diagnostics(self) -> list[str]:
-        notes: list[str] = []
-        for trace in self.traces:
-            notes.extend(trace.diagnostics)
-            if trace.events.empty:
-                notes.append(_NO_EVENTS.format(path=trace.path))
-                if trace.inventory is not None and not any(
-                    trace.inventory.memory_info.get("start", {})
-                ):
-                    notes.append(_ONEDNN_OFF.format(path=trace.path))
-        unpaired = self.frees_without_allocation
-        if len(unpaired):
-            notes.append(
-                f"{len(unpaired)} frees release memory allocated before the capture started "
-                f"({format_bytes(int(unpaired['allocated_bytes'].sum()))}); start the profiler "
-                "earlier to see those allocations."
-            )
-        allocations = self.allocations
-        # An allocation without an address pairs with nothing: it is not a reuse. One
-        # with no free ends at a later allocation at its address (rows are in time
-        # order), which is what _ends found.
-        reused = (
-            allocations["free_ps"].isna().to_numpy(dtype=bool)
-            & allocations["address"].notna().to_numpy(dtype=bool)
-            & (self._ends != STILL_LIVE)
+        return capture_notes(
+            self.traces,
+            self.frees_without_allocation,
+            self.allocations,
+            self._ends,
+            self._xla.notes,
+            self._generation,
+            self.has_sources,
         )
-        notes.extend(self._xla.notes)
-        generation = self._generation
-        if not generation.sure and generation.clues:
-            notes.append(_generation_note(generation))
-        if reused.any():
-            notes.append(
-                f"{int(reused.sum())} allocations share an address with a later allocation "
-                "and have no recorded free: events were dropped, so their lifetimes are unknown."
-            )
-        # A refused record has its own diagnostic: "no record beside it" would be wrong.
-        refused = any(t.sources_refused for t in self.traces)
-        if len(allocations) and not self.has_sources and not refused:
-            notes.append(NO_SOURCES + ".")
-        return notes
 
     @pooled_property
     def _tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -297,7 +220,7 @@ class Profile:
         """
         table = self._conform(variables_table(self.traces, self.timeline), contracts.VARIABLES)
         if not self._has_inventory:
-            table.attrs["diagnostic"] = _NO_INVENTORY
+            table.attrs["diagnostic"] = NO_INVENTORY
         return table
 
     @pooled_property
@@ -331,51 +254,19 @@ class Profile:
         the latest at the maximum) or a step number (that step's highest instant).
         Per allocator: its own instant; an allocator that reaches no instant in the
         step has no rows. A usage error when no allocator has one."""
-        chosen = chosen_instant(self.peak_instants, at)
-        if chosen.empty:
-            steps = sorted({int(s) for s in self.peak_instants["step"].dropna()})
-            raise UsageError(
-                f"no peak instant in step {at}; the peak is reached in steps "
-                f"{', '.join(map(str, steps)) or 'none (no marked steps)'}"
-            )
-        peaks, frames = [], []
-        for row in chosen.itertuples(index=False):
-            instant = instant_table(self.timeline, int(row.time_ps), str(row.host))
-            mine = (instant["allocator"].astype(object) == row.allocator).to_numpy(dtype=bool)
-            peaks.append(instant[mine])
-            rows = self.breakdown_at(int(row.time_ps), str(row.host))
-            frames.append(rows[(rows["allocator"].astype(object) == row.allocator).to_numpy()])
-        peak = self._conform(pd.concat(peaks, ignore_index=True), PEAK)
-        return peak, self._conform(pd.concat(frames, ignore_index=True), BREAKDOWN)
+        chosen = chosen_instants(self.peak_instants, at)
+        opened = self._opened(zip(chosen["time_ps"], chosen["host"].astype(str), strict=True))
+        return tables_at(chosen, self.timeline, opened, self._categories)
 
     @pooled_property
     def _peak_repeats(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """Per (host, allocator) whose peak is reached at several instants: the
-        instants' steps and bytes, and the layers and ops holding memory at every
-        one (``peak_repeats.held_at_every``), for the summary."""
-        out: dict[tuple[str, str], dict[str, Any]] = {}
-        keys = ["host", "allocator"]
-        for (host, allocator), mine in self.peak_instants.groupby(keys, observed=True):
-            if len(mine) < 2:
-                continue
-            highest = mine.sort_values("in_use_bytes", ascending=False, kind="stable")
-            opened = highest.head(MOST_INSTANTS)
-            frames = []
-            for time_ps in opened["time_ps"].tolist():
-                rows = self.breakdown_at(int(time_ps), str(host))
-                frames.append(rows[(rows["allocator"] == allocator).to_numpy(dtype=bool)])
-            steps = sorted({int(s) for s in mine["step"].dropna()})
-            out[(str(host), str(allocator))] = {
-                "instants": len(mine),
-                "opened": len(opened),
-                "near": NEAR,
-                "steps": steps,
-                "low_bytes": int(mine["in_use_bytes"].min()),
-                "high_bytes": int(mine["in_use_bytes"].max()),
-                "layers": held_at_every(frames, "layer"),
-                "ops": held_at_every(frames, "op"),
-            }
-        return out
+        """The summary's repeated peaks (``breakdown_at.peak_repeats``)."""
+        opened = self._opened(repeat_instants(self.peak_instants))
+        return peak_repeats(self.peak_instants, opened)
+
+    def _opened(self, instants: Iterable[tuple[Any, str]]) -> dict[tuple[int, str], pd.DataFrame]:
+        """``breakdown_at`` each (time_ps, host), in order (each once, cached)."""
+        return {(int(t), h): self.breakdown_at(int(t), h) for t, h in instants}
 
     @pooled_property
     def _live_at_peak(self) -> pd.DataFrame:
@@ -405,113 +296,39 @@ class Profile:
         return select(live, allocator, host, self.timeline)
 
     @pooled_property
-    def _xla_slabs(self) -> pd.DataFrame:
-        return self._xla.slabs(self._live_at_peak)
-
-    @pooled_property
-    def _live_at_peak_xla(self) -> pd.DataFrame:
-        return expanded_live(self.breakdown, self._live_at_peak)
-
-    def xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The XLA programs whose allocations are live at a peak (bytes held) and
-        their values live there, largest first; empty without linked programs."""
-        return self._xla_at_peak
-
-    @pooled_property
-    def _xla_at_peak(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        if not self._xla.present:
-            return programs_at_peak(self._live_at_peak.iloc[:0].assign(allocation=0))
-        return programs_at_peak(self._live_at_peak_xla)
-
-    @pooled_property
-    def xla_programs(self) -> pd.DataFrame:
-        """One row per XLA program and host stored in the capture (docs/xla.md)."""
-        _ = self._tables  # linking counts each program's runs
-        return self._conform(self._xla.programs_table(), contracts.XLA_PROGRAMS)
-
-    @pooled_property
-    def xla_buffers(self) -> pd.DataFrame:
-        """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
-        return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
-
-    def xla_program_roles(self, program: str, host: str | None = None) -> pd.DataFrame:
-        """The buffers one XLA program holds at its own peak, with their role and
-        layer (``analysis/xla_roles.py``): what a step needs where the allocator
-        records nothing (JAX on CPU). ``program``: the ``xla_programs`` name."""
-        for on, found in self._xla.programs:
-            if found.name == program and (host is None or on == host):
-                frame = program_peak_roles(found)
-                frame.insert(0, "program", program)
-                frame.insert(0, "host", on)
-                return frame
-        raise KeyError(f"no XLA program {program!r} in the capture")
-
-    @pooled_property
-    def xla_parameters(self) -> pd.DataFrame:
-        """One row per entry parameter of each XLA program and host: its shape,
-        dtype, size, whether the program updates it, and whether it counts
-        towards ``xla_parameter_bytes`` (``reason`` says why not; docs/xla.md)."""
-        _ = self._tables  # linking counts each program's runs
-        peak = self.peak
-        allocators = set(
-            zip(peak["host"].astype(object), peak["allocator"].astype(object), strict=True)
-        )
-        table = judged_parameters(
-            self._xla.parameters_table(), self._xla.ran(), self.allocations, allocators
-        )
-        return self._conform(table, contracts.XLA_PARAMETERS)
-
-    @pooled_property
-    def _parameters(self) -> pd.DataFrame | None:
-        """The XLA parameters standing for distinct buffers read by programs that
-        ran; None (not measured) with an inventory or without such a program."""
-        if self._has_inventory or not self._xla.present:
-            return None
-        judged = self.xla_parameters
-        if not judged["ran"].any():
-            return None
-        return representatives(judged)
+    def _inventory(self) -> pd.DataFrame | None:
+        """``variables`` where the capture has an inventory with rows, else None."""
+        return self.variables if self._has_inventory and len(self.variables) else None
 
     @pooled_property
     def _known(self) -> tuple[KnownNames, dict[str, str]]:
-        """Model, layer and optimizer names (``analysis.layer_owners``), and the
-        weight shapes only one layer has."""
-        variables = self.variables if self._has_inventory and len(self.variables) else None
-        slabs = self._xla_slabs
-        ops = {str(o) for o in self.allocations["op"].dropna().unique()}
-        ops |= {str(o) for o in slabs["tf_op"].dropna().unique()} if len(slabs) else set()
-        known = known_names(sorted(ops), variables, self._parameters, self._generation)
-        if variables is not None:
-            return known, unique_weight_shapes(variables, known)
-        # No inventory: the weights' shapes are those of their gradients (each
-        # distinct op and shape once: allocations can be millions).
-        frames = [self.allocations[["op", "shape"]]]
-        if len(slabs):
-            frames.append(slabs[["tf_op", "shape"]].set_axis(["op", "shape"], axis=1))
-        pairs = [
-            key for f in frames for key in f.groupby(["op", "shape"], observed=True).size().index
-        ]
-        return known, gradient_shapes([o for o, _ in pairs], [s for _, s in pairs], known)
+        """Model, layer and optimizer names, and the weight shapes only one layer has."""
+        return capture_names(
+            self.allocations, self._xla_slabs, self._inventory, self._parameters, self._generation
+        )
 
     @pooled_property
     def _generation(self) -> Generation:
-        """Which Keras (or TensorFlow) generation named the ops (``analysis.layer_generation``),
-        read from the op names and the inventory's variable names."""
-        ops = sorted({str(o) for o in self.allocations["op"].dropna().unique()})
-        slabs = self._xla.present and len(self._xla_slabs)
-        if slabs:
-            ops = sorted({*ops, *(str(o) for o in self._xla_slabs["tf_op"].dropna().unique())})
-        variables = self.variables if self._has_inventory and len(self.variables) else None
-        return read_generation(ops, inventory_names(variables))
+        """Which Keras (or TensorFlow) generation named the ops (``capture_generation``)."""
+        slabs = self._xla_slabs if self._xla.present else None
+        return capture_generation(self.allocations, slabs, self._inventory)
 
     @pooled_property
     def _op_known(self) -> KnownNames | None:
-        """Names learnt from the op names alone (no inventory), for ``scopes`` in a
-        capture not written by Keras 3 (whose rules need none)."""
-        if self._generation.name == KERAS3:
-            return None
-        ops = sorted({str(o) for o in self.allocations["op"].dropna().unique()})
-        return known_names(ops, None, None, self._generation)
+        """Names learnt from the op names alone, for ``scopes`` (``op_names_known``)."""
+        return op_names_known(self.allocations, self._generation)
+
+    @pooled_property
+    def _holders(self) -> Holders:
+        """What names the holders of a breakdown, at the peak or any instant."""
+        known, shapes = self._known
+        return Holders(
+            known,
+            shapes,
+            self.variables if self._has_inventory else None,
+            self._parameters,
+            self._variable_match,
+        )
 
     @pooled_property
     def breakdown(self) -> pd.DataFrame:
@@ -523,21 +340,11 @@ class Profile:
         ``attribution``, the live-at-peak columns of ``ops`` and ``scopes``,
         ``layers`` and ``summary`` are group-bys and filters of this table.
         """
-        known, shapes = self._known
-        table = breakdown_table(
-            self.peak,
-            self._live_at_peak,
-            self._xla_slabs,
-            known,
-            shapes,
-            self.variables if self._has_inventory else None,
-            self._parameters,
-            self._variable_match,
-        )
+        table = self._holders.table(self.peak, self._live_at_peak, self._xla_slabs)
         # Source lines (docs/sources.md): the allocations' and the XLA values' TF ops'.
         table = breakdown_sources(table, self.allocations, self._xla.stacks, self.traces)
         # Roles the recorded stacks say where the op names do not (eager loops).
-        table = place_by_stack(table, self.stacks, shapes)
+        table = place_by_stack(table, self.stacks, self._holders.shapes)
         return self._conform(table, BREAKDOWN)
 
     # -- the failure the capture ended in (issue 39) --
@@ -570,29 +377,14 @@ class Profile:
             if failure is None or failure.time_ps is None:
                 return self.breakdown
             time_ps, host = failure.time_ps, failure.host
-        key = (int(time_ps), host)
-        if key not in self._instants:
-            instant = self._conform(instant_table(self.timeline, key[0], host), PEAK)
-            live = self._conform(
-                live_at_peak_table(self.allocations, instant, self._ends), LIVE_AT_PEAK
-            )
-            known, shapes = self._known
-            table = breakdown_table(
-                instant,
-                live,
-                self._xla.slabs(live),
-                known,
-                shapes,
-                self.variables if self._has_inventory else None,
-                self._parameters,
-                self._variable_match,
-            )
-            self._instants[key] = self._conform(table, BREAKDOWN)
-        return self._instants[key]
+        return self._breakdown_at(int(time_ps), host)
 
-    @pooled_property
-    def _instants(self) -> dict[tuple[int, str | None], pd.DataFrame]:
-        return {}
+    @pooled_cache
+    def _breakdown_at(self, time_ps: int, host: str | None) -> pd.DataFrame:
+        instant, live = live_at(
+            self.timeline, self.allocations, self._ends, time_ps, host, self._categories
+        )
+        return self._conform(self._holders.table(instant, live, self._slabs(live)), BREAKDOWN)
 
     @pooled_property
     def _variable_match(self) -> VariableMatch | None:
@@ -620,7 +412,7 @@ class Profile:
         table = ops_table(self.allocations, self.breakdown, self._op_time, self._ends)
         return self._conform(table, OPS)
 
-    @pooled_call
+    @pooled_cache
     def scopes(self, depth: int = 1, as_written: bool = False) -> pd.DataFrame:
         """The ``ops`` roll-up by name scope, ``depth`` levels deep.
 
@@ -629,23 +421,16 @@ class Profile:
         ops outside a model keep their scopes as written. ``as_written=True``
         groups every op by its scopes as written (1: model, 2: model/layer).
         """
-        key = (depth, bool(as_written))
-        if key not in self._scopes:
-            table = scopes_table(
-                self.allocations,
-                self.breakdown,
-                self._op_time,
-                depth,
-                as_written,
-                self._ends,
-                known=self._op_known,
-            )
-            self._scopes[key] = self._conform(table, SCOPES)
-        return self._scopes[key]
-
-    @pooled_property
-    def _scopes(self) -> dict[tuple[int, bool], pd.DataFrame]:
-        return {}
+        table = scopes_table(
+            self.allocations,
+            self.breakdown,
+            self._op_time,
+            depth,
+            bool(as_written),
+            self._ends,
+            known=self._op_known,
+        )
+        return self._conform(table, SCOPES)
 
     @called_or_read  # read as a property before; that spelling warns for a release
     def layers(self, by_replica: bool = False, depth: int = 1) -> pd.DataFrame:
@@ -660,10 +445,7 @@ class Profile:
             raise UsageError(
                 f"layer depth must be a whole number of levels, 1 or more, not {depth!r}"
             )
-        key = (bool(by_replica), int(depth))
-        if key not in self._layer_tables:
-            self._layer_tables[key] = self._layers(by_replica=key[0], depth=key[1])
-        return self._layer_tables[key]
+        return self._layers(by_replica=bool(by_replica), depth=int(depth))
 
     @property
     def layers_by_replica(self) -> pd.DataFrame:
@@ -671,11 +453,7 @@ class Profile:
         moved("Profile.layers_by_replica", "Profile.layers(by_replica=True)")
         return self.layers(by_replica=True)
 
-    @pooled_property
-    def _layer_tables(self) -> dict[tuple[bool, int], pd.DataFrame]:
-        return {}
-
-    @pooled_call
+    @pooled_cache
     def _layers(self, *, by_replica: bool, depth: int = 1) -> pd.DataFrame:
         known, shapes = self._known
         table = layers_table(
@@ -700,8 +478,7 @@ class Profile:
 
     @pooled_property
     def _leaks(self) -> LeakReport:
-        match = self._variable_match
-        current = None if match is None else match.named.index[match.named["holds_until_ps"].isna()]
+        current = held_at_end(self._variable_match)
         report = leak_report(self.steps, self.allocations, current, self._ends)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
@@ -745,120 +522,11 @@ class Profile:
         )
 
     @pooled_property
-    def _report_predictor(self) -> Predictor | None:
-        """The Predictor the reports' curves and what-ifs share (one calibration);
-        None where the captured batch size cannot be read."""
-        try:
-            return predictor_of(self)
-        except UsageError:
-            return None
-
-    @pooled_property
-    def _report_predictions(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """The reports' curve of the predicted peak against the batch size, per
-        (host, allocator); empty where the captured batch size cannot be read."""
-        predictor = self._report_predictor
-        if predictor is None:
-            return {}
-        from traceparse.analysis.predict import report_curves
-
-        return report_curves(predictor)
-
-    @pooled_property
-    def _report_whatif(self) -> WhatIfRecord | None:
-        """The reports' what-if section (``records.whatif.report_whatif``); None
-        where the captured batch size cannot be read."""
-        from traceparse.records.whatif import report_whatif
-
-        return report_whatif(self._report_predictor, str(self.path))
-
-    # Prediction at another batch size (issue 40, analysis/predict.py, docs/predict.md).
-    def predict(
-        self,
-        batch_size: int | None = None,
-        from_batch: int | None = None,
-        other: Profile | None = None,
-        other_batch: int | None = None,
-        *,
-        precision: str | None = None,
-        optimizer: str | None = None,
-        remat: str | tuple[str, ...] | None = None,
-    ) -> pd.DataFrame:
-        """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
-        captured batch size, where the prediction is the capture itself) (with
-        ``low_bytes`` / ``high_bytes``), its moment (``step``, ``op``), its bytes by
-        role and a ``basis``; ``predicted_breakdown()`` has them by layer and role
-        (also in ``attrs["breakdown"]``, which most pandas operations drop).
-
-        The captured batch size is read off the capture unless ``from_batch``
-        gives it; ``other`` (a Profile of the same program at another batch
-        size, ``other_batch`` when it cannot be read off it) fits each
-        allocation's size through both (docs/predict.md). ``precision``
-        (``mixed_float16``, ``mixed_bfloat16``, ``float32``), ``optimizer`` (``sgd``,
-        ``adam``, ...) and ``remat`` (``"all"`` or layer names) predict the peak with
-        that change made (docs/whatif.md).
-
-        >>> prof.predict(256)  # doctest: +SKIP
-
-        A batch that is not a whole number from 1 to ``MAX_BATCH`` raises
-        ``TypeError`` / ``ValueError`` (``PredictArgumentError``) naming it.
-        """
-        for name, value in (
-            ("batch_size", batch_size),
-            ("from_batch", from_batch),
-            ("other_batch", other_batch),
-        ):
-            if value is not None:
-                checked_batch(value, name)
-        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
-        if precision is not None or optimizer is not None or remat is not None:
-            # What-ifs (docs/whatif.md): the same replay with each allocation resized.
-            from traceparse.analysis.whatif import parse_change, what_if
-
-            predictor = what_if(predictor, parse_change(precision, optimizer, remat))
-        batch = predictor.batch if batch_size is None else batch_size
-        table = predictor.at(batch)
-        table.attrs["breakdown"] = predictor.breakdown(batch)
-        return table
-
-    def predicted_breakdown(
-        self,
-        batch_size: int | None = None,
-        from_batch: int | None = None,
-        other: Profile | None = None,
-        other_batch: int | None = None,
-    ) -> pd.DataFrame:
-        """What ``predict`` (same arguments) predicts, by layer and role: per (host,
-        allocator) the bytes of each layer's weights, optimizer state, activations
-        and gradients at the predicted peak, with the bytes captured and the basis.
-        Many batch sizes at once: ``traceparse.predictor_of(prof).breakdown(n)``.
-
-        >>> prof.predicted_breakdown(256)  # doctest: +SKIP
-        """
-        predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
-        return predictor.breakdown(predictor.batch if batch_size is None else batch_size)
-
-    @pooled_property
     def _prediction_input(self) -> PredictionInput:
+        from traceparse.analysis.predict import prediction_input
+
         known, shapes = self._known
-        fill = {}
-        if self._xla.present:  # each linked slab's buffers at its program's peak
-            a = self.allocations
-            linked = a[a["xla_program"].notna() & a["xla_allocation_index"].notna()]
-            wanted = set(
-                zip(
-                    linked["host"].astype(str),
-                    linked["xla_program"].astype(str),
-                    linked["xla_allocation_index"].astype(int),
-                    strict=True,
-                )
-            )
-            from traceparse.analysis.predict.xla import slab_spans
-
-            fill = slab_spans(self._xla.programs, wanted)
-        from traceparse.analysis.predict import Capture
-
-        return Capture(
+        return prediction_input(
             self.allocations,
             self.timeline,
             self._ends,
@@ -869,33 +537,43 @@ class Profile:
             self.variables if self._has_inventory else None,
             self.xla_buffers,
             self.xla_parameters,
-            fill,
+            self._xla.programs if self._xla.present else None,
             self.stacks if self.has_sources else None,
+        )
+
+    @property
+    def _predict_source(self) -> PredictSource:
+        """This capture as a prediction reads it (made each time: it refers to the
+        Profile, which must not refer back to it)."""
+        from traceparse.analysis.predict import PredictSource
+
+        return PredictSource(
+            self.path,
+            self.paths,
+            self.allocators,
+            self.allocations,
+            self.timeline,
+            self.recorded_batch,
+            lambda: self._prediction_input,
         )
 
     # -- source lines (docs/sources.md) ----------------------------------------------
 
+    @pooled_cache
     def lines(self, by_stack: bool = False) -> pd.DataFrame:
         """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
         held at each allocator's peak and allocated over the capture, with the
         layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
         Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
         """
-        key = bool(by_stack)
-        if key not in self._lines:
-            _ = self._tables  # the join fills the stacks
-            table = lines_table(self.breakdown, self.allocations, self._xla.stacks, by_stack=key)
-            table = self._conform(table, LINES)
-            if not self.has_sources:
-                table.attrs["diagnostic"] = (
-                    _SOURCES_REFUSED if any(t.sources_refused for t in self.traces) else NO_SOURCES
-                )
-            self._lines[key] = table
-        return self._lines[key]
-
-    @pooled_property
-    def _lines(self) -> dict[bool, pd.DataFrame]:
-        return {}
+        _ = self._tables  # the join fills the stacks
+        table = lines_table(
+            self.breakdown, self.allocations, self._xla.stacks, by_stack=bool(by_stack)
+        )
+        table = self._conform(table, LINES)
+        if not self.has_sources:
+            table.attrs["diagnostic"] = sources_note(self.traces)
+        return table
 
     @pooled_property
     def stacks(self) -> pd.DataFrame:
@@ -939,143 +617,3 @@ class Profile:
             f"<Profile run={self.run!r} hosts={self.hosts} format={self.format!r} "
             f"allocations={len(self.allocations)}>"
         )
-
-
-# Prediction at other batch sizes (issue 40): the Predictor behind Profile.predict,
-# for many batch sizes at once (analysis/predict_capacity.py).
-def checked_batch(value: object, what: str = "batch_size") -> int:
-    """``value`` as a batch size: a whole number (``TypeError`` for a float, a bool,
-    NaN or text) from 1 to ``MAX_BATCH`` (``PredictArgumentError``, a ValueError,
-    otherwise). MAX_BATCH is the largest batch the capacity search tries
-    (analysis/predict_capacity.py); past it a batch is a typo, and the sizes
-    scaled to it would leave int64."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be a whole number, not {value!r}")
-    number = int(value)
-    # Imported here, as the predictors are: the summary never loads prediction.
-    from traceparse.analysis.predict import MAX_BATCH
-
-    if not 1 <= number <= MAX_BATCH:
-        shown = f"{number:,}" if abs(number) < 10**30 else f"a {len(str(abs(number)))}-digit number"
-        raise PredictArgumentError(
-            f"{what} must be a positive whole number up to {MAX_BATCH:,}, not {shown}"
-        )
-    return number
-
-
-def _check_pair(
-    profile: Profile, other: Profile, from_batch: int | None, other_batch: int | None
-) -> None:
-    """Refuse an ``other`` that cannot be fitted with ``profile``: the same capture,
-    the same batch given twice, or another program.
-
-    A fit through two captures needs the same program at two batch sizes. The
-    batch changes allocations' sizes, not which ops make them: TensorFlow names
-    a graph's nodes after the model's code (scopes from layer names), so the
-    same program's captures share allocators and nearly all op names (seen:
-    94 to 100% of the bytes on every pair of the predict fixtures; 0.4 to 59%
-    between different models). Less than half of either capture's bytes under
-    ops the other has is another program."""
-    if sorted(profile.paths) == sorted(other.paths):
-        raise UsageError(
-            f"{other.path}: --with names the capture PATH already is; give a capture of "
-            "the same program at another batch size"
-        )
-    if from_batch is not None and other_batch is not None and from_batch == other_batch:
-        raise UsageError(
-            f"{other.path}: --with-batch {other_batch} is PATH's own batch; a fit needs two "
-            "batch sizes"
-        )
-    mine, theirs = set(profile.allocators), set(other.allocators)
-    if not mine & theirs:
-        raise UsageError(
-            f"{other.path}: none of its allocators ({', '.join(sorted(theirs)) or 'none'}) is "
-            f"one of PATH's ({', '.join(sorted(mine)) or 'none'}), so nothing can be fitted "
-            "through both: --with needs a capture of the same program on the same devices"
-        )
-    unmatched = []
-    for a, b, names in ((profile, other, ("PATH", "OTHER")), (other, profile, ("OTHER", "PATH"))):
-        share, missing = _op_share(a, b)
-        if share < 0.5:
-            unmatched.append((names, share, missing))
-    if unmatched:
-        parts = [
-            f"{share:.0%} of {mine}'s bytes are by ops {theirs} has (not in {theirs}: "
-            f"{', '.join(missing)})"
-            for (mine, theirs), share, missing in unmatched
-        ]
-        raise UsageError(
-            f"{other.path}: not the program PATH captured: {'; '.join(parts)}. --with needs "
-            "the same program at another batch size"
-        )
-
-
-def _op_share(profile: Profile, other: Profile) -> tuple[float, list[str]]:
-    """The share of ``profile``'s requested bytes made by (allocator, op) pairs
-    ``other`` has too (op names with Keras' auto-numbered scopes renumbered alike,
-    ``program_names``), and up to three of the largest that it lacks."""
-    from traceparse.analysis.predict.fit import program_names  # prediction only when asked
-
-    a, b = profile.allocations, other.allocations
-    if a.empty:
-        return 1.0, []
-    keys = pd.MultiIndex.from_arrays([a["allocator"].astype(str), program_names(a["op"])])
-    theirs = pd.MultiIndex.from_arrays([b["allocator"].astype(str), program_names(b["op"])])
-    found = keys.isin(theirs)
-    size = a["requested_bytes"].fillna(0).to_numpy(dtype=np.float64)
-    total = float(size.sum())
-    share = float(size[found].sum()) / total if total > 0 else float(found.mean())
-    lacking = pd.Series(size[~found], index=a["op"].astype(str)[~found].to_numpy())
-    missing = lacking.groupby(level=0).sum().sort_values(ascending=False).head(3).index
-    return share, [quote(name, 60) for name in missing]
-
-
-def predictor_of(
-    profile: Profile,
-    batch_size: int | None = None,
-    from_batch: int | None = None,
-    other: Profile | None = None,
-    other_batch: int | None = None,
-) -> Predictor:
-    """A Predictor of ``profile`` (captured at ``from_batch``, else at the batch the
-    capture recorded, else read off it), fitted through ``other`` (at ``other_batch``,
-    else recorded, else read) when given; with two captures the one nearer
-    ``batch_size`` gives the order of events. A capture it cannot read a prediction
-    from raises ``UsageError`` naming its file.
-
-    A recorded batch (``Profile.recorded_batch``) comes before anything read off the
-    shapes: it is what the steps were fed, where the shapes only suggest it."""
-    for capture in (profile, other):
-        if capture is not None and capture.timeline.empty:
-            raise UsageError(
-                f"{capture.path}: the capture has no memory events, so there is nothing "
-                "to predict from"
-            )
-    if other is not None:
-        # What the user gave is checked as given; a batch equal on both records is
-        # fit_two's refusal (both captures at one batch).
-        _check_pair(profile, other, from_batch, other_batch)
-    recorded = profile.recorded_batch if from_batch is None else None
-    if recorded is not None:
-        from_batch = recorded.batch_size
-    if other is not None and other_batch is None and other.recorded_batch is not None:
-        other_batch = other.recorded_batch.batch_size
-    try:
-        from traceparse.analysis.predict import make_predictor
-
-        predictor = make_predictor(
-            profile._prediction_input,
-            from_batch,
-            None if other is None else other._prediction_input,
-            batch_size,
-            other_batch,
-        )
-    except UsageError as exc:
-        paths = profile.path if other is None else f"{profile.path} (with {other.path})"
-        raise UsageError(f"{paths}: {exc}") from None
-    if recorded is not None and predictor.batch == recorded.batch_size:
-        predictor.batch_evidence = recorded.evidence
-        if predictor.found_batch != recorded.batch_size:
-            # As for a batch given that the shapes disagree with: say what they say.
-            predictor.batch_evidence += f"; read off the capture: {predictor.found_evidence}"
-    return predictor

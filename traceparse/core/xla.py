@@ -1,5 +1,6 @@
-"""XLA parts of ``Profile``: programs, buffers, links, slabs at the peak (the
-breakdown's XLA rows come from ``slabs``).
+"""XLA parts of ``Profile``: programs, buffers, links and the values they agree on
+(the breakdown's XLA rows come from ``analysis.xla_live.slabs_at`` over ``held``
+and ``programs``: the analysis is done in ``analysis/``, not here).
 
 Kept apart from ``core/profile.py`` so that a capture without programs pays
 for nothing: programs are parsed only when a table that needs them is built.
@@ -12,18 +13,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.xla import peak_fill
-from traceparse.analysis.xla_live import held_rows, linked_slabs, slab_frame, slab_rows
 from traceparse.decode.trace import MemoryTrace
 from traceparse.decode.xla import XlaProgram
 from traceparse.tables.sources import allocation_sources, recorded_stacks, sources_of
-from traceparse.tables.xla import (
-    buffer_info,
-    buffer_naming,
-    buffers_table,
-    function_of,
-    programs_table,
-)
+from traceparse.tables.xla import buffers_table, function_of, programs_table
 from traceparse.tables.xla_link import Held, Links, link_allocations
 from traceparse.tables.xla_params import parameters_table
 
@@ -109,30 +102,9 @@ class XlaParts:
                 found.add((host, program.name))
         return found
 
-    def slabs(self, live: pd.DataFrame) -> pd.DataFrame:
-        """Per linked temp slab live at a peak: its buffers at the program's peak
-        (``SLAB_COLUMNS``; a value with no TF op has ``tf_op`` NO_TF_OP). Only
-        the programs of those slabs are indexed."""
-        if self.links is None:  # nothing linked (or no programs): no parsing, no rows
-            return slab_frame([])
-        found = linked_slabs(live)
-        rows = held_rows(live, self.held(live.index))
-        if found:
-            wanted = {(host, program, index) for _, host, program, index in found}
-            names = {(host, program) for host, program, _ in wanted}
-            used = [(h, p) for h, p in self.programs if (h, p.name) in names]
-            by_name = {(h, p.name): p for h, p in used}
-
-            def info(host: str, program: str, buffer: int) -> tuple[object, ...]:
-                found = by_name[(host, program)]
-                return (*buffer_info(found, buffer), buffer_naming(found, buffer))
-
-            rows = slab_rows(found, peak_fill(used, wanted), info) + rows
-        return slab_frame(rows)
-
     def held(self, labels: pd.Index) -> dict[object, Held]:
         """Label -> agreed value, for the rows of ``labels`` that have one (parses
-        only the programs of those rows)."""
+        only the programs of those rows); empty when nothing is linked."""
         if self.links is None or not self.shared:
             return {}
         rows = {self.shared[label]: label for label in labels if label in self.shared}

@@ -114,7 +114,7 @@ def build_summaries(
     ``layers``, ``xla_at_peak`` and ``steps`` are the profile's tables, each
     record keeps its allocator's rows for the renderers. ``prediction`` is left
     None: ``Profile.summary(predict=True)`` fills it, only when asked (it replays
-    the capture at several batch sizes). ``repeats`` is ``Profile._peak_repeats``:
+    the capture at several batch sizes). ``repeats`` is ``analysis.breakdown_at.peak_repeats``:
     per allocator whose peak is reached at several instants, what holds memory
     at every one (``analysis/peak_repeats.py``)."""
     group, owners = owner_groups(allocations)

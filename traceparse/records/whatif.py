@@ -8,15 +8,18 @@ record only. docs/whatif.md says what each change is assumed to do.
 
 Two makers: ``traceparse advise`` (its own capacity, every search), and the
 reports' section ``whatif`` (``records.sections.PROFILE_SECTIONS``):
-``report_whatif`` runs on the Predictor the report's prediction curves use
-(``Profile._report_predictor``: one calibration, its sizes), once per profile
-(``Profile._report_whatif``), and ``whatif_section`` hands it to the views.
+``whatif_section`` runs ``report_whatif`` on the Predictor the report's
+prediction curves use (``Profile.predictor()``: one calibration, its sizes),
+once per profile (``records.cache``), and hands the record to the views.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from traceparse.errors import UsageError
+from traceparse.records.cache import once_per_source
 
 if TYPE_CHECKING:
     from traceparse.analysis.predict import Predictor
@@ -137,8 +140,34 @@ def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None
     return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
 
 
-def whatif_section(source: Any) -> WhatIfRecord | None:
-    """The what-if section of ``source`` (a ``Profile``: built once, by
-    ``report_whatif``); None where none can be made (no batch size read, no memory
-    events) and for a stand-in without one."""
-    return getattr(source, "_report_whatif", None)
+class WhatIfSource(Protocol):
+    """What the section is built from (``Profile`` has it)."""
+
+    @property
+    def path(self) -> str: ...
+    def predictor(self) -> Predictor: ...
+
+
+def report_predictor(source: WhatIfSource | Any) -> Predictor | None:
+    """``source``'s own Predictor (the one its report's curves use); None where the
+    captured batch size cannot be read, and for a stand-in without one."""
+    own = getattr(source, "predictor", None)
+    if not callable(own):
+        return None
+    try:
+        found: Predictor = own()
+    except UsageError:
+        return None
+    return found
+
+
+def whatif_section(source: WhatIfSource | Any) -> WhatIfRecord | None:
+    """The what-if section of ``source`` (a ``Profile``), built once per profile by
+    ``report_whatif`` on its own Predictor; None where none can be made (no batch
+    size read, no memory events) and for a stand-in without a predictor."""
+
+    def build() -> WhatIfRecord | None:
+        predictor = report_predictor(source)
+        return None if predictor is None else report_whatif(predictor, str(source.path))
+
+    return once_per_source(source, "whatif", build)

@@ -14,12 +14,19 @@ a layer, a role and a replica for every allocation, buffer and variable:
   capture hold an inventoried variable's bytes;
 - ``place``: the rows of a breakdown placed (layer, role, replica, scope);
 - ``stacks``: roles read from the recorded Python stacks where names say none;
-- ``optimizers``: the Keras optimizers, named once.
+- ``optimizers``: the Keras optimizers, named once;
+- ``capture``: the generation, names and weight shapes one capture's tables teach.
 
 The breakdown, the roll-ups, the layer table and the prediction take their
 names from here; code outside this package imports them from this face.
 """
 
+from traceparse.analysis.naming.capture import (
+    capture_generation,
+    capture_names,
+    op_names,
+    op_names_known,
+)
 from traceparse.analysis.naming.generations import KERAS3, Generation, read_generation
 from traceparse.analysis.naming.layers import (
     ACTIVATION,
@@ -59,6 +66,7 @@ from traceparse.analysis.naming.stacks import place_by_stack
 from traceparse.analysis.naming.variables import (
     VariableMatch,
     covered_at,
+    held_at_end,
     match_variables,
     named_at,
 )
@@ -87,14 +95,19 @@ __all__ = [
     "Generation",
     "KnownNames",
     "VariableMatch",
+    "capture_generation",
+    "capture_names",
     "covered_at",
     "gradient_shapes",
+    "held_at_end",
     "inventory_names",
     "known_names",
     "layer_path",
     "match_variables",
     "model_scopes",
     "named_at",
+    "op_names",
+    "op_names_known",
     "optimizer_op_roles",
     "parameter_owners",
     "place",

@@ -84,6 +84,14 @@ class VariableMatch:
     covered: pd.DataFrame
 
 
+def held_at_end(match: VariableMatch | None) -> pd.Index | None:
+    """The allocations (``Profile.allocations``' labels) still holding a variable
+    when the capture ends; None without an inventory (``match`` None)."""
+    if match is None:
+        return None
+    return match.named.index[match.named["holds_until_ps"].isna()]
+
+
 def match_variables(
     allocations: pd.DataFrame,
     variables: pd.DataFrame,

@@ -1,9 +1,10 @@
 """Each allocator's peak at another batch size (docs/predict.md): one entry point.
 
-``make_predictor(capture, ...)`` (``Profile``'s ``predictor_of`` calls it) gives a
-``Predictor``; its ``at``, ``bounds`` and ``breakdown`` answer one batch size, and
-``capacity_fit`` / ``curve`` / ``report_curves`` the largest batch that fits and
-the peak over many. The modules, in the order a prediction uses them:
+``predictor_from(source, ...)`` (``Profile.predictor`` and ``predictor_of`` call it)
+gives a ``Predictor`` (``make_predictor`` on the source's ``Capture``); its ``at``,
+``bounds`` and ``breakdown`` answer one batch size, and ``capacity_fit`` / ``curve``
+/ ``report_curves`` the largest batch that fits and the peak over many. The
+modules, in the order a prediction uses them:
 
 - ``batch``: which requests grow with the batch, and the batch the capture was
   made at; ``workspace``: a convolution workspace's fixed part; ``xla``: a
@@ -13,7 +14,9 @@ the peak over many. The modules, in the order a prediction uses them:
   events replayed through it; ``replay``: the captured counter replayed with
   new chunk sizes (the bounds);
 - ``predictor``: the ``Predictor`` that puts them together; ``parts``: what
-  holds a predicted peak; ``capacity``: will it fit, and the curves.
+  holds a predicted peak; ``capacity``: will it fit, and the curves;
+- ``source``: what a prediction is made from (a capture's tables, the batch
+  checks, a second capture's check) and the entry point.
 
 Code outside this package imports these names from here; the modules' other
 names are the package's own.
@@ -30,6 +33,13 @@ from traceparse.analysis.predict.capacity import (
 )
 from traceparse.analysis.predict.predictor import POOLED_BELOW, Capture, Predictor, make_predictor
 from traceparse.analysis.predict.replay import Replayed
+from traceparse.analysis.predict.source import (
+    PredictSource,
+    check_batches,
+    checked_batch,
+    prediction_input,
+    predictor_from,
+)
 
 __all__ = [
     "MAX_BATCH",
@@ -37,11 +47,16 @@ __all__ = [
     "REPLAY_PROGRESS",
     "Capture",
     "Fit",
+    "PredictSource",
     "Predictor",
     "Replayed",
     "capacity_fit",
+    "check_batches",
+    "checked_batch",
     "curve",
     "make_predictor",
     "plot_batches",
+    "prediction_input",
+    "predictor_from",
     "report_curves",
 ]
