@@ -4,6 +4,7 @@ feeds, and the ``advise`` / ``predict --precision/--optimizer/--remat`` commands
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -338,3 +339,26 @@ def test_a_search_that_reaches_its_ceiling_is_no_largest_batch() -> None:
     assert largest_batch_cell(None) == "-"
     assert largest_batch_cell(4_392) == "4,392"
     assert largest_batch_cell(MAX_BATCH) == f"any (tried to {MAX_BATCH:,})"
+
+
+def test_past_the_budget_the_report_leaves_the_changes_out_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 49's "budgets, not silence": where predicting each change would replay
+    the capture's events past the report's budget, the section is one line that
+    says what was left out and how to get it, in every format."""
+    import traceparse.records.whatif as whatif_records
+    from traceparse.report.whatif import html_whatif, markdown_whatif, whatif_json
+
+    assert whatif_records.report_predicts(1_000, 6)
+    assert not whatif_records.report_predicts(4_000_000, 6)
+    monkeypatch.setattr(whatif_records, "REPORT_WHATIF_EVENTS", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        profile = traceparse.load(FIXTURES / "keras_train")
+    record = whatif_records.whatif_section(profile)
+    assert record is not None and record.left_out and not record.rows
+    assert "traceparse advise PATH" in "\n".join(markdown_whatif(profile))
+    assert "traceparse advise PATH" in html_whatif(profile)
+    found = whatif_json(profile)
+    assert found is not None and found["left_out"] is True and found["advice"] == []

@@ -57,12 +57,16 @@ class WhatIfRecord:
     # False: the largest batch each change allows was not searched (the report's
     # replay budget); ``largest_batch`` is then null on every row.
     searched: bool = True
+    # True: the report left the changes out (their replays are past its budget,
+    # ``report_predicts``); ``rows`` is then empty and ``traceparse advise`` gives them.
+    left_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "whatif_version": WHATIF_VERSION,
             "path": self.path,
             "searched": self.searched,
+            **({"left_out": True} if self.left_out else {}),
             "advice": [asdict(r) | {"notes": list(r.notes)} for r in self.rows],
         }
 
@@ -122,6 +126,23 @@ def report_search(events: int, searches: int) -> bool:
     return events * searches * SEARCH_REPLAYS <= REPORT_REPLAY_EVENTS
 
 
+# Counter replays one change takes at the captured batch (its point and its
+# bounds' low and high counters): 28 for the 6 changes on a make_dense capture,
+# 4.7 each (``analysis.whatif.advice`` with the replays counted), rounded up.
+CHANGE_REPLAYS = 5
+# The events the report's what-ifs may replay in all (changes x replays x the
+# capture's events): a counter replay costs about a third of an allocator-model
+# one, so three times the curve's budget. Past it the section is left out and
+# says how to get it, rather than making the report many times the summary.
+REPORT_WHATIF_EVENTS = 3 * 8_000_000
+
+
+def report_predicts(events: int, changes: int) -> bool:
+    """Whether the report predicts its what-ifs: ``changes`` x ``CHANGE_REPLAYS``
+    counter replays of the capture's ``events`` within ``REPORT_WHATIF_EVENTS``."""
+    return events * changes * CHANGE_REPLAYS <= REPORT_WHATIF_EVENTS
+
+
 def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None:
     """The reports' what-if section: ``advice`` on every allocator ``predictor`` (the
     report's own) predicts, against each allocator's capacity in the capture. Each
@@ -135,8 +156,11 @@ def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None
     if predictor is None or not predictor.rows:
         return None
     facts = facts_of(predictor)
-    searches = len(candidates(facts)) * len(predictor.rows)
-    search = report_search(len(predictor.base.timeline), searches)
+    events = len(predictor.base.timeline)
+    changes = len(candidates(facts))
+    if not report_predicts(events, changes):
+        return WhatIfRecord(path, (), searched=False, left_out=True)
+    search = report_search(events, changes * len(predictor.rows))
     return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
 
 

@@ -53,7 +53,14 @@ def _rows(record: WhatIfRecord, key: tuple[str, str]) -> list[WhatIfRow]:
 
 
 def _not_searched(record: WhatIfRecord) -> str:
-    """The line saying the largest batches were left out; empty where they were searched."""
+    """The line saying the largest batches (or the whole section) were left out;
+    empty where they were searched."""
+    if record.left_out:
+        return (
+            "The what-ifs were left out: predicting each change replays the capture's "
+            "memory events several times, past the report's replay budget; traceparse "
+            "advise PATH gives them."
+        )
     if record.searched:
         return ""
     return (
@@ -128,7 +135,7 @@ def markdown_whatif(profile: Any) -> list[str]:
     """Markdown lines closing a run's section; empty where the profile has no
     what-if section (``records.whatif.whatif_section``)."""
     record = whatif_section(profile)
-    if record is None or not record.rows:
+    if record is None or not (record.rows or record.left_out):
         return []
     lines = [f"### {SECTION_TITLE}", "", md_text(SECTION_LEAD), ""]
     lines += _markdown_tables(record, "####")
@@ -139,7 +146,7 @@ def markdown_whatif(profile: Any) -> list[str]:
 def html_whatif(profile: Any) -> str:
     """The HTML ``<section>`` closing a run's section; empty where the profile has none."""
     record = whatif_section(profile)
-    if record is None or not record.rows:
+    if record is None or not (record.rows or record.left_out):
         return ""
     parts = [
         '<section class="whatif">',
