@@ -15,7 +15,7 @@ import pandas as pd
 from traceparse.analysis.breakdown import expanded_live
 from traceparse.analysis.xla_live import programs_at_peak, slabs_at
 from traceparse.analysis.xla_params import judged_parameters, representatives
-from traceparse.analysis.xla_roles import program_peak_roles
+from traceparse.analysis.xla_roles import PROGRAM_ROLE_COLUMNS, program_peak_roles
 from traceparse.core.memory import pooled_property
 from traceparse.tables import contracts
 
@@ -74,10 +74,22 @@ class XlaTables:
         """One row per HLO logical buffer assigned to a buffer allocation (docs/xla.md)."""
         return self._conform(self._xla.buffers_table(), contracts.XLA_BUFFERS)
 
-    def xla_program_roles(self, program: str, host: str | None = None) -> pd.DataFrame:
+    def xla_program_roles(
+        self, program: str | None = None, host: str | None = None
+    ) -> pd.DataFrame:
         """The buffers one XLA program holds at its own peak, with their role and
         layer (``analysis/xla_roles.py``): what a step needs where the allocator
-        records nothing (JAX on CPU). ``program``: the ``xla_programs`` name."""
+        records nothing (JAX on CPU). ``program``: the ``xla_programs`` name;
+        None: the program with the most temp and parameter bytes (a training
+        step's, where the capture holds one). Empty without programs."""
+        if program is None:
+            table = self.xla_programs
+            if host is not None:
+                table = table[table["host"].astype(str) == host]
+            if table.empty:
+                return pd.DataFrame(columns=["host", "program", *PROGRAM_ROLE_COLUMNS])
+            own = table["temp_bytes"].fillna(0) + table["parameter_bytes"].fillna(0)
+            program = str(table.loc[own.astype("int64").idxmax(), "program"])
         for on, found in self._xla.programs:
             if found.name == program and (host is None or on == host):
                 frame = program_peak_roles(found)
