@@ -17,26 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import FIXTURES, memory_fixtures
+from helpers.predictors import fixture_predictor
 
 import traceparse
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.predict import Predictor
-from traceparse.errors import UsageError
 
 GRANULE = 256  # the BFC allocator's kMinAllocationSize (bfc_allocator.h)
-
-
-def _predictor(name: str) -> tuple[traceparse.Profile, Predictor]:
-    profile = traceparse.load(FIXTURES / name)
-    if profile.timeline.empty:
-        pytest.skip(f"{name}: no memory events")
-    capture = profile._prediction_input
-    for given in (None, 8, 64, 1):
-        try:
-            return profile, Predictor(capture, given)
-        except UsageError:
-            continue
-    pytest.fail(f"{name}: no batch makes a Predictor")
 
 
 def reference_floor(profile: traceparse.Profile, predictor: Predictor, key: tuple) -> int:
@@ -81,7 +68,7 @@ def reference_floor(profile: traceparse.Profile, predictor: Predictor, key: tupl
 
 @pytest.mark.parametrize("name", memory_fixtures())
 def test_bounds_hold_their_invariants(name: str) -> None:
-    profile, predictor = _predictor(name)
+    profile, predictor = fixture_predictor(FIXTURES / name)
     batch = predictor.batch
     floors = {key: reference_floor(profile, predictor, key) for key in predictor.rows}
     for target in sorted({max(batch // 4, 1), max(batch // 2, 1), batch, 2 * batch, 4 * batch}):

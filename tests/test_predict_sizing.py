@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, memory_fixtures
+from helpers.predictors import fixture_predictor
 
-import traceparse
-from traceparse.analysis.predict import Predictor
 from traceparse.analysis.predict.batch import (
     BLAS_WORKSPACE,
     CONV_WORKSPACE,
@@ -39,7 +38,6 @@ from traceparse.analysis.predict.batch import (
 from traceparse.analysis.predict.predictor import _evidence
 from traceparse.analysis.predict.workspace import feature_maps, winograd_fixed
 from traceparse.analysis.predict.xla import input_example_bytes
-from traceparse.errors import UsageError
 
 assert {BLAS_WORKSPACE, SCRATCH_KEPT}  # scratch kinds the reference passes through
 
@@ -132,22 +130,9 @@ def assert_same(new: Sizing, old: Sizing) -> None:
     assert new.basis.tolist() == old.basis.tolist()
 
 
-def _predictor(name: str) -> Predictor:
-    profile = traceparse.load(FIXTURES / name)
-    if profile.timeline.empty:
-        pytest.skip(f"{name}: no memory events")
-    capture = profile._prediction_input
-    for given in (None, 8, 64, 1):
-        try:
-            return Predictor(capture, given)
-        except UsageError:
-            continue
-    pytest.fail(f"{name}: no batch makes a Predictor")
-
-
 @pytest.mark.parametrize("name", memory_fixtures())
 def test_every_fixture_sizes_the_same_as_allocation_by_allocation(name: str) -> None:
-    predictor = _predictor(name)
+    _, predictor = fixture_predictor(FIXTURES / name)
     base, a = predictor.base, predictor.base.allocations
     shapes, ops, _, _ = _evidence(base)
     rng = np.random.default_rng(len(name))
