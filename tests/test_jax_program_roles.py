@@ -122,8 +122,6 @@ def test_the_step_at_its_peak(profile: traceparse.Profile) -> None:
 def test_optax_update_named_by_stacks(profile: traceparse.Profile) -> None:
     """optax's update runs unscoped (``jit(train_step)/add``): its buffers are the
     optimizer's update by their recorded stacks, and their source is the user's line."""
-    from traceparse.analysis.naming.jax import stack_role
-    from traceparse.analysis.xla_roles import _frames
     from traceparse.tables.xla_index import module_index
 
     name = _program(profile)
@@ -133,7 +131,7 @@ def test_optax_update_named_by_stacks(profile: traceparse.Profile) -> None:
     for comp in program.module.computations:
         for inst in comp.instructions:
             if inst.metadata.op_name in ("jit(train_step)/add", "jit(train_step)/mul"):
-                assert stack_role(_frames(index, inst)) == "optimizer_update", inst.name
+                assert stack_role(index.stack(inst)) == "optimizer_update", inst.name
                 update_lines.add(index.origin(inst).source)
     # tx.update(...) and optax.apply_updates(...) in the capturing script
     assert {s.rsplit("/", 1)[-1] for s in update_lines} <= {

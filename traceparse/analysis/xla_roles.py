@@ -26,9 +26,9 @@ import pandas as pd
 from traceparse.analysis.naming.jax import parameter_roles, stack_role
 from traceparse.analysis.naming.layers import NO_LAYER, OTHER, XLA_SLAB, KnownNames, place_op
 from traceparse.analysis.xla import slab_peak
-from traceparse.decode.xla import Frame, XlaProgram
+from traceparse.decode.xla import XlaProgram
 from traceparse.tables.xla import allocation_kind, describe
-from traceparse.tables.xla_index import ModuleIndex, module_index
+from traceparse.tables.xla_index import module_index
 
 PROGRAM_ROLE_COLUMNS = (
     "allocation_kind",
@@ -64,7 +64,7 @@ def program_peak_roles(program: XlaProgram) -> pd.DataFrame:
                 placed = place_op(origin.tf_op, known)
                 role, layer = placed.kind, placed.layer
                 if role == OTHER and layer == NO_LAYER and inst is not None:
-                    role = stack_role(_frames(index, inst)) or role
+                    role = stack_role(index.stack(inst)) or role
                 name = index.name_of(inst) if inst is not None else None
                 rows.append((kind, name, origin.tf_op, origin.source, size, role, layer))
             if slack:
@@ -78,20 +78,3 @@ def program_peak_roles(program: XlaProgram) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(PROGRAM_ROLE_COLUMNS))
     frame["size_bytes"] = frame["size_bytes"].astype("int64")
     return frame.sort_values("size_bytes", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def _frames(index: ModuleIndex, inst: object) -> tuple[Frame, ...]:
-    """The recorded stack of an instruction, or of its fusion's root when the
-    fusion itself carries none."""
-    meta = getattr(inst, "metadata", None)
-    if meta is not None and meta.stack_frame_id:
-        return index.module.frames(meta.stack_frame_id)
-    called = list(getattr(inst, "called_computation_ids", ()))
-    if getattr(inst, "opcode", "") == "fusion" and called:
-        comp = index.module.computation(called[0])
-        root = index.by_id.get(comp.root_id) if comp is not None else None
-        if comp is not None and root is None:
-            root = next((i for i in comp.instructions if i.id == comp.root_id), None)
-        if root is not None and root.metadata.stack_frame_id:
-            return index.module.frames(root.metadata.stack_frame_id)
-    return ()

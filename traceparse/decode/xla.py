@@ -81,9 +81,6 @@ class Frame:
     function: str
     line: int
 
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line} {self.function}"
-
 
 def _interned(names: Sequence[str], one_based: int) -> str:
     return short_name(names[one_based - 1]) if 0 < one_based <= len(names) else ""

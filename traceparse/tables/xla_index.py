@@ -14,7 +14,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from traceparse._proto import hlo_pb2
-from traceparse.decode.xla import NAME_LIMIT, Computation, ModuleView, XlaProgram, short_name
+from traceparse.decode.xla import (
+    NAME_LIMIT,
+    Computation,
+    Frame,
+    ModuleView,
+    XlaProgram,
+    short_name,
+)
 from traceparse.tables.sources import is_library_path
 
 COPY_OPCODES = {"copy", "copy-start", "copy-done", "bitcast"}
@@ -158,6 +165,18 @@ class ModuleIndex:
                 found = Origin(reader.tf_op, XLA_ARGS, reader.source, BY_CONSUMER)
         self._origins[inst.id] = found
         return found
+
+    def stack(self, inst: hlo_pb2.HloInstructionProto) -> tuple[Frame, ...]:
+        """The Python stack recorded for ``inst`` (JAX writes one per instruction),
+        or for its fusion's root where the fusion itself carries none; () without."""
+        frame_id = inst.metadata.stack_frame_id
+        if not frame_id and inst.opcode == "fusion" and inst.called_computation_ids:
+            comp = self.module.computation(inst.called_computation_ids[0])
+            if comp is not None:
+                self._index(comp)
+                root = self.by_id.get(comp.root_id)
+                frame_id = root.metadata.stack_frame_id if root is not None else 0
+        return self.module.frames(frame_id) if frame_id else ()
 
     def _stack_source(self, frame_id: int) -> str | None:
         """``file:line`` of the innermost frame of the instruction's recorded stack
