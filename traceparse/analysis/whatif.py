@@ -41,7 +41,7 @@ from traceparse.analysis.naming import (
     UNKNOWN,
 )
 from traceparse.analysis.naming.optimizers import optimizer_of_frames
-from traceparse.analysis.predict import Predictor, Replayed
+from traceparse.analysis.predict import Capture, Predictor, Replayed
 from traceparse.analysis.predict.batch import dims
 from traceparse.errors import UsageError
 
@@ -294,7 +294,7 @@ def facts_of(predictor: Predictor) -> Facts:
     )
 
 
-def _half_program(base: Any) -> bool:
+def _half_program(base: Capture) -> bool:
     """Whether a program that allocated during the capture (a linked slab) holds
     16-bit HLO buffers: JAX and XLA programs compute in the dtype of their
     buffers, which the allocator's events do not record."""
