@@ -266,3 +266,16 @@ def test_the_summary_keeps_the_source_column_at_80_columns(at_80: list[str]) -> 
     assert "Source" in tensors.split("\n")[1], tensors
     assert "…/sources_model.py:60 train" in tensors
     assert "Source" not in tensors.split("Not shown at 80 columns:")[1]
+
+
+def test_the_roles_view_keeps_its_bytes_role_and_layer_at_80_columns() -> None:
+    """``xla --program NAME --roles`` is a breakdown: on a narrow terminal the op's
+    long name gives way, not the role and layer the view is for."""
+    argv = ["xla", "fixtures/jax_optax_cpu", "--program", "jit_train_step", "--roles"]
+    code = CHILD.format(commands=[argv], mark=MARK)
+    shown = _sections(_run_in_pty(80, code))[("tty", 0)]
+    lines = shown.split("\n")
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    header = lines[rule - 1].split()  # a header may wrap at its underscore above
+    assert header == ["instruction", "bytes", "role", "layer"], shown
+    assert "optimizer_state" in shown and all(len(line) <= 80 for line in shown.split("\n"))

@@ -112,6 +112,11 @@ class TableCommand(Command):
         """Terminal headers of this command's own columns (column name -> header)."""
         return {}
 
+    def kept_columns(self, args: argparse.Namespace) -> tuple[str, ...]:
+        """The columns a narrow terminal keeps longest (``keep_columns``), for a
+        command whose options change what the table is for."""
+        return self.keep_columns
+
     def table_notes(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         """Lines under the terminal table that say what its columns mean."""
         return []
@@ -215,7 +220,7 @@ class TableCommand(Command):
                 },
                 key=_first_present(table, self.name_columns),
                 hidden_hint="--columns A,B,... picks the columns, --wide shows them all",
-                keep=self.keep_columns,
+                keep=self.kept_columns(args),
             )
         if buffer is not None:
             write_output(buffer.getvalue(), args.output)

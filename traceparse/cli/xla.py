@@ -85,6 +85,10 @@ class XlaCommand(TableCommand):
         buffers = profile.xla_buffers
         return buffers[buffers["program"].astype(str) == found.iloc[0]].reset_index(drop=True)
 
+    def kept_columns(self, args: argparse.Namespace) -> tuple[str, ...]:
+        # --roles is a breakdown: its bytes, role and layer outlast the op's long name.
+        return ("size_bytes", "role", "layer") if args.roles else self.keep_columns
+
     def _display(self, table: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         columns = super()._display(table, args)
         if args.program and "program" in columns:
