@@ -51,21 +51,31 @@ def _miss(reason: str) -> pytest.MarkDecorator:
 # Measured on this commit's rules (evidence-weighed batch, per-example cuDNN
 # workspaces with Winograd filter transforms fixed, two-capture fits matching
 # Keras' auto-numbered scopes, flattened tensors only where a reshape's element
-# count fits). What every point miss shares: the bytes each run held before its
+# count fits, the allocator's regions grown on demand where the capture shows
+# a whole region). What every point miss shares: the bytes each run held before its
 # capture (a notebook's earlier cells and earlier models, 50 to 296 MiB) and the
 # BFC allocator's slack at the peak (11% to 21% of the requests on the AlexNet
 # runs) differ run to run with the process's history, and no rule can know the
 # target run's (benchmarks/PREDICT_GPU_SPREAD.md); the growth during the capture
-# is within 10% (one capture) and 7% (two) on the AlexNet cases
-# (benchmarks/PREDICT_PROTOCOL.md, "growth error").
+# is within 10% (one capture) and 6% (two) on the AlexNet cases
+# (benchmarks/PREDICT_PROTOCOL.md, "growth error"; tested below).
 POINT_MISSES = {
     "alexnet_v100:64->16": "-18.1%",
     "alexnet_v100:64->128": "+14.3%",
-    "alexnet_v100:128->64": "-24.1%",
+    "alexnet_v100:128->64": "-16.2%",
     "alexnet_v100:64+128->16": "-18.1%",
-    "alexnet_v100:128+16->64": "-20.4%",
+    "alexnet_v100:128+16->64": "-14.1%",
     "alexnet_v100:64+16->128": "+14.2%",
     "chess:64->32": "-11.8%",
+}
+# The growth during the capture (each prediction less what its input held before
+# its capture, against the real peaks less what their runs held): the part of the
+# peak the batch decides. The chess CNN's two runs at 32 grew 2.0 and 1.3 MiB
+# (other cuDNN algorithms, 0.7 and 0.1 MiB of slack at their peaks); the
+# prediction from 64 is 1.3.
+GROWTH_MISSES = {
+    "alexnet_v100:64+128->16": "growth -5.5%",
+    "chess:64->32": "growth -18.8%",
 }
 BOUNDS_MISSES: dict[str, str] = {}
 WIDTH_MISS = "median width 2.29x"
@@ -97,6 +107,16 @@ def test_the_point_is_within_the_goal_of_the_median_real_peak(name: str) -> None
     r = result(name)
     assert r["preds"], r["failed"]
     assert abs(r["median_error"]) <= CASES[name].goal, (r["median_error"], r["preds"], r["real"])
+
+
+@pytest.mark.parametrize("name", _params(GROWTH_MISSES))
+def test_the_growth_is_within_the_goal(name: str) -> None:
+    """The point less the bytes held before the capture, which differ run to run
+    with the process's earlier work and which the batch does not decide, against
+    the goal of the point."""
+    r = result(name)
+    assert r["preds"], r["failed"]
+    assert abs(r["growth_error"]) <= CASES[name].goal, (r["growth_error"], r["preds"])
 
 
 @pytest.mark.parametrize("name", _params(BOUNDS_MISSES))

@@ -290,6 +290,35 @@ class History:
     ghosts: tuple[int, ...] = ()
 
 
+def shows_regions(program: Program, requests: np.ndarray, chunks: np.ndarray) -> bool:
+    """Whether the capture shows the allocator growing its regions on demand: one of
+    ``program``'s allocations was handed out whole (larger than its rounded
+    request) a chunk of a grown region's size (2 MiB doubled, ``is_region``) that
+    no allocation of the capture asked for exactly.
+
+    A BFC allocator made with ``allow_growth`` starts its regions at 2 MiB and
+    doubles the size for the next (``BFCAllocator::Extend``: the region grows
+    until the request fits, then ``curr_region_allocation_bytes_ *= 2``,
+    tensorflow/core/common_runtime/bfc_allocator.cc), and it hands out a whole
+    free region when that is under twice the rounded request (``FindChunkPtr``):
+    such a chunk is a region. One made without it (a GPU's default,
+    ``GPUOptions.allow_growth`` false) reserves one region of its whole memory
+    limit and splits every chunk from it at the rounded request, so a chunk it
+    hands out whole is a freed neighbourhood of tensors, of a power-of-two size
+    only where one of them was (a tensor the capture would show asking for it)
+    or by chance. The peak of a replay is weaker evidence: both histories are
+    rebuilt, and what the capture held before it started may favour either."""
+    kinds = np.asarray(program.kinds)
+    rows = np.asarray(program.refs)[kinds == ALLOC]
+    if not len(rows):
+        return False
+    asked = np.asarray(requests, dtype=np.float64)[rows].astype(np.int64)
+    asked = np.maximum(GRANULE, -(-asked // GRANULE) * GRANULE)
+    held = np.asarray(chunks)[rows].astype(np.int64)
+    whole = held[(held > asked) & is_region(held)]
+    return bool(len(whole)) and not np.isin(whole, asked).all()
+
+
 def calibrate(
     program: Program, requests: np.ndarray, chunks: np.ndarray, in_use: np.ndarray
 ) -> tuple[History, Simulated]:
@@ -298,8 +327,10 @@ def calibrate(
 
     First the allocator's regions: grown on demand from 2 MiB (TensorFlow's CPU
     allocator, a GPU with ``allow_growth``) or one region of its whole memory
-    limit reserved up front (a GPU without it, JAX's preallocation); the one whose
-    peak comes closer to the captured peak is kept, growing on a tie. Then the
+    limit reserved up front (a GPU without it, JAX's preallocation). Where the
+    capture shows a grown region (``shows_regions``) the allocator grows on
+    demand; otherwise the one whose peak comes closer to the captured peak is
+    kept, growing on a tie. Then the
     free regions the capture shows. The evidence is a chunk the size of a region
     (2 MiB doubled) handed out whole (larger than its rounded request): a free
     region of that size existed when it was allocated. Where the replay gives
@@ -310,7 +341,7 @@ def calibrate(
     target = float(in_use.max()) if len(in_use) else 0.0
     first = FIRST_REGION
     run = simulate(program, requests)
-    if program.capacity > FIRST_REGION:
+    if program.capacity > FIRST_REGION and not shows_regions(program, requests, chunks):
         whole = simulate(program, requests, first_region=program.capacity)
         if abs(whole.in_use.max() - target) < abs(run.in_use.max() - target):
             first, run = program.capacity, whole
