@@ -248,6 +248,9 @@ def measure(case: Case) -> dict[str, Any]:
         "errors": errors,
         "median_error": median_error,
         "growth_error": growth_error,
+        # What each input and each real run held when its capture started (diagnostic).
+        "held_from": [held_before(src, case.allocator) for src, _ in sources],
+        "held_to": [held_before(p, case.allocator) for p in case.runs_to],
         "in_bounds": inside,
         "width": width,
         "within_goal": abs(median_error) <= case.goal,
@@ -266,16 +269,17 @@ def mib(n: float) -> str:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| model | from | to | batch read | real peaks (MiB) | predicted (MiB) | bounds (MiB) "
-        "| median error | errors | growth error | goal | in bounds | width | met |",
-        "| --- | ---: | ---: | --- | --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: "
-        "| :---: |",
+        "| median error | errors | growth error | held before: input; real (MiB) | goal "
+        "| in bounds | width | met |",
+        "| --- | ---: | ---: | --- | --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: "
+        "| ---: | :---: |",
     ]
     for r in rows:
         real = ", ".join(mib(x) for x in r["real"])
         if not r["preds"]:
             lines.append(
                 f"| {r['group']} | {r['from']} | {r['to']} | refused | {real} | | | "
-                f"failed: {r['failed']} | | | {r['goal']:.0%} | 0 of {r['pairs']} | | no |"
+                f"failed: {r['failed']} | | | | {r['goal']:.0%} | 0 of {r['pairs']} | | no |"
             )
             continue
         bounds = ", ".join(
@@ -285,7 +289,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['group']} | {r['from']} | {r['to']} | {', '.join(map(str, r['found']))} "
             f"| {real} | {', '.join(mib(x) for x in r['preds'])} | {bounds} "
             f"| {r['median_error']:+.1%} | {min(r['errors']):+.1%} to {max(r['errors']):+.1%} "
-            f"| {r['growth_error']:+.1%} | {r['goal']:.0%} | {r['in_bounds']} of {r['pairs']} "
+            f"| {r['growth_error']:+.1%} "
+            f"| {', '.join(mib(x) for x in r['held_from'])}; "
+            f"{', '.join(mib(x) for x in r['held_to'])} "
+            f"| {r['goal']:.0%} | {r['in_bounds']} of {r['pairs']} "
             f"| {r['width']:.2f}x "
             f"| {'yes' if r['ok'] else 'no'} |"
         )
@@ -490,8 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         "target; predicted and bounds: one per input run; median error: the median "
         "prediction against the median real peak; errors: each prediction against it; in "
         "bounds: (prediction, real run) pairs with the real peak inside that prediction's "
-        "bounds; width: the median high / low; growth error (a diagnostic, not a goal): the "
-        "median prediction less the bytes its input held when its capture started, against "
+        "bounds; width: the median high / low; held before: what each input run and each "
+        "real run held when its capture started (a diagnostic); growth error (a diagnostic, "
+        "not a goal): the median prediction less the bytes its input held when its capture "
+        "started, against "
         "the median real peak less the bytes its run held then (bytes from earlier work in "
         "the process, e.g. a notebook's earlier cells, which differ run to run and which no "
         "rule can know). A case is met when its median error is within "
