@@ -297,11 +297,11 @@ def shows_regions(program: Program, requests: np.ndarray, chunks: np.ndarray) ->
     no allocation of the capture asked for exactly.
 
     A BFC allocator made with ``allow_growth`` starts its regions at 2 MiB and
-    doubles the size for the next (``BFCAllocator::Extend``: the region grows
-    until the request fits, then ``curr_region_allocation_bytes_ *= 2``,
-    tensorflow/core/common_runtime/bfc_allocator.cc), and it hands out a whole
-    free region when that is under twice the rounded request (``FindChunkPtr``):
-    such a chunk is a region. One made without it (a GPU's default,
+    doubles them (``BFCAllocator::Extend``: a region doubles until the request
+    fits, and ``curr_region_allocation_bytes_`` doubles after one that did not
+    have to, tensorflow/core/common_runtime/bfc_allocator.cc), and it hands out
+    a whole free region when that is under twice the rounded request
+    (``FindChunkPtr``): such a chunk is a region. One made without it (a GPU's default,
     ``GPUOptions.allow_growth`` false) reserves one region of its whole memory
     limit and splits every chunk from it at the rounded request, so a chunk it
     hands out whole is a freed neighbourhood of tensors, of a power-of-two size
