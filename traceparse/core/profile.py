@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,6 @@ from traceparse.analysis import (
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN
 from traceparse.analysis.breakdown_at import (
-    Holders,
     chosen_instants,
     live_at,
     peak_repeats,
@@ -31,20 +30,11 @@ from traceparse.analysis.breakdown_at import (
     tables_at,
 )
 from traceparse.analysis.failure import Failure, failures
+from traceparse.analysis.layers import checked_depth, layers_contract
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import end_events
-from traceparse.analysis.naming import (
-    Generation,
-    KnownNames,
-    VariableMatch,
-    capture_generation,
-    capture_names,
-    held_at_end,
-    match_variables,
-    op_names_known,
-    place_by_stack,
-)
+from traceparse.analysis.naming import held_at_end, place_by_stack
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
@@ -52,12 +42,12 @@ from traceparse.analysis.steps import STEPS
 from traceparse.core.compat import called_or_read, moved
 from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes, sources_note
 from traceparse.core.memory import pooled_cache, pooled_property
+from traceparse.core.naming import Naming
 from traceparse.core.predicting import Predicting, checked_batch, predictor_of
 from traceparse.core.xla import XlaParts
 from traceparse.core.xla_tables import XlaTables
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
-from traceparse.errors import UsageError
 from traceparse.records import AllocatorRecord, build_records
 from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
@@ -66,16 +56,12 @@ from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
 
-if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
-    from traceparse.analysis.predict import Capture as PredictionInput
-    from traceparse.analysis.predict import PredictSource
-
 # Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
 # here as before.
 __all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-class Profile(XlaTables, Predicting):
+class Profile(XlaTables, Naming, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -296,41 +282,6 @@ class Profile(XlaTables, Predicting):
         return select(live, allocator, host, self.timeline)
 
     @pooled_property
-    def _inventory(self) -> pd.DataFrame | None:
-        """``variables`` where the capture has an inventory with rows, else None."""
-        return self.variables if self._has_inventory and len(self.variables) else None
-
-    @pooled_property
-    def _known(self) -> tuple[KnownNames, dict[str, str]]:
-        """Model, layer and optimizer names, and the weight shapes only one layer has."""
-        return capture_names(
-            self.allocations, self._xla_slabs, self._inventory, self._parameters, self._generation
-        )
-
-    @pooled_property
-    def _generation(self) -> Generation:
-        """Which Keras (or TensorFlow) generation named the ops (``capture_generation``)."""
-        slabs = self._xla_slabs if self._xla.present else None
-        return capture_generation(self.allocations, slabs, self._inventory)
-
-    @pooled_property
-    def _op_known(self) -> KnownNames | None:
-        """Names learnt from the op names alone, for ``scopes`` (``op_names_known``)."""
-        return op_names_known(self.allocations, self._generation)
-
-    @pooled_property
-    def _holders(self) -> Holders:
-        """What names the holders of a breakdown, at the peak or any instant."""
-        known, shapes = self._known
-        return Holders(
-            known,
-            shapes,
-            self.variables if self._has_inventory else None,
-            self._parameters,
-            self._variable_match,
-        )
-
-    @pooled_property
     def breakdown(self) -> pd.DataFrame:
         """Every byte at each allocator's peak, one row per holder (docs/analyses.md).
 
@@ -387,14 +338,6 @@ class Profile(XlaTables, Predicting):
         return self._conform(self._holders.table(instant, live, self._slabs(live)), BREAKDOWN)
 
     @pooled_property
-    def _variable_match(self) -> VariableMatch | None:
-        """The allocations of the capture holding inventoried variables (created or
-        replaced during it); None without an inventory."""
-        if not self._has_inventory or self.variables.empty:
-            return None
-        return match_variables(self.allocations, self.variables, self.frees_without_allocation)
-
-    @pooled_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
         measured: tuple[str, ...] = ("variable_bytes",) if self._has_inventory else ()
@@ -441,11 +384,7 @@ class Profile(XlaTables, Predicting):
         ``replica``). ``depth=2`` or more opens nested models: one row per layer
         inside them, ``depth`` levels at most, named by a ``path`` column
         (``block/block_dense``); the rows still sum to the in-use bytes."""
-        if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
-            raise UsageError(
-                f"layer depth must be a whole number of levels, 1 or more, not {depth!r}"
-            )
-        return self._layers(by_replica=bool(by_replica), depth=int(depth))
+        return self._layers(by_replica=bool(by_replica), depth=checked_depth(depth))
 
     @property
     def layers_by_replica(self) -> pd.DataFrame:
@@ -459,13 +398,7 @@ class Profile(XlaTables, Predicting):
         table = layers_table(
             self.breakdown, self.allocations, known, shapes, by_replica=by_replica, depth=depth
         )
-        contract = {
-            (False, False): contracts.LAYERS,
-            (True, False): contracts.LAYERS_BY_REPLICA,
-            (False, True): contracts.LAYER_PATHS,
-            (True, True): contracts.LAYER_PATHS_BY_REPLICA,
-        }[(by_replica, depth > 1)]
-        return self._conform(table, contract)
+        return self._conform(table, layers_contract(by_replica, depth))
 
     @pooled_property
     def steps(self) -> pd.DataFrame:
@@ -519,42 +452,6 @@ class Profile(XlaTables, Predicting):
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
             repeats=self._peak_repeats,
-        )
-
-    @pooled_property
-    def _prediction_input(self) -> PredictionInput:
-        from traceparse.analysis.predict import prediction_input
-
-        known, shapes = self._known
-        return prediction_input(
-            self.allocations,
-            self.timeline,
-            self._ends,
-            known,
-            shapes,
-            self.peak,
-            self.breakdown,
-            self.variables if self._has_inventory else None,
-            self.xla_buffers,
-            self.xla_parameters,
-            self._xla.programs if self._xla.present else None,
-            self.stacks if self.has_sources else None,
-        )
-
-    @property
-    def _predict_source(self) -> PredictSource:
-        """This capture as a prediction reads it (made each time: it refers to the
-        Profile, which must not refer back to it)."""
-        from traceparse.analysis.predict import PredictSource
-
-        return PredictSource(
-            self.path,
-            self.paths,
-            self.allocators,
-            self.allocations,
-            self.timeline,
-            self.recorded_batch,
-            lambda: self._prediction_input,
         )
 
     # -- source lines (docs/sources.md) ----------------------------------------------
