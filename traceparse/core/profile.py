@@ -32,7 +32,6 @@ from traceparse.analysis.breakdown_at import (
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.layers import checked_depth, layers_contract
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
-from traceparse.analysis.lines import LINES, lines_table
 from traceparse.analysis.liveness import end_events
 from traceparse.analysis.naming import held_at_end, place_by_stack
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
@@ -40,10 +39,11 @@ from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.core.compat import called_or_read, moved
-from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes, sources_note
+from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes
 from traceparse.core.memory import pooled_cache, pooled_property
 from traceparse.core.naming import Naming
 from traceparse.core.predicting import Predicting, checked_batch, predictor_of
+from traceparse.core.source_lines import SourceLines
 from traceparse.core.xla import XlaParts
 from traceparse.core.xla_tables import XlaTables
 from traceparse.decode.batch import BatchRecord
@@ -53,7 +53,7 @@ from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
 from traceparse.tables.build import build_tables
 from traceparse.tables.contracts import concat
-from traceparse.tables.sources import breakdown_sources, stacks_table
+from traceparse.tables.sources import breakdown_sources
 from traceparse.tables.variables import variables_table
 
 # Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
@@ -61,7 +61,7 @@ from traceparse.tables.variables import variables_table
 __all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-class Profile(XlaTables, Naming, Predicting):
+class Profile(XlaTables, Naming, SourceLines, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -92,7 +92,11 @@ class Profile(XlaTables, Naming, Predicting):
       ``summary()`` (one ``AllocatorRecord`` per allocator, ``records/allocator.py``),
       ``diagnostics()`` (sentences) and ``failures()`` (one ``Failure`` per failed host).
 
-    Everything is computed on first use and cached.
+    Everything is computed on first use and cached. The rules are in
+    ``analysis`` and ``records``; the Profile hands them its tables. Its XLA
+    tables, names, source lines and predictions are written beside it
+    (``core/xla_tables.py``, ``core/naming.py``, ``core/source_lines.py``,
+    ``core/predicting.py``).
     """
 
     def __init__(self, traces: Sequence[MemoryTrace], *, run: str | None = None) -> None:
@@ -452,38 +456,6 @@ class Profile(XlaTables, Naming, Predicting):
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
             repeats=self._peak_repeats,
-        )
-
-    # -- source lines (docs/sources.md) ----------------------------------------------
-
-    @pooled_cache
-    def lines(self, by_stack: bool = False) -> pd.DataFrame:
-        """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
-        held at each allocator's peak and allocated over the capture, with the
-        layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
-        Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
-        """
-        _ = self._tables  # the join fills the stacks
-        table = lines_table(
-            self.breakdown, self.allocations, self._xla.stacks, by_stack=bool(by_stack)
-        )
-        table = self._conform(table, LINES)
-        if not self.has_sources:
-            table.attrs["diagnostic"] = sources_note(self.traces)
-        return table
-
-    @pooled_property
-    def stacks(self) -> pd.DataFrame:
-        """Every recorded stack, one row per frame (outermost first): ``host``,
-        ``stack`` (the id in ``breakdown`` and ``lines(by_stack=True)``), ``depth``,
-        ``frame`` (``path:line function``) and ``user``. Empty without a record."""
-        return self._conform(stacks_table(self.traces), contracts.STACKS)
-
-    @property
-    def has_sources(self) -> bool:
-        """Whether any allocation names a source line (a source record, or JAX's frames)."""
-        return any(t.sources is not None for t in self.traces) or bool(
-            self.allocations["source"].notna().any()
         )
 
     @property
