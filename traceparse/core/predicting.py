@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from traceparse.analysis.naming import KnownNames
+    from traceparse.analysis.naming import CaptureNaming
     from traceparse.analysis.predict import Capture as PredictionInput
     from traceparse.analysis.predict import Predictor, PredictSource
     from traceparse.core.xla import XlaParts
@@ -33,7 +33,7 @@ class Predicting:
     if TYPE_CHECKING:  # Profile's, built there and in its other mixins
         _xla: XlaParts
         _ends: np.ndarray
-        _known: tuple[KnownNames, dict[str, str]]
+        _naming: CaptureNaming
         allocations: pd.DataFrame
         timeline: pd.DataFrame
         peak: pd.DataFrame
@@ -60,7 +60,7 @@ class Predicting:
     def _prediction_input(self) -> PredictionInput:
         from traceparse.analysis.predict import prediction_input
 
-        known, shapes = self._known
+        known, shapes = self._naming.known
         return prediction_input(
             self.allocations,
             self.timeline,

@@ -23,6 +23,7 @@ from traceparse.analysis import (
 from traceparse.analysis.attribution import ATTRIBUTION
 from traceparse.analysis.breakdown import BREAKDOWN
 from traceparse.analysis.breakdown_at import (
+    Holders,
     chosen_instants,
     live_at,
     peak_repeats,
@@ -33,7 +34,7 @@ from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.layers import checked_depth, layers_contract
 from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import end_events
-from traceparse.analysis.naming import held_at_end, place_by_stack
+from traceparse.analysis.naming import CaptureNaming, held_at_end, place_by_stack
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
@@ -41,7 +42,6 @@ from traceparse.analysis.steps import STEPS
 from traceparse.core.compat import called_or_read, moved
 from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes
 from traceparse.core.memory import pooled_cache, pooled_property
-from traceparse.core.naming import Naming
 from traceparse.core.predicting import Predicting, checked_batch, predictor_of
 from traceparse.core.source_lines import SourceLines
 from traceparse.core.xla import XlaParts
@@ -51,7 +51,7 @@ from traceparse.decode.trace import MemoryTrace, lean_masks
 from traceparse.records import AllocatorRecord, build_records
 from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
-from traceparse.tables.build import build_tables
+from traceparse.tables.build import build_run_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources
 from traceparse.tables.variables import variables_table
@@ -61,7 +61,7 @@ from traceparse.tables.variables import variables_table
 __all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-class Profile(XlaTables, Naming, SourceLines, Predicting):
+class Profile(XlaTables, SourceLines, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -94,9 +94,8 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
 
     Everything is computed on first use and cached. The rules are in
     ``analysis`` and ``records``; the Profile hands them its tables. Its XLA
-    tables, names, source lines and predictions are written beside it
-    (``core/xla_tables.py``, ``core/naming.py``, ``core/source_lines.py``,
-    ``core/predicting.py``).
+    tables, source lines and predictions are written beside it
+    (``core/xla_tables.py``, ``core/source_lines.py``, ``core/predicting.py``).
     """
 
     def __init__(self, traces: Sequence[MemoryTrace], *, run: str | None = None) -> None:
@@ -145,29 +144,18 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
             self.allocations,
             self._ends,
             self._xla.notes,
-            self._generation,
+            self._naming.generation,
             self.has_sources,
         )
 
     @pooled_property
     def _tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        allocations, frees, timelines = [], [], []
-        offset = 0
-        for trace in self.traces:
-            a, f, t = build_tables(trace)
-            if offset:  # event indices point into the combined timeline
-                a["alloc_event"] += offset
-                a["free_event"] += offset
-                f["free_event"] += offset
-            offset += len(t)
-            allocations.append(a)
-            frees.append(f)
-            timelines.append(t)
+        allocations, frees, timeline = build_run_tables(self.traces)
         return (
             # Linking adds xla_program / xla_allocation_index (NA when not linked).
-            lean_masks(self._conform(self._xla.link(concat(allocations)), contracts.ALLOCATIONS)),
-            self._conform(concat(frees), contracts.FREES_WITHOUT_ALLOCATION),
-            lean_masks(self._conform(concat(timelines), contracts.TIMELINE)),
+            lean_masks(self._conform(self._xla.link(allocations), contracts.ALLOCATIONS)),
+            self._conform(frees, contracts.FREES_WITHOUT_ALLOCATION),
+            lean_masks(self._conform(timeline, contracts.TIMELINE)),
         )
 
     @pooled_property
@@ -286,6 +274,26 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
         return select(live, allocator, host, self.timeline)
 
     @pooled_property
+    def _naming(self) -> CaptureNaming:
+        """The names the capture teaches (``analysis.naming.CaptureNaming``): its
+        generation, model, layer and optimizer names, variables, each learnt once."""
+        return CaptureNaming(
+            self.allocations,
+            self._xla_slabs,
+            self._xla.present,
+            self.variables if self._has_inventory else None,
+            self._parameters,
+            self.frees_without_allocation,
+        )
+
+    @pooled_property
+    def _holders(self) -> Holders:
+        """What names the holders of a breakdown, at the peak or any instant."""
+        known, shapes = self._naming.known
+        variables = self.variables if self._has_inventory else None
+        return Holders(known, shapes, variables, self._parameters, self._naming.variable_match)
+
+    @pooled_property
     def breakdown(self) -> pd.DataFrame:
         """Every byte at each allocator's peak, one row per holder (docs/analyses.md).
 
@@ -375,7 +383,7 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
             depth,
             bool(as_written),
             self._ends,
-            known=self._op_known,
+            known=self._naming.op_known,
         )
         return self._conform(table, SCOPES)
 
@@ -398,7 +406,7 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
 
     @pooled_cache
     def _layers(self, *, by_replica: bool, depth: int = 1) -> pd.DataFrame:
-        known, shapes = self._known
+        known, shapes = self._naming.known
         table = layers_table(
             self.breakdown, self.allocations, known, shapes, by_replica=by_replica, depth=depth
         )
@@ -415,7 +423,7 @@ class Profile(XlaTables, Naming, SourceLines, Predicting):
 
     @pooled_property
     def _leaks(self) -> LeakReport:
-        current = held_at_end(self._variable_match)
+        current = held_at_end(self._naming.variable_match)
         report = leak_report(self.steps, self.allocations, current, self._ends)
         report.by_op = self._conform(report.by_op, BY_OP)
         report.growth = self._conform(report.growth, GROWTH)
