@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, owner_groups
-from traceparse.analysis.steps import STEP_ID
+from traceparse.analysis.steps import STEP_ID, STEP_ORDER
 from traceparse.tables.contracts import declare
 
 MIN_STEPS = 3
@@ -143,7 +143,7 @@ def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Per (host, allocator, step): bytes in use at its end and the change since the last step."""
     if steps.empty:
         return GROWTH.empty()
-    table = steps.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
+    table = steps.sort_values(STEP_ORDER, kind="stable")
     table = table.reset_index(drop=True)
     # dropna=False: events that name no allocator are one allocator of their own.
     owner = table.groupby(["host", "allocator"], observed=True, sort=False, dropna=False)
