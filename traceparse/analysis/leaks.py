@@ -12,14 +12,15 @@ grew; ``analysis/variable_match.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, owner_groups
 from traceparse.analysis.steps import STEP_ID, STEP_ORDER
-from traceparse.tables.contracts import declare
+from traceparse.tables.contracts import conform, declare
 
 MIN_STEPS = 3
 
@@ -110,6 +111,15 @@ class LeakReport:
     by_op: pd.DataFrame = field(default_factory=lambda: BY_OP.empty())
     growth: pd.DataFrame = field(default_factory=lambda: GROWTH.empty())
     allocators: pd.DataFrame = field(default_factory=lambda: VERDICTS.empty())
+
+    def conformed(self, categories: Mapping[str, pd.CategoricalDtype]) -> LeakReport:
+        """The report with each table as declared, with a Profile's ``categories``."""
+        return replace(
+            self,
+            by_op=conform(self.by_op, BY_OP, categories),
+            growth=conform(self.growth, GROWTH, categories),
+            allocators=conform(self.allocators, VERDICTS, categories),
+        )
 
 
 def leak_report(

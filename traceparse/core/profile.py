@@ -32,7 +32,6 @@ from traceparse.analysis.breakdown_at import (
 )
 from traceparse.analysis.failure import Failure, failures
 from traceparse.analysis.layers import checked_depth, layers_contract
-from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
 from traceparse.analysis.liveness import end_events
 from traceparse.analysis.naming import CaptureNaming, held_at_end, place_by_stack
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
@@ -53,7 +52,7 @@ from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
 from traceparse.tables.build import build_run_tables
 from traceparse.tables.contracts import concat
-from traceparse.tables.sources import breakdown_sources
+from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
 
 # Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
@@ -94,7 +93,7 @@ class Profile(XlaTables, SourceLines, Predicting):
 
     Everything is computed on first use and cached. The rules are in
     ``analysis`` and ``records``; the Profile hands them its tables. Its XLA
-    tables, source lines and predictions are written beside it
+    tables, bytes per source line and predictions are written beside it
     (``core/xla_tables.py``, ``core/source_lines.py``, ``core/predicting.py``).
     """
 
@@ -425,10 +424,7 @@ class Profile(XlaTables, SourceLines, Predicting):
     def _leaks(self) -> LeakReport:
         current = held_at_end(self._naming.variable_match)
         report = leak_report(self.steps, self.allocations, current, self._ends)
-        report.by_op = self._conform(report.by_op, BY_OP)
-        report.growth = self._conform(report.growth, GROWTH)
-        report.allocators = self._conform(report.allocators, VERDICTS)
-        return report
+        return report.conformed(self._categories)
 
     @called_or_read  # read as a property before; that spelling warns for a release
     def leaks(self) -> LeakReport:
@@ -464,6 +460,20 @@ class Profile(XlaTables, SourceLines, Predicting):
             xla_at_peak=self.xla_at_peak(),
             steps=self.steps,
             repeats=self._peak_repeats,
+        )
+
+    @pooled_property
+    def stacks(self) -> pd.DataFrame:
+        """Every recorded stack, one row per frame (outermost first): ``host``,
+        ``stack`` (the id in ``breakdown`` and ``lines(by_stack=True)``), ``depth``,
+        ``frame`` (``path:line function``) and ``user``. Empty without a record."""
+        return self._conform(stacks_table(self.traces), contracts.STACKS)
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether any allocation names a source line (a source record, or JAX's frames)."""
+        return any(t.sources is not None for t in self.traces) or bool(
+            self.allocations["source"].notna().any()
         )
 
     @property

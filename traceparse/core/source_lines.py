@@ -1,10 +1,10 @@
-"""``Profile``'s source lines (docs/sources.md): ``lines()``, ``stacks`` and
-``has_sources``.
+"""``Profile``'s source lines (docs/sources.md): ``lines()``.
 
-A mixin of ``Profile``, like ``core/xla_tables.py``: the rules are in
-``analysis/lines.py`` and ``tables/sources.py``; this hands them the Profile's
-tables, conforms and caches each answer, and says how to get source lines where
-the capture has none (``core.diagnostics.sources_note``).
+A mixin of ``Profile``, like ``core/xla_tables.py``: the rule is in
+``analysis/lines.py``; this hands it the Profile's tables, conforms and caches
+each answer, and says how to get source lines where the capture has none
+(``core.diagnostics.sources_note``). ``stacks`` and ``has_sources``, which the
+summary reads, stay in ``core/profile.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import pandas as pd
 
 from traceparse.analysis.lines import LINES, lines_table
 from traceparse.core.diagnostics import sources_note
-from traceparse.core.memory import pooled_cache, pooled_property
+from traceparse.core.memory import pooled_cache
 from traceparse.tables import contracts
-from traceparse.tables.sources import stacks_table
 
 if TYPE_CHECKING:
     from traceparse.core.xla import XlaParts
@@ -37,6 +36,8 @@ class SourceLines:
         breakdown: pd.DataFrame
 
         def _conform(self, frame: pd.DataFrame, table: contracts.Table) -> pd.DataFrame: ...
+        @property
+        def has_sources(self) -> bool: ...
 
     @pooled_cache
     def lines(self, by_stack: bool = False) -> pd.DataFrame:
@@ -53,17 +54,3 @@ class SourceLines:
         if not self.has_sources:
             table.attrs["diagnostic"] = sources_note(self.traces)
         return table
-
-    @pooled_property
-    def stacks(self) -> pd.DataFrame:
-        """Every recorded stack, one row per frame (outermost first): ``host``,
-        ``stack`` (the id in ``breakdown`` and ``lines(by_stack=True)``), ``depth``,
-        ``frame`` (``path:line function``) and ``user``. Empty without a record."""
-        return self._conform(stacks_table(self.traces), contracts.STACKS)
-
-    @property
-    def has_sources(self) -> bool:
-        """Whether any allocation names a source line (a source record, or JAX's frames)."""
-        return any(t.sources is not None for t in self.traces) or bool(
-            self.allocations["source"].notna().any()
-        )
