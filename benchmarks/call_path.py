@@ -4,6 +4,10 @@ Runs ``traceparse <command> ...`` in this process under ``sys.setprofile`` and
 follows which traceparse module is executing, call by call. It prints:
 
 - how many modules it entered and how many distinct module-to-module call edges it took;
+- the calls that return to a module already left: a call into a module that is
+  still on the stack below the caller, with another module between (``core.profile``
+  calls ``analysis.x``, which calls back into ``core.profile``): a callback, a
+  module the path leaves and comes back to (a decorator's wrapper counts too);
 - the edges that go against the one-way flow (capture -> files -> decode -> tables
   -> core -> analyses -> records -> renderers -> CLI): an earlier stage calling a
   later one, e.g. ``core`` calling ``analysis`` or a record builder calling
@@ -57,11 +61,29 @@ def stage_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def call_edges(argv: list[str]) -> dict[tuple[str, str], int]:
-    """(calling module, called module) -> calls, for calls between traceparse modules."""
+def _returns(frame: FrameType, callee: str) -> bool:
+    """Whether ``callee`` runs further down the stack than the caller's own module:
+    the path left it and comes back to it now."""
+    below = frame.f_back
+    caller = below.f_globals.get("__name__", "") if below is not None else ""
+    while below is not None and below.f_globals.get("__name__", "") == caller:
+        below = below.f_back
+    while below is not None:
+        if below.f_globals.get("__name__", "") == callee:
+            return True
+        below = below.f_back
+    return False
+
+
+def call_edges(
+    argv: list[str],
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """(calling module, called module) -> calls, for calls between traceparse modules;
+    and the same for the calls among them that return to a module already left."""
     from traceparse.cli import main
 
     edges: dict[tuple[str, str], int] = {}
+    returns: dict[tuple[str, str], int] = {}
 
     def follow(frame: FrameType, event: str, _arg: Any) -> None:
         if event != "call" or frame.f_back is None:
@@ -70,6 +92,8 @@ def call_edges(argv: list[str]) -> dict[tuple[str, str], int]:
         caller = frame.f_back.f_globals.get("__name__", "")
         if callee != caller and callee.startswith("traceparse") and caller.startswith("traceparse"):
             edges[caller, callee] = edges.get((caller, callee), 0) + 1
+            if _returns(frame, callee):
+                returns[caller, callee] = returns.get((caller, callee), 0) + 1
 
     tracer: Callable[..., Any] = follow
     sink = io.StringIO()
@@ -81,7 +105,7 @@ def call_edges(argv: list[str]) -> dict[tuple[str, str], int]:
             pass
         finally:
             sys.setprofile(None)
-    return edges
+    return edges, returns
 
 
 def upward(edges: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
@@ -91,11 +115,14 @@ def upward(edges: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str]) -> None:
-    edges = call_edges(argv)
+    edges, returns = call_edges(argv)
     modules = sorted({name for pair in edges for name in pair})
     against = upward(edges)
     print(f"command: traceparse {' '.join(argv)}")
     print(f"modules entered: {len(modules)}; module-to-module call edges: {len(edges)}")
+    print(f"returns to a module already left: {len(returns)} edges, {sum(returns.values())} calls")
+    for caller, callee in sorted(returns):
+        print(f"  {caller} -> {callee} ({returns[caller, callee]} calls)")
     print(f"edges against the flow (a stage calling a later stage): {len(against)}")
     for caller, callee in against:
         print(f"  {caller} -> {callee} ({edges[caller, callee]} calls)")

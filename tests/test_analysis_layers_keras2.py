@@ -77,13 +77,13 @@ def scopes_under_model(op: str, model: str) -> list[str] | None:
 @pytest.mark.parametrize("name", KERAS2_FIXTURES)
 def test_keras2_fixtures_are_read_as_keras2(name: str) -> None:
     assert MANIFEST["fixtures"][name]["versions"]["tf_keras"].startswith("2.")
-    generation = load(name)._generation
+    generation = load(name)._naming.generation
     assert (generation.name, generation.sure) == (KERAS2, True)
 
 
 @pytest.mark.parametrize("name", KERAS3_FIXTURES)
 def test_keras3_fixtures_are_read_as_keras3(name: str) -> None:
-    generation = load(name)._generation
+    generation = load(name)._naming.generation
     assert (generation.name, generation.sure) == (KERAS3, True)
 
 

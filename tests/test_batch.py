@@ -422,3 +422,39 @@ def test_at_most_two_captures_per_worker_are_in_flight(
     assert len(work) == 15
     runners.run_local(work, 2, done)
     assert outstanding == [0, 4]
+
+
+@pytest.mark.parametrize("how", ["stat", "hash"])
+def test_a_sources_record_added_removed_or_changed_redoes_its_capture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: Any
+) -> None:
+    """Issue 46: the fingerprint covers every record the registry marks
+    (``core.sidecars.SIDECARS``), the source lines too: a stored result with stale
+    source lines is never reused."""
+    tree = make_tree(tmp_path / "logs", ["sources_run", "leak"])
+    out = tmp_path / "out"
+    traceparse.batch(tree, out, jobs=0, reports=(), fingerprint=how)
+    calls = count_analyses(monkeypatch)
+    (record,) = (tree / "sources_run").rglob("*.sources.json.gz")
+    kept = tmp_path / record.name
+    capture = str(capture_files(tree / "sources_run")[0])
+
+    def again() -> list[str]:
+        calls.clear()
+        traceparse.batch(tree, out, jobs=0, reports=(), fingerprint=how)
+        return list(calls)
+
+    assert again() == []
+    shutil.move(record, kept)  # removed
+    assert again() == [capture]
+    shutil.copy2(kept, record)  # added back
+    assert again() == [capture]
+    # Changed: other bytes of the same size and time (a stat fingerprint sees the
+    # size and time only, so it is given a longer file).
+    stat = record.stat()
+    data = bytearray(record.read_bytes())
+    data[-1] ^= 0xFF
+    record.write_bytes(bytes(data) + (b"" if how == "hash" else b"\0"))
+    os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert again() == [capture]
+    assert again() == []

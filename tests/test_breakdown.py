@@ -72,7 +72,7 @@ def test_rows_sum_to_each_peak_and_every_view_is_a_group_by(name: str) -> None:
             scope=[
                 None
                 if not isinstance(op, str)
-                else scope_of(op, depth, known=prof._op_known)
+                else scope_of(op, depth, known=prof._naming.op_known)
                 if op != "(XLA buffer, no TF op)"
                 else op
                 for op in inside["op"].astype(object)

@@ -370,3 +370,56 @@ def test_prediction_and_naming_are_packages() -> None:
     for old, new in MOVED_MODULES.items():
         assert not (PACKAGE.parent / (old.replace(".", "/") + ".py")).exists(), old
         assert (PACKAGE.parent / (new.replace(".", "/") + ".py")).is_file(), new
+
+
+# -- one list of names, written once (issue 46) --------------------------------------------
+
+# A list or tuple of this many names or more, written twice, is a list that will
+# drift (a column added to one copy only): the second place reads the first.
+NAMES_AT_LEAST = 4
+
+
+def _name_lists(source: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(line, names) of every list or tuple literal of ``NAMES_AT_LEAST`` or more
+    strings, ``__all__`` (what a module or package face exports) left out."""
+    tree = ast.parse(source)
+    exported = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == "__all__"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    }
+    return [
+        (node.lineno, tuple(e.value for e in node.elts))  # type: ignore[attr-defined]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.List | ast.Tuple)
+        and id(node) not in exported
+        and len(node.elts) >= NAMES_AT_LEAST
+        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+    ]
+
+
+def _repeated_lists(sources: dict[str, str]) -> list[str]:
+    places: dict[tuple[str, ...], list[str]] = {}
+    for name, source in sources.items():
+        for line, names in _name_lists(source):
+            places.setdefault(names, []).append(f"{name}:{line}")
+    return [f"{names} at {', '.join(at)}" for names, at in places.items() if len(at) > 1]
+
+
+def test_no_list_of_names_is_written_twice() -> None:
+    """Column lists, format lists, statuses: each written once, read elsewhere."""
+    sources = {_name_of(p): p.read_text(encoding="utf-8") for p in _modules()}
+    repeated = _repeated_lists(sources)
+    assert not repeated, "\n".join(repeated)
+
+
+def test_the_repeated_list_check_can_fail() -> None:
+    one = 'COLUMNS = ("host", "allocator", "op", "bytes")\n__all__ = ["a", "b", "c", "d"]\n'
+    other = 'def f(t):\n    return t[["host", "allocator", "op", "bytes"]]\n'
+    faces = '__all__ = ["a", "b", "c", "d"]\nSHORT = ("host", "op", "bytes")\n'
+    assert len(_repeated_lists({"m.one": one, "m.other": other})) == 1
+    assert _repeated_lists({"m.one": one, "m.faces": faces, "m.short": faces}) == []

@@ -53,6 +53,8 @@ from traceparse.analysis.naming import (
     layer_path,
     place,
 )
+from traceparse.errors import UsageError
+from traceparse.tables import contracts
 from traceparse.tables.columns import ROLE_BYTE_COLUMNS
 
 # Each role's column (``<role>_bytes``), in the tables' order.
@@ -130,6 +132,23 @@ def layers_table(
         table["path"] = _paths(table, known, depth)
     table = _aggregate(table.drop(columns="op"), by_replica, depth > 1)
     return LayerTable(_order(table)[list(columns)].astype(columns).reset_index(drop=True))
+
+
+def checked_depth(depth: object) -> int:
+    """``depth`` as a number of nested-model levels (1 or more); a usage error else."""
+    if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
+        raise UsageError(f"layer depth must be a whole number of levels, 1 or more, not {depth!r}")
+    return int(depth)
+
+
+def layers_contract(by_replica: bool, depth: int) -> contracts.Table:
+    """The declared table of ``layers_table(by_replica=, depth=)``."""
+    return {
+        (False, False): contracts.LAYERS,
+        (True, False): contracts.LAYERS_BY_REPLICA,
+        (False, True): contracts.LAYER_PATHS,
+        (True, True): contracts.LAYER_PATHS_BY_REPLICA,
+    }[(by_replica, depth > 1)]
 
 
 def _columns(by_replica: bool, paths: bool = False) -> dict[str, str]:

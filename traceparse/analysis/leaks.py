@@ -12,14 +12,15 @@ grew; ``analysis/variable_match.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from traceparse.analysis.liveness import STILL_LIVE, end_events, held_bytes, owner_groups
-from traceparse.analysis.steps import STEP_ID
-from traceparse.tables.contracts import declare
+from traceparse.analysis.steps import STEP_ID, STEP_ORDER
+from traceparse.tables.contracts import conform, declare
 
 MIN_STEPS = 3
 
@@ -111,6 +112,15 @@ class LeakReport:
     growth: pd.DataFrame = field(default_factory=lambda: GROWTH.empty())
     allocators: pd.DataFrame = field(default_factory=lambda: VERDICTS.empty())
 
+    def conformed(self, categories: Mapping[str, pd.CategoricalDtype]) -> LeakReport:
+        """The report with each table as declared, with a Profile's ``categories``."""
+        return replace(
+            self,
+            by_op=conform(self.by_op, BY_OP, categories),
+            growth=conform(self.growth, GROWTH, categories),
+            allocators=conform(self.allocators, VERDICTS, categories),
+        )
+
 
 def leak_report(
     steps: pd.DataFrame,
@@ -143,7 +153,7 @@ def growth_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Per (host, allocator, step): bytes in use at its end and the change since the last step."""
     if steps.empty:
         return GROWTH.empty()
-    table = steps.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
+    table = steps.sort_values(STEP_ORDER, kind="stable")
     table = table.reset_index(drop=True)
     # dropna=False: events that name no allocator are one allocator of their own.
     owner = table.groupby(["host", "allocator"], observed=True, sort=False, dropna=False)

@@ -20,6 +20,15 @@ from traceparse.analysis.liveness import end_events, group_codes, live_mask, own
 from traceparse.errors import UsageError
 from traceparse.tables.contracts import ALLOCATIONS, declare
 
+# The allocator's counters at the peak event: unknown where the capture lacks them.
+_COUNTERS = [
+    "heap_bytes",
+    "reserved_bytes",
+    "available_bytes",
+    "capacity_bytes",
+    "fragmentation",
+    "step",
+]
 PEAK = declare(
     "peak",
     [
@@ -27,12 +36,7 @@ PEAK = declare(
         "allocator",
         "time_ps",
         "in_use_bytes",
-        "heap_bytes",
-        "reserved_bytes",
-        "available_bytes",
-        "capacity_bytes",
-        "fragmentation",
-        "step",
+        *_COUNTERS,
         "event",
         # Added: how many events reach the maximum, the allocator's own lifetime
         # peak counter (it may have peaked higher before the capture started), and
@@ -41,16 +45,7 @@ PEAK = declare(
         "lifetime_peak_bytes",
         "events",
     ],
-    nullable=[
-        "allocator",
-        "heap_bytes",
-        "reserved_bytes",
-        "available_bytes",
-        "capacity_bytes",
-        "fragmentation",
-        "step",
-        "lifetime_peak_bytes",
-    ],
+    nullable=["allocator", *_COUNTERS, "lifetime_peak_bytes"],
 )
 PEAK_COLUMNS = PEAK.dtypes
 # The allocations live at an allocator's peak, and whether in the peak's step.

@@ -1,43 +1,17 @@
-"""Deprecated: the allocator record moved to ``traceparse.records``.
+"""Deprecated: the allocator record moved to ``traceparse.records`` (CHANGELOG.md).
 
-The old spelling keeps working for a release with a ``DeprecationWarning``
-(CHANGELOG.md).
+For a release the old name imports, with a ``DeprecationWarning``, as the very
+module at its new home (``records.allocator``): no name is repeated here.
 """
 
-from __future__ import annotations
-
+import sys
 import warnings
 
-from traceparse.records.allocator import (
-    LIVE_PARTS,
-    OPTIONAL_FIELDS,
-    AllocatorRecord,
-    LeakVerdict,
-    Note,
-    Part,
-    StepUnit,
-    live_at_peak_bytes,
-    notes_of,
-    owned,
-    step_unit,
-)
-
-__all__ = [
-    "LIVE_PARTS",
-    "OPTIONAL_FIELDS",
-    "AllocatorRecord",
-    "LeakVerdict",
-    "Note",
-    "Part",
-    "StepUnit",
-    "live_at_peak_bytes",
-    "notes_of",
-    "owned",
-    "step_unit",
-]
+from traceparse.records import allocator
 
 warnings.warn(
     "traceparse.analysis.record moved to traceparse.records; the old name goes in a later release",
     DeprecationWarning,
     stacklevel=2,
 )
+sys.modules[__name__] = allocator

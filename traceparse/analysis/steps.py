@@ -59,6 +59,8 @@ STEP_COLUMNS = STEPS.dtypes
 # single executions (one eager op, one tf.function call), not training steps:
 # those "steps" are executions numbered 1, 2, ... in time order (tables.build).
 MARKER, XPROF_STEP, STEP_ID = "marker", "xprof_step", "execution"
+# The steps in time order per allocator (the steps table's and the leak check's).
+STEP_ORDER = ["host", "allocator", "start_ps", "step"]
 _NO_STEP = np.iinfo(np.int64).min  # an event's step where it has none
 
 
@@ -166,7 +168,7 @@ def steps_table(
     table = allocators.merge(windows, on="host", how="inner")
     if table.empty:
         return _empty()
-    table = table.sort_values(["host", "allocator", "start_ps", "step"], kind="stable")
+    table = table.sort_values(STEP_ORDER, kind="stable")
     table = table.reset_index(drop=True)
     ends = end_events(allocations) if ends is None else ends
     event_owner = _owner_rows(timeline)

@@ -1,40 +1,13 @@
-"""Deprecated: the records' builder moved to ``traceparse.records.build``.
+"""Deprecated: the records' builder moved to ``traceparse.records.build`` (CHANGELOG.md).
 
-The old spelling keeps working for a release with a ``DeprecationWarning``
-(CHANGELOG.md).
+For a release the old name imports, with a ``DeprecationWarning``, as the very
+module at its new home: no name is repeated here.
 """
 
-from __future__ import annotations
-
+import sys
 import warnings
 
-from traceparse.records.build import (
-    OPTIONAL_FIELDS,
-    TOP_OP_COLUMNS,
-    TOP_SCOPE_COLUMNS,
-    TOP_TENSOR_COLUMNS,
-    TOP_VARIABLE_COLUMNS,
-    AllocatorRecord,
-    AllocatorSummary,
-    build_records,
-    build_summaries,
-    owned,
-    plain,
-)
-
-__all__ = [
-    "OPTIONAL_FIELDS",
-    "TOP_OP_COLUMNS",
-    "TOP_SCOPE_COLUMNS",
-    "TOP_TENSOR_COLUMNS",
-    "TOP_VARIABLE_COLUMNS",
-    "AllocatorRecord",
-    "AllocatorSummary",
-    "build_records",
-    "build_summaries",
-    "owned",
-    "plain",
-]
+from traceparse.records import build
 
 warnings.warn(
     "traceparse.analysis.summary moved to traceparse.records.build; the old name goes in a "
@@ -42,3 +15,4 @@ warnings.warn(
     DeprecationWarning,
     stacklevel=2,
 )
+sys.modules[__name__] = build

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
+from traceparse.batching.records import Status
 from traceparse.files.atomic import atomic_write
 from traceparse.files.confined import own_file
 from traceparse.files.names import printable
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "STATUSES", "summary_frame", "write_summaries"]
 
-STATUSES = ("ok", "empty", "error", "out_of_memory")
+STATUSES: tuple[str, ...] = get_args(Status)
 
 # Column -> pandas dtype. Bytes are integers; unknown values are NA.
 COLUMNS: dict[str, str] = {

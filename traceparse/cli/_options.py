@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from traceparse.output.terminal import Terminal
 
 CAPTURE_HELP = "log directory, run directory or capture"
+PATHS_HELP = "log directory, run directory or capture file"
 TO_FILE_HELP = "write to FILE (atomically) instead of stdout"
 
 
@@ -57,6 +58,11 @@ def add_capture(
     parser.add_argument(name, metavar=metavar, help=help)
 
 
+def add_captures(parser: argparse.ArgumentParser) -> None:
+    """The positional captures (one or more) the command reads, as ``paths``."""
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
+
+
 def add_batch(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
     """A batch size option (``batch_type``), ``N``."""
     parser.add_argument(flag, type=batch_type, metavar="N", help=help)
@@ -78,7 +84,9 @@ def add_format(parser: argparse.ArgumentParser, choices: Sequence[str]) -> None:
 
 
 def add_output(
-    parser: argparse.ArgumentParser, metavar: str = "FILE", help: str = TO_FILE_HELP
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    metavar: str = "FILE",
+    help: str = TO_FILE_HELP,
 ) -> None:
     """``-o/--output``: where the command writes its file."""
     parser.add_argument("-o", "--output", metavar=metavar, help=help)

@@ -13,6 +13,7 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from traceparse.cli._options import PATHS_HELP, add_capture, add_output
 from traceparse.cli.base import Command, count_type
 from traceparse.errors import UsageError
 
@@ -52,9 +53,7 @@ class TableCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "path", metavar="PATH", help="log directory, run directory or capture file"
-        )
+        add_capture(parser, help=PATHS_HELP)
         self.add_arguments(parser)
         group = parser.add_argument_group("table options")
         group.add_argument(
@@ -85,9 +84,7 @@ class TableCommand(Command):
             choices=TABLE_FORMATS,
             help="table (default), csv, json or parquet; -o FILE.csv/.json/.parquet implies it",
         )
-        group.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_output(group)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Arguments of this command besides the shared table options."""

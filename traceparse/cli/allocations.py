@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
+from traceparse.output.cells import ALLOCATION_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,18 +27,7 @@ class AllocationsCommand(TableCommand):
     name = "allocations"
     noun = "Allocations"
     default_sort = ("allocated_bytes",)
-    display_columns = (
-        "op",
-        "dtype",
-        "shape",
-        "region",
-        "requested_bytes",
-        "allocated_bytes",
-        "padding_bytes",
-        "alloc_ps",
-        "lifetime_ps",
-        "step",
-    )
+    display_columns = ALLOCATION_COLUMNS
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(

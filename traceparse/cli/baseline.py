@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from traceparse.cli._options import PATHS_HELP, add_capture, add_output
 from traceparse.cli.base import Command
 from traceparse.errors import InputError
 
@@ -37,12 +38,8 @@ class BaselineCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "path", metavar="PATH", help="log directory, run directory or capture file"
-        )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_capture(parser, help=PATHS_HELP)
+        add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.cli._loading import load_newest

@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from traceparse.cli._options import PATHS_HELP, add_capture
 from traceparse.cli.base import Command, percent_type, size_type
 from traceparse.errors import TraceparseError, UsageError
 
@@ -70,9 +71,7 @@ class CheckCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "path", metavar="PATH", help="log directory, run directory or capture file"
-        )
+        add_capture(parser, help=PATHS_HELP)
         parser.add_argument(
             "--allocator", metavar="NAME", help="check only this allocator (default: every one)"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from traceparse.cli._options import add_output
 from traceparse.cli.base import Command, count_type
 from traceparse.errors import InputError, UsageError
 
@@ -83,9 +84,7 @@ class DiffCommand(Command):
             choices=DIFF_FORMATS,
             help="table, md, html or json (default: from -o's extension, else table)",
         )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         import io

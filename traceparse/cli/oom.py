@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from traceparse.cli._options import add_captures, add_output
 from traceparse.cli.base import Command, count_type
 
 if TYPE_CHECKING:
@@ -36,18 +37,14 @@ class OomCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "paths", nargs="+", metavar="PATH", help="log directory, run directory or capture file"
-        )
+        add_captures(parser)
         parser.add_argument(
             "--top", type=count_type, default=10, metavar="N", help="rows per table (default 10)"
         )
         parser.add_argument(
             "--format", choices=["table", "json"], default="table", help="table or json"
         )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         import io

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
-from traceparse.output.cells import UNOWNED_ROWS
+from traceparse.output.cells import ALLOCATION_COLUMNS, UNOWNED_ROWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,17 +34,7 @@ class PeakCommand(TableCommand):
     name = "peak"
     noun = "Allocations live at the peak"
     default_sort = ("allocated_bytes", "in_use_bytes", "bytes")
-    display_columns = (
-        "op",
-        "dtype",
-        "shape",
-        "region",
-        "requested_bytes",
-        "allocated_bytes",
-        "padding_bytes",
-        "alloc_ps",
-        "step",
-    )
+    display_columns = tuple(c for c in ALLOCATION_COLUMNS if c != "lifetime_ps")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from traceparse.cli._options import add_captures, add_output
 from traceparse.cli.base import Command, count_type
 from traceparse.errors import UsageError
 from traceparse.report.formats import FILE_SUFFIXES, NAMES
@@ -40,9 +41,7 @@ class ReportCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "paths", nargs="+", metavar="PATH", help="log directory, run directory or capture file"
-        )
+        add_captures(parser)
         parser.add_argument(
             "--format",
             choices=REPORT_FORMATS,
@@ -55,9 +54,7 @@ class ReportCommand(Command):
             help="rows per table in md and html (default 20; 0 shows every row; "
             "json always has every row)",
         )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         from traceparse.cli._loading import load_each

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from traceparse.cli._table import TableCommand
+from traceparse.output.cells import STEP_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,17 +28,7 @@ class StepsCommand(TableCommand):
     name = "steps"
     noun = "Steps"
     default_sort = ()  # the frame's order: per allocator, in time order
-    display_columns = (
-        "step",
-        "start_ps",
-        "duration_ps",
-        "allocations",
-        "allocated_bytes",
-        "freed_bytes",
-        "peak_in_use_bytes",
-        "in_use_end_bytes",
-        "growth_bytes",
-    )
+    display_columns = tuple(c for c in STEP_COLUMNS if c != "name")
 
     def frame(self, profile: Profile, args: argparse.Namespace) -> pd.DataFrame:
         return profile.steps

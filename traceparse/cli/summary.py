@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from traceparse.cli._options import add_captures, add_output
 from traceparse.cli.base import Command, count_type
 
 if TYPE_CHECKING:
@@ -35,9 +36,7 @@ class SummaryCommand(Command):
         )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "paths", nargs="+", metavar="PATH", help="log directory, run directory or capture file"
-        )
+        add_captures(parser)
         parser.add_argument(
             "--top",
             type=count_type,
@@ -51,9 +50,7 @@ class SummaryCommand(Command):
             default=None,
             help="table (default) or json (every number, raw, for scripts)",
         )
-        parser.add_argument(
-            "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
-        )
+        add_output(parser)
 
     def run(self, args: argparse.Namespace, term: Terminal) -> int:
         import io

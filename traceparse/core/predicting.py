@@ -15,20 +15,82 @@ from traceparse.core.memory import pooled_property
 from traceparse.errors import UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
+    from traceparse.analysis.naming import CaptureNaming
+    from traceparse.analysis.predict import Capture as PredictionInput
     from traceparse.analysis.predict import Predictor, PredictSource
+    from traceparse.core.xla import XlaParts
+    from traceparse.decode.batch import BatchRecord
 
 __all__ = ["Predicting", "checked_batch", "predictor_of"]
 
 
 class Predicting:
-    """The prediction methods of ``Profile``, over its ``_predict_source``."""
+    """The prediction methods of ``Profile``, over the tables it builds."""
+
+    if TYPE_CHECKING:  # Profile's, built there and in its other mixins
+        _xla: XlaParts
+        _ends: np.ndarray
+        _naming: CaptureNaming
+        allocations: pd.DataFrame
+        timeline: pd.DataFrame
+        peak: pd.DataFrame
+        breakdown: pd.DataFrame
+        variables: pd.DataFrame
+        stacks: pd.DataFrame
+        xla_buffers: pd.DataFrame
+        xla_parameters: pd.DataFrame
+
+        @property
+        def path(self) -> str: ...
+        @property
+        def paths(self) -> list[str]: ...
+        @property
+        def allocators(self) -> list[str]: ...
+        @property
+        def recorded_batch(self) -> BatchRecord | None: ...
+        @property
+        def has_sources(self) -> bool: ...
+        @property
+        def _has_inventory(self) -> bool: ...
+
+    @pooled_property
+    def _prediction_input(self) -> PredictionInput:
+        from traceparse.analysis.predict import prediction_input
+
+        known, shapes = self._naming.known
+        return prediction_input(
+            self.allocations,
+            self.timeline,
+            self._ends,
+            known,
+            shapes,
+            self.peak,
+            self.breakdown,
+            self.variables if self._has_inventory else None,
+            self.xla_buffers,
+            self.xla_parameters,
+            self._xla.programs if self._xla.present else None,
+            self.stacks if self.has_sources else None,
+        )
 
     @property
     def _predict_source(self) -> PredictSource:
-        """This capture as a prediction reads it (``Profile`` gives it)."""
-        raise NotImplementedError
+        """This capture as a prediction reads it (made each time: it refers to the
+        Profile, which must not refer back to it)."""
+        from traceparse.analysis.predict import PredictSource
+
+        return PredictSource(
+            self.path,
+            self.paths,
+            self.allocators,
+            self.allocations,
+            self.timeline,
+            self.recorded_batch,
+            lambda: self._prediction_input,
+        )
 
     @pooled_property
     def _own_predictor(self) -> Predictor | UsageError:

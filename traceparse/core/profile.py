@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,51 +31,36 @@ from traceparse.analysis.breakdown_at import (
     tables_at,
 )
 from traceparse.analysis.failure import Failure, failures
-from traceparse.analysis.leaks import BY_OP, GROWTH, VERDICTS
-from traceparse.analysis.lines import LINES, lines_table
+from traceparse.analysis.layers import checked_depth, layers_contract
 from traceparse.analysis.liveness import end_events
-from traceparse.analysis.naming import (
-    Generation,
-    KnownNames,
-    VariableMatch,
-    capture_generation,
-    capture_names,
-    held_at_end,
-    match_variables,
-    op_names_known,
-    place_by_stack,
-)
+from traceparse.analysis.naming import CaptureNaming, held_at_end, place_by_stack
 from traceparse.analysis.peak import LIVE_AT_PEAK, PEAK
 from traceparse.analysis.peak_repeats import PEAK_INSTANTS, peak_instants
 from traceparse.analysis.rollups import OPS, SCOPES
 from traceparse.analysis.steps import STEPS
 from traceparse.core.compat import called_or_read, moved
-from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes, sources_note
+from traceparse.core.diagnostics import NO_INVENTORY, NO_SOURCES, capture_notes
 from traceparse.core.memory import pooled_cache, pooled_property
 from traceparse.core.predicting import Predicting, checked_batch, predictor_of
+from traceparse.core.source_lines import SourceLines
 from traceparse.core.xla import XlaParts
 from traceparse.core.xla_tables import XlaTables
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.trace import MemoryTrace, lean_masks
-from traceparse.errors import UsageError
 from traceparse.records import AllocatorRecord, build_records
 from traceparse.records.build import with_predictions
 from traceparse.tables import contracts
-from traceparse.tables.build import build_tables
+from traceparse.tables.build import build_run_tables
 from traceparse.tables.contracts import concat
 from traceparse.tables.sources import breakdown_sources, stacks_table
 from traceparse.tables.variables import variables_table
-
-if TYPE_CHECKING:  # prediction is imported when asked for (the summary never is)
-    from traceparse.analysis.predict import Capture as PredictionInput
-    from traceparse.analysis.predict import PredictSource
 
 # Moved to core/diagnostics.py and core/predicting.py (issue 46); importable from
 # here as before.
 __all__ = ["NO_SOURCES", "Profile", "checked_batch", "predictor_of"]
 
 
-class Profile(XlaTables, Predicting):
+class Profile(XlaTables, SourceLines, Predicting):
     """Memory tables of one profiler run.
 
     >>> prof = traceparse.load("logs/")                # doctest: +SKIP
@@ -106,7 +91,10 @@ class Profile(XlaTables, Predicting):
       ``summary()`` (one ``AllocatorRecord`` per allocator, ``records/allocator.py``),
       ``diagnostics()`` (sentences) and ``failures()`` (one ``Failure`` per failed host).
 
-    Everything is computed on first use and cached.
+    Everything is computed on first use and cached. The rules are in
+    ``analysis`` and ``records``; the Profile hands them its tables. Its XLA
+    tables, bytes per source line and predictions are written beside it
+    (``core/xla_tables.py``, ``core/source_lines.py``, ``core/predicting.py``).
     """
 
     def __init__(self, traces: Sequence[MemoryTrace], *, run: str | None = None) -> None:
@@ -155,29 +143,18 @@ class Profile(XlaTables, Predicting):
             self.allocations,
             self._ends,
             self._xla.notes,
-            self._generation,
+            self._naming.generation,
             self.has_sources,
         )
 
     @pooled_property
     def _tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        allocations, frees, timelines = [], [], []
-        offset = 0
-        for trace in self.traces:
-            a, f, t = build_tables(trace)
-            if offset:  # event indices point into the combined timeline
-                a["alloc_event"] += offset
-                a["free_event"] += offset
-                f["free_event"] += offset
-            offset += len(t)
-            allocations.append(a)
-            frees.append(f)
-            timelines.append(t)
+        allocations, frees, timeline = build_run_tables(self.traces)
         return (
             # Linking adds xla_program / xla_allocation_index (NA when not linked).
-            lean_masks(self._conform(self._xla.link(concat(allocations)), contracts.ALLOCATIONS)),
-            self._conform(concat(frees), contracts.FREES_WITHOUT_ALLOCATION),
-            lean_masks(self._conform(concat(timelines), contracts.TIMELINE)),
+            lean_masks(self._conform(self._xla.link(allocations), contracts.ALLOCATIONS)),
+            self._conform(frees, contracts.FREES_WITHOUT_ALLOCATION),
+            lean_masks(self._conform(timeline, contracts.TIMELINE)),
         )
 
     @pooled_property
@@ -296,39 +273,24 @@ class Profile(XlaTables, Predicting):
         return select(live, allocator, host, self.timeline)
 
     @pooled_property
-    def _inventory(self) -> pd.DataFrame | None:
-        """``variables`` where the capture has an inventory with rows, else None."""
-        return self.variables if self._has_inventory and len(self.variables) else None
-
-    @pooled_property
-    def _known(self) -> tuple[KnownNames, dict[str, str]]:
-        """Model, layer and optimizer names, and the weight shapes only one layer has."""
-        return capture_names(
-            self.allocations, self._xla_slabs, self._inventory, self._parameters, self._generation
+    def _naming(self) -> CaptureNaming:
+        """The names the capture teaches (``analysis.naming.CaptureNaming``): its
+        generation, model, layer and optimizer names, variables, each learnt once."""
+        return CaptureNaming(
+            self.allocations,
+            self._xla_slabs,
+            self._xla.present,
+            self.variables if self._has_inventory else None,
+            self._parameters,
+            self.frees_without_allocation,
         )
-
-    @pooled_property
-    def _generation(self) -> Generation:
-        """Which Keras (or TensorFlow) generation named the ops (``capture_generation``)."""
-        slabs = self._xla_slabs if self._xla.present else None
-        return capture_generation(self.allocations, slabs, self._inventory)
-
-    @pooled_property
-    def _op_known(self) -> KnownNames | None:
-        """Names learnt from the op names alone, for ``scopes`` (``op_names_known``)."""
-        return op_names_known(self.allocations, self._generation)
 
     @pooled_property
     def _holders(self) -> Holders:
         """What names the holders of a breakdown, at the peak or any instant."""
-        known, shapes = self._known
-        return Holders(
-            known,
-            shapes,
-            self.variables if self._has_inventory else None,
-            self._parameters,
-            self._variable_match,
-        )
+        known, shapes = self._naming.known
+        variables = self.variables if self._has_inventory else None
+        return Holders(known, shapes, variables, self._parameters, self._naming.variable_match)
 
     @pooled_property
     def breakdown(self) -> pd.DataFrame:
@@ -387,14 +349,6 @@ class Profile(XlaTables, Predicting):
         return self._conform(self._holders.table(instant, live, self._slabs(live)), BREAKDOWN)
 
     @pooled_property
-    def _variable_match(self) -> VariableMatch | None:
-        """The allocations of the capture holding inventoried variables (created or
-        replaced during it); None without an inventory."""
-        if not self._has_inventory or self.variables.empty:
-            return None
-        return match_variables(self.allocations, self.variables, self.frees_without_allocation)
-
-    @pooled_property
     def attribution(self) -> pd.DataFrame:
         """Per allocator at its peak: ``in_use_bytes`` split into parts that sum to it exactly."""
         measured: tuple[str, ...] = ("variable_bytes",) if self._has_inventory else ()
@@ -428,7 +382,7 @@ class Profile(XlaTables, Predicting):
             depth,
             bool(as_written),
             self._ends,
-            known=self._op_known,
+            known=self._naming.op_known,
         )
         return self._conform(table, SCOPES)
 
@@ -441,11 +395,7 @@ class Profile(XlaTables, Predicting):
         ``replica``). ``depth=2`` or more opens nested models: one row per layer
         inside them, ``depth`` levels at most, named by a ``path`` column
         (``block/block_dense``); the rows still sum to the in-use bytes."""
-        if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
-            raise UsageError(
-                f"layer depth must be a whole number of levels, 1 or more, not {depth!r}"
-            )
-        return self._layers(by_replica=bool(by_replica), depth=int(depth))
+        return self._layers(by_replica=bool(by_replica), depth=checked_depth(depth))
 
     @property
     def layers_by_replica(self) -> pd.DataFrame:
@@ -455,17 +405,11 @@ class Profile(XlaTables, Predicting):
 
     @pooled_cache
     def _layers(self, *, by_replica: bool, depth: int = 1) -> pd.DataFrame:
-        known, shapes = self._known
+        known, shapes = self._naming.known
         table = layers_table(
             self.breakdown, self.allocations, known, shapes, by_replica=by_replica, depth=depth
         )
-        contract = {
-            (False, False): contracts.LAYERS,
-            (True, False): contracts.LAYERS_BY_REPLICA,
-            (False, True): contracts.LAYER_PATHS,
-            (True, True): contracts.LAYER_PATHS_BY_REPLICA,
-        }[(by_replica, depth > 1)]
-        return self._conform(table, contract)
+        return self._conform(table, layers_contract(by_replica, depth))
 
     @pooled_property
     def steps(self) -> pd.DataFrame:
@@ -478,12 +422,9 @@ class Profile(XlaTables, Predicting):
 
     @pooled_property
     def _leaks(self) -> LeakReport:
-        current = held_at_end(self._variable_match)
+        current = held_at_end(self._naming.variable_match)
         report = leak_report(self.steps, self.allocations, current, self._ends)
-        report.by_op = self._conform(report.by_op, BY_OP)
-        report.growth = self._conform(report.growth, GROWTH)
-        report.allocators = self._conform(report.allocators, VERDICTS)
-        return report
+        return report.conformed(self._categories)
 
     @called_or_read  # read as a property before; that spelling warns for a release
     def leaks(self) -> LeakReport:
@@ -520,60 +461,6 @@ class Profile(XlaTables, Predicting):
             steps=self.steps,
             repeats=self._peak_repeats,
         )
-
-    @pooled_property
-    def _prediction_input(self) -> PredictionInput:
-        from traceparse.analysis.predict import prediction_input
-
-        known, shapes = self._known
-        return prediction_input(
-            self.allocations,
-            self.timeline,
-            self._ends,
-            known,
-            shapes,
-            self.peak,
-            self.breakdown,
-            self.variables if self._has_inventory else None,
-            self.xla_buffers,
-            self.xla_parameters,
-            self._xla.programs if self._xla.present else None,
-            self.stacks if self.has_sources else None,
-        )
-
-    @property
-    def _predict_source(self) -> PredictSource:
-        """This capture as a prediction reads it (made each time: it refers to the
-        Profile, which must not refer back to it)."""
-        from traceparse.analysis.predict import PredictSource
-
-        return PredictSource(
-            self.path,
-            self.paths,
-            self.allocators,
-            self.allocations,
-            self.timeline,
-            self.recorded_batch,
-            lambda: self._prediction_input,
-        )
-
-    # -- source lines (docs/sources.md) ----------------------------------------------
-
-    @pooled_cache
-    def lines(self, by_stack: bool = False) -> pd.DataFrame:
-        """Bytes per line of the program's own code, largest first (``analysis/lines.py``):
-        held at each allocator's peak and allocated over the capture, with the
-        layers and ops under each line. ``by_stack=True`` keeps whole stacks apart.
-        Without source lines the table's ``attrs["diagnostic"]`` says how to get them.
-        """
-        _ = self._tables  # the join fills the stacks
-        table = lines_table(
-            self.breakdown, self.allocations, self._xla.stacks, by_stack=bool(by_stack)
-        )
-        table = self._conform(table, LINES)
-        if not self.has_sources:
-            table.attrs["diagnostic"] = sources_note(self.traces)
-        return table
 
     @pooled_property
     def stacks(self) -> pd.DataFrame:

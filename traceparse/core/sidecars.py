@@ -90,6 +90,16 @@ class _Stale(Exception):
     """A record written by another capture than the one beside it."""
 
 
+def _same_capture(trace: MemoryTrace, began: int | None, ended: int | None) -> None:
+    """Raise ``_Stale`` where the recorder's clock window (``began``..``ended``, ns)
+    does not hold the capture's start: the record beside it is another capture's."""
+    start = trace.start_ns
+    if start is None or began is None or ended is None:
+        return
+    if not began - _CLOCK_SLACK_NS <= start <= ended + _CLOCK_SLACK_NS:
+        raise _Stale("it was written by another capture (its times do not hold this capture's)")
+
+
 def _read_beside(
     capture: CaptureFile,
     trace: MemoryTrace,
@@ -174,11 +184,7 @@ def read_sources(capture: CaptureFile, trace: MemoryTrace) -> None:
 
     def decode(data: bytes, path: str) -> SourceRecord:
         record = decode_sources(data, path=path)
-        start, began, ended = trace.start_ns, record.started_ns, record.stopped_ns
-        if None not in (start, began, ended) and not (
-            began - _CLOCK_SLACK_NS <= start <= ended + _CLOCK_SLACK_NS  # type: ignore[operator]
-        ):
-            raise _Stale("it was written by another capture (its times do not hold this capture's)")
+        _same_capture(trace, record.started_ns, record.stopped_ns)
         return record
 
     found = _read_beside(
@@ -212,11 +218,7 @@ def read_batch(capture: CaptureFile, trace: MemoryTrace) -> None:
 
     def decode(data: bytes, path: str) -> BatchRecord:
         record = decode_batch(data, path=path)
-        start, began, ended = trace.start_ns, record.started_ns, record.stopped_ns
-        if None not in (start, began, ended) and not (
-            began - _CLOCK_SLACK_NS <= start <= ended + _CLOCK_SLACK_NS  # type: ignore[operator]
-        ):
-            raise _Stale("it was written by another capture (its times do not hold this capture's)")
+        _same_capture(trace, record.started_ns, record.stopped_ns)
         return record
 
     found = _read_beside(

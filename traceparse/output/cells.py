@@ -162,6 +162,33 @@ def format_cell(value: Any, kind: Kind) -> str:
 # TensorFlow recorded no op for, and (analysis.rollups.NO_SCOPE) an op in no
 # name scope, "(top level)". Other unknown values show as "-".
 NO_OP = "(no op recorded)"
+# Columns several views show, written once: an allocation's (``allocations``;
+# ``peak`` leaves the lifetime out, most rows being live then) and a step's
+# (the reports; the terminal leaves the marker's ``name`` to ``--columns``).
+ALLOCATION_COLUMNS = (
+    "op",
+    "dtype",
+    "shape",
+    "region",
+    "requested_bytes",
+    "allocated_bytes",
+    "padding_bytes",
+    "alloc_ps",
+    "lifetime_ps",
+    "step",
+)
+STEP_COLUMNS = (
+    "step",
+    "name",
+    "start_ps",
+    "duration_ps",
+    "allocations",
+    "allocated_bytes",
+    "freed_bytes",
+    "peak_in_use_bytes",
+    "in_use_end_bytes",
+    "growth_bytes",
+)
 # Bytes in use at a peak that no allocation of the capture holds, as rows of
 # their own (``peak``, a failing test's table) so that the rows add up to the
 # bytes in use: (attribution part, the row's op, its region).

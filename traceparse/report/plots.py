@@ -151,6 +151,20 @@ def _with_titles(svg: str, titles: dict[str, str]) -> str:
     return svg
 
 
+def _capacity_line(ax: Axes, capacity_bytes: int, scale: float) -> None:
+    """The capacity as a dashed line across the plot, named at its left end."""
+    ax.axhline(capacity_bytes / scale, color=CAPACITY, lw=1, ls="--")
+    ax.text(
+        0.005,
+        capacity_bytes / scale,
+        f"capacity {format_bytes(capacity_bytes)}",
+        transform=ax.get_yaxis_transform(),
+        va="bottom",
+        fontsize=8,
+        color=CAPACITY,
+    )
+
+
 def line_points(
     time_ps: np.ndarray, in_use_bytes: np.ndarray, start_bytes: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -226,16 +240,7 @@ def timeline_svg(
             ax.plot(t / t_scale, y / y_scale, drawstyle="steps-post", color=LINE, lw=1.4)
             ax.fill_between(t / t_scale, y / y_scale, step="post", color=LINE, alpha=0.08, lw=0)
         if show_capacity:
-            ax.axhline(capacity_bytes / y_scale, color=CAPACITY, lw=1, ls="--")  # type: ignore[operator]
-            ax.text(
-                0.005,
-                capacity_bytes / y_scale,  # type: ignore[operator]
-                f"capacity {format_bytes(capacity_bytes)}",
-                transform=ax.get_yaxis_transform(),
-                va="bottom",
-                fontsize=8,
-                color=CAPACITY,
-            )
+            _capacity_line(ax, capacity_bytes, y_scale)  # type: ignore[arg-type]
         if peak_time_ps is not None and peak_bytes is not None:
             px, py = peak_time_ps / t_scale, peak_bytes / y_scale
             ax.plot([px], [py], "o", color=PEAK, ms=5, zorder=5)
@@ -423,16 +428,7 @@ def prediction_svg(
             ax.fill_between(x, lo / scale, hi / scale, color=LINE, alpha=0.12, lw=0, label="bounds")
             ax.plot(x, y / scale, color=LINE, lw=1.6, marker="o", ms=3, label="predicted peak")
         if show_capacity:
-            ax.axhline(capacity_bytes / scale, color=CAPACITY, lw=1, ls="--")  # type: ignore[operator]
-            ax.text(
-                0.005,
-                capacity_bytes / scale,  # type: ignore[operator]
-                f"capacity {format_bytes(capacity_bytes)}",
-                transform=ax.get_yaxis_transform(),
-                va="bottom",
-                fontsize=8,
-                color=CAPACITY,
-            )
+            _capacity_line(ax, capacity_bytes, scale)  # type: ignore[arg-type]
         if captured is not None:
             ax.plot([captured[0]], [captured[1] / scale], "s", color=INK, ms=5, zorder=5)
             ax.annotate(

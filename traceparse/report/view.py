@@ -22,6 +22,7 @@ from traceparse.output.cells import (
     MAX_REPORT_CELL_WIDTH,
     NO_OP,
     NUMERIC_KINDS,
+    STEP_COLUMNS,
     column_kind,
     format_cell,
     shorten,
@@ -159,19 +160,6 @@ _LONG_NAME_COLUMNS = {c.name for c in COLUMNS.values() if c.display == "name"}
 _NAME_COLUMNS = {*_LONG_NAME_COLUMNS, *(c.name for c in COLUMNS.values() if c.display == "ident")}
 
 _LAYER_COLUMNS = ["layer", *ROLE_BYTE_COLUMNS, "live_at_peak_bytes", "largest_tensor"]
-# The steps table in Markdown and HTML (the JSON has every column).
-_STEP_COLUMNS = [
-    "step",
-    "name",
-    "start_ps",
-    "duration_ps",
-    "allocations",
-    "allocated_bytes",
-    "freed_bytes",
-    "peak_in_use_bytes",
-    "in_use_end_bytes",
-    "growth_bytes",
-]
 
 # Leak verdicts as a colour; the others (too few steps, no events, unknown) are neither.
 _VERDICT_LEVELS: dict[LeakVerdict, Literal["ok", "warn"]] = {
@@ -609,7 +597,7 @@ def _steps_table(s: AllocatorSummaryLike, top: int) -> TableView:
     mine = s.steps
     if mine is None or mine.empty:
         return _table("steps", "Steps", None, None)
-    columns = [c for c in _STEP_COLUMNS if c in mine.columns]
+    columns = [c for c in STEP_COLUMNS if c in mine.columns]  # the JSON has every column
     if len(columns) < 3:  # an unfamiliar layout: show it all
         columns = [c for c in mine.columns if c not in ("host", "allocator")]
     limit = 0 if top == 0 else max(top, MAX_STEP_ROWS)

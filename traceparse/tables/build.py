@@ -8,6 +8,8 @@ operations, so millions of events cost no Python loop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -18,6 +20,7 @@ from traceparse.decode.trace import (
     categorical_take,
     codes_used,
 )
+from traceparse.tables.contracts import concat
 from traceparse.tables.dtypes import estimate_columns, estimate_status
 
 _KIND_DTYPE = pd.CategoricalDtype(["allocation", "deallocation"])
@@ -259,3 +262,24 @@ def no_op_names(op: pd.Series) -> pd.Series:
     so every table and output shows them as the allocations with no op recorded."""
     gone = [name for name in NO_OP_NAMES if name in op.cat.categories]
     return op.cat.remove_categories(gone) if gone else op
+
+
+def build_run_tables(
+    traces: Sequence[MemoryTrace],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``build_tables`` of every host of a run, each table concatenated in host
+    order; the event indices (``alloc_event``, ``free_event``) point into the
+    run's concatenated timeline."""
+    allocations, frees, timelines = [], [], []
+    offset = 0
+    for trace in traces:
+        a, f, t = build_tables(trace)
+        if offset:
+            a["alloc_event"] += offset
+            a["free_event"] += offset
+            f["free_event"] += offset
+        offset += len(t)
+        allocations.append(a)
+        frees.append(f)
+        timelines.append(t)
+    return concat(allocations), concat(frees), concat(timelines)

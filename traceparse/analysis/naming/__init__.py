@@ -22,6 +22,7 @@ names from here; code outside this package imports them from this face.
 """
 
 from traceparse.analysis.naming.capture import (
+    CaptureNaming,
     capture_generation,
     capture_names,
     op_names,
@@ -92,6 +93,7 @@ __all__ = [
     "UNKNOWN",
     "WEIGHT",
     "XLA_SLAB",
+    "CaptureNaming",
     "Generation",
     "KnownNames",
     "VariableMatch",
