@@ -18,7 +18,6 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -43,14 +42,15 @@ from traceparse.analysis.predict.batch import (
     HLO,
     UNCERTAIN,
     BatchReading,
+    Evidence,
     Sizing,
-    batch_twins,
     dims,
-    find_batch,
+    evidence_twins,
     flattens,
+    read_batch,
     sizing,
 )
-from traceparse.analysis.predict.fit import fit_two, match_keys
+from traceparse.analysis.predict.fit import fit_two
 from traceparse.analysis.predict.loops import LoopTemps, loop_temps
 from traceparse.analysis.predict.parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict.replay import (
@@ -60,12 +60,13 @@ from traceparse.analysis.predict.replay import (
     live_at,
     replay,
     rounded,
-    settled_chunks,
+    settled_of,
 )
 from traceparse.analysis.predict.simulate import (
     History,
     Simulated,
     calibrate,
+    equal_to,
     inventory_chunks,
     programs,
     simulate,
@@ -145,28 +146,31 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     return found | {s for s in slots if not any(flattens(s, o) for o in others)}
 
 
-def _evidence(
-    capture: Capture,
-) -> tuple[list[object], list[object], list[float], list[object]]:
+def _evidence(capture: Capture) -> Evidence:
     """Every recorded shape with its op, its bytes and the name to classify it by (op
-    name and type): the allocations', then the XLA programs' (``xla_evidence``)."""
+    name and type): the allocations', then the XLA programs' (``xla_evidence``),
+    as their distinct rows (``Evidence``): the allocations' from the table's
+    category codes, so that no object is made per allocation."""
     a = capture.allocations
-    extra = xla_evidence(capture.xla_buffers, capture.xla_parameters)
-    op_names = a["op"].astype(object)
-    types = a["op_type"].astype(object) if "op_type" in a else pd.Series(None, index=a.index)
-    # One string per distinct name (sys.intern): a new one per allocation held
-    # ~75 bytes each through the Predictor's construction.
-    names = [
-        sys.intern(f"{o}:{t}") if isinstance(t, str) else o
-        for o, t in zip(op_names, types, strict=True)
-    ]
+    extra = Evidence.of_rows(*xla_evidence(capture.xla_buffers, capture.xla_parameters))
     sizes = requested_or_held(a).astype(np.float64)
-    return (
-        list(a["shape"].astype(object)) + extra[0],
-        list(op_names) + extra[1],
-        list(sizes) + extra[2],
-        names + extra[3],
-    )
+    columns = [a[c] if c in a else pd.Series(None, index=a.index, dtype=object) for c in _NAMED]
+    if all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
+        codes = tuple(c.cat.codes.to_numpy(dtype=np.int64) for c in columns)
+        values = tuple(c.cat.categories.to_numpy(dtype=object) for c in columns)
+        return Evidence.of_codes(codes, values, sizes, _name) + extra
+    shapes, ops, types = (c.astype(object) for c in columns)
+    names = [_name(o, t) for o, t in zip(ops, types, strict=True)]
+    return Evidence.of_rows(shapes, ops, sizes, names) + extra
+
+
+# The allocations' columns a tensor's evidence reads (``_evidence``).
+_NAMED = ("shape", "op", "op_type")
+
+
+def _name(op: object, op_type: object) -> object:
+    """What a tensor is classified by: its op's name and type, else its name."""
+    return f"{op}:{op_type}" if isinstance(op_type, str) else op
 
 
 # The name scope of a MirroredStrategy replica after the first (replica 0 has none).
@@ -189,17 +193,14 @@ def replicas(allocations: pd.DataFrame) -> int:
 
 
 def captured_batch(
-    capture: Capture,
-    weights: set[tuple[int, ...]],
-    evidence: tuple[list[object], list[object], list[float], list[object]] | None = None,
+    capture: Capture, weights: set[tuple[int, ...]], evidence: Evidence | None = None
 ) -> BatchReading:
     """The global batch size the capture was made at (what ``fit`` was given: one
     replica's share read off the shapes, ``find_batch``, times the replicas,
     ``replicas``), and the evidence for it (``evidence``: ``_evidence(capture)``
     when already read). The one place the captured batch is found: a batch size
     recorded beside the capture enters here."""
-    shapes, ops, sizes, names = evidence if evidence is not None else _evidence(capture)
-    reading = find_batch(shapes, ops, weights, sizes, names)
+    reading = read_batch(evidence if evidence is not None else _evidence(capture), weights)
     count = replicas(capture.allocations)
     if reading.batch is None or count == 1:
         return reading
@@ -224,7 +225,7 @@ class Predictor:
         a = base.allocations
         self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
-        shapes, ops, _, _ = evidence = _evidence(base)
+        evidence = _evidence(base)
         reading = captured_batch(base, self.weights, evidence)
         if from_batch is None and reading.batch is None:
             raise UsageError(
@@ -255,10 +256,10 @@ class Predictor:
             else f"given (--from-batch); read off the capture: {reading.evidence}"
         )
         # Smaller batches the capture also ran (an epoch's partial last batch).
-        self.twins = batch_twins(shapes, ops, self.weights, share)[1:]
+        self.twins = evidence_twins(evidence, self.weights, share)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
-        self.settled = settled_chunks(match_keys(a), self.requested, self.held)
+        self.settled = settled_of(a, self.requested, self.held)
         self.sizing = sizing(
             a,
             share,
@@ -286,7 +287,7 @@ class Predictor:
             self.other_batch = _other_batch(other, other_batch)
             fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
         self.rows = groups(base.timeline)
-        self.pooled = a["allocator"].astype(object).to_numpy() == POOLED_ALLOCATOR
+        self.pooled = equal_to(a["allocator"], POOLED_ALLOCATOR)
         # The allocator model (analysis/bfc.py, predict_bfc.py) places every chunk at
         # the new sizes, after the history it rebuilds (the chunks held before the
         # capture, a warm-up step), with the free regions the capture shows that
@@ -823,9 +824,7 @@ class Predictor:
         and bound asks)."""
         if key not in self._mines:
             a = self.base.allocations
-            found = (a["host"].astype(object).to_numpy() == key[0]) & (
-                a["allocator"].astype(object).to_numpy() == key[1]
-            )
+            found = equal_to(a["host"], key[0], False) & equal_to(a["allocator"], key[1], False)
             found.flags.writeable = False
             self._mines[key] = found
         return self._mines[key]
