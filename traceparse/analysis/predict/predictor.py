@@ -306,6 +306,18 @@ class Predictor:
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
 
     @cached_property
+    def _timeline_ops(self) -> np.ndarray:
+        """Each timeline row's op as a code to compare rows by (``_next_op``): a
+        missing op equals no other row's, as NaN does not."""
+        column = self.base.timeline["op"]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            return column.astype(object).to_numpy()
+        codes = column.cat.codes.to_numpy(dtype=np.int64)
+        rows = np.arange(len(codes), dtype=np.int64)
+        kind = np.int32 if len(codes) < 2**31 - 1 else np.int64  # half the memory
+        return np.where(codes >= 0, codes, -1 - rows).astype(kind)
+
+    @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
         """Per (host, allocator): what the rebuilt history needs (``calibrate``), and
         the model's peak replaying the capture at its own requests. Made when first
@@ -655,13 +667,16 @@ class Predictor:
         allocations are no peak of the program's step."""
         a = self.base.allocations
         mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        # Ops as codes (``_coded``; -1: none, left out), not a name per allocation.
+        ops = _coded(a["op"])[0]
+        mine &= ops >= 0
         frame = pd.DataFrame(
             {
-                "op": a["op"].astype(object).to_numpy()[mine],
+                "op": ops[mine],
                 "step": a["step"].to_numpy(dtype=np.float64, na_value=np.nan)[mine],
                 "bytes": self.requested[mine],
             }
-        ).dropna(subset=["op"])
+        )
         if frame.empty:
             return None
         per_op = frame.groupby("op", sort=False).agg(
@@ -686,7 +701,8 @@ class Predictor:
             return low.lowest_step_peak(key, steps)
         rows = low.events[key]
         mine = steps[rows]
-        keep = np.isnan(mine) | np.isin(mine, program)
+        # By hashing, not sorting the timeline's steps (a few hundred steps).
+        keep = np.isnan(mine) | pd.Series(mine).isin(program).to_numpy(dtype=bool)
         part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
         return part.lowest_step_peak(key, steps)
 
@@ -696,8 +712,8 @@ class Predictor:
         if key not in self._op_runs:
             timeline = self.base.timeline
             events = self.rows[key]
-            allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
-            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            allocs = events[equal_to(timeline["kind"], "allocation", False)[events]]
+            ops = self._timeline_ops[allocs]
             # Runs of consecutive allocations by one op; each run's next run's first row.
             change = np.concatenate([[True], ops[1:] != ops[:-1]]) if len(ops) else ops
             run = np.cumsum(change) - 1
@@ -710,8 +726,7 @@ class Predictor:
         at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
         has = at < len(allocs)
         first = np.minimum(at, len(allocs) - 1)
-        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
-        same = ops[first] == row_ops
+        same = ops[first] == self._timeline_ops[rows]
         out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
         return out
 
@@ -733,7 +748,10 @@ class Predictor:
             return self._skippable[key]
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key)
-        out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
+        # A workspace's basis, read once per distinct basis (a few), not per allocation.
+        codes, bases = pd.factorize(self.sizing.basis)
+        scratch = np.array([str(b).startswith("scratch") for b in bases] + [False], dtype=bool)
+        out = mine & scratch[codes]
         index = np.flatnonzero(mine)
         if len(index):
             start = a["alloc_event"].to_numpy(dtype=np.int64)
@@ -788,21 +806,33 @@ class Predictor:
         large buffer may be live that a nearby moment lacks). Moments are tried
         from the highest down, at most ``_MOMENTS``, and stop where none can do
         better."""
-        a, ends = self.base.allocations, self.base.ends
-        mine = self._mine(key) & grows
+        a = self.base.allocations
         rows, values = low.events[key], low.bytes[key]
-        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
-        made_by = a["op"].astype(object).to_numpy()
-        forwardable = self._could_skip(key)
-        nothing = np.zeros(len(a), dtype=bool)
+        # Only ``key``'s growing allocations can be spared: each moment reads theirs,
+        # the ops as codes (``_coded``), not every allocation's name.
+        mine = np.flatnonzero(self._mine(key) & grows)
+        ends = self.base.ends[mine]
+        start = a["alloc_event"].to_numpy(dtype=np.int64)[mine]
+        held = np.asarray(sizes)[mine]
+        forwardable = self._could_skip(key)[mine]
+        made_by, made_names = _coded(a["op"])
+        made_by = made_by[mine]
+        timeline_codes, timeline_names = _coded(self.base.timeline["op"])
+        nothing = np.zeros(len(mine), dtype=bool)
 
         def spared(row: int) -> float:
-            op = timeline_ops[row]
+            code = int(timeline_codes[row])
+            op = timeline_names[code] if code >= 0 else None
             # The first allocation after ``row`` by another op (no other: the end).
             next_op = int(self._next_op(key, np.array([row]))[0])
-            own = (made_by == op) & forwardable if isinstance(op, str) else nothing
+            own = (
+                (made_by == _code_in(made_names, op)) & forwardable
+                if isinstance(op, str)
+                else nothing
+            )
             soon = (ends != STILL_LIVE) & (ends < next_op)
-            growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
+            live = (start <= row) & ((ends == STILL_LIVE) | (ends > row))
+            growing = held[live & (own | soon)]
             return float(growing.max()) if len(growing) else 0.0
 
         at = int(np.flatnonzero(rows == event)[0])
@@ -903,6 +933,20 @@ class Predictor:
             slabs = np.isin(np.flatnonzero(mine), rows)
             live = pd.concat([live[~slabs], *opened], ignore_index=True)
         return pd.concat([live, before_rows(self.base.breakdown, key, rest)], ignore_index=True)
+
+
+def _coded(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A column as integer codes (-1: missing) and the values they stand for: its
+    categories where it has them."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories
+    codes, uniques = pd.factorize(column.astype(object).to_numpy())
+    return codes.astype(np.int64), pd.Index(uniques, dtype=object)
+
+
+def _code_in(values: pd.Index, value: object) -> int:
+    """The code of ``value`` among ``values`` (-2, which no row has, where absent)."""
+    return int(values.get_loc(value)) if value in values else -2
 
 
 def _captured_peaks(peak: pd.DataFrame) -> dict[tuple[object, object], dict[str, Any]]:

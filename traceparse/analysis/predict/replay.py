@@ -232,8 +232,12 @@ def replay(
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
         stop = np.where(stop == STILL_LIVE, n, stop)
-        np.add.at(delta, start, change[moved])
-        np.add.at(delta, stop, -change[moved])
+        # One bincount of the starts and the ends (as np.add.at, faster).
+        delta = np.bincount(
+            np.concatenate([start, stop]),
+            weights=np.concatenate([change[moved], -change[moved]]),
+            minlength=n + 1,
+        )
     captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows
     out = {}
