@@ -227,7 +227,7 @@ def replay(
     # batch, most or all keep theirs). Bytes are whole numbers under 2**53: the
     # sums are exact in any order.
     moved = np.flatnonzero(change)
-    delta = np.zeros(n + 1)
+    delta: np.ndarray = np.zeros(n + 1)
     if len(moved):
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
