@@ -34,7 +34,15 @@ from traceparse.analysis.predict.batch import (
 )
 from traceparse.analysis.predict.fit import match_keys
 from traceparse.analysis.predict.parts import _shared, roles_of
-from traceparse.analysis.predict.predictor import _evidence
+from traceparse.analysis.predict.predictor import (
+    _MOMENTS,
+    _NEVER,
+    STILL_LIVE,
+    Predictor,
+    Replayed,
+    _evidence,
+    live_at,
+)
 from traceparse.analysis.predict.replay import settled_chunks, settled_of
 from traceparse.analysis.predict.xla import xla_evidence
 
@@ -287,3 +295,207 @@ def test_first_ids_number_combinations_by_first_appearance() -> None:
     wide = np.array([2**40, 0, 2**40, 5], dtype=np.int64)
     ids, first = first_ids(wide, wide, wide)
     assert ids.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
+
+
+# --- the bounds' hot paths as they stood before this round (issue 49) -----------------
+class ReferencePredictor(Predictor):
+    """A Predictor whose low bound's moments, ops and steps are read as before this
+    round: object names per allocation and per event."""
+
+    def __init__(self, other: Predictor) -> None:  # the same state, fresh caches
+        self.__dict__.update(other.__dict__)
+        self._ref_programs: dict = {}
+        self._ref_op_runs: dict = {}
+        self._ref_skippable: dict = {}
+        self._floors, self._loops, self._sized = {}, {}, {}
+
+    def _program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
+        """The steps that ran the step function (step numbers), or None where every
+        step counts (no op allocates in more than one step).
+
+        Every step of a training loop runs the same step function, so the op that
+        allocates the most bytes among the ops allocating in more than one step
+        (the program's largest kernel) allocates in each of them. A "step" without
+        it is other work carrying a step number: ``tf.data``'s prefetch makes the
+        next batch (Keras' data adapter gathers it, ``GatherV2``) while the
+        current step runs (``DataHandler`` ends its dataset with
+        ``prefetch(AUTOTUNE)``, keras/src/engine/data_adapter.py) and records it
+        under that batch's step number; or the edge of the capture. Its few
+        allocations are no peak of the program's step."""
+        a = self.base.allocations
+        mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        frame = pd.DataFrame(
+            {
+                "op": a["op"].astype(object).to_numpy()[mine],
+                "step": a["step"].to_numpy(dtype=np.float64, na_value=np.nan)[mine],
+                "bytes": self.requested[mine],
+            }
+        ).dropna(subset=["op"])
+        if frame.empty:
+            return None
+        per_op = frame.groupby("op", sort=False).agg(
+            steps=("step", "nunique"), total=("bytes", "sum")
+        )
+        recurring = per_op[per_op["steps"] > 1]
+        if recurring.empty:
+            return None
+        largest = recurring["total"].idxmax()
+        return frame.loc[frame["op"] == largest, "step"].unique()
+
+    def _lowest_program_step(
+        self, key: tuple[object, object], low: Replayed, steps: np.ndarray
+    ) -> tuple[int, int]:
+        """(timeline row, bytes) of the peak of the program's step that peaks lowest
+        (``Replayed.lowest_step_peak`` over the steps that ran the step function,
+        ``_program_steps``); the rows of other steps take no part."""
+        if key not in self._ref_programs:
+            self._ref_programs[key] = self._program_steps(key)
+        program = self._ref_programs[key]
+        if program is None:
+            return low.lowest_step_peak(key, steps)
+        rows = low.events[key]
+        mine = steps[rows]
+        keep = np.isnan(mine) | np.isin(mine, program)
+        part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
+        return part.lowest_step_peak(key, steps)
+
+    def _next_op(self, key: tuple[object, object], rows: np.ndarray) -> np.ndarray:
+        """Per timeline row of ``key``: the row of the first allocation after it by
+        an op other than the row's (a very large number where none)."""
+        if key not in self._ref_op_runs:
+            timeline = self.base.timeline
+            events = self.rows[key]
+            allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
+            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            # Runs of consecutive allocations by one op; each run's next run's first row.
+            change = np.concatenate([[True], ops[1:] != ops[:-1]]) if len(ops) else ops
+            run = np.cumsum(change) - 1
+            firsts = np.concatenate([allocs[change.astype(bool)], [_NEVER]]) if len(ops) else ops
+            self._ref_op_runs[key] = (allocs, ops, run, firsts)
+        allocs, ops, run, firsts = self._ref_op_runs[key]
+        out = np.full(len(rows), _NEVER, dtype=np.int64)
+        if not len(allocs):
+            return out
+        at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
+        has = at < len(allocs)
+        first = np.minimum(at, len(allocs) - 1)
+        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
+        same = ops[first] == row_ops
+        out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
+        return out
+
+    def _could_skip(self, key: tuple[object, object]) -> np.ndarray:
+        """Per allocation: whether another run of its op could do without it.
+
+        A workspace (``scratch:`` basis): cuDNN's autotuner may pick an algorithm
+        that needs none (``cudnnGetConvolution*WorkspaceSize`` is 0 for some;
+        tensorflow/core/kernels/conv_ops_gpu.cc). An output: the op writes it
+        into an input's buffer instead where that input has the same bytes and
+        its reference count is one (``forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc); the capture shows such an input
+        as an allocation of the same request freed between the output's
+        allocation and the next op's first allocation (the executor drops an
+        op's inputs when it finishes). Others (a new tensor of a shape no input
+        has, such as a convolution's output or its input gradient) always
+        allocate. Of ``key``'s allocations; False elsewhere."""
+        if key in self._ref_skippable:
+            return self._ref_skippable[key]
+        a, ends = self.base.allocations, self.base.ends
+        mine = self._mine(key)
+        out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
+        index = np.flatnonzero(mine)
+        if len(index):
+            start = a["alloc_event"].to_numpy(dtype=np.int64)
+            # An allocation's own row: the first allocation by another op after it.
+            next_op = self._next_op(key, start[index])
+            size = self.requested[index]
+            end = ends[index]
+            freed = end != STILL_LIVE
+            # (request, end) of the freed ones, sorted; each output's window searched.
+            _, rank = np.unique(size, return_inverse=True)
+            span = np.int64(len(self.base.timeline) + 2)
+            keyed = np.sort(rank[freed] * span + end[freed])
+            low = rank * span + start[index]
+            high = rank * span + np.minimum(next_op, span - 1)
+            found = np.searchsorted(keyed, high, "left") - np.searchsorted(keyed, low, "left")
+            found -= freed & (end >= start[index]) & (end < next_op)  # not itself
+            out[index] |= found > 0
+        self._ref_skippable[key] = out
+        return out
+
+    def _one_left_out(
+        self,
+        key: tuple[object, object],
+        low: Replayed,
+        event: int,
+        steps: np.ndarray,
+        sizes: np.ndarray,
+        grows: np.ndarray,
+    ) -> int:
+        """The low counter's peak in ``event``'s step with, at each moment, the
+        largest growing allocation that another run could spare then left out:
+        the most of it that holds.
+
+        Two things spare an allocation at a given moment, and neither lowers every
+        moment at once. An op writes its output into a dying input's buffer where
+        the input's reference count is one by then
+        (``OpKernelContext::forward_input_or_allocate_output``,
+        tensorflow/core/framework/op_kernel.cc), which depends on when the
+        input's other consumers ran; and its workspace is whatever the algorithm
+        cuDNN's autotuner picked needs (none for some). Both concern what the op
+        running at that moment allocates, and only where it could happen
+        (``_could_skip``: an output of the size of an input freed as the op
+        ends, or a workspace). And the executor frees a tensor when
+        its last consumer finishes (the reference count drops,
+        tensorflow/core/common_runtime/executor.cc), so a free recorded just after
+        the moment, before any other op allocates, may come before it in another
+        run. A buffer held across many ops (an activation kept for its gradient)
+        is neither: no run spares it then. So the real run's peak is at least
+        each moment's bytes less the largest of those allocations live then (made
+        by the op at that moment, or freed before another op allocates), the
+        largest over the step of these (not only at the step's own peak, where a
+        large buffer may be live that a nearby moment lacks). Moments are tried
+        from the highest down, at most ``_MOMENTS``, and stop where none can do
+        better."""
+        a, ends = self.base.allocations, self.base.ends
+        mine = self._mine(key) & grows
+        rows, values = low.events[key], low.bytes[key]
+        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
+        made_by = a["op"].astype(object).to_numpy()
+        forwardable = self._could_skip(key)
+        nothing = np.zeros(len(a), dtype=bool)
+
+        def spared(row: int) -> float:
+            op = timeline_ops[row]
+            # The first allocation after ``row`` by another op (no other: the end).
+            next_op = int(self._next_op(key, np.array([row]))[0])
+            own = (made_by == op) & forwardable if isinstance(op, str) else nothing
+            soon = (ends != STILL_LIVE) & (ends < next_op)
+            growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
+            return float(growing.max()) if len(growing) else 0.0
+
+        at = int(np.flatnonzero(rows == event)[0])
+        best = float(values[at]) - spared(event)
+        step = steps[event]
+        mask = np.ones(len(rows), dtype=bool)
+        if not np.isnan(step):
+            mask = np.isnan(steps[rows]) | (steps[rows] == step)
+        order = np.flatnonzero(mask & (values > best))
+        order = order[np.argsort(-values[order], kind="stable")][:_MOMENTS]
+        for i in order:
+            if values[i] <= best:
+                break
+            best = max(best, float(values[i]) - spared(int(rows[i])))
+        return round(best)
+
+
+@pytest.mark.parametrize("name", memory_fixtures())
+def test_every_fixture_bounds_as_before(name: str) -> None:
+    _, predictor = fixture_predictor(FIXTURES / name)
+    reference = ReferencePredictor(predictor)
+    for batch in sorted({predictor.batch, max(1, predictor.batch // 2), 2 * predictor.batch}):
+        assert predictor.extremes(batch) == reference.extremes(batch), batch
+    for key in predictor.rows:
+        assert np.array_equal(predictor._could_skip(key), reference._could_skip(key))
+        program, want = predictor._program_steps(key), reference._program_steps(key)
+        assert (program is None and want is None) or np.array_equal(program, want)

@@ -761,7 +761,8 @@ class Predictor:
             end = ends[index]
             freed = end != STILL_LIVE
             # (request, end) of the freed ones, sorted; each output's window searched.
-            _, rank = np.unique(size, return_inverse=True)
+            # Each request's number (any one-to-one numbering does): by hashing.
+            rank = pd.factorize(size, use_na_sentinel=False)[0].astype(np.int64)
             span = np.int64(len(self.base.timeline) + 2)
             keyed = np.sort(rank[freed] * span + end[freed])
             low = rank * span + start[index]
