@@ -1,9 +1,11 @@
 """The Predictor's construction per distinct key (issue 49, third round) against the
 code it replaced, kept here as the reference: the captured batch's evidence
 (``_evidence``, ``find_batch``'s scores and leads, per allocation before),
-the settled chunks (``match_keys``' object columns before) and the roles and
-layers (``naming.place`` on every allocation before). Equal exactly, on every
-fixture with memory events, on shuffled and repeated rows and on random tables."""
+the settled chunks (``match_keys``' object columns before), the roles and
+layers (``naming.place`` on every allocation before), and the low bound's hot
+paths (``ReferencePredictor``: ops and steps as objects per allocation and per
+event before). Equal exactly, on every fixture with memory events, on shuffled
+and repeated rows and on random rows."""
 
 from __future__ import annotations
 
@@ -499,3 +501,25 @@ def test_every_fixture_bounds_as_before(name: str) -> None:
         assert np.array_equal(predictor._could_skip(key), reference._could_skip(key))
         program, want = predictor._program_steps(key), reference._program_steps(key)
         assert (program is None and want is None) or np.array_equal(program, want)
+
+
+@pytest.mark.parametrize("name", memory_fixtures())
+def test_every_fixture_places_each_distinct_row_as_every_row(name: str) -> None:
+    """``place`` (each distinct (op, type, shape) once) against ``_place_each`` on every
+    row, on the allocations as categories and as plain objects."""
+    from traceparse.analysis.naming.place import _place_each
+
+    _, predictor = fixture_predictor(FIXTURES / name)
+    base = predictor.base
+    columns = ["op", "op_type", "shape"]
+    for rows in (
+        base.allocations[columns].copy(),
+        base.allocations[columns].astype(object).copy(),
+    ):
+        want = rows.copy()
+        _place_each(want, base.known, base.shapes)
+        place(rows, base.known, base.shapes)
+        for column in ("layer", "role", "replica", "scope"):
+            assert pd.Series(rows[column].to_numpy()).equals(pd.Series(want[column].to_numpy())), (
+                column
+            )
