@@ -149,12 +149,39 @@ def write(
                     f"| {events:,} | {rep[0] / s[0]:.2f}x | {rep[1] / s[1]:.2f}x | {label} |"
                 )
     lines.append("")
+    lines += scaling(rows, baseline)
+    lines.append("")
     lines.append(
         "Imports of `traceparse summary fixtures/leak` (`-X importtime`, top level "
         f"summed, least of 15): {baseline} {imports[baseline]:.3f} s, this {imports['this']:.3f} s."
     )
     path.with_suffix(".table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def scaling(
+    rows: list[tuple[int, str, str, float | None, float | None, str]], baseline: str
+) -> list[str]:
+    """Per command and code, the CPU time from the fewest events to the most: the
+    issue's pace is 12x the time for 10x the events (so 12 * (ratio / 10) for
+    another ratio of events)."""
+    lines = [
+        "| command | code | events | CPU s | CPU ratio | events ratio | allowed |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    for name in COMMANDS:
+        for label in (baseline, "this"):
+            found = sorted(
+                (e, c) for e, n, lab, c, _, _ in rows if n == name and lab == label and c
+            )
+            if len(found) < 2:
+                continue
+            (e0, c0), (e1, c1) = found[0], found[-1]
+            lines.append(
+                f"| {name} | {label} | {e0:,} -> {e1:,} | {c0:.2f} -> {c1:.2f} | "
+                f"{c1 / c0:.1f}x | {e1 / e0:.0f}x | {12 * e1 / e0 / 10:.1f}x |"
+            )
+    return lines
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ from traceparse.analysis.predict.batch import (
     Sizing,
     _filters,
     _per_example,
-    batch_twins,
     dims,
+    evidence_twins,
     grows,
     scratch_kinds,
     sizing,
@@ -134,11 +134,11 @@ def assert_same(new: Sizing, old: Sizing) -> None:
 def test_every_fixture_sizes_the_same_as_allocation_by_allocation(name: str) -> None:
     _, predictor = fixture_predictor(FIXTURES / name)
     base, a = predictor.base, predictor.base.allocations
-    shapes, ops, _, _ = _evidence(base)
+    evidence = _evidence(base)
     rng = np.random.default_rng(len(name))
     # The batch read off the capture, and others: each reads the shapes anew.
     for share in sorted({predictor.share, 1, 2, 3, 8, 32, 64, 128}):
-        twins = batch_twins(shapes, ops, predictor.weights, share)[1:]
+        twins = evidence_twins(evidence, predictor.weights, share)[1:]
         args = (
             share,
             predictor.weights,

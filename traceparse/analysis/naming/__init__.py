@@ -12,7 +12,8 @@ a layer, a role and a replica for every allocation, buffer and variable:
   temporary (``KnownNames``, learnt from the inventory and the op names);
 - ``variables`` (with ``variable_slots``): which allocations made during the
   capture hold an inventoried variable's bytes;
-- ``place``: the rows of a breakdown placed (layer, role, replica, scope);
+- ``place``: the rows of a breakdown placed (layer, role, replica, scope), each
+  distinct row once (``placed``, ``first_ids``);
 - ``stacks``: roles read from the recorded Python stacks where names say none;
 - ``optimizers``: the Keras optimizers, named once;
 - ``capture``: the generation, names and weight shapes one capture's tables teach.
@@ -62,7 +63,7 @@ from traceparse.analysis.naming.owners import (
     unique_weight_shapes,
     variable_owner,
 )
-from traceparse.analysis.naming.place import NO_SCOPE, NO_TF_OP, place
+from traceparse.analysis.naming.place import NO_SCOPE, NO_TF_OP, first_ids, place, placed
 from traceparse.analysis.naming.stacks import place_by_stack
 from traceparse.analysis.naming.variables import (
     VariableMatch,
@@ -100,6 +101,7 @@ __all__ = [
     "capture_generation",
     "capture_names",
     "covered_at",
+    "first_ids",
     "gradient_shapes",
     "held_at_end",
     "inventory_names",
@@ -115,6 +117,7 @@ __all__ = [
     "place",
     "place_by_stack",
     "place_op",
+    "placed",
     "read_generation",
     "shape_key",
     "unique_weight_shapes",

@@ -40,6 +40,64 @@ def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None
         for column in ("layer", "role", "replica", "scope"):
             rows[column] = pd.Series(dtype=object)
         return
+    ids, distinct = placed(rows, known, shapes)
+    for column in ("layer", "role", "replica", "scope"):
+        rows[column] = distinct[column].to_numpy()[ids]
+
+
+def placed(
+    rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """``place`` of each distinct (op, op type, shape) of ``rows`` once: per row, the
+    index of its distinct one; the distinct ones with their places. A row's place
+    reads only its own op, type and shape, and a capture's steps repeat them."""
+    columns = ["op", "op_type"] + (["shape"] if shapes else [])
+    codes = [_codes(rows[c]) for c in columns]
+    if any(code is None for code in codes):  # values that do not hash: row by row
+        every = rows[columns].copy()
+        _place_each(every, known, shapes)
+        return np.arange(len(rows), dtype=np.int64), every
+    ids, first = first_ids(*codes)  # type: ignore[arg-type]
+    distinct = rows[columns].iloc[first].reset_index(drop=True)
+    _place_each(distinct, known, shapes)
+    return ids, distinct
+
+
+def _codes(column: pd.Series) -> np.ndarray | None:
+    """A column's values as integer codes (-1: missing); None where they do not hash."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64)
+    try:
+        return pd.factorize(column.to_numpy(dtype=object))[0].astype(np.int64)
+    except TypeError:  # a list (a shape given as one)
+        return None
+
+
+def first_ids(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the index of its combination of ``codes`` (integer arrays) among the
+    distinct ones, numbered in order of first appearance; and per distinct one,
+    its first row."""
+    n = len(codes[0]) if codes else 0
+    key = np.zeros(n, dtype=np.int64)
+    room = 1
+    for code in codes:
+        code = np.asarray(code, dtype=np.int64)
+        code = code - int(code.min(initial=0))  # -1 (missing) is a value of its own
+        span = int(code.max(initial=0)) + 1
+        if room * span >= 2**62:  # no room left in an int64 key: renumber first
+            key = pd.factorize(key)[0].astype(np.int64)
+            room = int(key.max(initial=0)) + 1
+        key = key * span + code
+        room *= span
+    inverse, uniques = pd.factorize(key)
+    first = np.empty(len(uniques), dtype=np.int64)
+    # Written back to front, so each distinct key keeps its first row.
+    first[inverse[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    return inverse.astype(np.int64), first
+
+
+def _place_each(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None:
+    """``place`` of every row of ``rows`` (not empty)."""
     ops = pd.Categorical(rows["op"].astype(object))
     codes = ops.codes
     names = [str(op) for op in ops.categories]

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.naming import first_ids
 from traceparse.analysis.predict.workspace import feature_maps, filter_shapes, winograd_fixed
 
 # How an allocation's size at another batch was found (the ``basis`` column).
@@ -149,16 +150,112 @@ class Sizing:
         return point, np.minimum(point, other), np.maximum(point, other)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """The recorded tensors that the captured batch is read from, as their distinct
+    (shape, op, name) rows in the order each first appears, with their bytes: a
+    training step repeats its tensors, and every rule that reads them (``_scores``,
+    ``_leads``) reads each distinct one once. ``name`` is what a tensor is
+    classified by (its op's name and type), ``sizes`` the sum of its positive
+    bytes, ``unsized`` how many of it had none."""
+
+    shapes: np.ndarray  # object
+    ops: np.ndarray  # object
+    names: np.ndarray  # object
+    sizes: np.ndarray  # float64
+    unsized: np.ndarray  # float64
+
+    @classmethod
+    def of_rows(
+        cls,
+        shapes: Iterable[object],
+        ops: Iterable[object],
+        sizes: Iterable[float] | None = None,
+        names: Iterable[object] | None = None,
+    ) -> Evidence:
+        """The evidence of tensors given one by one (``names``: else ``ops``; no
+        ``sizes``: none has bytes)."""
+        shapes, ops = list(shapes), list(ops)
+        named = ops if names is None else list(names)
+        bytes_ = (
+            np.full(len(shapes), np.nan)
+            if sizes is None
+            else np.asarray([float(x) for x in sizes], dtype=np.float64)
+        )
+        index: dict[tuple[object, object, object], int] = {}
+        ids = [index.setdefault(row, len(index)) for row in zip(shapes, ops, named, strict=True)]
+        rows = list(index)
+        return cls._of(
+            np.asarray(ids, dtype=np.int64),
+            np.asarray([r[0] for r in rows] + [None], dtype=object)[:-1],
+            np.asarray([r[1] for r in rows] + [None], dtype=object)[:-1],
+            np.asarray([r[2] for r in rows] + [None], dtype=object)[:-1],
+            bytes_,
+        )
+
+    @classmethod
+    def _of(
+        cls,
+        ids: np.ndarray,
+        shapes: np.ndarray,
+        ops: np.ndarray,
+        names: np.ndarray,
+        sizes: np.ndarray,
+    ) -> Evidence:
+        """Rows ``ids`` (each tensor's distinct row, numbered by first appearance)
+        with each tensor's bytes ``sizes``."""
+        sized = sizes > 0  # NaN and 0 are no bytes
+        count = len(shapes)
+        return cls(
+            shapes,
+            ops,
+            names,
+            np.bincount(ids[sized], weights=sizes[sized], minlength=count).astype(np.float64),
+            np.bincount(ids[~sized], minlength=count).astype(np.float64),
+        )
+
+    @classmethod
+    def of_codes(
+        cls,
+        codes: tuple[np.ndarray, np.ndarray, np.ndarray],
+        values: tuple[np.ndarray, np.ndarray, np.ndarray],
+        sizes: np.ndarray,
+        name_of: Callable[[object, object], object],
+    ) -> Evidence:
+        """The evidence of tensors given as codes (shape, op, op type: -1 missing)
+        into ``values`` (object arrays), named ``name_of(op, op type)``: only the
+        distinct rows are made into objects."""
+        ids, first = first_ids(*codes)
+        picked = []
+        for code, value in zip(codes, values, strict=True):
+            at = code[first]
+            out = np.full(len(first), np.nan, dtype=object)
+            out[at >= 0] = value[at[at >= 0]]
+            picked.append(out)
+        shapes, ops, types = picked
+        names = np.asarray(
+            [name_of(o, t) for o, t in zip(ops, types, strict=True)] + [None], dtype=object
+        )[:-1]
+        return cls._of(ids, shapes, ops, names, np.asarray(sizes, dtype=np.float64))
+
+    def __add__(self, other: Evidence) -> Evidence:
+        return Evidence(
+            *(
+                np.concatenate([getattr(self, f), getattr(other, f)])
+                for f in ("shapes", "ops", "names", "sizes", "unsized")
+            )
+        )
+
+
 def _leads(
-    shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]]
+    evidence: Evidence, weights: set[tuple[int, ...]]
 ) -> tuple[dict[int, set[object]], dict[tuple[object, tuple[int, ...]], set[int]]]:
     """Per leading dimension of the non-weight shapes, the ops that recorded it; per
     (op, trailing dimensions), the leading dimensions it was recorded with."""
     by_lead: dict[int, set[object]] = {}
     by_rest: dict[tuple[object, tuple[int, ...]], set[int]] = {}
-    # Each distinct (shape, op) once: a step repeats them.
-    pairs = pd.DataFrame({"shape": list(shapes), "op": list(ops)}, dtype=object)
-    for shape, op in pairs.drop_duplicates().itertuples(index=False):
+    # Each distinct (shape, op) once (``Evidence``: a step repeats them); sets only.
+    for shape, op in zip(evidence.shapes, evidence.ops, strict=True):
         found = dims(shape)
         if not found or found in weights or found[0] <= 1:
             continue
@@ -293,34 +390,28 @@ def _unflattened(recorded: set[tuple[int, ...]]) -> dict[int, int]:
     return out
 
 
-def _scores(
-    shapes: list[object],
-    weights: set[tuple[int, ...]],
-    sizes: list[float] | None,
-    names: list[object],
-) -> dict[int, _Score]:
+def _scores(evidence: Evidence, weights: set[tuple[int, ...]]) -> dict[int, _Score]:
     """Per leading dimension of the tensors that are not weights, the bytes of its
-    evidence by kind (each distinct shape and name classified once)."""
-    frame = pd.DataFrame(
-        {
-            "shape": pd.Series(shapes, dtype=object).astype(str),
-            "name": pd.Series(names, dtype=object).astype(str),
-            "size": np.nan if sizes is None else np.asarray(sizes, dtype=np.float64),
-        }
-    )
-    frame.loc[~(frame["size"] > 0), "size"] = np.nan
-    frame["unsized"] = frame["size"].isna()
-    grouped = frame.groupby(["shape", "name"], sort=False).agg(
-        size=("size", "sum"), unsized=("unsized", "sum")
-    )
-    parsed = {shape: dims(shape) for shape in grouped.index.get_level_values(0).unique()}
+    evidence by kind (each distinct shape and name, as text, classified once, in
+    the order they first appear)."""
+    # (shape, name) as text -> [bytes, tensors without bytes]; ``Evidence`` holds
+    # the distinct (shape, op, name) rows, so this loops over those, not tensors.
+    # A tensor without a shape or a name (no op, no type) is no evidence.
+    grouped: dict[tuple[str, str], list[float]] = {}
+    for shape, name, size, unsized in zip(
+        evidence.shapes, evidence.names, evidence.sizes, evidence.unsized, strict=True
+    ):
+        if _missing(shape) or _missing(name):
+            continue
+        entry = grouped.setdefault((str(shape), str(name)), [0.0, 0.0])
+        entry[0] += float(size)
+        entry[1] += float(unsized)
+    parsed = {shape: dims(shape) for shape, _ in grouped}
     recorded = {p for p in parsed.values() if p and p not in weights}
     # Every shape, weights' too: a flattened activation may have a kernel's shape.
     flat = _unflattened({p for p in parsed.values() if p})
     scores: dict[int, _Score] = {}
-    for (shape, name), size, unsized in zip(
-        grouped.index, grouped["size"], grouped["unsized"], strict=True
-    ):
+    for (shape, name), (size, unsized) in grouped.items():
         found = parsed[shape]
         if not found or found in weights or found[0] <= 1:
             continue
@@ -339,6 +430,11 @@ def _scores(
     return scores
 
 
+def _missing(value: object) -> bool:
+    """None, NaN or NA: a value the table does not have."""
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
 def _mib(nbytes: float) -> str:
     return f"{nbytes / 2**20:.3g} MiB"
 
@@ -350,6 +446,11 @@ def find_batch(
     sizes: Iterable[float] | None = None,
     names: Iterable[object] | None = None,
 ) -> BatchReading:
+    """``read_batch`` of the tensors given one by one (``Evidence.of_rows``)."""
+    return read_batch(Evidence.of_rows(shapes, ops, sizes, names), weights)
+
+
+def read_batch(tensors: Evidence, weights: set[tuple[int, ...]]) -> BatchReading:
     """The batch size a capture was made at, by the bytes of the tensors that carry it.
 
     Each leading dimension of a tensor that is not a weight is a candidate, its
@@ -374,14 +475,7 @@ def find_batch(
     Keras' data adapters do too) runs the same ops with the same trailing
     dimensions as the full one: a larger dimension with which the winner shares
     most of its ops is the batch (``_partial``)."""
-    shapes = list(shapes)
-    ops = list(ops)
-    scores = _scores(
-        shapes,
-        weights,
-        None if sizes is None else [float(s) for s in sizes],
-        ops if names is None else list(names),
-    )
+    scores = _scores(tensors, weights)
     if any(s.inputs > 0 for s in scores.values()):
         kind = "inputs and labels"
         ranked = sorted(
@@ -419,7 +513,7 @@ def find_batch(
         evidence = f"{kind}: {_mib(top)} led by {best}"
         if len(ranked) > 1 and ranked[1][1] >= 0.01 * top:
             evidence += f" (next: {ranked[1][0]}, {_mib(ranked[1][1])})"
-    by_lead, by_rest = _leads(shapes, ops, weights)
+    by_lead, by_rest = _leads(tensors, weights)
     larger = [
         d
         for d, shared in _sharing(best, by_rest).items()
@@ -435,9 +529,16 @@ def find_batch(
 def batch_twins(
     shapes: Iterable[object], ops: Iterable[object], weights: set[tuple[int, ...]], batch: int
 ) -> tuple[int, ...]:
+    """``evidence_twins`` of the tensors given one by one."""
+    return evidence_twins(Evidence.of_rows(shapes, ops), weights, batch)
+
+
+def evidence_twins(
+    evidence: Evidence, weights: set[tuple[int, ...]], batch: int
+) -> tuple[int, ...]:
     """The captured batch, then the smaller batch sizes the same ops also ran at
     (an epoch's last partial batch): tensors led by any of them grow."""
-    by_lead, by_rest = _leads(shapes, ops, weights)
+    by_lead, by_rest = _leads(evidence, weights)
     return (batch, *_twins(batch, by_lead, by_rest))
 
 
@@ -520,21 +621,36 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     out = np.full(n, None, dtype=object)
     if "dtype" not in allocations or not n:
         return out
-    shape = allocations["shape"].astype(object).astype(str)
-    rank1 = shape.str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool)
-    scratch = allocations["dtype"].astype(object).isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+    rank1 = _by_value(
+        allocations["shape"],
+        lambda shape: shape.astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool),
+    )
+    scratch = _by_value(
+        allocations["dtype"], lambda dtype: dtype.isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+    )
     mask = scratch & rank1
     if not mask.any():
         return out
-    op = allocations["op"].astype(object)
-    kind = allocations["op_type"].astype(object) if "op_type" in allocations else op
+    # Only the scratch buffers' ops are read (a few rows).
+    op = allocations["op"].astype(object)[mask]
+    kind = allocations["op_type"].astype(object)[mask] if "op_type" in allocations else op
     text = kind.where(kind.notna(), op).fillna("").astype(str)
     conv = text.str.contains(_CONV).to_numpy(dtype=bool)
     blas = text.str.contains(_BLAS).to_numpy(dtype=bool)
-    out[mask] = SCRATCH_KEPT
-    out[mask & blas] = BLAS_WORKSPACE
-    out[mask & conv] = CONV_WORKSPACE
+    found = np.full(len(text), SCRATCH_KEPT, dtype=object)
+    found[blas] = BLAS_WORKSPACE
+    found[conv] = CONV_WORKSPACE
+    out[mask] = found
     return out
+
+
+def _by_value(column: pd.Series, rule: Callable[[pd.Series], np.ndarray]) -> np.ndarray:
+    """``rule`` (a vectorised test of object values) of every row of ``column``: of
+    each category once where the column has categories (a missing value as NaN)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return rule(column.astype(object))
+    values = [*column.cat.categories.to_numpy(dtype=object), np.nan]
+    return rule(pd.Series(values, dtype=object))[column.cat.codes.to_numpy(dtype=np.int64)]
 
 
 def _filters(allocations: pd.DataFrame) -> set[tuple[int, int, int]]:
@@ -551,25 +667,13 @@ def _distinct(
     shapes: np.ndarray, scratch: np.ndarray, requested: np.ndarray, no_op: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per allocation, the index of its (shape, scratch kind, request, op recorded or
-    not) among the distinct ones; and per distinct one, its first allocation."""
+    not) among the distinct ones; and per distinct one, its first allocation.
+    ``shapes`` may be given as integer codes already (a categorical column's)."""
     codes = [
-        pd.factorize(column)[0].astype(np.int64) + 1 for column in (shapes, scratch, requested)
+        column.astype(np.int64) if column.dtype.kind == "i" else pd.factorize(column)[0]
+        for column in (shapes, scratch, requested)
     ]
-    key = no_op.astype(np.int64)
-    room = 2
-    for code in codes:
-        span = int(code.max(initial=0)) + 1
-        if room * span >= 2**62:  # no room left in an int64 key: let pandas pair them
-            key = pd.MultiIndex.from_arrays([key, code]).factorize()[0].astype(np.int64)
-            room = int(key.max(initial=0)) + 1
-        else:
-            key = key * span + code
-            room *= span
-    inverse, uniques = pd.factorize(key)
-    first = np.empty(len(uniques), dtype=np.int64)
-    # Written back to front, so each distinct key keeps its first allocation.
-    first[inverse[::-1]] = np.arange(len(key) - 1, -1, -1, dtype=np.int64)
-    return inverse.astype(np.int64), first
+    return first_ids(no_op.astype(np.int64), *codes)
 
 
 def sizing(
@@ -590,7 +694,18 @@ def sizing(
     combination is sized once and its sizes given to every allocation that has
     it (a step repeats its allocations)."""
     n = len(allocations)
-    all_shapes = allocations["shape"].astype(object).to_numpy()
+    # The shapes as codes (a categorical column's), made objects only where read.
+    shape_column = allocations["shape"]
+    if isinstance(shape_column.dtype, pd.CategoricalDtype):
+        shape_codes = shape_column.cat.codes.to_numpy(dtype=np.int64)
+        shape_values = np.asarray(
+            [*shape_column.cat.categories.to_numpy(dtype=object), np.nan], dtype=object
+        )
+        shape_keys = shape_codes
+    else:
+        shape_values = shape_column.astype(object).to_numpy()
+        shape_codes = np.arange(len(shape_values), dtype=np.int64)
+        shape_keys = pd.factorize(shape_values)[0].astype(np.int64)
     all_no_op = (
         allocations["op"].isna().to_numpy(dtype=bool)
         if "op" in allocations
@@ -598,10 +713,10 @@ def sizing(
     )
     all_scratch = scratch_kinds(allocations)
     all_requested = np.asarray(requested)
-    inverse, first = _distinct(all_shapes, all_scratch, all_requested, all_no_op)
+    inverse, first = _distinct(shape_keys, all_scratch, all_requested, all_no_op)
     # How many allocations each distinct combination stands for.
     repeats = np.bincount(inverse, minlength=len(first))
-    shapes, scratch, no_op = all_shapes[first], all_scratch[first], all_no_op[first]
+    shapes, scratch, no_op = shape_values[shape_codes[first]], all_scratch[first], all_no_op[first]
     requested = all_requested[first]
     parsed = [dims(s) for s in shapes]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
@@ -614,7 +729,7 @@ def sizing(
     # batch times one of them (an input copied without its shape) grows too.
     growing_sizes: set[int] = set(example_bytes)
     filters = _filters(allocations) if (scratch == CONV_WORKSPACE).any() else set()
-    maps = feature_maps(pd.unique(all_shapes), batch) if filters else set()
+    maps = feature_maps(pd.unique(shape_values[shape_codes]), batch) if filters else set()
     for i, found in enumerate(parsed):
         if found is None:
             continue

@@ -121,6 +121,12 @@ def loop_temps(
     than one at some moment or whose shape is a weight's (a weight's gradient,
     added to the running sum). None where there are none (no recurrent loop:
     the bounds are left as they are). ``rows``: the timeline's length."""
+    ops = allocations["op"]
+    if isinstance(ops.dtype, pd.CategoricalDtype):  # no loop body: each name read once
+        named = ops.cat.categories.astype(str).str.contains("/while_grad/body/", regex=False)
+        hits = np.append(np.asarray(named, dtype=bool), False)  # the last: no op
+        if not (mine & hits[ops.cat.codes.to_numpy(dtype=np.int64)]).any():
+            return None
     names_of = allocations["op"].astype(object).where(allocations["op"].notna(), "").astype(str)
     text = names_of.to_numpy(dtype=object)
     in_body = mine & names_of.str.contains("/while_grad/body/", regex=False).to_numpy(dtype=bool)

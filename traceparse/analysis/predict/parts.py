@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames, place
+from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, XLA_SLAB, KnownNames, place, placed
 from traceparse.analysis.predict.batch import HLO
 from traceparse.analysis.predict.xla import SlabBuffers
 
@@ -21,10 +21,12 @@ BEFORE = "before the capture: kept as captured"
 def roles_of(
     allocations: pd.DataFrame, known: KnownNames, shapes: dict[str, str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Role and layer of every allocation (``naming.place``)."""
-    rows = allocations[["op", "op_type", "shape"]].copy()
-    place(rows, known, shapes)
-    return _shared(rows["role"]), _shared(rows["layer"])
+    """Role and layer of every allocation (``naming.place``), each distinct (op,
+    type, shape) placed once and its names shared by its allocations."""
+    if allocations.empty:
+        return np.empty(0, dtype=object), np.empty(0, dtype=object)
+    ids, distinct = placed(allocations, known, shapes)
+    return _shared(distinct["role"])[ids], _shared(distinct["layer"])[ids]
 
 
 def _shared(column: pd.Series) -> np.ndarray:

@@ -18,7 +18,6 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -43,14 +42,15 @@ from traceparse.analysis.predict.batch import (
     HLO,
     UNCERTAIN,
     BatchReading,
+    Evidence,
     Sizing,
-    batch_twins,
     dims,
-    find_batch,
+    evidence_twins,
     flattens,
+    read_batch,
     sizing,
 )
-from traceparse.analysis.predict.fit import fit_two, match_keys
+from traceparse.analysis.predict.fit import fit_two
 from traceparse.analysis.predict.loops import LoopTemps, loop_temps
 from traceparse.analysis.predict.parts import before_rows, buffer_places, roles_of, slab_rows
 from traceparse.analysis.predict.replay import (
@@ -60,12 +60,13 @@ from traceparse.analysis.predict.replay import (
     live_at,
     replay,
     rounded,
-    settled_chunks,
+    settled_of,
 )
 from traceparse.analysis.predict.simulate import (
     History,
     Simulated,
     calibrate,
+    equal_to,
     inventory_chunks,
     programs,
     simulate,
@@ -145,28 +146,31 @@ def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
     return found | {s for s in slots if not any(flattens(s, o) for o in others)}
 
 
-def _evidence(
-    capture: Capture,
-) -> tuple[list[object], list[object], list[float], list[object]]:
+def _evidence(capture: Capture) -> Evidence:
     """Every recorded shape with its op, its bytes and the name to classify it by (op
-    name and type): the allocations', then the XLA programs' (``xla_evidence``)."""
+    name and type): the allocations', then the XLA programs' (``xla_evidence``),
+    as their distinct rows (``Evidence``): the allocations' from the table's
+    category codes, so that no object is made per allocation."""
     a = capture.allocations
-    extra = xla_evidence(capture.xla_buffers, capture.xla_parameters)
-    op_names = a["op"].astype(object)
-    types = a["op_type"].astype(object) if "op_type" in a else pd.Series(None, index=a.index)
-    # One string per distinct name (sys.intern): a new one per allocation held
-    # ~75 bytes each through the Predictor's construction.
-    names = [
-        sys.intern(f"{o}:{t}") if isinstance(t, str) else o
-        for o, t in zip(op_names, types, strict=True)
-    ]
+    extra = Evidence.of_rows(*xla_evidence(capture.xla_buffers, capture.xla_parameters))
     sizes = requested_or_held(a).astype(np.float64)
-    return (
-        list(a["shape"].astype(object)) + extra[0],
-        list(op_names) + extra[1],
-        list(sizes) + extra[2],
-        names + extra[3],
-    )
+    columns = [a[c] if c in a else pd.Series(None, index=a.index, dtype=object) for c in _NAMED]
+    if all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
+        codes = tuple(c.cat.codes.to_numpy(dtype=np.int64) for c in columns)
+        values = tuple(c.cat.categories.to_numpy(dtype=object) for c in columns)
+        return Evidence.of_codes(codes, values, sizes, _name) + extra
+    shapes, ops, types = (c.astype(object) for c in columns)
+    names = [_name(o, t) for o, t in zip(ops, types, strict=True)]
+    return Evidence.of_rows(shapes, ops, sizes, names) + extra
+
+
+# The allocations' columns a tensor's evidence reads (``_evidence``).
+_NAMED = ("shape", "op", "op_type")
+
+
+def _name(op: object, op_type: object) -> object:
+    """What a tensor is classified by: its op's name and type, else its name."""
+    return f"{op}:{op_type}" if isinstance(op_type, str) else op
 
 
 # The name scope of a MirroredStrategy replica after the first (replica 0 has none).
@@ -189,17 +193,14 @@ def replicas(allocations: pd.DataFrame) -> int:
 
 
 def captured_batch(
-    capture: Capture,
-    weights: set[tuple[int, ...]],
-    evidence: tuple[list[object], list[object], list[float], list[object]] | None = None,
+    capture: Capture, weights: set[tuple[int, ...]], evidence: Evidence | None = None
 ) -> BatchReading:
     """The global batch size the capture was made at (what ``fit`` was given: one
     replica's share read off the shapes, ``find_batch``, times the replicas,
     ``replicas``), and the evidence for it (``evidence``: ``_evidence(capture)``
     when already read). The one place the captured batch is found: a batch size
     recorded beside the capture enters here."""
-    shapes, ops, sizes, names = evidence if evidence is not None else _evidence(capture)
-    reading = find_batch(shapes, ops, weights, sizes, names)
+    reading = read_batch(evidence if evidence is not None else _evidence(capture), weights)
     count = replicas(capture.allocations)
     if reading.batch is None or count == 1:
         return reading
@@ -224,7 +225,7 @@ class Predictor:
         a = base.allocations
         self.roles, self.layers = roles_of(a, base.known, base.shapes)
         self.weights = weight_shapes(base, self.roles)
-        shapes, ops, _, _ = evidence = _evidence(base)
+        evidence = _evidence(base)
         reading = captured_batch(base, self.weights, evidence)
         if from_batch is None and reading.batch is None:
             raise UsageError(
@@ -255,10 +256,10 @@ class Predictor:
             else f"given (--from-batch); read off the capture: {reading.evidence}"
         )
         # Smaller batches the capture also ran (an epoch's partial last batch).
-        self.twins = batch_twins(shapes, ops, self.weights, share)[1:]
+        self.twins = evidence_twins(evidence, self.weights, share)[1:]
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
-        self.settled = settled_chunks(match_keys(a), self.requested, self.held)
+        self.settled = settled_of(a, self.requested, self.held)
         self.sizing = sizing(
             a,
             share,
@@ -286,7 +287,7 @@ class Predictor:
             self.other_batch = _other_batch(other, other_batch)
             fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
         self.rows = groups(base.timeline)
-        self.pooled = a["allocator"].astype(object).to_numpy() == POOLED_ALLOCATOR
+        self.pooled = equal_to(a["allocator"], POOLED_ALLOCATOR)
         # The allocator model (analysis/bfc.py, predict_bfc.py) places every chunk at
         # the new sizes, after the history it rebuilds (the chunks held before the
         # capture, a warm-up step), with the free regions the capture shows that
@@ -303,6 +304,18 @@ class Predictor:
         self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._mines: dict[tuple[object, object], np.ndarray] = {}
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
+
+    @cached_property
+    def _timeline_ops(self) -> np.ndarray:
+        """Each timeline row's op as a code to compare rows by (``_next_op``): a
+        missing op equals no other row's, as NaN does not."""
+        column = self.base.timeline["op"]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            return column.astype(object).to_numpy()
+        codes = column.cat.codes.to_numpy(dtype=np.int64)
+        rows = np.arange(len(codes), dtype=np.int64)
+        kind = np.int32 if len(codes) < 2**31 - 1 else np.int64  # half the memory
+        return np.where(codes >= 0, codes, -1 - rows).astype(kind)
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
@@ -654,13 +667,16 @@ class Predictor:
         allocations are no peak of the program's step."""
         a = self.base.allocations
         mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        # Ops as codes (``_coded``; -1: none, left out), not a name per allocation.
+        ops = _coded(a["op"])[0]
+        mine &= ops >= 0
         frame = pd.DataFrame(
             {
-                "op": a["op"].astype(object).to_numpy()[mine],
+                "op": ops[mine],
                 "step": a["step"].to_numpy(dtype=np.float64, na_value=np.nan)[mine],
                 "bytes": self.requested[mine],
             }
-        ).dropna(subset=["op"])
+        )
         if frame.empty:
             return None
         per_op = frame.groupby("op", sort=False).agg(
@@ -685,7 +701,8 @@ class Predictor:
             return low.lowest_step_peak(key, steps)
         rows = low.events[key]
         mine = steps[rows]
-        keep = np.isnan(mine) | np.isin(mine, program)
+        # By hashing, not sorting the timeline's steps (a few hundred steps).
+        keep = np.isnan(mine) | pd.Series(mine).isin(program).to_numpy(dtype=bool)
         part = Replayed({key: rows[keep]}, {key: low.bytes[key][keep]})
         return part.lowest_step_peak(key, steps)
 
@@ -695,8 +712,8 @@ class Predictor:
         if key not in self._op_runs:
             timeline = self.base.timeline
             events = self.rows[key]
-            allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
-            ops = timeline["op"].astype(object).to_numpy()[allocs]
+            allocs = events[equal_to(timeline["kind"], "allocation", False)[events]]
+            ops = self._timeline_ops[allocs]
             # Runs of consecutive allocations by one op; each run's next run's first row.
             change = np.concatenate([[True], ops[1:] != ops[:-1]]) if len(ops) else ops
             run = np.cumsum(change) - 1
@@ -709,8 +726,7 @@ class Predictor:
         at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
         has = at < len(allocs)
         first = np.minimum(at, len(allocs) - 1)
-        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
-        same = ops[first] == row_ops
+        same = ops[first] == self._timeline_ops[rows]
         out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
         return out
 
@@ -732,7 +748,10 @@ class Predictor:
             return self._skippable[key]
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key)
-        out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
+        # A workspace's basis, read once per distinct basis (a few), not per allocation.
+        codes, bases = pd.factorize(self.sizing.basis)
+        scratch = np.array([str(b).startswith("scratch") for b in bases] + [False], dtype=bool)
+        out = mine & scratch[codes]
         index = np.flatnonzero(mine)
         if len(index):
             start = a["alloc_event"].to_numpy(dtype=np.int64)
@@ -742,7 +761,8 @@ class Predictor:
             end = ends[index]
             freed = end != STILL_LIVE
             # (request, end) of the freed ones, sorted; each output's window searched.
-            _, rank = np.unique(size, return_inverse=True)
+            # Each request's number (any one-to-one numbering does): by hashing.
+            rank = pd.factorize(size, use_na_sentinel=False)[0].astype(np.int64)
             span = np.int64(len(self.base.timeline) + 2)
             keyed = np.sort(rank[freed] * span + end[freed])
             low = rank * span + start[index]
@@ -787,21 +807,33 @@ class Predictor:
         large buffer may be live that a nearby moment lacks). Moments are tried
         from the highest down, at most ``_MOMENTS``, and stop where none can do
         better."""
-        a, ends = self.base.allocations, self.base.ends
-        mine = self._mine(key) & grows
+        a = self.base.allocations
         rows, values = low.events[key], low.bytes[key]
-        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
-        made_by = a["op"].astype(object).to_numpy()
-        forwardable = self._could_skip(key)
-        nothing = np.zeros(len(a), dtype=bool)
+        # Only ``key``'s growing allocations can be spared: each moment reads theirs,
+        # the ops as codes (``_coded``), not every allocation's name.
+        mine = np.flatnonzero(self._mine(key) & grows)
+        ends = self.base.ends[mine]
+        start = a["alloc_event"].to_numpy(dtype=np.int64)[mine]
+        held = np.asarray(sizes)[mine]
+        forwardable = self._could_skip(key)[mine]
+        made_by, made_names = _coded(a["op"])
+        made_by = made_by[mine]
+        timeline_codes, timeline_names = _coded(self.base.timeline["op"])
+        nothing = np.zeros(len(mine), dtype=bool)
 
         def spared(row: int) -> float:
-            op = timeline_ops[row]
+            code = int(timeline_codes[row])
+            op = timeline_names[code] if code >= 0 else None
             # The first allocation after ``row`` by another op (no other: the end).
             next_op = int(self._next_op(key, np.array([row]))[0])
-            own = (made_by == op) & forwardable if isinstance(op, str) else nothing
+            own = (
+                (made_by == _code_in(made_names, op)) & forwardable
+                if isinstance(op, str)
+                else nothing
+            )
             soon = (ends != STILL_LIVE) & (ends < next_op)
-            growing = sizes[mine & live_at(a, ends, row) & (own | soon)]
+            live = (start <= row) & ((ends == STILL_LIVE) | (ends > row))
+            growing = held[live & (own | soon)]
             return float(growing.max()) if len(growing) else 0.0
 
         at = int(np.flatnonzero(rows == event)[0])
@@ -823,9 +855,7 @@ class Predictor:
         and bound asks)."""
         if key not in self._mines:
             a = self.base.allocations
-            found = (a["host"].astype(object).to_numpy() == key[0]) & (
-                a["allocator"].astype(object).to_numpy() == key[1]
-            )
+            found = equal_to(a["host"], key[0], False) & equal_to(a["allocator"], key[1], False)
             found.flags.writeable = False
             self._mines[key] = found
         return self._mines[key]
@@ -904,6 +934,20 @@ class Predictor:
             slabs = np.isin(np.flatnonzero(mine), rows)
             live = pd.concat([live[~slabs], *opened], ignore_index=True)
         return pd.concat([live, before_rows(self.base.breakdown, key, rest)], ignore_index=True)
+
+
+def _coded(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A column as integer codes (-1: missing) and the values they stand for: its
+    categories where it has them."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories
+    codes, uniques = pd.factorize(column.astype(object).to_numpy())
+    return codes.astype(np.int64), pd.Index(uniques, dtype=object)
+
+
+def _code_in(values: pd.Index, value: object) -> int:
+    """The code of ``value`` among ``values`` (-2, which no row has, where absent)."""
+    return int(values.get_loc(value)) if value in values else -2
 
 
 def _captured_peaks(peak: pd.DataFrame) -> dict[tuple[object, object], dict[str, Any]]:

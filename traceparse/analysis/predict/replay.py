@@ -22,7 +22,9 @@ from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.peak import in_use
 
 # The allocator's rules, as the allocator model (analysis/bfc.py) states them.
+from traceparse.analysis.predict.batch import first_ids
 from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
+from traceparse.analysis.predict.fit import match_keys, program_names
 
 
 def rounded(requested: np.ndarray) -> np.ndarray:
@@ -108,6 +110,50 @@ def settled_chunks(keys: pd.DataFrame, requested: np.ndarray, allocated: np.ndar
     return smallest.to_numpy(dtype=np.float64)
 
 
+def settled_of(
+    allocations: pd.DataFrame, requested: np.ndarray, allocated: np.ndarray
+) -> np.ndarray:
+    """``settled_chunks`` of ``fit.match_keys(allocations)``, from the table's
+    category codes: the op names renamed (``program_names``) once per distinct
+    name and the occurrences counted over integer keys, with no object per
+    allocation. A table without categories, or with a missing host or
+    allocator (``match_keys`` leaves such rows without an occurrence), takes
+    ``match_keys`` itself."""
+    columns = [allocations[c] for c in ("host", "allocator", "op")]
+    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns) or any(
+        bool(c.isna().any()) for c in columns[:2]
+    ):
+        return settled_chunks(match_keys(allocations), requested, allocated)
+    host, allocator, op = (c.cat.codes.to_numpy(dtype=np.int64) for c in columns)
+    # The op names as ``program_names`` renames them: its ranks are over the names
+    # present (a missing one is ""), so only the categories in use are renamed.
+    used = np.unique(op)
+    present = used[used >= 0]
+    names = list(columns[2].cat.categories.to_numpy(dtype=object)[present])
+    table = np.zeros(int(op.max(initial=0)) + 2, dtype=np.int64)  # the last: missing
+    if len(used) > len(present):  # a missing name, as ``program_names`` reads it
+        names.append(None)
+        present = np.r_[present, len(table) - 1]
+    renamed = program_names(pd.Series(names, dtype=object)).to_numpy(dtype=object)
+    table[present] = pd.factorize(renamed)[0]
+    op = table[op]
+    step = pd.factorize(allocations["step"].to_numpy(dtype=np.float64, na_value=-1.0))[0].astype(
+        np.int64
+    )
+    # The occurrence of each allocation's (host, allocator, step, op) so far.
+    group, _ = first_ids(host, allocator, step, op)
+    order = np.argsort(group, kind="stable")
+    sorted_group = group[order]
+    starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
+    counts = np.diff(np.r_[starts, len(order)])
+    occurrence = np.empty(len(order), dtype=np.int64)
+    occurrence[order] = np.arange(len(order)) - np.repeat(starts, counts)
+    sized = pd.factorize(np.asarray(requested, dtype=np.float64), use_na_sentinel=False)[0]
+    key, _ = first_ids(host, allocator, op, occurrence, sized)
+    smallest = pd.Series(np.asarray(allocated, dtype=np.float64)).groupby(key).transform("min")
+    return smallest.to_numpy(dtype=np.float64)
+
+
 @dataclass
 class Replayed:
     """Per (host, allocator) group: the new in-use bytes after each of its events."""
@@ -181,13 +227,17 @@ def replay(
     # batch, most or all keep theirs). Bytes are whole numbers under 2**53: the
     # sums are exact in any order.
     moved = np.flatnonzero(change)
-    delta = np.zeros(n + 1)
+    delta: np.ndarray = np.zeros(n + 1)
     if len(moved):
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
         stop = np.where(stop == STILL_LIVE, n, stop)
-        np.add.at(delta, start, change[moved])
-        np.add.at(delta, stop, -change[moved])
+        # One bincount of the starts and the ends (as np.add.at, faster).
+        delta = np.bincount(
+            np.concatenate([start, stop]),
+            weights=np.concatenate([change[moved], -change[moved]]),
+            minlength=n + 1,
+        )
     captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows
     out = {}

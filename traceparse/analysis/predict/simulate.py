@@ -56,10 +56,7 @@ def programs(
     the capture (the inventoried variables), allocated before the rest."""
     start = allocations["alloc_event"].to_numpy(dtype=np.int64)
     step = allocations["step"].to_numpy(dtype=np.float64, na_value=np.nan)
-    owner = pd.MultiIndex.from_arrays(
-        [allocations["host"].astype(object), allocations["allocator"].astype(object)]
-    )
-    dealloc = (timeline["kind"].astype(object) == "deallocation").to_numpy(dtype=bool)
+    dealloc = equal_to(timeline["kind"], "deallocation")
     in_use = _column(timeline, "in_use_bytes")
     delta = _column(timeline, "delta_bytes")
     reserved = _column(timeline, "reserved_bytes")
@@ -67,7 +64,9 @@ def programs(
     chunk = _column(timeline, "allocation_bytes")
     out = {}
     for key, events in rows.items():
-        mine = np.flatnonzero(owner.isin([key])) if len(allocations) else np.zeros(0, np.int64)
+        mine = np.flatnonzero(
+            equal_to(allocations["host"], key[0]) & equal_to(allocations["allocator"], key[1])
+        )
         stop = ends[mine]
         freed = stop != STILL_LIVE
         # Deallocations that end no captured allocation: chunks from before the capture.
@@ -110,6 +109,26 @@ def programs(
             reserved=reserved[events],
         )
     return out
+
+
+def equal_to(column: pd.Series, value: object, missing_matches: bool = True) -> np.ndarray:
+    """Where ``column`` holds ``value`` (a missing value: where it is missing, or
+    nowhere where not ``missing_matches``), by its category codes where it has
+    them, not an object per row."""
+    missing = value is None or value is pd.NA or (isinstance(value, float) and value != value)
+    if missing and not missing_matches:
+        return np.zeros(len(column), dtype=bool)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if missing:
+            return codes == -1
+        categories = column.cat.categories
+        if value not in categories:
+            return np.zeros(len(column), dtype=bool)
+        return codes == categories.get_loc(value)
+    if missing:
+        return column.isna().to_numpy(dtype=bool)
+    return (column.astype(object) == value).to_numpy(dtype=bool)
 
 
 def grows_on_demand(allocator: object) -> bool:
