@@ -429,13 +429,24 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     to the compute dtype (``AutocastVariable`` in Keras 2, ``autocast`` in
     Keras 3's ``Layer.__call__``), kept for the backward matmul: half the
     parameter bytes more (low: none live at the peak). A weight's gradient is
-    computed in the compute dtype and cast to float32 for the update: 1.5x.
+    computed in the compute dtype and cast to float32 for the update
+    (``_CastGrad``, tensorflow/python/ops/math_grad.py: the gradient through
+    the weight's cast is a cast back to the variable's dtype): the float32 cast
+    is the gradient the update reads, with the float32 gradient's lifetime,
+    and the 16-bit one it was cast from is freed once the cast has read it, so
+    both are live only during the cast (point: 1x, high: 1.5x). A recurrent
+    layer reads its kernels through the cast in every iteration of its
+    ``tf.while_loop`` (keras/src/backend/tensorflow/rnn.py), so its per-iteration
+    weight gradients are such float32 casts too.
     ``mixed_float16`` wraps the optimizer in ``LossScaleOptimizer``
     (keras/src/optimizers/loss_scale_optimizer.py): the gradients unscaled and
     checked finite (``IsFinite`` bool per element): up to one float32 copy of
     the gradients more (point: a quarter, high: one).
-    To float32 (from a mixed capture): 2-byte tensors double, the casts of the
-    weights, the float32 casts of their gradients and loss scaling's checks go."""
+    To float32 (from a mixed capture): 2-byte tensors double; the 16-bit casts of
+    the weights and loss scaling's checks go; a weight's gradient is the float32
+    cast ``_CastGrad`` made (kept: in float32 the op that made the 16-bit gradient
+    makes it in float32, live as long as the cast was), and the 16-bit weight
+    gradient it was cast from goes (high: doubled, were it not cast)."""
     half = np.isin(facts.dtypes, HALF)
     floats = facts.dtypes == "float32"
     acts = np.isin(facts.roles, (ACTIVATION, GRADIENT, UNKNOWN, OTHER)) & ~facts.weight_shaped
@@ -449,11 +460,18 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
             return
         casts = facts.op_types == "Cast"
         weight_cast = casts & facts.weight_shaped
-        out.scale(half & ~weight_cast, 2.0, 2.0, 2.0)
+        half_wgrad = half & facts.weight_shaped & (facts.roles == GRADIENT) & ~casts
+        out.scale(half & ~weight_cast & ~half_wgrad, 2.0, 2.0, 2.0)
+        out.scale(half_wgrad, 0.0, 0.0, 2.0)
         out.scale(weight_cast & half, 0.0, 0.0, 1.0)
-        out.scale(weight_cast & floats & (facts.roles == GRADIENT), 0.0, 0.0, 1.0)
+        # The float32 cast of a weight's gradient: the float32 program's gradient
+        # itself (kept); low: none, where the cast was of something else.
+        out.scale(weight_cast & floats & (facts.roles == GRADIENT), 1.0, 0.0, 1.0)
         out.scale(facts.op_types == "IsFinite", 0.0, 0.0, 1.0)
-        out.notes.append("precision: float32: 16-bit tensors doubled, weight casts dropped")
+        out.notes.append(
+            "precision: float32: 16-bit tensors doubled, weight casts dropped, weight "
+            "gradients kept as their float32 casts"
+        )
         return
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
@@ -464,7 +482,7 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
     wgrad = floats & facts.weight_shaped & (facts.roles == GRADIENT)
-    out.scale(wgrad, 1.5, 1.0, 1.5)
+    out.scale(wgrad, 1.0, 1.0, 1.5)
     for k in facts.keys:
         read, high = facts.params[k]
         out.add(k, 0.5 * read, 0.0, 0.5 * high)
