@@ -3,6 +3,7 @@ feeds, and the ``advise`` / ``predict --precision/--optimizer/--remat`` commands
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -57,6 +58,12 @@ def test_optimizer_rule_swaps_slots_for_every_parameter(mixed: object) -> None:
     assert out.extra[key][0] == pytest.approx(max(-2 * read, floor))
     assert out.extra[key][0] < 0
     assert out.extra[key][1] <= out.extra[key][0] <= out.extra[key][2]
+    # Low: a removed slot's chunk may be up to twice its bytes (BFC hands out a
+    # free chunk under twice the request whole), within what was held before.
+    assert out.extra[key][1] == pytest.approx(max(min(-2 * 2 * read, -2 * high), floor))
+    roomy = dataclasses.replace(facts, before={key: 1e15})
+    wide = resizing(mixed, Change(optimizer="sgd"), roomy)  # type: ignore[arg-type]
+    assert wide.extra[key][1] == pytest.approx(min(-2 * 2 * read, -2 * high))
     update = facts.roles == OPTIMIZER_UPDATE
     assert update.any()
     ratio = SLOTS["sgd"][1] / SLOTS["adam"][1]

@@ -399,10 +399,17 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
         # The slots built before the capture live for the whole run, updated in
         # place: a constant. Slots fewer than captured can only remove what was
         # held before the capture (the slots' share of it); slots made inside the
-        # capture are its allocations, resized above.
+        # capture are its allocations, resized above. A slot's chunk may be up to
+        # twice its bytes (the BFC allocator hands out whole a free chunk under
+        # twice the rounded request, tensorflow/core/common_runtime/
+        # bfc_allocator.cc ``FindChunkPtr``; which one a run finds depends on
+        # its history): the bounds add or remove up to that.
         point = read * (pt_s - old_slots)
         ends = [
-            p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
+            p * (s - o)
+            for p in (read, high, 2.0 * read)
+            for s in (lo_s, hi_s)
+            for o in (old_slots, old_hi)
         ]
         floor = -facts.before[k] * old_hi / (1.0 + old_hi)
         point = max(point, floor)
