@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, run_traceparse
 
 import traceparse
-from traceparse.analysis.naming import ACTIVATION, GRADIENT, OPTIMIZER_UPDATE
+from traceparse.analysis.naming import ACTIVATION, GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE
 from traceparse.analysis.whatif import (
     HALF,
     SLOTS,
@@ -21,6 +21,7 @@ from traceparse.analysis.whatif import (
     facts_of,
     parse_change,
     resizing,
+    update_values,
     what_if,
 )
 from traceparse.core.profile import predictor_of
@@ -216,6 +217,29 @@ def test_precision_whatif_against_the_real_capture(
     real = _peak(target)
     assert row["low_bytes"] <= real <= row["high_bytes"]
     assert abs(row["predicted_peak_bytes"] - real) <= GOAL * real
+
+
+def test_the_update_value_is_one_full_size_tensor_under_any_optimizer() -> None:
+    """Keras' update_step ends with assign_sub(variable, value): the value live when
+    the weight's copy-on-write buffer is made stays one tensor under SGD (whose
+    gradient * lr reuses the gradient's buffer), goes under momentum (which hands
+    its slot); the formula's other temporaries scale with its count."""
+    predictor = predictor_of(traceparse.load(PAIR_BASE), from_batch=32)
+    facts = facts_of(predictor)
+    value = update_values(facts)
+    assert value.any()
+    assert (facts.roles[value] == OPTIMIZER_UPDATE).all() and facts.weight_shaped[value].all()
+    # One per weight's assign and step, at most.
+    renewal = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
+    assert value.sum() <= renewal.sum()
+    other = (facts.roles == OPTIMIZER_UPDATE) & ~value
+    sgd = resizing(predictor, Change(optimizer="sgd"), facts)
+    assert np.allclose(sgd.point[value], 1.0)
+    assert np.allclose(sgd.point[other], SLOTS["sgd"][1] / SLOTS["adam"][1])
+    momentum = resizing(predictor, Change(optimizer="momentum"), facts)
+    assert np.allclose(momentum.point[value], 0.0)
+    # The weight's own renewal: kept at the point, none at the low (in place).
+    assert np.allclose(sgd.point[renewal], 1.0) and np.allclose(sgd.low[renewal], 0.0)
 
 
 def test_advise_markdown_and_html_from_the_record(tmp_path: object) -> None:

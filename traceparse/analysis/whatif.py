@@ -191,6 +191,9 @@ class Facts:
     # A linked compiled program computes in a 16-bit dtype (its HLO buffers say so
     # where the allocations, the program's slabs, carry no dtype).
     half_program: bool = False
+    # The timeline row after which each allocation is freed (None: not read, a
+    # compiled program's buffers).
+    ends: np.ndarray | None = None
     # The capture shows training: a gradient, an optimizer's op or its name.
     trains: bool = True
 
@@ -289,6 +292,7 @@ def facts_of(predictor: Predictor) -> Facts:
         params,
         before,
         half_program=_half_program(base),
+        ends=ends,
         trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
         or optimizer is not None,
     )
@@ -417,11 +421,67 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
         out.add(k, point, min([*ends, point]), max([*ends, point]))
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
-    out.scale(update, ratio, min(ratio, 1.0), max(ratio, 1.0))
+    value = update_values(facts)
+    out.scale(update & ~value, ratio, min(ratio, 1.0), max(ratio, 1.0))
+    # The value handed to the variable's assign is one full-size tensor under every
+    # optimizer that computes it (``update_values``); momentum SGD hands its slot.
+    keep = 0.0 if target == "momentum" else 1.0
+    keep = ratio if source == "momentum" or unknown_old else keep
+    out.scale(value, keep, min(ratio, keep, 1.0), max(ratio, keep, 1.0))
+    # Copy-on-write of the weight (kept above at the point): whether the update runs
+    # while the backward pass still holds the forward read of the kernel (a copy)
+    # or after it (in place) is the executor's order of ready ops, which the
+    # update's inputs change: low none of the captured copies, high a copy of
+    # every parameter more.
+    renewal = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
+    out.scale(renewal, 1.0, 0.0, 1.0)
+    for k in facts.keys:
+        read, high = facts.params[k]
+        out.add(k, 0.0, 0.0, max(read, high))
     out.notes.append(
         f"optimizer: {source or 'sgd (read)'} -> {target}: {pt_s:g} slot(s) per parameter "
         f"instead of {old_slots:g}, update temporaries x{ratio:.2f}"
     )
+
+
+def update_values(facts: Facts) -> np.ndarray:
+    """Per allocation: whether it is an update's value handed to its variable's
+    assign: an optimizer-update allocation of the weight's shape live when, in the
+    same step, the variable's copy-on-write buffer (``AssignSubVariableOp``'s
+    allocation, ``PrepareToUpdateVariable`` in tensorflow/core/kernels/
+    training_op_helpers.h) is made, the latest such. Keras 3's optimizers end
+    ``update_step`` with ``assign_sub(variable, value)`` (keras/src/optimizers/
+    adam.py, sgd.py, adafactor.py, ...): one full-size value whatever the formula,
+    where plain SGD's ``gradient * lr`` reuses the gradient's buffer (an
+    elementwise kernel forwards an input it holds the only reference to,
+    tensorflow/core/kernels/cwise_ops_common.h ``forward_input_or_allocate_output``).
+    Momentum SGD hands its slot (``assign_add(variable, m)``)."""
+    found = np.zeros(len(facts.roles), dtype=bool)
+    anchor = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
+    update = (facts.roles == OPTIMIZER_UPDATE) & facts.weight_shaped
+    if facts.ends is None or not anchor.any() or not update.any():
+        return found
+    steps = np.nan_to_num(facts.steps, nan=-1.0)
+    shapes = facts.shapes.astype(str)
+    a = pd.DataFrame(
+        {"step": steps[anchor], "shape": shapes[anchor], "at": facts.alloc_events[anchor]}
+    )
+    u = pd.DataFrame(
+        {
+            "step": steps[update],
+            "shape": shapes[update],
+            "start": facts.alloc_events[update],
+            "end": facts.ends[update],
+            "row": np.flatnonzero(update),
+        }
+    )
+    both = a.merge(u, on=["step", "shape"])
+    both = both[(both["start"] < both["at"]) & (both["end"] >= both["at"])]
+    if both.empty:
+        return found
+    latest = both.sort_values("start").groupby(["step", "shape", "at"])["row"].last()
+    found[latest.to_numpy(dtype=np.int64)] = True
+    return found
 
 
 def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
