@@ -174,12 +174,15 @@ def test_predict_cli_changes_and_errors() -> None:
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert words in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+        # What the capture cannot take names the capture; a request's own error does not.
+        assert ("batch_128" in proc.stderr) == (words == "no layer named"), proc.stderr
 
 
 def test_remat_on_a_capture_without_layers_is_refused() -> None:
     proc = run_traceparse("predict", str(FIXTURES / "leak"), "--from-batch", "8", "--remat", "all")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "leak" in proc.stderr and "leave --remat out" in proc.stderr
 
 
 def test_advise_ranks_changes_by_bytes_saved() -> None:

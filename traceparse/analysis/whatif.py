@@ -607,13 +607,16 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
     if not known:
         raise UsageError(
             "remat needs layer names, and this capture names no layers (a compiled "
-            "program or ops without Keras scopes); nothing to rematerialise"
+            "program or ops without Keras scopes); nothing to rematerialise: leave "
+            "--remat out, or capture the model without jit_compile to see its layers"
         )
     wanted = known if layers == ("all",) else set(layers)
     missing = sorted(wanted - known)
     if missing:
         shown = ", ".join(sorted(known)[:12])
-        raise UsageError(f"no layer named {', '.join(missing)} in the capture (there are: {shown})")
+        raise UsageError(
+            f"no layer named {', '.join(missing)} in the capture; give 'all' or some of: {shown}"
+        )
     layer = facts.layers.astype(str)
     kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     for k in facts.keys:
