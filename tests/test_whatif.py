@@ -14,6 +14,7 @@ from conftest import FIXTURES, run_traceparse
 import traceparse
 from traceparse.analysis.naming import ACTIVATION, GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE
 from traceparse.analysis.whatif import (
+    FLOAT32_OPS,
     HALF,
     SLOTS,
     Change,
@@ -116,6 +117,14 @@ def test_float32_capture_to_mixed_halves_activations_not_weights(float32: object
     assert out.extra[key][0] >= 0  # the cast copies of the weights
     # Already float32: float32 changes nothing.
     assert np.allclose(resizing(float32, Change(precision="float32"), facts).point, 1.0)  # type: ignore[arg-type]
+
+
+def test_a_softmax_is_not_kept_in_float32_but_the_loss_is() -> None:
+    """Keras 3's Softmax layer (and MultiHeadAttention's) computes in the compute
+    dtype; the loss converts to float32; a normalisation's moments are float32."""
+    assert not FLOAT32_OPS.search("functional/multi_head_attention/softmax/Softmax Softmax")
+    assert FLOAT32_OPS.search("compile_loss/x/SparseSoftmaxCrossEntropyWithLogits Op")
+    assert FLOAT32_OPS.search("model/layer_normalization/moments/mean Mean")
 
 
 def test_remat_drops_forward_tensors_kept_for_backward(float32: object) -> None:

@@ -82,14 +82,18 @@ SLOTS: dict[str, tuple[float, float]] = {
 ADAFACTOR_SLOTS = (1.0, 1.0, 1.05)
 OPTIMIZERS = tuple(k for k in SLOTS if k not in ("adamax", "nadam", "adadelta", "lamb"))
 
-# Ops whose output Keras keeps in float32 under a mixed policy: softmax and its
-# cross-entropy (keras/src/layers/activations/softmax.py casts to float32 for
-# numerical stability; losses are computed in float32, keras/src/losses/loss.py),
-# and normalisation statistics (BatchNormalization/LayerNormalization cast
-# float16/bfloat16 inputs to float32 for their moments:
-# keras/src/layers/normalization/*.py).
+# Ops whose output Keras keeps in float32 under a mixed policy: the loss (a
+# ``Loss`` computes in ``floatx()``, float32, converting ``y_pred`` to it:
+# keras/src/losses/loss.py ``Loss.__call__``), so its cross-entropy; and the
+# statistics of a normalisation (``tf.nn.moments`` and its ops), where the layer
+# is not named (inside a named normalisation layer, ``NORM_LAYER`` applies).
+# Not a softmax: Keras 3's ``Softmax`` layer (and ``MultiHeadAttention``'s,
+# made with the layer's dtype policy) computes in the compute dtype
+# (keras/src/layers/activations/softmax.py has no cast; only the mask's large
+# negative number depends on float16), so an attention's probabilities halve.
 FLOAT32_OPS = re.compile(
-    r"Softmax|SoftmaxCrossEntropy|FusedBatchNorm|Mean|Variance|SquaredDifference|Rsqrt|moments",
+    r"SoftmaxCrossEntropy|compile_loss/|FusedBatchNorm|Mean|Variance|SquaredDifference|Rsqrt"
+    r"|moments",
 )
 NORM_LAYER = re.compile(r"norm", re.IGNORECASE)
 HALF = ("float16", "bfloat16", "half")
@@ -489,8 +493,13 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     https://keras.io/api/mixed_precision/policy/), or back to float32.
 
     To mixed: layers compute in the 2-byte dtype, so activations and their
-    gradients in float32 halve, except what Keras keeps float32 (``FLOAT32_OPS``,
-    and inside a normalisation layer its statistics: point kept, low halved).
+    gradients in float32 halve, except what Keras keeps float32 (``FLOAT32_OPS``)
+    and what a normalisation layer computes: ``BatchNormalization`` casts its
+    input to float32 ("BN is prone to overflow with float16/bfloat16 inputs",
+    keras/src/layers/normalization/batch_normalization.py ``call``), and
+    ``LayerNormalization``'s float32 ``gamma``/``beta`` (``autocast=False``)
+    promote its computation to float32 before its output is cast back
+    (layer_normalization.py ``call``): point kept, low halved.
     Variables stay float32 (the policy's ``variable_dtype``), and so do the
     optimizer's slots and updates; each layer reads its kernel through a cast
     to the compute dtype (``AutocastVariable`` in Keras 2, ``autocast`` in
