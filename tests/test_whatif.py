@@ -250,8 +250,20 @@ def test_the_update_value_is_one_full_size_tensor_under_any_optimizer() -> None:
     assert np.allclose(sgd.point[other], SLOTS["sgd"][1] / SLOTS["adam"][1])
     momentum = resizing(predictor, Change(optimizer="momentum"), facts)
     assert np.allclose(momentum.point[value], 0.0)
-    # The weight's own renewal: kept at the point, none at the low (in place).
+    # The weight's own renewal: kept at the point, none at the low (in place), and
+    # the high a copy of every parameter more, except in a compiled step.
     assert np.allclose(sgd.point[renewal], 1.0) and np.allclose(sgd.low[renewal], 0.0)
+    (key,) = facts.keys
+    aliased = resizing(
+        predictor, Change(optimizer="sgd"), dataclasses.replace(facts, compiled=True)
+    )
+    assert sgd.extra[key][2] - aliased.extra[key][2] == pytest.approx(max(facts.params[key]))
+    # A compiled step updates its variables in XLA's aliased buffers: no such copy.
+    xla = predictor_of(traceparse.load(FIXTURES / "predict_xla_64"), from_batch=64)
+    compiled = facts_of(xla)
+    assert compiled.compiled
+    (key,) = compiled.keys
+    assert resizing(xla, Change(optimizer="sgd"), compiled).extra[key][2] <= 0
 
 
 def test_advise_markdown_and_html_from_the_record(tmp_path: object) -> None:

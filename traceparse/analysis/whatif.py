@@ -198,6 +198,9 @@ class Facts:
     # The timeline row after which each allocation is freed (None: not read, a
     # compiled program's buffers).
     ends: np.ndarray | None = None
+    # The step runs as a compiled program (a slab): XLA updates the variables in
+    # the buffers it aliases to them, no copy-on-write of TF's.
+    compiled: bool = False
     # The capture shows training: a gradient, an optimizer's op or its name.
     trains: bool = True
 
@@ -297,6 +300,7 @@ def facts_of(predictor: Predictor) -> Facts:
         before,
         half_program=_half_program(base),
         ends=ends,
+        compiled=bool(predictor.slabs),
         trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
         or optimizer is not None,
     )
@@ -439,7 +443,7 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
     # every parameter more.
     renewal = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
     out.scale(renewal, 1.0, 0.0, 1.0)
-    for k in facts.keys:
+    for k in facts.keys if not facts.compiled else ():
         read, high = facts.params[k]
         out.add(k, 0.0, 0.0, max(read, high))
     out.notes.append(
