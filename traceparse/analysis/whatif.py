@@ -517,7 +517,12 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     both are live only during the cast (point: 1x, high: 1.5x). A recurrent
     layer reads its kernels through the cast in every iteration of its
     ``tf.while_loop`` (keras/src/backend/tensorflow/rnn.py), so its per-iteration
-    weight gradients are such float32 casts too.
+    weight gradients are such float32 casts too; and the loop's gradient keeps
+    each iteration's 16-bit kernel cast for that iteration's backward matmul
+    (while_v2 accumulates the body's intermediates the gradient reads,
+    tensorflow/python/ops/while_v2.py), consumed in reverse as the gradients
+    pile up: how many of each are live at once is the executor's order, so not
+    at the point; the high bound (1.5x) holds both.
     ``mixed_float16`` wraps the optimizer in ``LossScaleOptimizer``
     (keras/src/optimizers/loss_scale_optimizer.py): the gradients unscaled and
     checked finite (``IsFinite`` bool per element): up to one float32 copy of
