@@ -1,6 +1,6 @@
 """Development probes of the what-if rules (issue 50), outside the protocol's sets.
 
-Two small Keras models that no protocol set holds, captured to read a mechanism
+Small Keras models that no protocol set holds, captured to read a mechanism
 off (which tensors a change makes, and when) where the development set has no
 such layer: ``lstm`` (Embedding + LSTM(192): a recurrent loop under
 ``mixed_bfloat16``) and ``bnorm`` (Dense 768/768/384 with BatchNormalization
@@ -9,7 +9,7 @@ set does (docs/whatif.md says what each showed); they are not a measure of the
 rules. Same settings as ``whatif_protocol_models.py``: one process per capture,
 inter-op parallelism 1, one epoch outside the capture, one of 3 steps inside.
 
-    python benchmarks/whatif_protocol_probe.py lstm|bnorm base|bf16|sgd OUTDIR
+    python benchmarks/whatif_protocol_probe.py lstm|attention|bnorm base|bf16|sgd OUTDIR
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any
 
-BATCH = {"lstm": 32, "bnorm": 96}
+BATCH = {"lstm": 32, "bnorm": 96, "attention": 24}
 STEPS = 3
 CLASSES = 10
 
@@ -35,6 +35,12 @@ def _model(keras: Any, name: str) -> Any:
             x = keras.layers.BatchNormalization()(x)
             x = keras.layers.Activation("relu")(x)
             x = keras.layers.Dropout(0.25)(x)
+    elif name == "attention":
+        inp = keras.Input((96,), dtype="int32")
+        x = keras.layers.Embedding(1500, 96)(inp)
+        a = keras.layers.MultiHeadAttention(6, 16)(x, x)
+        x = keras.layers.LayerNormalization()(x + a)
+        x = keras.layers.GlobalAveragePooling1D()(x)
     else:
         raise SystemExit(f"MODEL must be one of {tuple(BATCH)}, got {name!r}")
     return keras.Model(inp, keras.layers.Dense(CLASSES, dtype="float32")(x))
@@ -63,6 +69,8 @@ def capture(name: str, variant: str, logdir: str) -> None:
     n = STEPS * batch
     if name == "lstm":
         xs = rng.integers(0, 3000, (n, 48)).astype("int32")
+    elif name == "attention":
+        xs = rng.integers(0, 1500, (n, 96)).astype("int32")
     else:
         xs = rng.random((n, 192), dtype=np.float32)
     ys = rng.integers(0, CLASSES, n).astype("int32")

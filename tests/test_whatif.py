@@ -19,6 +19,7 @@ from traceparse.analysis.whatif import (
     SLOTS,
     Change,
     WhatIf,
+    attention_scores,
     facts_of,
     parse_change,
     resizing,
@@ -264,6 +265,34 @@ def test_the_update_value_is_one_full_size_tensor_under_any_optimizer() -> None:
     assert compiled.compiled
     (key,) = compiled.keys
     assert resizing(xla, Change(optimizer="sgd"), compiled).extra[key][2] <= 0
+
+
+ATTENTION_BASE = FIXTURES / "whatif_attention_base"  # fixtures/whatif_attention.md
+ATTENTION_BF16 = FIXTURES / "whatif_attention_bf16"
+
+
+def test_attention_scores_stay_float32_under_a_mixed_policy() -> None:
+    """Keras 3's TF dot_product_attention takes the softmax in float32: the
+    [batch, heads, query, key] tensors are read as such, and nothing in a model
+    without attention."""
+    predictor = predictor_of(traceparse.load(ATTENTION_BASE), from_batch=24)
+    facts = facts_of(predictor)
+    scores = attention_scores(facts)
+    assert scores.any()
+    assert set(facts.shapes[scores].astype(str)) == {"[24,6,96,96]"}
+    out = resizing(predictor, Change(precision="mixed_bfloat16"), facts)
+    assert (out.point[scores] >= 1.0).all()  # not halved
+    forward = scores & ~facts.backward
+    assert forward.any() and np.allclose(out.point[forward], 1.5)  # + the 16-bit probabilities
+    cnn = facts_of(predictor_of(traceparse.load(PAIR_BASE), from_batch=32))
+    assert not attention_scores(cnn).any()
+
+
+def test_attention_precision_whatif_against_the_real_capture() -> None:
+    row = traceparse.load(ATTENTION_BASE).predict(from_batch=24, precision="mixed_bfloat16").iloc[0]
+    real = _peak(ATTENTION_BF16)
+    assert row["low_bytes"] <= real <= row["high_bytes"]
+    assert abs(row["predicted_peak_bytes"] - real) <= GOAL * real
 
 
 def test_advise_markdown_and_html_from_the_record(tmp_path: object) -> None:

@@ -96,6 +96,10 @@ FLOAT32_OPS = re.compile(
     r"|moments",
 )
 NORM_LAYER = re.compile(r"norm", re.IGNORECASE)
+ATTENTION_LAYER = re.compile(r"attention", re.IGNORECASE)
+# ``MultiHeadAttention``'s own Softmax/Dropout sublayers: the path without the
+# float32 dot-product attention (``attention_scores``).
+SUBLAYER_PATH = re.compile(r"/(softmax|dropout)(_\d+)?/")
 HALF = ("float16", "bfloat16", "half")
 GRADIENT_TAPE = "gradient_tape/"
 
@@ -492,6 +496,47 @@ def update_values(facts: Facts) -> np.ndarray:
     return found
 
 
+def attention_scores(facts: Facts) -> np.ndarray:
+    """Per allocation: an attention layer's scores or probabilities (or their
+    gradients) that Keras 3 computes in float32 under a mixed policy.
+
+    ``MultiHeadAttention`` without dropout on the scores and without returning
+    them calls ``ops.dot_product_attention`` (keras/src/layers/attention/
+    multi_head_attention.py ``_compute_attention``), whose TensorFlow version
+    casts the logits to float32 (``result_type(query.dtype, "float32")``),
+    takes the softmax in float32 and casts the probabilities back to the
+    compute dtype for the einsum with the values (keras/src/backend/tensorflow/
+    nn.py ``_dot_product_attention_xla``): the [batch, heads, query, key]
+    tensors stay float32 and gain a 16-bit copy. They are read as the float32
+    rank-4 tensors of an attention layer's largest rank-4 size (the scores
+    outgrow the per-head projections where the key length exceeds the head
+    size; a tie is left out). A layer whose ops have a ``softmax`` or
+    ``dropout`` scope took the other path (its ``Softmax`` and ``Dropout``
+    sublayers, in the compute dtype): not these."""
+    found = np.zeros(len(facts.layers), dtype=bool)
+    attention = _matches(ATTENTION_LAYER, facts.layers) & (facts.dtypes == "float32")
+    if not attention.any():
+        return found
+    idx = np.flatnonzero(attention)
+    shapes = [dims(str(s)) for s in facts.shapes[idx]]
+    frame = pd.DataFrame(
+        {
+            "layer": facts.layers[idx].astype(str),
+            "row": idx,
+            "rank": [len(d) if d else 0 for d in shapes],
+            "size": [int(np.prod(d)) if d else 0 for d in shapes],
+            "sublayer": [bool(SUBLAYER_PATH.search(str(o))) for o in facts.ops[idx]],
+        }
+    )
+    other_path = frame.groupby("layer")["sublayer"].transform("any")
+    four = frame[(frame["rank"] == 4) & ~other_path]
+    for _, mine in four.groupby("layer"):
+        sizes = sorted(mine["size"].unique())
+        if len(sizes) > 1:
+            found[mine.loc[mine["size"] == sizes[-1], "row"].to_numpy(dtype=np.int64)] = True
+    return found
+
+
 def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     """A Keras mixed-precision policy (keras/src/dtype_policies/dtype_policy.py;
     https://keras.io/api/mixed_precision/policy/), or back to float32.
@@ -563,9 +608,16 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
         return
     kept = facts.float32_kept
     norm = facts.in_norm_layer
+    scores = attention_scores(facts)
     target_mask = acts & floats & ~kept
-    out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
+    out.scale(target_mask & ~norm & ~scores, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
+    # Attention scores stay float32 (``attention_scores``); the forward ones gain
+    # the probabilities' 16-bit cast, kept for the backward einsum with the
+    # values; a gradient's 16-bit copy lives only until it is cast (high).
+    scored = target_mask & scores & ~norm
+    out.scale(scored & ~facts.backward, 1.5, 0.5, 1.5)
+    out.scale(scored & facts.backward, 1.0, 0.5, 1.5)
     wgrad = floats & facts.weight_shaped & (facts.roles == GRADIENT)
     out.scale(wgrad, 1.0, 1.0, 1.5)
     for k in facts.keys:
