@@ -286,6 +286,16 @@ def test_attention_scores_stay_float32_under_a_mixed_policy() -> None:
     assert forward.any() and np.allclose(out.point[forward], 1.5)  # + the 16-bit probabilities
     cnn = facts_of(predictor_of(traceparse.load(PAIR_BASE), from_batch=32))
     assert not attention_scores(cnn).any()
+    # Back to float32: the float32 scores are the float32 program's, their 16-bit
+    # copies go.
+    mixed = predictor_of(traceparse.load(ATTENTION_BF16), from_batch=24)
+    facts = facts_of(mixed)
+    scores = attention_scores(facts)
+    half = np.isin(facts.dtypes, HALF)
+    assert (scores & half).any() and (scores & (facts.dtypes == "float32")).any()
+    out = resizing(mixed, Change(precision="float32"), facts)
+    assert np.allclose(out.point[scores & half], 0.0)
+    assert np.allclose(out.point[scores & ~half], 1.0)
 
 
 def test_attention_precision_whatif_against_the_real_capture() -> None:

@@ -507,14 +507,15 @@ def attention_scores(facts: Facts) -> np.ndarray:
     takes the softmax in float32 and casts the probabilities back to the
     compute dtype for the einsum with the values (keras/src/backend/tensorflow/
     nn.py ``_dot_product_attention_xla``): the [batch, heads, query, key]
-    tensors stay float32 and gain a 16-bit copy. They are read as the float32
-    rank-4 tensors of an attention layer's largest rank-4 size (the scores
+    tensors stay float32 and gain a 16-bit copy. They are read as the
+    floating rank-4 tensors of an attention layer's largest rank-4 size (the scores
     outgrow the per-head projections where the key length exceeds the head
     size; a tie is left out). A layer whose ops have a ``softmax`` or
     ``dropout`` scope took the other path (its ``Softmax`` and ``Dropout``
     sublayers, in the compute dtype): not these."""
     found = np.zeros(len(facts.layers), dtype=bool)
-    attention = _matches(ATTENTION_LAYER, facts.layers) & (facts.dtypes == "float32")
+    floating = (facts.dtypes == "float32") | np.isin(facts.dtypes, HALF)
+    attention = _matches(ATTENTION_LAYER, facts.layers) & floating
     if not attention.any():
         return found
     idx = np.flatnonzero(attention)
@@ -591,7 +592,12 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
         casts = facts.op_types == "Cast"
         weight_cast = casts & facts.weight_shaped
         half_wgrad = half & facts.weight_shaped & (facts.roles == GRADIENT) & ~casts
-        out.scale(half & ~weight_cast & ~half_wgrad, 2.0, 2.0, 2.0)
+        # Attention scores: the float32 ones are the float32 program's; their
+        # 16-bit copies go (high: doubled, were they the only ones).
+        half_scores = half & attention_scores(facts)
+        out.scale(half_scores, 0.0, 0.0, 2.0)
+        half_wgrad &= ~half_scores
+        out.scale(half & ~weight_cast & ~half_wgrad & ~half_scores, 2.0, 2.0, 2.0)
         out.scale(half_wgrad, 0.0, 0.0, 2.0)
         out.scale(weight_cast & half, 0.0, 0.0, 1.0)
         # The float32 cast of a weight's gradient: the float32 program's gradient
