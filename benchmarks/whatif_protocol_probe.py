@@ -5,10 +5,11 @@ off (which tensors a change makes, and when) where the development set has no
 such layer: ``lstm`` (Embedding + LSTM(192): a recurrent loop under
 ``mixed_bfloat16``), ``attention`` (Embedding + MultiHeadAttention(6, 16) +
 LayerNormalization under ``mixed_bfloat16``) and ``bnorm`` (Dense 768/768/384
-with BatchNormalization and Dropout, Adam against SGD). They informed the rules the way the development
-set does (docs/whatif.md says what each showed); they are not a measure of the
-rules. Same settings as ``whatif_protocol_models.py``: one process per capture,
-inter-op parallelism 1, one epoch outside the capture, one of 3 steps inside.
+with BatchNormalization and Dropout, Adam against SGD). They informed the
+rules the way the development set does (docs/whatif.md says what each
+showed); they are not a measure of the rules. Same settings as
+``whatif_protocol_models.py``: one process per capture, inter-op parallelism 1,
+one epoch outside the capture, one of 3 steps inside.
 
     python benchmarks/whatif_protocol_probe.py lstm|attention|bnorm base|bf16|sgd OUTDIR
 """
