@@ -17,7 +17,9 @@ written), ``WHATIF_SECOND_RUN.md`` (after tuning on the development set; the
 held-out optimizer figures got worse), ``WHATIF_RESULTS.md`` (the optimizer rule
 redone from the mechanism the captures show; the late test model ``conv1d`` was
 captured before that change). The test set has been run after each, so it is
-no longer strictly held out; say so when quoting it.
+no longer strictly held out; say so when quoting it. ``--runs 3``:
+``WHATIF_RUNS3.md`` (the current rules) and ``WHATIF_RUNS3_BEFORE.md`` (the
+rules before the mechanism fixes of docs/whatif.md, on the same captures).
 
 Captures are cached under benchmarks/.captures/whatif/ (not committed), made
 with the capture helper of ``predict_protocol`` style when missing.

@@ -82,16 +82,24 @@ SLOTS: dict[str, tuple[float, float]] = {
 ADAFACTOR_SLOTS = (1.0, 1.0, 1.05)
 OPTIMIZERS = tuple(k for k in SLOTS if k not in ("adamax", "nadam", "adadelta", "lamb"))
 
-# Ops whose output Keras keeps in float32 under a mixed policy: softmax and its
-# cross-entropy (keras/src/layers/activations/softmax.py casts to float32 for
-# numerical stability; losses are computed in float32, keras/src/losses/loss.py),
-# and normalisation statistics (BatchNormalization/LayerNormalization cast
-# float16/bfloat16 inputs to float32 for their moments:
-# keras/src/layers/normalization/*.py).
+# Ops whose output Keras keeps in float32 under a mixed policy: the loss (a
+# ``Loss`` computes in ``floatx()``, float32, converting ``y_pred`` to it:
+# keras/src/losses/loss.py ``Loss.__call__``), so its cross-entropy; and the
+# statistics of a normalisation (``tf.nn.moments`` and its ops), where the layer
+# is not named (inside a named normalisation layer, ``NORM_LAYER`` applies).
+# Not a softmax: Keras 3's ``Softmax`` layer (and ``MultiHeadAttention``'s,
+# made with the layer's dtype policy) computes in the compute dtype
+# (keras/src/layers/activations/softmax.py has no cast; only the mask's large
+# negative number depends on float16), so an attention's probabilities halve.
 FLOAT32_OPS = re.compile(
-    r"Softmax|SoftmaxCrossEntropy|FusedBatchNorm|Mean|Variance|SquaredDifference|Rsqrt|moments",
+    r"SoftmaxCrossEntropy|compile_loss/|FusedBatchNorm|Mean|Variance|SquaredDifference|Rsqrt"
+    r"|moments",
 )
 NORM_LAYER = re.compile(r"norm", re.IGNORECASE)
+ATTENTION_LAYER = re.compile(r"attention", re.IGNORECASE)
+# ``MultiHeadAttention``'s own Softmax/Dropout sublayers: the path without the
+# float32 dot-product attention (``attention_scores``).
+SUBLAYER_PATH = re.compile(r"/(softmax|dropout)(_\d+)?/")
 HALF = ("float16", "bfloat16", "half")
 GRADIENT_TAPE = "gradient_tape/"
 
@@ -191,6 +199,12 @@ class Facts:
     # A linked compiled program computes in a 16-bit dtype (its HLO buffers say so
     # where the allocations, the program's slabs, carry no dtype).
     half_program: bool = False
+    # The timeline row after which each allocation is freed (None: not read, a
+    # compiled program's buffers).
+    ends: np.ndarray | None = None
+    # The step runs as a compiled program (a slab): XLA updates the variables in
+    # the buffers it aliases to them, no copy-on-write of TF's.
+    compiled: bool = False
     # The capture shows training: a gradient, an optimizer's op or its name.
     trains: bool = True
 
@@ -289,6 +303,8 @@ def facts_of(predictor: Predictor) -> Facts:
         params,
         before,
         half_program=_half_program(base),
+        ends=ends,
+        compiled=bool(predictor.slabs),
         trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
         or optimizer is not None,
     )
@@ -399,10 +415,17 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
         # The slots built before the capture live for the whole run, updated in
         # place: a constant. Slots fewer than captured can only remove what was
         # held before the capture (the slots' share of it); slots made inside the
-        # capture are its allocations, resized above.
+        # capture are its allocations, resized above. A slot's chunk may be up to
+        # twice its bytes (the BFC allocator hands out whole a free chunk under
+        # twice the rounded request, tensorflow/core/common_runtime/
+        # bfc_allocator.cc ``FindChunkPtr``; which one a run finds depends on
+        # its history): the bounds add or remove up to that.
         point = read * (pt_s - old_slots)
         ends = [
-            p * (s - o) for p in (read, high) for s in (lo_s, hi_s) for o in (old_slots, old_hi)
+            p * (s - o)
+            for p in (read, high, 2.0 * read)
+            for s in (lo_s, hi_s)
+            for o in (old_slots, old_hi)
         ]
         floor = -facts.before[k] * old_hi / (1.0 + old_hi)
         point = max(point, floor)
@@ -410,11 +433,109 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
         out.add(k, point, min([*ends, point]), max([*ends, point]))
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
-    out.scale(update, ratio, min(ratio, 1.0), max(ratio, 1.0))
+    value = update_values(facts)
+    out.scale(update & ~value, ratio, min(ratio, 1.0), max(ratio, 1.0))
+    # The value handed to the variable's assign is one full-size tensor under every
+    # optimizer that computes it (``update_values``); momentum SGD hands its slot.
+    keep = 0.0 if target == "momentum" else 1.0
+    keep = ratio if source == "momentum" or unknown_old else keep
+    out.scale(value, keep, min(ratio, keep, 1.0), max(ratio, keep, 1.0))
+    # Copy-on-write of the weight (kept above at the point): whether the update runs
+    # while the backward pass still holds the forward read of the kernel (a copy)
+    # or after it (in place) is the executor's order of ready ops, which the
+    # update's inputs change: low none of the captured copies, high a copy of
+    # every parameter more.
+    renewal = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
+    out.scale(renewal, 1.0, 0.0, 1.0)
+    for k in facts.keys if not facts.compiled else ():
+        read, high = facts.params[k]
+        out.add(k, 0.0, 0.0, max(read, high))
     out.notes.append(
         f"optimizer: {source or 'sgd (read)'} -> {target}: {pt_s:g} slot(s) per parameter "
         f"instead of {old_slots:g}, update temporaries x{ratio:.2f}"
     )
+
+
+def update_values(facts: Facts) -> np.ndarray:
+    """Per allocation: whether it is an update's value handed to its variable's
+    assign: an optimizer-update allocation of the weight's shape live when, in the
+    same step, the variable's copy-on-write buffer (``AssignSubVariableOp``'s
+    allocation, ``PrepareToUpdateVariable`` in tensorflow/core/kernels/
+    training_op_helpers.h) is made, the latest such. Keras 3's optimizers end
+    ``update_step`` with ``assign_sub(variable, value)`` (keras/src/optimizers/
+    adam.py, sgd.py, adafactor.py, ...): one full-size value whatever the formula,
+    where plain SGD's ``gradient * lr`` reuses the gradient's buffer (an
+    elementwise kernel forwards an input it holds the only reference to,
+    tensorflow/core/kernels/cwise_ops_common.h ``forward_input_or_allocate_output``).
+    Momentum SGD hands its slot (``assign_add(variable, m)``)."""
+    found = np.zeros(len(facts.roles), dtype=bool)
+    anchor = (facts.roles == OPTIMIZER_STATE) & (facts.op_types == "AssignSubVariableOp")
+    update = (facts.roles == OPTIMIZER_UPDATE) & facts.weight_shaped
+    if facts.ends is None or not anchor.any() or not update.any():
+        return found
+    steps = np.nan_to_num(facts.steps, nan=-1.0)
+    shapes = facts.shapes.astype(str)
+    a = pd.DataFrame(
+        {"step": steps[anchor], "shape": shapes[anchor], "at": facts.alloc_events[anchor]}
+    )
+    u = pd.DataFrame(
+        {
+            "step": steps[update],
+            "shape": shapes[update],
+            "start": facts.alloc_events[update],
+            "end": facts.ends[update],
+            "row": np.flatnonzero(update),
+        }
+    )
+    both = a.merge(u, on=["step", "shape"])
+    both = both[(both["start"] < both["at"]) & (both["end"] >= both["at"])]
+    if both.empty:
+        return found
+    latest = both.sort_values("start").groupby(["step", "shape", "at"])["row"].last()
+    found[latest.to_numpy(dtype=np.int64)] = True
+    return found
+
+
+def attention_scores(facts: Facts) -> np.ndarray:
+    """Per allocation: an attention layer's scores or probabilities (or their
+    gradients) that Keras 3 computes in float32 under a mixed policy.
+
+    ``MultiHeadAttention`` without dropout on the scores and without returning
+    them calls ``ops.dot_product_attention`` (keras/src/layers/attention/
+    multi_head_attention.py ``_compute_attention``), whose TensorFlow version
+    casts the logits to float32 (``result_type(query.dtype, "float32")``),
+    takes the softmax in float32 and casts the probabilities back to the
+    compute dtype for the einsum with the values (keras/src/backend/tensorflow/
+    nn.py ``_dot_product_attention_xla``): the [batch, heads, query, key]
+    tensors stay float32 and gain a 16-bit copy. They are read as the
+    floating rank-4 tensors of an attention layer's largest rank-4 size (the scores
+    outgrow the per-head projections where the key length exceeds the head
+    size; a tie is left out). A layer whose ops have a ``softmax`` or
+    ``dropout`` scope took the other path (its ``Softmax`` and ``Dropout``
+    sublayers, in the compute dtype): not these."""
+    found = np.zeros(len(facts.layers), dtype=bool)
+    floating = (facts.dtypes == "float32") | np.isin(facts.dtypes, HALF)
+    attention = _matches(ATTENTION_LAYER, facts.layers) & floating
+    if not attention.any():
+        return found
+    idx = np.flatnonzero(attention)
+    shapes = [dims(str(s)) for s in facts.shapes[idx]]
+    frame = pd.DataFrame(
+        {
+            "layer": facts.layers[idx].astype(str),
+            "row": idx,
+            "rank": [len(d) if d else 0 for d in shapes],
+            "size": [int(np.prod(d)) if d else 0 for d in shapes],
+            "sublayer": [bool(SUBLAYER_PATH.search(str(o))) for o in facts.ops[idx]],
+        }
+    )
+    other_path = frame.groupby("layer")["sublayer"].transform("any")
+    four = frame[(frame["rank"] == 4) & ~other_path]
+    for _, mine in four.groupby("layer"):
+        sizes = sorted(mine["size"].unique())
+        if len(sizes) > 1:
+            found[mine.loc[mine["size"] == sizes[-1], "row"].to_numpy(dtype=np.int64)] = True
+    return found
 
 
 def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
@@ -422,20 +543,41 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     https://keras.io/api/mixed_precision/policy/), or back to float32.
 
     To mixed: layers compute in the 2-byte dtype, so activations and their
-    gradients in float32 halve, except what Keras keeps float32 (``FLOAT32_OPS``,
-    and inside a normalisation layer its statistics: point kept, low halved).
+    gradients in float32 halve, except what Keras keeps float32 (``FLOAT32_OPS``)
+    and what a normalisation layer computes: ``BatchNormalization`` casts its
+    input to float32 ("BN is prone to overflow with float16/bfloat16 inputs",
+    keras/src/layers/normalization/batch_normalization.py ``call``), and
+    ``LayerNormalization``'s float32 ``gamma``/``beta`` (``autocast=False``)
+    promote its computation to float32 before its output is cast back
+    (layer_normalization.py ``call``): point kept, low halved.
     Variables stay float32 (the policy's ``variable_dtype``), and so do the
     optimizer's slots and updates; each layer reads its kernel through a cast
     to the compute dtype (``AutocastVariable`` in Keras 2, ``autocast`` in
     Keras 3's ``Layer.__call__``), kept for the backward matmul: half the
     parameter bytes more (low: none live at the peak). A weight's gradient is
-    computed in the compute dtype and cast to float32 for the update: 1.5x.
+    computed in the compute dtype and cast to float32 for the update
+    (``_CastGrad``, tensorflow/python/ops/math_grad.py: the gradient through
+    the weight's cast is a cast back to the variable's dtype): the float32 cast
+    is the gradient the update reads, with the float32 gradient's lifetime,
+    and the 16-bit one it was cast from is freed once the cast has read it, so
+    both are live only during the cast (point: 1x, high: 1.5x). A recurrent
+    layer reads its kernels through the cast in every iteration of its
+    ``tf.while_loop`` (keras/src/backend/tensorflow/rnn.py), so its per-iteration
+    weight gradients are such float32 casts too; and the loop's gradient keeps
+    each iteration's 16-bit kernel cast for that iteration's backward matmul
+    (while_v2 accumulates the body's intermediates the gradient reads,
+    tensorflow/python/ops/while_v2.py), consumed in reverse as the gradients
+    pile up: how many of each are live at once is the executor's order, so not
+    at the point; the high bound (1.5x) holds both.
     ``mixed_float16`` wraps the optimizer in ``LossScaleOptimizer``
     (keras/src/optimizers/loss_scale_optimizer.py): the gradients unscaled and
     checked finite (``IsFinite`` bool per element): up to one float32 copy of
     the gradients more (point: a quarter, high: one).
-    To float32 (from a mixed capture): 2-byte tensors double, the casts of the
-    weights, the float32 casts of their gradients and loss scaling's checks go."""
+    To float32 (from a mixed capture): 2-byte tensors double; the 16-bit casts of
+    the weights and loss scaling's checks go; a weight's gradient is the float32
+    cast ``_CastGrad`` made (kept: in float32 the op that made the 16-bit gradient
+    makes it in float32, live as long as the cast was), and the 16-bit weight
+    gradient it was cast from goes (high: doubled, were it not cast)."""
     half = np.isin(facts.dtypes, HALF)
     floats = facts.dtypes == "float32"
     acts = np.isin(facts.roles, (ACTIVATION, GRADIENT, UNKNOWN, OTHER)) & ~facts.weight_shaped
@@ -449,22 +591,41 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
             return
         casts = facts.op_types == "Cast"
         weight_cast = casts & facts.weight_shaped
-        out.scale(half & ~weight_cast, 2.0, 2.0, 2.0)
+        half_wgrad = half & facts.weight_shaped & (facts.roles == GRADIENT) & ~casts
+        # Attention scores: the float32 ones are the float32 program's; their
+        # 16-bit copies go (high: doubled, were they the only ones).
+        half_scores = half & attention_scores(facts)
+        out.scale(half_scores, 0.0, 0.0, 2.0)
+        half_wgrad &= ~half_scores
+        out.scale(half & ~weight_cast & ~half_wgrad & ~half_scores, 2.0, 2.0, 2.0)
+        out.scale(half_wgrad, 0.0, 0.0, 2.0)
         out.scale(weight_cast & half, 0.0, 0.0, 1.0)
-        out.scale(weight_cast & floats & (facts.roles == GRADIENT), 0.0, 0.0, 1.0)
+        # The float32 cast of a weight's gradient: the float32 program's gradient
+        # itself (kept); low: none, where the cast was of something else.
+        out.scale(weight_cast & floats & (facts.roles == GRADIENT), 1.0, 0.0, 1.0)
         out.scale(facts.op_types == "IsFinite", 0.0, 0.0, 1.0)
-        out.notes.append("precision: float32: 16-bit tensors doubled, weight casts dropped")
+        out.notes.append(
+            "precision: float32: 16-bit tensors doubled, weight casts dropped, weight "
+            "gradients kept as their float32 casts"
+        )
         return
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
         return
     kept = facts.float32_kept
     norm = facts.in_norm_layer
+    scores = attention_scores(facts)
     target_mask = acts & floats & ~kept
-    out.scale(target_mask & ~norm, 0.5, 0.5, 0.5)
+    out.scale(target_mask & ~norm & ~scores, 0.5, 0.5, 0.5)
     out.scale(target_mask & norm, 1.0, 0.5, 1.0)
+    # Attention scores stay float32 (``attention_scores``); the forward ones gain
+    # the probabilities' 16-bit cast, kept for the backward einsum with the
+    # values; a gradient's 16-bit copy lives only until it is cast (high).
+    scored = target_mask & scores & ~norm
+    out.scale(scored & ~facts.backward, 1.5, 0.5, 1.5)
+    out.scale(scored & facts.backward, 1.0, 0.5, 1.5)
     wgrad = floats & facts.weight_shaped & (facts.roles == GRADIENT)
-    out.scale(wgrad, 1.5, 1.0, 1.5)
+    out.scale(wgrad, 1.0, 1.0, 1.5)
     for k in facts.keys:
         read, high = facts.params[k]
         out.add(k, 0.5 * read, 0.0, 0.5 * high)
@@ -522,13 +683,16 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
     if not known:
         raise UsageError(
             "remat needs layer names, and this capture names no layers (a compiled "
-            "program or ops without Keras scopes); nothing to rematerialise"
+            "program or ops without Keras scopes); nothing to rematerialise: leave "
+            "--remat out, or capture the model without jit_compile to see its layers"
         )
     wanted = known if layers == ("all",) else set(layers)
     missing = sorted(wanted - known)
     if missing:
         shown = ", ".join(sorted(known)[:12])
-        raise UsageError(f"no layer named {', '.join(missing)} in the capture (there are: {shown})")
+        raise UsageError(
+            f"no layer named {', '.join(missing)} in the capture; give 'all' or some of: {shown}"
+        )
     layer = facts.layers.astype(str)
     kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     for k in facts.keys:

@@ -118,6 +118,11 @@ class PredictCommand(Command):
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 
+        if any(v is not None for v in (args.precision, args.optimizer, args.remat)):
+            from traceparse.analysis.whatif import parse_change
+
+            # A request's own errors (an unknown optimizer) before the capture is read.
+            parse_change(args.precision, args.optimizer, args.remat)
         profile = options.load_to_predict(args.path, term, args.from_batch is not None)
         other = (
             options.load_to_predict(args.other, term, args.with_batch is not None)
@@ -136,7 +141,10 @@ class PredictCommand(Command):
         if changed:
             from traceparse.analysis.whatif import with_change
 
-            predictor = with_change(predictor, args.precision, args.optimizer, args.remat)
+            try:
+                predictor = with_change(predictor, args.precision, args.optimizer, args.remat)
+            except UsageError as exc:  # a change the capture cannot take: name the file
+                raise UsageError(f"{profile.path}: {exc}") from None
         if args.batch is None:
             args.batch = predictor.batch
         table = predictor.at(args.batch)
