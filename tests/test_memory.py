@@ -216,7 +216,7 @@ def test_profile_computes_its_tables_in_the_pool(monkeypatch: pytest.MonkeyPatch
 
         monkeypatch.setattr(profile, name, call)
 
-    for name in ("build_tables", "peak_table", "ops_table", "scopes_table", "layers_table"):
+    for name in ("build_run_tables", "peak_table", "ops_table", "scopes_table", "layers_table"):
         watch(name)
     prof = traceparse.load(FIXTURES / "keras_train")
     prof.summary()

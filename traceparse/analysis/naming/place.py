@@ -32,16 +32,18 @@ from traceparse.tables.xla import XLA_ARGS
 NO_TF_OP = "(XLA buffer, no TF op)"
 # The scope of ops that sit in no name scope (TF names cannot contain parentheses).
 NO_SCOPE = "(top level)"
+# The columns ``place`` adds.
+PLACED_COLUMNS = ("layer", "role", "replica", "scope")
 
 
 def place(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -> None:
     """Add ``layer``, ``role``, ``replica`` and ``scope`` to rows made in the capture."""
     if rows.empty:
-        for column in ("layer", "role", "replica", "scope"):
+        for column in PLACED_COLUMNS:
             rows[column] = pd.Series(dtype=object)
         return
     ids, distinct = placed(rows, known, shapes)
-    for column in ("layer", "role", "replica", "scope"):
+    for column in PLACED_COLUMNS:
         rows[column] = distinct[column].to_numpy()[ids]
 
 
