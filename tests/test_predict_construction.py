@@ -21,6 +21,7 @@ from traceparse.analysis.predict.batch import (
     _GRADIENT_OPS,
     _INPUT_OPS,
     _LOSS_OPS,
+    _missing,
     BatchReading,
     Evidence,
     _Score,
@@ -79,13 +80,18 @@ def reference_leads(shapes, ops, weights):  # type: ignore[no-untyped-def]
 
 
 def reference_scores(shapes, weights, sizes, names):  # type: ignore[no-untyped-def]
+    # A tensor without a shape or a name is no evidence. Said here, not left to
+    # ``astype(str)``: pandas 2 turns None into "None", pandas 3 keeps it missing.
+    shape_text = pd.Series(shapes, dtype=object).map(lambda v: None if _missing(v) else str(v))
+    name_text = pd.Series(names, dtype=object).map(lambda v: None if _missing(v) else str(v))
     frame = pd.DataFrame(
         {
-            "shape": pd.Series(shapes, dtype=object).astype(str),
-            "name": pd.Series(names, dtype=object).astype(str),
+            "shape": shape_text,
+            "name": name_text,
             "size": np.nan if sizes is None else np.asarray(sizes, dtype=np.float64),
         }
     )
+    frame = frame[frame["shape"].notna() & frame["name"].notna()]
     frame.loc[~(frame["size"] > 0), "size"] = np.nan
     frame["unsized"] = frame["size"].isna()
     grouped = frame.groupby(["shape", "name"], sort=False).agg(
