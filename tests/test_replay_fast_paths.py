@@ -135,7 +135,8 @@ def test_replays_and_instants_equal_the_reference(name: str) -> None:
     mine_rows, their_rows = groups(timeline), reference_groups(timeline)
     assert [repr(k) for k in mine_rows] == [repr(k) for k in their_rows]
     for (_, rows), (_, expected) in zip(mine_rows.items(), their_rows.items(), strict=True):
-        assert rows.dtype == expected.dtype and np.array_equal(rows, expected)
+        # Row numbers may be held narrower (int32 where they fit); their values are the same.
+        assert rows.dtype.kind == expected.dtype.kind == "i" and np.array_equal(rows, expected)
     for new_held in (held, held * 2, held * rng.integers(0, 3, len(held)), held + 256.0):
         mine = replay(timeline, allocations, ends, held, new_held)
         theirs = reference_replay(timeline, allocations, ends, held, new_held)

@@ -42,7 +42,7 @@ from traceparse.analysis.naming import (
 )
 from traceparse.analysis.naming.optimizers import optimizer_of_frames
 from traceparse.analysis.predict import Capture, Predictor, Replayed
-from traceparse.analysis.predict.batch import dims
+from traceparse.analysis.predict.batch import by_value, dims
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
@@ -239,11 +239,17 @@ def captured_optimizer(ops: np.ndarray) -> str | None:
 
 def facts_of(predictor: Predictor) -> Facts:
     a = predictor.base.allocations
-    ops = a["op"].astype(object).fillna("").to_numpy()
+    ops = _objects(a["op"], "")
     shapes = a["shape"].astype(object).to_numpy()
-    parsed = [dims(s) for s in shapes]
-    weight_shaped = np.array([bool(d) and d in predictor.weights for d in parsed], dtype=bool)
-    backward = np.array([GRADIENT_TAPE in str(o) for o in ops], dtype=bool)
+    weights = predictor.weights
+    # Each distinct shape and op name read once (a capture repeats a few thousand
+    # over millions of allocations).
+    weight_shaped = by_value(
+        a["shape"], lambda s: np.array([_weight_shaped(v, weights) for v in s], dtype=bool)
+    )
+    backward = by_value(
+        a["op"], lambda o: o.fillna("").astype(object).map(_on_tape).to_numpy(dtype=bool)
+    )
     # Where each step's backward pass starts: its first gradient-tape allocation.
     steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
     start = a["alloc_event"].to_numpy(dtype=np.int64)
@@ -256,9 +262,7 @@ def facts_of(predictor: Predictor) -> Facts:
     boundary = pd.Series(steps).map(first_back).to_numpy(dtype=np.float64, na_value=np.nan)
     crosses = (~backward) & ~np.isnan(boundary) & (start < boundary) & (ends >= boundary)
     keys = list(predictor.rows)
-    hosts = a["host"].astype(object).to_numpy()
-    allocators = a["allocator"].astype(object).to_numpy()
-    mine = {k: (hosts == k[0]) & (allocators == k[1]) for k in keys}
+    mine = {k: predictor._mine(k) for k in keys}
     roles = predictor.roles
     base = predictor.base
     xla_ops = np.concatenate(
@@ -276,7 +280,7 @@ def facts_of(predictor: Predictor) -> Facts:
             ),
         ]
     )
-    optimizer = captured_optimizer(np.concatenate([ops, xla_ops]))
+    optimizer = captured_optimizer(np.concatenate([pd.unique(ops), xla_ops]))
     if optimizer is None and base.stacks is not None and len(base.stacks):
         optimizer = optimizer_of_frames(base.stacks["frame"].astype(str))
     params: dict[Key, tuple[float, float]] = {}
@@ -284,12 +288,12 @@ def facts_of(predictor: Predictor) -> Facts:
     last_step = np.nanmax(steps) if np.isfinite(steps).any() else np.nan
     for k in keys:
         before[k] = float(predictor._before(k))
-        params[k] = _params(predictor, k, mine[k], roles, parsed, steps, last_step, optimizer)
+        params[k] = _params(predictor, k, mine[k], roles, shapes, steps, last_step, optimizer)
     return Facts(
         roles,
         predictor.layers,
-        a["dtype"].astype(object).fillna("").to_numpy(),
-        a["op_type"].astype(object).fillna("").to_numpy(),
+        _objects(a["dtype"], ""),
+        _objects(a["op_type"], ""),
         ops,
         shapes,
         keys,
@@ -310,6 +314,26 @@ def facts_of(predictor: Predictor) -> Facts:
     )
 
 
+def _objects(column: pd.Series, missing: object) -> np.ndarray:
+    """A column as an object array with ``missing`` for what it lacks: a
+    categorical's categories taken by its codes, without a pass over every row's
+    object."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return column.astype(object).fillna(missing).to_numpy()
+    values = np.array([*column.cat.categories.to_numpy(dtype=object), missing], dtype=object)
+    return values[column.cat.codes.to_numpy(dtype=np.int64)]
+
+
+def _weight_shaped(shape: object, weights: set[tuple[int, ...]]) -> bool:
+    found = dims(shape)
+    return bool(found) and found in weights
+
+
+def _on_tape(op: object) -> bool:
+    """Allocated by an op of the gradient tape (its name scope)."""
+    return GRADIENT_TAPE in str(op)
+
+
 def _half_program(base: Capture) -> bool:
     """Whether a program that allocated during the capture (a linked slab) holds
     16-bit HLO buffers: JAX and XLA programs compute in the dtype of their
@@ -327,7 +351,7 @@ def _params(
     key: Key,
     mine: np.ndarray,
     roles: np.ndarray,
-    parsed: list[tuple[int, ...] | None],
+    shapes: np.ndarray,
     steps: np.ndarray,
     last_step: float,
     optimizer: str | None,
@@ -361,7 +385,7 @@ def _params(
         pick = mine & np.isin(roles, (GRADIENT, OPTIMIZER_UPDATE)) & (steps == last_step)
         seen: set[tuple[object, tuple[int, ...]]] = set()
         for i in np.flatnonzero(pick):
-            d = parsed[i]
+            d = dims(shapes[i])
             if d and d in predictor.weights:
                 seen.add((predictor.layers[i], d))
         read = 4.0 * float(sum(int(np.prod(d)) for _, d in seen))

@@ -621,11 +621,11 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     out = np.full(n, None, dtype=object)
     if "dtype" not in allocations or not n:
         return out
-    rank1 = _by_value(
+    rank1 = by_value(
         allocations["shape"],
         lambda shape: shape.astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool),
     )
-    scratch = _by_value(
+    scratch = by_value(
         allocations["dtype"], lambda dtype: dtype.isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
     )
     mask = scratch & rank1
@@ -644,7 +644,7 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _by_value(column: pd.Series, rule: Callable[[pd.Series], np.ndarray]) -> np.ndarray:
+def by_value(column: pd.Series, rule: Callable[[pd.Series], np.ndarray]) -> np.ndarray:
     """``rule`` (a vectorised test of object values) of every row of ``column``: of
     each category once where the column has categories (a missing value as NaN)."""
     if not isinstance(column.dtype, pd.CategoricalDtype):

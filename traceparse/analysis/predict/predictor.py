@@ -432,10 +432,15 @@ class Predictor:
     def _high(self, batch: int) -> Replayed:
         """The high bound's counter: after each event the larger of the two worst
         cases' (``high_sizes``), so that its peak is the larger of theirs."""
-        placed, read = (self._replayed(h) for h in self.high_sizes(batch))
-        return Replayed(
-            placed.events, {k: np.maximum(v, read.bytes[k]) for k, v in placed.bytes.items()}
-        )
+        # One worst case at a time, the second folded into the first's arrays: each
+        # replay is a few arrays as long as the timeline.
+        worst, read_high = self.high_sizes(batch)
+        placed = self._replayed(worst)
+        del worst
+        read = self._replayed(read_high)
+        for key, values in placed.bytes.items():
+            np.maximum(values, read.bytes[key], out=values)
+        return placed
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
         _, low, _ = self.sizes(batch)

@@ -203,7 +203,9 @@ def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
     if len(timeline) and all(timeline[c].nunique(dropna=False) == 1 for c in ("host", "allocator")):
         # One allocator (the usual capture): every row, without grouping millions.
         first = timeline[["host", "allocator"]].iloc[0].astype(object)
-        return {(first["host"], first["allocator"]): np.arange(len(timeline), dtype=np.int64)}
+        # Row numbers in half the memory where they fit (the rows of millions of events).
+        kind = np.int32 if len(timeline) < 2**31 else np.int64
+        return {(first["host"], first["allocator"]): np.arange(len(timeline), dtype=kind)}
     keys = timeline[["host", "allocator"]].astype(object)
     out: dict[tuple[object, object], np.ndarray] = {}
     for key, rows in keys.groupby(["host", "allocator"], sort=True, dropna=False).indices.items():
@@ -227,7 +229,7 @@ def replay(
     # batch, most or all keep theirs). Bytes are whole numbers under 2**53: the
     # sums are exact in any order.
     moved = np.flatnonzero(change)
-    delta: np.ndarray = np.zeros(n + 1)
+    delta: np.ndarray | None = None
     if len(moved):
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
@@ -238,17 +240,26 @@ def replay(
             weights=np.concatenate([change[moved], -change[moved]]),
             minlength=n + 1,
         )
+        del start, stop
+    del change, moved
     captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows
     out = {}
     for key, events in rows.items():
-        # One allocator's rows are often the whole timeline: slices, not a gather.
+        # One allocator's rows are often the whole timeline: slices, not a gather,
+        # and the running sum made in the delta's own memory (millions of events).
         whole = len(events) == n and (n == 0 or (events[0] == 0 and events[-1] == n - 1))
-        mine = slice(0, n) if whole else events
-        bytes_ = captured[mine].astype(np.float64)
-        if len(moved):
-            bytes_ += np.cumsum(delta[mine])
-        out[key] = bytes_
+        if delta is None:
+            out[key] = captured[slice(0, n) if whole else events].astype(np.float64)
+        elif whole:
+            np.cumsum(delta, out=delta)
+            bytes_ = delta[:n]
+            bytes_ += captured
+            out[key] = bytes_
+        else:
+            bytes_ = np.cumsum(delta[events])
+            bytes_ += captured[events]
+            out[key] = bytes_
     return Replayed(rows, out)
 
 

@@ -42,7 +42,9 @@ class Program:
     # front (a device's allocator); 0 where it always grows on demand, or unknown.
     capacity: int
     warm: Ints  # items of the first step: the warm-up
-    reserved: np.ndarray  # reserved bytes after each event (added to the counter)
+    # Reserved bytes after each event (added to the counter); a zero scalar where
+    # no event reserves any (most captures: no array as long as the timeline).
+    reserved: np.ndarray | np.float64
 
 
 def programs(
@@ -106,7 +108,7 @@ def programs(
             if grows_on_demand(key[1])
             else int(in_use[first_row] + available[first_row]),
             warm=warm,
-            reserved=reserved[events],
+            reserved=_reserved_at(reserved, events),
         )
     return out
 
@@ -137,6 +139,11 @@ def grows_on_demand(allocator: object) -> bool:
     device's may reserve its whole memory up front instead."""
     name = str(allocator).lower()
     return name in ("mklcpu", "cpu") or "host" in name
+
+
+def _reserved_at(reserved: np.ndarray, events: np.ndarray) -> np.ndarray | np.float64:
+    mine = reserved[events]
+    return mine if mine.any() else np.float64(0.0)
 
 
 def _column(timeline: pd.DataFrame, name: str) -> np.ndarray:
