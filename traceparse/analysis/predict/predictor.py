@@ -757,23 +757,28 @@ class Predictor:
         codes, bases = pd.factorize(self.sizing.basis)
         scratch = np.array([str(b).startswith("scratch") for b in bases] + [False], dtype=bool)
         out = mine & scratch[codes]
-        index = np.flatnonzero(mine)
-        if len(index):
-            start = a["alloc_event"].to_numpy(dtype=np.int64)
+        del codes
+        # The arrays below are as long as the allocations (millions): views where
+        # ``key`` has every allocation, each freed once read.
+        index: slice | np.ndarray = slice(None) if mine.all() else np.flatnonzero(mine)
+        start = a["alloc_event"].to_numpy(dtype=np.int64)[index]
+        if len(start):
             # An allocation's own row: the first allocation by another op after it.
-            next_op = self._next_op(key, start[index])
-            size = self.requested[index]
+            next_op = self._next_op(key, start)
             end = ends[index]
             freed = end != STILL_LIVE
             # (request, end) of the freed ones, sorted; each output's window searched.
             # Each request's number (any one-to-one numbering does): by hashing.
-            rank = pd.factorize(size, use_na_sentinel=False)[0].astype(np.int64)
+            rank = pd.factorize(self.requested[index], use_na_sentinel=False)[0]
+            rank = rank.astype(np.int64, copy=False)
             span = np.int64(len(self.base.timeline) + 2)
             keyed = np.sort(rank[freed] * span + end[freed])
-            low = rank * span + start[index]
-            high = rank * span + np.minimum(next_op, span - 1)
-            found = np.searchsorted(keyed, high, "left") - np.searchsorted(keyed, low, "left")
-            found -= freed & (end >= start[index]) & (end < next_op)  # not itself
+            found = -np.searchsorted(keyed, rank * span + start, "left")
+            rank *= span
+            rank += np.minimum(next_op, span - 1)  # each window's high end
+            found += np.searchsorted(keyed, rank, "left")
+            del keyed, rank
+            found -= freed & (end >= start) & (end < next_op)  # not itself
             out[index] |= found > 0
         self._skippable[key] = out
         return out
@@ -943,9 +948,10 @@ class Predictor:
 
 def _coded(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """A column as integer codes (-1: missing) and the values they stand for: its
-    categories where it has them."""
+    categories where it has them (their codes as the column holds them, as narrow
+    as the categories allow: no wider copy of millions of rows)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories
+        return column.cat.codes.to_numpy(), column.cat.categories
     codes, uniques = pd.factorize(column.astype(object).to_numpy())
     return codes.astype(np.int64), pd.Index(uniques, dtype=object)
 

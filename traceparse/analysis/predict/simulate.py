@@ -222,7 +222,8 @@ def _simulate_compiled(
     if done is None:
         return None
     counter, chunks, regions = done
-    return Simulated(counter + program.reserved, chunks, regions.tolist())
+    counter += program.reserved  # the replay's own array: no copy as long as the timeline
+    return Simulated(counter, chunks, regions.tolist())
 
 
 def simulate_python(
