@@ -42,6 +42,29 @@ def test_downsampling_keeps_every_extreme() -> None:
         assert in_use[keep][bucket[keep] == b].max() == in_use[mine].max()
 
 
+def test_downsampling_picks_the_first_lowest_and_last_highest_of_each_bucket() -> None:
+    """Ties (a counter that repeats its value) and NaN: against a sort of every point
+    by (bucket, value), the definition the reduceat path must match."""
+
+    def by_sorting(x: np.ndarray, y: np.ndarray, buckets: int) -> np.ndarray:
+        bucket = np.minimum(((x - x[0]) / (x[-1] - x[0]) * buckets).astype(np.int64), buckets - 1)
+        starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        ends = np.r_[starts[1:], len(x)] - 1
+        order = np.lexsort((y, bucket))
+        return np.unique(np.concatenate([starts, ends, order[starts], order[ends]]))
+
+    rng = np.random.default_rng(11)
+    for case in range(500):
+        n = int(rng.integers(50, 2000))
+        buckets = int(rng.integers(1, 12))
+        x = np.sort(rng.integers(0, int(rng.integers(2, 100)), n)).astype(np.float64)
+        x[-1] = x[0] + 1 if x[-1] == x[0] else x[-1]
+        y = rng.integers(0, int(rng.integers(1, 6)), n).astype(np.float64)
+        if case % 7 == 0:
+            y[rng.integers(0, n, 3)] = np.nan
+        assert np.array_equal(downsample_minmax(x, y, buckets), by_sorting(x, y, buckets))
+
+
 def test_few_points_are_all_kept() -> None:
     times = np.arange(10)
     assert downsample_minmax(times, times * 2).tolist() == list(range(10))

@@ -73,10 +73,18 @@ def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = TIMELINE_BUCK
         bucket = np.minimum(((x - x[0]) / span * buckets).astype(np.int64), buckets - 1)
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     ends = np.r_[starts[1:], n] - 1
-    # Within each bucket: sort by (bucket, y) and take the first and last.
-    order = np.lexsort((y, bucket))
-    lowest = order[starts]
-    highest = order[ends]
+    if np.isnan(y).any():
+        # Within each bucket: sort by (bucket, y) and take the first and last.
+        order = np.lexsort((y, bucket))
+        lowest, highest = order[starts], order[ends]
+    else:
+        # The same points without sorting millions: each bucket's extremes by
+        # ``reduceat``, then the first row at its lowest and the last at its highest.
+        of = np.repeat(np.arange(len(starts)), ends - starts + 1)
+        at = np.flatnonzero(y == np.minimum.reduceat(y, starts)[of])
+        lowest = at[np.r_[True, of[at][1:] != of[at][:-1]]]
+        at = np.flatnonzero(y == np.maximum.reduceat(y, starts)[of])
+        highest = at[np.r_[of[at][1:] != of[at][:-1], True]]
     return np.unique(np.concatenate([starts, ends, lowest, highest]))
 
 

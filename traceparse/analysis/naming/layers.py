@@ -133,6 +133,28 @@ class KnownNames:
     slot_prefixes: dict[str, str] = field(default_factory=dict)
     # Who wrote the op names (layer_generation): Keras 3 unless told otherwise.
     generation: str = KERAS3
+    # ``place_op``'s answers by op name: a summary places the same few thousand
+    # names at every moment it breaks down (``placed``). Dropped when a name set
+    # grows (the sets are filled while the inventory is read).
+    _placements: dict[str, Placement] = field(default_factory=dict, repr=False, compare=False)
+    _placed_for: tuple[object, ...] = field(default=(), repr=False, compare=False)
+
+    def placed(self, op: str) -> Placement:
+        """``place_op(op, self)``, read once per op name while the names stay as they are."""
+        state = (
+            len(self.layers),
+            len(self.models),
+            len(self.optimizers),
+            len(self.slot_prefixes),
+            self.generation,
+        )
+        if state != self._placed_for:
+            self._placements.clear()
+            self._placed_for = state
+        found = self._placements.get(op)
+        if found is None:
+            found = self._placements[op] = place_op(op, self)
+        return found
 
     def user_name(self, scope: str) -> str | None:
         """The user's name for a model or layer scope, or None if it is not one."""

@@ -103,7 +103,7 @@ def _place_each(rows: pd.DataFrame, known: KnownNames, shapes: dict[str, str]) -
     ops = pd.Categorical(rows["op"].astype(object))
     codes = ops.codes
     names = [str(op) for op in ops.categories]
-    placed = [place_op(op, known) for op in names] + [place_op(None, known)]
+    placed = [known.placed(op) for op in names] + [place_op(None, known)]
     layer = np.asarray([p.layer for p in placed], dtype=object)[codes]
     kind = np.asarray([p.kind for p in placed], dtype=object)[codes]
     replica = np.asarray([p.replica for p in placed], dtype=np.int64)[codes]
