@@ -71,8 +71,12 @@ def programs(
         )
         stop = ends[mine]
         freed = stop != STILL_LIVE
-        # Deallocations that end no captured allocation: chunks from before the capture.
-        lone = events[dealloc[events] & ~np.isin(events, stop[freed])]
+        # Deallocations that end no captured allocation: chunks from before the capture
+        # (marked rows, not a sorted membership test over millions).
+        ended = np.zeros(len(timeline), dtype=bool)
+        ended[stop[freed]] = True
+        lone = events[dealloc[events] & ~ended[events]]
+        del ended
         pre = np.where(chunk[lone] > 0, chunk[lone], -delta[lone]).astype(np.int64).tolist()
         item_rows = np.concatenate([stop[freed], lone, start[mine]]).astype(np.int64)
         item_kind = np.concatenate(
@@ -89,8 +93,10 @@ def programs(
         steps = step[mine]
         warm = np.zeros(0, np.int64)
         if np.isfinite(steps).any():
-            of_first = mine[steps == np.nanmin(steps)]
-            warm = np.flatnonzero((item_kind != PREFREE) & np.isin(item_ref, of_first))
+            first = np.zeros(len(allocations), dtype=bool)
+            first[mine[steps == np.nanmin(steps)]] = True
+            made = item_kind != PREFREE  # the others' refs index ``pre``, not allocations
+            warm = np.flatnonzero(made & first[np.where(made, item_ref, 0)])
         first_row = int(events[0])
         before = in_use[first_row] - delta[first_row] - reserved[first_row]
         known = [k for k in (kept or {}).get(key[1], []) if k > 0]
