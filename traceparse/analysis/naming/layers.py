@@ -133,14 +133,14 @@ class KnownNames:
     slot_prefixes: dict[str, str] = field(default_factory=dict)
     # Who wrote the op names (layer_generation): Keras 3 unless told otherwise.
     generation: str = KERAS3
-    # ``place_op``'s answers by op name: a summary places the same few thousand
-    # names at every moment it breaks down (``placed``). Dropped when a name set
+    # ``parse_op``'s and ``place_op``'s answers by op name: a summary reads the same
+    # few thousand names at every moment it breaks down. Dropped when a name set
     # grows (the sets are filled while the inventory is read).
+    _parsed: dict[str, ParsedOp] = field(default_factory=dict, repr=False, compare=False)
     _placements: dict[str, Placement] = field(default_factory=dict, repr=False, compare=False)
-    _placed_for: tuple[object, ...] = field(default=(), repr=False, compare=False)
+    _read_for: tuple[object, ...] = field(default=(), repr=False, compare=False)
 
-    def placed(self, op: str) -> Placement:
-        """``place_op(op, self)``, read once per op name while the names stay as they are."""
+    def _current(self) -> None:
         state = (
             len(self.layers),
             len(self.models),
@@ -148,9 +148,23 @@ class KnownNames:
             len(self.slot_prefixes),
             self.generation,
         )
-        if state != self._placed_for:
+        if state != self._read_for:
+            self._parsed.clear()
             self._placements.clear()
-            self._placed_for = state
+            self._read_for = state
+
+    def parsed(self, op: str) -> ParsedOp:
+        """``parse_op(op, self)``, once per op name while the names stay as they are
+        (shared: not to be changed)."""
+        self._current()
+        found = self._parsed.get(op)
+        if found is None:
+            found = self._parsed[op] = parse_op(op, self)
+        return found
+
+    def placed(self, op: str) -> Placement:
+        """``place_op(op, self)``, once per op name while the names stay as they are."""
+        self._current()
         found = self._placements.get(op)
         if found is None:
             found = self._placements[op] = place_op(op, self)
@@ -258,7 +272,7 @@ def place_op(op: str | None, known: KnownNames) -> Placement:
     jax = jax_role(op)  # a JAX program's names (TF op names never hold parentheses)
     if jax is not None:
         return Placement(jax[1] or NO_LAYER, jax[0], 0)
-    parsed = parse_op(op, known)
+    parsed = known.parsed(op)
     if not parsed.rest:
         return Placement(NO_LAYER, OTHER, parsed.replica)
     rest = parsed.rest
@@ -288,9 +302,9 @@ def model_scopes(op: str, known: KnownNames | None = None) -> list[str]:
     """
     if known is None:
         return list(_model_scopes(op))
-    parsed = parse_op(op, known)
+    parsed = known.parsed(op)
     if parsed.layer is None:
-        return parsed.written
+        return list(parsed.written)
     return [parsed.layer, *parsed.rest[parsed.at + 1 :]]
 
 
@@ -309,7 +323,7 @@ def layer_path(op: str | None, known: KnownNames, depth: int) -> str | None:
     """
     if not op:
         return None
-    parsed = parse_op(op, known)
+    parsed = known.parsed(op)
     if parsed.layer is None:
         return None
     path = [parsed.layer]
