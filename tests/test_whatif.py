@@ -188,6 +188,30 @@ def test_predict_cli_changes_and_errors() -> None:
         assert ("batch_128" in proc.stderr) == (words == "no layer named"), proc.stderr
 
 
+def test_predict_names_the_change_and_what_it_assumes() -> None:
+    """The headline says which program is predicted, and the assumptions the change
+    made are listed (the JSON's ``change`` and ``assumptions``, null for a batch)."""
+    text = run_traceparse("predict", str(MIXED), "--optimizer", "sgd", "--precision", "float32")
+    assert text.returncode == 0, text.stderr
+    assert "with float32 + sgd:" in text.stdout
+    assert "What float32 + sgd is assumed to do" in text.stdout
+    data = json.loads(
+        run_traceparse("predict", str(MIXED), "--optimizer", "sgd", "--format", "json").stdout
+    )
+    row = data["predictions"][0]
+    assert row["change"] == "sgd"
+    assert row["assumptions"] and all(line for line in row["assumptions"].splitlines())
+    plain = json.loads(
+        run_traceparse("predict", str(MIXED), "--batch", "64", "--format", "json").stdout
+    )
+    assert plain["predictions"][0]["change"] is None
+    assert plain["predictions"][0]["assumptions"] is None
+    batch = run_traceparse("predict", str(MIXED), "--batch", "64")
+    headlines = [line for line in batch.stdout.splitlines() if "predicted peak at batch" in line]
+    assert headlines and not any(" with " in line for line in headlines)
+    assert "assumed to do" not in batch.stdout
+
+
 def test_remat_on_a_capture_without_layers_is_refused() -> None:
     proc = run_traceparse("predict", str(FIXTURES / "leak"), "--from-batch", "8", "--remat", "all")
     assert proc.returncode == 2, proc.stderr

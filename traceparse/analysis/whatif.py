@@ -916,6 +916,12 @@ class WhatIf(Predictor):
     def _extra(self, key: Key, which: int) -> float:
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
 
+    def change_columns(self) -> dict[str, str | None]:
+        return {
+            "change": self.change.label(),
+            "assumptions": "\n".join(self.resized.notes) or None,  # one a line
+        }
+
     def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
         """At the captured batch: the captured counter with each allocation's change
         (its chunk at the new request, ``predict_replay.chunks``), as a prediction

@@ -41,8 +41,11 @@ def headline(row: pd.Series) -> str:
     source = f"captured at batch {row['from_batch']}"
     if not pd.isna(row.get("other_batch")):
         source += f" and {int(row['other_batch'])} (fitted through both)"
+    change = row.get("change")
+    changed = f" with {change}" if isinstance(change, str) else ""
     return (
-        f"{row['allocator']} ({row['host']}): predicted peak at batch {row['batch_size']}: "
+        f"{row['allocator']} ({row['host']}): predicted peak at batch {row['batch_size']}"
+        f"{changed}: "
         f"{format_bytes(row['predicted_peak_bytes'])} (between "
         f"{format_bytes(row['low_bytes'])} and {format_bytes(row['high_bytes'])}); "
         f"{source}, where the peak was {format_bytes(row['captured_peak_bytes'])}"
@@ -163,6 +166,10 @@ def render(
         evidence = batch_line(row)
         if evidence:
             term.line(evidence)
+        assumed = row.get("assumptions")
+        if isinstance(assumed, str):
+            term.line(f"What {row['change']} is assumed to do (docs/whatif.md):")
+            term.bullets(assumed.splitlines())
         term.line(f"The predicted peak is {moment(row)}.")
         unseen = unseen_line(row)
         if unseen:

@@ -486,8 +486,14 @@ class Predictor:
                 ),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
+            row |= self.change_columns()
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def change_columns(self) -> dict[str, str | None]:
+        """The program change predicted (``analysis.whatif``) and what it assumes,
+        one assumption a line: none for the captured program at another batch size."""
+        return {"change": None, "assumptions": None}
 
     def bounds(
         self, batch: int, runs: tuple[Replayed, Replayed, Replayed, np.ndarray] | None = None
