@@ -20,6 +20,7 @@ from traceparse.analysis.whatif import (
     Change,
     WhatIf,
     attention_scores,
+    candidates,
     facts_of,
     parse_change,
     resizing,
@@ -210,6 +211,17 @@ def test_predict_names_the_change_and_what_it_assumes() -> None:
     headlines = [line for line in batch.stdout.splitlines() if "predicted peak at batch" in line]
     assert headlines and not any(" with " in line for line in headlines)
     assert "assumed to do" not in batch.stdout
+
+
+def test_advise_proposes_float16_on_a_gpu_and_bfloat16_elsewhere(float32: object) -> None:
+    """Keras' guide: mixed_float16 on GPUs; bfloat16 where the hardware computes it."""
+    gpu = predictor_of(traceparse.load(FIXTURES / "gpu_chess_64"))
+    for predictor, half in ((gpu, "mixed_float16"), (float32, "mixed_bfloat16")):
+        changes = candidates(facts_of(predictor))  # type: ignore[arg-type]
+        assert changes[0].precision == half
+        combined = [c for c in changes if c.precision and (c.optimizer or c.remat)]
+        assert combined and all(c.precision == half for c in combined)
+        assert {c.precision for c in changes} >= {"mixed_float16", "mixed_bfloat16"}
 
 
 def test_remat_on_a_capture_without_layers_is_refused() -> None:
