@@ -247,9 +247,7 @@ def facts_of(predictor: Predictor) -> Facts:
     weight_shaped = by_value(
         a["shape"], lambda s: np.array([_weight_shaped(v, weights) for v in s], dtype=bool)
     )
-    backward = by_value(
-        a["op"], lambda o: o.fillna("").astype(object).map(_on_tape).to_numpy(dtype=bool)
-    )
+    backward = by_value(a["op"], lambda o: o.map(_on_tape).to_numpy(dtype=bool))
     # Where each step's backward pass starts: its first gradient-tape allocation.
     steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
     start = a["alloc_event"].to_numpy(dtype=np.int64)
@@ -315,13 +313,9 @@ def facts_of(predictor: Predictor) -> Facts:
 
 
 def _objects(column: pd.Series, missing: object) -> np.ndarray:
-    """A column as an object array with ``missing`` for what it lacks: a
-    categorical's categories taken by its codes, without a pass over every row's
-    object."""
-    if not isinstance(column.dtype, pd.CategoricalDtype):
-        return column.astype(object).fillna(missing).to_numpy()
-    values = np.array([*column.cat.categories.to_numpy(dtype=object), missing], dtype=object)
-    return values[column.cat.codes.to_numpy(dtype=np.int64)]
+    """A column as an object array with ``missing`` for what it lacks, read once per
+    category (``by_value``)."""
+    return by_value(column, lambda v: v.fillna(missing).to_numpy(dtype=object))
 
 
 def _weight_shaped(shape: object, weights: set[tuple[int, ...]]) -> bool:

@@ -38,14 +38,18 @@ The rules, from real Keras 3 and Keras 2 captures (see docs/analyses.md):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 
 from traceparse.analysis.naming.generations import KERAS3, TF1_LIKE, WRAPPER, is_layer_like
 from traceparse.analysis.naming.jax import jax_role
 from traceparse.analysis.naming.optimizers import OPTIMIZER_SCOPES
+
+T = TypeVar("T")
 
 NO_LAYER = "(no layer)"
 OPTIMIZER_UNASSIGNED = "(optimizer, unassigned)"
@@ -140,7 +144,16 @@ class KnownNames:
     _placements: dict[str, Placement] = field(default_factory=dict, repr=False, compare=False)
     _read_for: tuple[object, ...] = field(default=(), repr=False, compare=False)
 
-    def _current(self) -> None:
+    def parsed(self, op: str) -> ParsedOp:
+        """``parse_op(op, self)``, once per op name while the names stay as they are
+        (shared: not to be changed)."""
+        return self._once(self._parsed, op, parse_op)
+
+    def placed(self, op: str) -> Placement:
+        """``place_op(op, self)``, once per op name while the names stay as they are."""
+        return self._once(self._placements, op, place_op)
+
+    def _once(self, store: dict[str, T], op: str, read: Callable[[str, KnownNames], T]) -> T:
         state = (
             len(self.layers),
             len(self.models),
@@ -152,22 +165,9 @@ class KnownNames:
             self._parsed.clear()
             self._placements.clear()
             self._read_for = state
-
-    def parsed(self, op: str) -> ParsedOp:
-        """``parse_op(op, self)``, once per op name while the names stay as they are
-        (shared: not to be changed)."""
-        self._current()
-        found = self._parsed.get(op)
+        found = store.get(op)
         if found is None:
-            found = self._parsed[op] = parse_op(op, self)
-        return found
-
-    def placed(self, op: str) -> Placement:
-        """``place_op(op, self)``, once per op name while the names stay as they are."""
-        self._current()
-        found = self._placements.get(op)
-        if found is None:
-            found = self._placements[op] = place_op(op, self)
+            found = store[op] = read(op, self)
         return found
 
     def user_name(self, scope: str) -> str | None:
