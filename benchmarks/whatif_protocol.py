@@ -60,7 +60,12 @@ def capture(model: str, variant: str, run: int = 0) -> Path:
     """The capture of one run (a fresh process) of ``model`` with ``variant``."""
     logdir = CACHE / (f"{model}_{variant}" if run == 0 else f"{model}_{variant}_r{run}")
     if not any(logdir.rglob("*.xplane.pb")):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "",
+            "TF_ENABLE_ONEDNN_OPTS": "1",  # the allocator that records memory events
+        }
         script = HERE / "whatif_protocol_models.py"
         cmd = [sys.executable, str(script), model, variant, str(BATCH[model]), str(logdir)]
         subprocess.run(cmd, check=True, env=env, capture_output=True)

@@ -149,6 +149,9 @@ def _optimizer(keras: Any, variant: str) -> Any:
 
 def capture(name: str, variant: str, batch: int, logdir: str) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # oneDNN's CPU allocator (mklcpu) is the one that records memory events;
+    # TensorFlow leaves it off on CPUs it does not tune for.
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     import numpy as np
     import tensorflow as tf
 

@@ -177,3 +177,42 @@ def test_instants_out_of_time_order_take_the_mask() -> None:
     table = instant_table(timeline, middle)
     expected, _ = _latest_by_mask(timeline, middle, None)
     assert set(table["event"].tolist()) == set(expected[expected >= 0].tolist())
+
+
+def test_instants_of_two_hosts_whose_clocks_restart() -> None:
+    """Two hosts' timelines, each from its own capture start: the whole timeline's
+    times go back at the second host, so each group searches its own times; the
+    answers are the mask's at every instant."""
+    timeline = _profile("leak").timeline
+    second = timeline.copy()
+    second["host"] = pd.Categorical(["second"] * len(second))
+    both = pd.concat(
+        [timeline.astype({"host": object}), second.astype({"host": object})], ignore_index=True
+    )
+    both["host"] = both["host"].astype("category")
+    order = _order_of(both)
+    assert not order.whole and order.in_time_order
+    times = both["time_ps"].to_numpy(dtype=np.int64)
+    for host in (None, "second"):
+        for time_ps in np.unique(times)[:: max(1, len(times) // 40)].tolist():
+            expected, counts = _latest_by_mask(both, time_ps, host)
+            assert np.array_equal(order.latest(time_ps, host), expected)
+            assert np.array_equal(order.counts, counts)
+
+
+def test_the_larger_of_two_peaks_is_the_peak_of_the_larger_counter() -> None:
+    """``Replayed.peaks`` and ``larger`` give what folding two counters into their
+    elementwise maximum and taking its ``peak`` gives: ties, equal tops in both,
+    empty groups."""
+    rng = np.random.default_rng(47)
+    for _ in range(2000):
+        n = int(rng.integers(0, 12))
+        rows = np.sort(rng.choice(100, n, replace=False)).astype(np.int64)
+        a = rng.integers(0, 4, n).astype(np.float64)
+        b = rng.integers(0, 4, n).astype(np.float64)
+        key = ("host", "GPU_0_bfc")
+        folded = Replayed({key: rows}, {key: np.maximum(a, b)})
+        one, two = Replayed({key: rows}, {key: a}), Replayed({key: rows}, {key: b})
+        assert one.peaks().larger(two.peaks()).peak(key) == folded.peak(key)
+        assert two.peaks().larger(one.peaks()).peak(key) == folded.peak(key)
+        assert one.peaks().peak(key) == one.peak(key)

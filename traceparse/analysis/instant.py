@@ -81,7 +81,12 @@ def _latest_by_mask(
 class _Order:
     """A timeline's rows by (host, allocator) group, with their times: the latest
     event at or before an instant is then one binary search a group instead of a
-    pass over every row (a report asks for a dozen instants of millions of rows)."""
+    pass over every row (a report asks for a dozen instants of millions of rows).
+
+    Kept for the life of the timeline, so kept small: the rows as int32, and no
+    copy of the times where the whole timeline's never go back (one host's
+    capture): a group's latest row at or before an instant is then its last row
+    before the timeline's own cut."""
 
     def __init__(self, timeline: pd.DataFrame) -> None:
         self.table = weakref.ref(timeline)
@@ -90,21 +95,34 @@ class _Order:
         groups = int(keys.max()) + 1
         self.counts = np.bincount(keys, minlength=groups)
         order = np.argsort(keys, kind="stable")  # each group's rows in file order
+        del keys
+        if self.length < 2**31:
+            order = order.astype(np.int32)
         times = timeline["time_ps"].to_numpy(dtype=np.int64)
         hosts = timeline["host"].astype(object)
         self.rows = np.split(order, np.cumsum(self.counts)[:-1])
-        self.times = [times[rows] for rows in self.rows]
         self.hosts = [hosts.iloc[int(rows[0])] for rows in self.rows]
+        self.whole = bool((times[1:] >= times[:-1]).all())
         # Rows are in time order within an allocator: the largest row at or
         # before an instant is the one a binary search of its times finds.
-        self.in_time_order = all(bool((np.diff(t) >= 0).all()) for t in self.times)
+        self.times = [] if self.whole else [times[rows] for rows in self.rows]
+        self.in_time_order = self.whole or all(bool((np.diff(t) >= 0).all()) for t in self.times)
 
     def latest(self, time_ps: int, host: str | None) -> np.ndarray:
         event = np.full(len(self.rows), -1, dtype=np.int64)
-        for g, (rows, times) in enumerate(zip(self.rows, self.times, strict=True)):
+        cut = 0
+        if self.whole:
+            timeline = self.table()
+            assert timeline is not None, "an order outlived its timeline"
+            times = timeline["time_ps"].to_numpy(dtype=np.int64)
+            cut = int(np.searchsorted(times, time_ps, side="right"))
+        for g, rows in enumerate(self.rows):
             if host is not None and self.hosts[g] != host:
                 continue
-            at = int(np.searchsorted(times, time_ps, side="right")) - 1
+            if self.whole:
+                at = int(np.searchsorted(rows, cut, side="left")) - 1
+            else:
+                at = int(np.searchsorted(self.times[g], time_ps, side="right")) - 1
             if at >= 0:
                 event[g] = rows[at]
         return event

@@ -278,7 +278,7 @@ def facts_of(predictor: Predictor) -> Facts:
             ),
         ]
     )
-    optimizer = captured_optimizer(np.concatenate([pd.unique(ops), xla_ops]))
+    optimizer = captured_optimizer(np.concatenate([_factorized(ops)[1], xla_ops]))
     if optimizer is None and base.stacks is not None and len(base.stacks):
         optimizer = optimizer_of_frames(base.stacks["frame"].astype(str))
     params: dict[Key, tuple[float, float]] = {}
@@ -492,7 +492,7 @@ def update_values(facts: Facts) -> np.ndarray:
     if facts.ends is None or not anchor.any() or not update.any():
         return found
     steps = np.nan_to_num(facts.steps, nan=-1.0)
-    shapes = facts.shapes.astype(str)
+    shapes = _factorized(facts.shapes)[0]  # codes: no string per allocation
     a = pd.DataFrame(
         {"step": steps[anchor], "shape": shapes[anchor], "at": facts.alloc_events[anchor]}
     )
@@ -661,8 +661,8 @@ def _matches(pattern: re.Pattern[str], *columns: np.ndarray) -> np.ndarray:
     its allocations)."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
-        codes, uniques = pd.factorize(column, use_na_sentinel=False)
-        key = key * (len(uniques) + 1) + codes
+        codes, uniques = _factorized(column)
+        key = key * (len(uniques) + 1) + (codes + 1)  # 0: missing
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     found = np.array(
         [bool(pattern.search(" ".join(str(c[i]) for c in columns))) for i in first], dtype=bool
@@ -670,19 +670,28 @@ def _matches(pattern: re.Pattern[str], *columns: np.ndarray) -> np.ndarray:
     return found[inverse] if len(found) else np.zeros(len(key), dtype=bool)
 
 
+def _factorized(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of a column of millions of rows holding a few thousand
+    distinct values (code -1: missing), its hash table sized for the values: by
+    default it is sized for the rows, and a missing value kept as a value of its
+    own costs a copy of the column."""
+    codes, uniques = pd.factorize(column, size_hint=4096)
+    return codes, np.asarray(uniques, dtype=object)
+
+
 def layer_names(facts: Facts) -> set[str]:
     """The layers the capture names (no placeholder rows such as ``(no layer)``)."""
-    return {
-        str(x) for x in pd.unique(pd.Series(facts.layers).dropna()) if not str(x).startswith("(")
-    }
+    _, uniques = _factorized(facts.layers)
+    return {str(x) for x in uniques if not pd.isna(x) and not str(x).startswith("(")}
 
 
 def _named(layers: np.ndarray, wanted: set[str]) -> np.ndarray:
     """Whether each allocation's layer (as text) is one of ``wanted``: each distinct
     layer looked up once (``np.isin`` would sort millions of strings)."""
-    codes, uniques = pd.factorize(layers, use_na_sentinel=False)
-    found = np.array([str(u) in wanted for u in uniques], dtype=bool)
-    return found[codes] if len(found) else np.zeros(len(codes), dtype=bool)
+    codes, uniques = _factorized(layers)
+    # The last: a missing layer (code -1), which no name is.
+    found = np.array([str(u) in wanted for u in uniques] + [False], dtype=bool)
+    return found[codes]
 
 
 def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
@@ -711,7 +720,7 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
         raise UsageError(
             f"no layer named {', '.join(missing)} in the capture; give 'all' or some of: {shown}"
         )
-    layer = facts.layers.astype(str)
+    layer = _factorized(facts.layers)[0]  # codes: no string per allocation
     kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     for k in facts.keys:
         mine = kept & facts.mine[k]
@@ -743,7 +752,7 @@ def recompute_extra(
     the high bound has the largest such set for the whole run."""
     known = layer_names(facts)
     wanted = known if layers == ("all",) else set(layers)
-    layer = facts.layers.astype(str)
+    layer = _factorized(facts.layers)[0]  # codes: no string per allocation
     kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
     start = facts.alloc_events
     for k in facts.keys:

@@ -50,10 +50,12 @@ from dataclasses import Field, dataclass, field, fields
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from traceparse.analysis import leaks
 from traceparse.analysis.steps import STEP_ID
+from traceparse.tables.select import equal_to
 
 __all__ = [
     "LIVE_PARTS",
@@ -189,11 +191,11 @@ def owned(frame: pd.DataFrame, host: str, allocator: str) -> pd.DataFrame:
     """The rows of one (host, allocator): the one way every analysis and view slices
     an allocator. A frame without a host (or allocator) column is not sliced by it;
     rows whose host or allocator is NA belong to no allocator."""
-    mask = pd.Series(True, index=frame.index)
+    mask = np.ones(len(frame), dtype=bool)
     for column, value in (("host", host), ("allocator", allocator)):
         if column in frame.columns:
-            mask &= (frame[column].astype(object) == value).fillna(False).astype(bool)
-    return frame[mask.to_numpy(dtype=bool)]
+            mask &= equal_to(frame[column], value, missing_matches=False)
+    return frame[mask]
 
 
 def step_unit(

@@ -69,8 +69,13 @@ def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = TIMELINE_BUCK
     span = x[-1] - x[0]
     if span <= 0:
         bucket = np.zeros(n, dtype=np.int64)
-    else:
-        bucket = np.minimum(((x - x[0]) / span * buckets).astype(np.int64), buckets - 1)
+    else:  # (x - x[0]) / span * buckets, in place: millions of points
+        scaled = x - x[0]
+        scaled /= span
+        scaled *= buckets
+        bucket = scaled.astype(np.int64)
+        del scaled
+        np.minimum(bucket, buckets - 1, out=bucket)
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     ends = np.r_[starts[1:], n] - 1
     if np.isnan(y).any():
@@ -80,7 +85,8 @@ def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = TIMELINE_BUCK
     else:
         # The same points without sorting millions: each bucket's extremes by
         # ``reduceat``, then the first row at its lowest and the last at its highest.
-        of = np.repeat(np.arange(len(starts)), ends - starts + 1)
+        del bucket
+        of = np.repeat(np.arange(len(starts), dtype=np.int32), ends - starts + 1)
         at = np.flatnonzero(y == np.minimum.reduceat(y, starts)[of])
         lowest = at[np.r_[True, of[at][1:] != of[at][:-1]]]
         at = np.flatnonzero(y == np.maximum.reduceat(y, starts)[of])
@@ -184,7 +190,8 @@ def line_points(
     t = np.asarray(time_ps, dtype=np.float64)
     y = np.asarray(in_use_bytes, dtype=np.float64)
     keep = ~np.isnan(y)
-    t, y = t[keep], y[keep]
+    if not keep.all():  # no copies of millions of points where none is missing
+        t, y = t[keep], y[keep]
     if start_bytes is not None and len(t) and t[0] > 0:
         t = np.concatenate(([0.0], t))
         y = np.concatenate(([float(start_bytes)], y))

@@ -143,11 +143,17 @@ class Sizing:
 
     def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Requested bytes at ``batch``: point, low, high (never below 0)."""
-        point = np.maximum(self.fixed + self.per_example * batch, 0.0)
+        # In place: each array is as long as the allocations (millions).
+        point = self.per_example * batch
+        point += self.fixed
+        np.maximum(point, 0.0, out=point)
         for row, lines in self.envelopes.items():
             point[row] = max(float((lines[:, 0] + lines[:, 1] * batch).max()), 0.0)
-        other = np.maximum(self.alt_fixed + self.alt_per_example * batch, 0.0)
-        return point, np.minimum(point, other), np.maximum(point, other)
+        other = self.alt_per_example * batch
+        other += self.alt_fixed
+        np.maximum(other, 0.0, out=other)
+        low = np.minimum(point, other)
+        return point, low, np.maximum(point, other, out=other)
 
 
 @dataclass(frozen=True)

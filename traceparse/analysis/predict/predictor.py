@@ -66,7 +66,6 @@ from traceparse.analysis.predict.simulate import (
     History,
     Simulated,
     calibrate,
-    equal_to,
     inventory_chunks,
     programs,
     simulate,
@@ -79,6 +78,7 @@ from traceparse.analysis.predict.xla import (
     xla_evidence,
 )
 from traceparse.errors import UsageError
+from traceparse.tables.select import equal_to
 from traceparse.tables.variables import CPU_POOL_BYTES
 
 ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
@@ -369,12 +369,12 @@ class Predictor:
         }
 
     def runs(self, batch: int) -> dict[tuple[object, object], Simulated]:
-        """The allocator model at ``batch``, per (host, allocator) (the last few batch
-        sizes asked are kept: a capacity search asks each several times)."""
+        """The allocator model at ``batch``, per (host, allocator). The last batch's
+        is kept (its point and its breakdown ask in turn); one only, and dropped
+        before the next is made: each is a counter as long as the timeline."""
         if batch not in self._runs:
             point, _, _ = self.sizing.at(batch)
-            if len(self._runs) >= 2:
-                self._runs.pop(next(iter(self._runs)))
+            self._runs.clear()
             self._runs[batch] = self._simulate(point, set(self.programs))
         return self._runs[batch]
 
@@ -397,10 +397,10 @@ class Predictor:
         its largest, every size at its larger reading). The last batch's are kept
         (read-only): a replay and its extremes ask for the same batch in turn."""
         if batch not in self._sized:
+            self._sized.clear()  # before the next are made: each is millions of rows
             found = self._sizes(batch)
             for array in found:
                 array.flags.writeable = False
-            self._sized.clear()
             self._sized[batch] = found
         return self._sized[batch]
 
@@ -415,7 +415,8 @@ class Predictor:
         held_point[self._in_pool(point)] = 0.0
         held_low[self._in_pool(low)] = 0.0
         held_high[self._in_pool(high)] = 0.0
-        return held_point, np.minimum(held_low, held_point), np.maximum(held_high, held_point)
+        np.minimum(held_low, held_point, out=held_low)
+        return held_point, held_low, np.maximum(held_high, held_point, out=held_high)
 
     def high_sizes(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         """The two worst cases the high bound covers, bytes per allocation: the point
@@ -427,20 +428,18 @@ class Predictor:
         read_high, _, _ = chunks(high, self.requested, self.settled, self.held)
         worst[self._in_pool(point)] = 0.0
         read_high[self._in_pool(high)] = 0.0
-        return np.maximum(worst, held_point), np.maximum(read_high, held_point)
+        np.maximum(worst, held_point, out=worst)
+        return worst, np.maximum(read_high, held_point, out=read_high)
 
     def _high(self, batch: int) -> Replayed:
-        """The high bound's counter: after each event the larger of the two worst
-        cases' (``high_sizes``), so that its peak is the larger of theirs."""
-        # One worst case at a time, the second folded into the first's arrays: each
-        # replay is a few arrays as long as the timeline.
+        """The high bound's peak (``Replayed.peaks``): per group the peak of the
+        larger of the two worst cases' counters (``high_sizes``) at each event."""
+        # One worst case at a time, each kept as its peak alone (``Replayed.peaks``):
+        # each replay is a few arrays as long as the timeline.
         worst, read_high = self.high_sizes(batch)
-        placed = self._replayed(worst)
+        placed = self._replayed(worst).peaks()
         del worst
-        read = self._replayed(read_high)
-        for key, values in placed.bytes.items():
-            np.maximum(values, read.bytes[key], out=values)
-        return placed
+        return placed.larger(self._replayed(read_high).peaks())
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
         _, low, _ = self.sizes(batch)
@@ -560,7 +559,7 @@ class Predictor:
             low_event, lo = self._lowest_program_step(key, low, steps)
             if low_event >= 0:
                 lo = self._one_left_out(key, low, low_event, steps, low_sizes, grows)
-            out[key] = (max(lo, self.floor(key)), hi + self._before(key))
+            out[key] = (max(lo, self.floor(key, steps)), hi + self._before(key))
         return out
 
     def loops(self, key: tuple[object, object]) -> LoopTemps | None:
@@ -588,7 +587,7 @@ class Predictor:
             f"weight gradients per iteration, {temps.bytes_in_flight(sizes)} bytes at most)"
         )
 
-    def floor(self, key: tuple[object, object]) -> int:
+    def floor(self, key: tuple[object, object], steps: np.ndarray | None = None) -> int:
         """Bytes no run of this program peaks under, at any batch: the most over the
         captured steps of what the allocator still held from before the capture
         when the step started, plus the allocations live through that whole step
@@ -606,41 +605,52 @@ class Predictor:
         bfc_allocator.cc), so another run of the program holds the same chunks
         when its first step starts. The allocations live through a whole step are
         in use at each of its moments, so the step's peak is at least their sum
-        with the bytes held before (the low bound replays them without slack)."""
+        with the bytes held before (the low bound replays them without slack).
+
+        ``steps``: each timeline row's step, where the caller has them."""
         if key not in self._floors:
-            self._floors[key] = self._floor(key)
+            if steps is None:
+                steps = self.base.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+            self._floors[key] = self._floor(key, steps)
         return self._floors[key]
 
-    def _floor(self, key: tuple[object, object]) -> int:
+    def _floor(self, key: tuple[object, object], steps: np.ndarray) -> int:
         events = self.rows[key]
         before = self._before(key)
         if not len(events):
             return before
         timeline = self.base.timeline
-        steps = timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)[events]
-        marked = ~np.isnan(steps)
-        if not marked.any():
+        marked = events[~np.isnan(steps[events])]
+        if not len(marked):
             return before
         # Each step's first and last event (timeline rows); steps may overlap (a
-        # dataset's prefetch or an eager op marked with another step).
-        frame = pd.DataFrame({"step": steps[marked], "row": events[marked]})
-        span = frame.groupby("step", sort=False)["row"].agg(["min", "max"])
-        firsts, lasts = span["min"].to_numpy(np.int64), span["max"].to_numpy(np.int64)
+        # dataset's prefetch or an eager op marked with another step). A few hundred
+        # steps: the hash table sized for them, not for the rows.
+        step_of, distinct = pd.factorize(steps[marked], size_hint=1024)
+        firsts = np.full(len(distinct), len(timeline), dtype=np.int64)
+        lasts = np.full(len(distinct), -1, dtype=np.int64)
+        # ``marked`` ascends: the last write of each step is its last row, and
+        # written back to front its first (as ``first_ids``; ufunc.at is slower).
+        firsts[step_of[::-1]] = marked[::-1]
+        lasts[step_of] = marked
+        del step_of, marked
         # Held from before the capture when each step starts: the counter just before
         # its first event, less the reservation and the capture's own allocations
         # live then (a chunk from before the capture may be freed during it).
-        delta = timeline["delta_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
-        reserved = timeline["reserved_bytes"].to_numpy(dtype=np.float64, na_value=0.0)[firsts]
+        # Read at those rows only (the columns are as long as the timeline).
+        delta = timeline["delta_bytes"].take(firsts).to_numpy(dtype=np.float64, na_value=0.0)
+        reserved = timeline["reserved_bytes"].take(firsts).to_numpy(dtype=np.float64, na_value=0.0)
         used = in_use(timeline)[firsts].astype(np.float64) - delta - reserved
         mine = self._mine(key)
         start = self.base.allocations["alloc_event"].to_numpy(dtype=np.int64)[mine]
         end = self.base.ends[mine]
         end = np.where(end == STILL_LIVE, len(timeline), end)
         # The capture's own allocations' bytes live after each row (as captured).
-        change = np.zeros(len(timeline) + 1)
-        np.add.at(change, start, self.held[mine])
-        np.add.at(change, end, -self.held[mine])
-        live = np.cumsum(change)
+        held = self.held[mine]
+        live = np.bincount(start, weights=held, minlength=len(timeline) + 1)
+        live -= np.bincount(end, weights=held, minlength=len(timeline) + 1)
+        np.cumsum(live, out=live)
+        del held
         kept = np.maximum(used - np.where(firsts > 0, live[np.maximum(firsts - 1, 0)], 0.0), 0.0)
         sizing = self.sizing
         fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]

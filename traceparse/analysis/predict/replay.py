@@ -29,7 +29,10 @@ from traceparse.analysis.predict.fit import match_keys, program_names
 
 def rounded(requested: np.ndarray) -> np.ndarray:
     """``requested`` rounded up to the allocator's granule (as float)."""
-    return np.ceil(np.asarray(requested, dtype=np.float64) / GRANULE) * GRANULE
+    out = np.divide(requested, GRANULE, dtype=np.float64)
+    np.ceil(out, out=out)
+    out *= GRANULE
+    return out
 
 
 class _Invariant:
@@ -77,9 +80,15 @@ def chunks(
     twice it, or 128 MiB more), since which free chunks exist at the moment
     depends on the allocator's regions and history, not on this allocation.
     """
+    # In place where it can be: each array is as long as the allocations.
     new = rounded(new_requested)
     same = new_requested == requested
-    point = np.where(same | ((new <= settled) & (settled < 2 * new)), settled, new)
+    twice = new * 2.0
+    keep = new <= settled
+    keep &= settled < twice
+    keep |= same
+    point = np.where(keep, settled, new)
+    del keep
     # A chunk handed out whole with slack whose size is a region's (2 MiB times a
     # power of two, as the allocator grows on demand) was a region; a request
     # that outgrows it gets a new region, doubled until it fits, whole when that
@@ -93,8 +102,14 @@ def chunks(
         grown = doubled < 2 * want
         point[rows[grown]] = doubled[grown]
     low = np.minimum(point, new)
-    whole = np.maximum(np.minimum(2 * new - GRANULE, new + MAX_INTERNAL_FRAGMENTATION), new)
-    high = np.maximum(np.maximum(point, allocated * same), whole)
+    # Handed out whole: under twice the request, or 128 MiB more (``whole``).
+    whole = twice
+    whole -= GRANULE
+    np.minimum(whole, new + MAX_INTERNAL_FRAGMENTATION, out=whole)
+    np.maximum(whole, new, out=whole)
+    high = np.multiply(allocated, same)
+    np.maximum(high, point, out=high)
+    np.maximum(high, whole, out=high)
     return point, low, high
 
 
@@ -170,6 +185,32 @@ class Replayed:
         at = len(values) - 1 - int(np.argmax(values[::-1] == top))
         return int(self.events[key][at]), round(float(top))
 
+    def peaks(self) -> Replayed:
+        """Each group's ``peak`` event alone, for a bound that reads only its peak:
+        no counter as long as the timeline kept."""
+        events, values = {}, {}
+        for key, found in self.bytes.items():
+            at = len(found) - 1 - int(np.argmax(found[::-1] == found.max())) if len(found) else 0
+            events[key] = self.events[key][at : at + 1].copy()
+            values[key] = found[at : at + 1].copy()
+        return Replayed(events, values)
+
+    def larger(self, other: Replayed) -> Replayed:
+        """Of two ``peaks`` of one program's counters, per group the peak of their
+        larger value at each event: the higher peak, the later of two equal ones
+        (the larger counter is at that value wherever either is)."""
+        events, values = {}, {}
+        for key, mine in self.bytes.items():
+            theirs = other.bytes[key]
+            if not len(mine) or not len(theirs):
+                take = other if not len(mine) else self
+            elif mine[0] != theirs[0]:
+                take = self if mine[0] > theirs[0] else other
+            else:
+                take = self if self.events[key][0] >= other.events[key][0] else other
+            events[key], values[key] = take.events[key], take.bytes[key]
+        return Replayed(events, values)
+
     def lowest_step_peak(self, key: tuple[object, object], steps: np.ndarray) -> tuple[int, int]:
         """(timeline row, bytes) of the peak of the step that peaks lowest, ``steps``
         being each timeline row's step (NaN outside any); the events outside any
@@ -182,7 +223,7 @@ class Replayed:
         # Each step's first event at its maximum; of those, the lowest (first among
         # equals, steps in ascending order).
         # Steps by hashing, not sorting millions of events (a few hundred steps).
-        codes, found = pd.factorize(mine[marked])
+        codes, found = pd.factorize(mine[marked], size_hint=1024)
         vals = values[marked]
         highest = np.full(len(found), -np.inf)
         np.maximum.at(highest, codes, vals)
@@ -234,13 +275,12 @@ def replay(
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
         stop = np.where(stop == STILL_LIVE, n, stop)
-        # One bincount of the starts and the ends (as np.add.at, faster).
-        delta = np.bincount(
-            np.concatenate([start, stop]),
-            weights=np.concatenate([change[moved], -change[moved]]),
-            minlength=n + 1,
-        )
-        del start, stop
+        # A bincount of the starts less one of the ends (as np.add.at, faster).
+        weights = change[moved]
+        delta = np.bincount(start, weights=weights, minlength=n + 1)
+        del start
+        delta -= np.bincount(stop, weights=weights, minlength=n + 1)
+        del stop, weights
     del change, moved
     captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows

@@ -20,6 +20,7 @@ import pandas as pd
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.predict.bfc import BFC, FIRST_REGION, GRANULE, is_region
 from traceparse.decode import native
+from traceparse.tables.select import equal_to
 
 ALLOC, FREE, PREFREE = 0, 1, 2
 # A program's per-item columns: arrays as ``programs`` makes them, lists where
@@ -59,11 +60,6 @@ def programs(
     start = allocations["alloc_event"].to_numpy(dtype=np.int64)
     step = allocations["step"].to_numpy(dtype=np.float64, na_value=np.nan)
     dealloc = equal_to(timeline["kind"], "deallocation")
-    in_use = _column(timeline, "in_use_bytes")
-    delta = _column(timeline, "delta_bytes")
-    reserved = _column(timeline, "reserved_bytes")
-    available = _column(timeline, "available_bytes")
-    chunk = _column(timeline, "allocation_bytes")
     out = {}
     for key, events in rows.items():
         mine = np.flatnonzero(
@@ -77,7 +73,9 @@ def programs(
         ended[stop[freed]] = True
         lone = events[dealloc[events] & ~ended[events]]
         del ended
-        pre = np.where(chunk[lone] > 0, chunk[lone], -delta[lone]).astype(np.int64).tolist()
+        chunk = _column(timeline, "allocation_bytes", lone)
+        delta = _column(timeline, "delta_bytes", lone)
+        pre = np.where(chunk > 0, chunk, -delta).astype(np.int64).tolist()
         item_rows = np.concatenate([stop[freed], lone, start[mine]]).astype(np.int64)
         item_kind = np.concatenate(
             [
@@ -97,8 +95,11 @@ def programs(
             first[mine[steps == np.nanmin(steps)]] = True
             made = item_kind != PREFREE  # the others' refs index ``pre``, not allocations
             warm = np.flatnonzero(made & first[np.where(made, item_ref, 0)])
-        first_row = int(events[0])
-        before = in_use[first_row] - delta[first_row] - reserved[first_row]
+        at_first = {
+            name: float(_column(timeline, name, events[:1])[0])
+            for name in ("in_use_bytes", "delta_bytes", "reserved_bytes", "available_bytes")
+        }
+        before = at_first["in_use_bytes"] - at_first["delta_bytes"] - at_first["reserved_bytes"]
         known = [k for k in (kept or {}).get(key[1], []) if k > 0]
         if before - sum(pre) - sum(known) < 0:  # the inventory does not fit what was held
             known = []
@@ -112,31 +113,11 @@ def programs(
             before=max(int(before), 0),
             capacity=0
             if grows_on_demand(key[1])
-            else int(in_use[first_row] + available[first_row]),
+            else int(at_first["in_use_bytes"] + at_first["available_bytes"]),
             warm=warm,
-            reserved=_reserved_at(reserved, events),
+            reserved=_reserved_at(timeline, events),
         )
     return out
-
-
-def equal_to(column: pd.Series, value: object, missing_matches: bool = True) -> np.ndarray:
-    """Where ``column`` holds ``value`` (a missing value: where it is missing, or
-    nowhere where not ``missing_matches``), by its category codes where it has
-    them, not an object per row."""
-    missing = value is None or value is pd.NA or (isinstance(value, float) and value != value)
-    if missing and not missing_matches:
-        return np.zeros(len(column), dtype=bool)
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
-        if missing:
-            return codes == -1
-        categories = column.cat.categories
-        if value not in categories:
-            return np.zeros(len(column), dtype=bool)
-        return codes == categories.get_loc(value)
-    if missing:
-        return column.isna().to_numpy(dtype=bool)
-    return (column.astype(object) == value).to_numpy(dtype=bool)
 
 
 def grows_on_demand(allocator: object) -> bool:
@@ -147,15 +128,20 @@ def grows_on_demand(allocator: object) -> bool:
     return name in ("mklcpu", "cpu") or "host" in name
 
 
-def _reserved_at(reserved: np.ndarray, events: np.ndarray) -> np.ndarray | np.float64:
-    mine = reserved[events]
+def _reserved_at(timeline: pd.DataFrame, events: np.ndarray) -> np.ndarray | np.float64:
+    column = timeline.get("reserved_bytes")
+    if column is None or not bool(column.any()):  # most captures reserve nothing
+        return np.float64(0.0)
+    mine = _column(timeline, "reserved_bytes", events)
     return mine if mine.any() else np.float64(0.0)
 
 
-def _column(timeline: pd.DataFrame, name: str) -> np.ndarray:
+def _column(timeline: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
+    """``name``'s values at timeline ``rows`` as float64 (missing: 0), read at those
+    rows only: the timeline's columns are millions of rows long."""
     if name not in timeline:
-        return np.zeros(len(timeline))
-    return timeline[name].to_numpy(dtype=np.float64, na_value=0.0)
+        return np.zeros(len(rows))
+    return timeline[name].take(rows).to_numpy(dtype=np.float64, na_value=0.0)
 
 
 @dataclass
