@@ -220,6 +220,12 @@ class Facts:
         return _matches(FLOAT32_OPS, self.ops, self.op_types)
 
     @functools.cached_property
+    def layer_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each allocation's layer as a code (-1: none) and the distinct layers: the
+        layers of millions of allocations are compared as codes, read once."""
+        return _factorized(self.layers)
+
+    @functools.cached_property
     def in_norm_layer(self) -> np.ndarray:
         """Made inside a normalisation layer (``NORM_LAYER``)."""
         return _matches(NORM_LAYER, self.layers)
@@ -681,14 +687,14 @@ def _factorized(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def layer_names(facts: Facts) -> set[str]:
     """The layers the capture names (no placeholder rows such as ``(no layer)``)."""
-    _, uniques = _factorized(facts.layers)
+    _, uniques = facts.layer_codes
     return {str(x) for x in uniques if not pd.isna(x) and not str(x).startswith("(")}
 
 
-def _named(layers: np.ndarray, wanted: set[str]) -> np.ndarray:
+def _named(facts: Facts, wanted: set[str]) -> np.ndarray:
     """Whether each allocation's layer (as text) is one of ``wanted``: each distinct
     layer looked up once (``np.isin`` would sort millions of strings)."""
-    codes, uniques = _factorized(layers)
+    codes, uniques = facts.layer_codes
     # The last: a missing layer (code -1), which no name is.
     found = np.array([str(u) in wanted for u in uniques] + [False], dtype=bool)
     return found[codes]
@@ -720,8 +726,8 @@ def remat_factors(facts: Facts, layers: tuple[str, ...], out: Resizing) -> None:
         raise UsageError(
             f"no layer named {', '.join(missing)} in the capture; give 'all' or some of: {shown}"
         )
-    layer = _factorized(facts.layers)[0]  # codes: no string per allocation
-    kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
+    layer = facts.layer_codes[0]  # codes: no string per allocation
+    kept = facts.crosses & _named(facts, wanted) & (facts.roles == ACTIVATION)
     for k in facts.keys:
         mine = kept & facts.mine[k]
         idx = np.flatnonzero(mine)
@@ -752,8 +758,8 @@ def recompute_extra(
     the high bound has the largest such set for the whole run."""
     known = layer_names(facts)
     wanted = known if layers == ("all",) else set(layers)
-    layer = _factorized(facts.layers)[0]  # codes: no string per allocation
-    kept = facts.crosses & _named(facts.layers, wanted) & (facts.roles == ACTIVATION)
+    layer = facts.layer_codes[0]  # codes: no string per allocation
+    kept = facts.crosses & _named(facts, wanted) & (facts.roles == ACTIVATION)
     start = facts.alloc_events
     for k in facts.keys:
         mine = kept & facts.mine[k]
