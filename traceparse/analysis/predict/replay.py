@@ -102,7 +102,8 @@ def chunks(
         grown = doubled < 2 * want
         point[rows[grown]] = doubled[grown]
     low = np.minimum(point, new)
-    # Handed out whole: under twice the request, or 128 MiB more (``whole``).
+    # The largest chunk handed out whole: just under twice the request, or the
+    # request and 128 MiB, whichever is less (never under the request).
     whole = twice
     whole -= GRANULE
     np.minimum(whole, new + MAX_INTERNAL_FRAGMENTATION, out=whole)
