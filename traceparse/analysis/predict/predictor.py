@@ -58,6 +58,7 @@ from traceparse.analysis.predict.replay import (
     chunks,
     groups,
     live_at,
+    live_change,
     replay,
     rounded,
     settled_of,
@@ -66,6 +67,7 @@ from traceparse.analysis.predict.simulate import (
     History,
     Simulated,
     calibrate,
+    column_at,
     inventory_chunks,
     programs,
     simulate,
@@ -637,20 +639,16 @@ class Predictor:
         # Held from before the capture when each step starts: the counter just before
         # its first event, less the reservation and the capture's own allocations
         # live then (a chunk from before the capture may be freed during it).
-        # Read at those rows only (the columns are as long as the timeline).
-        delta = timeline["delta_bytes"].take(firsts).to_numpy(dtype=np.float64, na_value=0.0)
-        reserved = timeline["reserved_bytes"].take(firsts).to_numpy(dtype=np.float64, na_value=0.0)
+        delta = column_at(timeline, "delta_bytes", firsts)
+        reserved = column_at(timeline, "reserved_bytes", firsts)
         used = in_use(timeline)[firsts].astype(np.float64) - delta - reserved
         mine = self._mine(key)
         start = self.base.allocations["alloc_event"].to_numpy(dtype=np.int64)[mine]
         end = self.base.ends[mine]
         end = np.where(end == STILL_LIVE, len(timeline), end)
         # The capture's own allocations' bytes live after each row (as captured).
-        held = self.held[mine]
-        live = np.bincount(start, weights=held, minlength=len(timeline) + 1)
-        live -= np.bincount(end, weights=held, minlength=len(timeline) + 1)
+        live = live_change(start, end, self.held[mine], len(timeline))
         np.cumsum(live, out=live)
-        del held
         kept = np.maximum(used - np.where(firsts > 0, live[np.maximum(firsts - 1, 0)], 0.0), 0.0)
         sizing = self.sizing
         fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]

@@ -182,16 +182,15 @@ class Replayed:
         values = self.bytes[key]
         if not len(values):
             return -1, 0
-        top = values.max()
-        at = len(values) - 1 - int(np.argmax(values[::-1] == top))
-        return int(self.events[key][at]), round(float(top))
+        at = _latest_at_top(values)
+        return int(self.events[key][at]), round(float(values[at]))
 
     def peaks(self) -> Replayed:
         """Each group's ``peak`` event alone, for a bound that reads only its peak:
         no counter as long as the timeline kept."""
         events, values = {}, {}
         for key, found in self.bytes.items():
-            at = len(found) - 1 - int(np.argmax(found[::-1] == found.max())) if len(found) else 0
+            at = _latest_at_top(found) if len(found) else 0
             events[key] = self.events[key][at : at + 1].copy()
             values[key] = found[at : at + 1].copy()
         return Replayed(events, values)
@@ -255,6 +254,22 @@ def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
     return out
 
 
+def _latest_at_top(values: np.ndarray) -> int:
+    """The index of the last of ``values`` (not empty) at their maximum."""
+    return len(values) - 1 - int(np.argmax(values[::-1] == values.max()))
+
+
+def live_change(start: np.ndarray, stop: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """The change in bytes at each of ``n`` timeline rows (and one past the end)
+    of allocations holding ``weights`` from row ``start`` to before ``stop``: its
+    running sum is their bytes live after each row. A bincount of the starts less
+    one of the stops (as ``np.add.at``, faster); whole numbers under 2**53, so
+    exact in any order."""
+    change = np.bincount(start, weights=weights, minlength=n + 1)
+    change -= np.bincount(stop, weights=weights, minlength=n + 1)
+    return change
+
+
 def replay(
     timeline: pd.DataFrame,
     allocations: pd.DataFrame,
@@ -276,12 +291,8 @@ def replay(
         start = allocations["alloc_event"].to_numpy(dtype=np.int64)[moved]
         stop = ends[moved]
         stop = np.where(stop == STILL_LIVE, n, stop)
-        # A bincount of the starts less one of the ends (as np.add.at, faster).
-        weights = change[moved]
-        delta = np.bincount(start, weights=weights, minlength=n + 1)
-        del start
-        delta -= np.bincount(stop, weights=weights, minlength=n + 1)
-        del stop, weights
+        delta = live_change(start, stop, change[moved], n)
+        del start, stop
     del change, moved
     captured = in_use(timeline)
     rows = groups(timeline) if rows is None else rows

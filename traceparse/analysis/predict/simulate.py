@@ -73,8 +73,8 @@ def programs(
         ended[stop[freed]] = True
         lone = events[dealloc[events] & ~ended[events]]
         del ended
-        chunk = _column(timeline, "allocation_bytes", lone)
-        delta = _column(timeline, "delta_bytes", lone)
+        chunk = column_at(timeline, "allocation_bytes", lone)
+        delta = column_at(timeline, "delta_bytes", lone)
         pre = np.where(chunk > 0, chunk, -delta).astype(np.int64).tolist()
         item_rows = np.concatenate([stop[freed], lone, start[mine]]).astype(np.int64)
         item_kind = np.concatenate(
@@ -96,7 +96,7 @@ def programs(
             made = item_kind != PREFREE  # the others' refs index ``pre``, not allocations
             warm = np.flatnonzero(made & first[np.where(made, item_ref, 0)])
         at_first = {
-            name: float(_column(timeline, name, events[:1])[0])
+            name: float(column_at(timeline, name, events[:1])[0])
             for name in ("in_use_bytes", "delta_bytes", "reserved_bytes", "available_bytes")
         }
         before = at_first["in_use_bytes"] - at_first["delta_bytes"] - at_first["reserved_bytes"]
@@ -132,11 +132,11 @@ def _reserved_at(timeline: pd.DataFrame, events: np.ndarray) -> np.ndarray | np.
     column = timeline.get("reserved_bytes")
     if column is None or not bool(column.any()):  # most captures reserve nothing
         return np.float64(0.0)
-    mine = _column(timeline, "reserved_bytes", events)
+    mine = column_at(timeline, "reserved_bytes", events)
     return mine if mine.any() else np.float64(0.0)
 
 
-def _column(timeline: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
+def column_at(timeline: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
     """``name``'s values at timeline ``rows`` as float64 (missing: 0), read at those
     rows only: the timeline's columns are millions of rows long."""
     if name not in timeline:
