@@ -119,7 +119,7 @@ def reference_sizing(
         else:
             basis[i] = UNSHAPED_KEPT
             alt_fixed[i], alt_per[i] = 0.0, scaled
-    return Sizing(fixed, per, alt_fixed, alt_per, basis)
+    return Sizing.of_rows(fixed, per, alt_fixed, alt_per, basis)
 
 
 def assert_same(new: Sizing, old: Sizing) -> None:
@@ -175,3 +175,34 @@ def test_unshaped_requests_count_every_allocation() -> None:
         sizing(a.iloc[[0, 2]].reset_index(drop=True), 64, set(), requested[[0, 2]]).basis[0]
         == UNSHAPED_KEPT
     )
+
+
+def _expanded(s: Sizing) -> Sizing:
+    """``s`` with a rule of its own for every allocation (its columns as read)."""
+    expanded = Sizing.of_rows(s.fixed, s.per_example, s.alt_fixed, s.alt_per_example, s.basis)
+    expanded.envelopes = {row: lines.copy() for row, lines in s.envelopes.items()}
+    return expanded
+
+
+@pytest.mark.parametrize("name", ["keras_train", "layers_cnn", "gpu_alexnet_v100_64"])
+def test_shared_rules_read_as_a_rule_per_allocation(name: str) -> None:
+    """The allocations share rules (a step repeats its allocations): what is read
+    of them (each column, ``grows``, ``at``) is what a rule per allocation gives,
+    and ``assign`` moves only the rows it names, before and after ``per_replica``."""
+    _, predictor = fixture_predictor(FIXTURES / name)
+    shared = predictor.sizing
+    assert len(shared.rule_fixed) < len(shared.rule)  # rules are shared
+    rows = np.flatnonzero(shared.grows())[::3]
+    new, reference = shared, _expanded(shared)
+    for s in (new, reference):
+        s.assign(rows, 1000.0 + rows, 7.0, 2000.0, np.arange(len(rows)) % 2, "test rule")
+        s.per_replica(2)
+    assert_same(new, reference)
+    assert np.array_equal(new.grows(), (new.per_example != 0) | (new.alt_per_example != 0))
+    assert set(new.basis[rows]) == {"test rule"}
+    assert new.fixed[rows].tolist() == (1000.0 + rows).tolist()
+    untouched = np.setdiff1d(np.arange(len(new.rule)), rows)
+    assert "test rule" not in set(new.basis[untouched])
+    for batch in (1, predictor.batch, 3 * predictor.batch + 1):
+        for got, want in zip(new.at(batch), reference.at(batch), strict=True):
+            assert np.array_equal(got, want)

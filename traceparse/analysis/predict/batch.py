@@ -120,40 +120,115 @@ def shape_key(shape: object) -> tuple[int, ...] | None:
 @dataclass
 class Sizing:
     """Per allocation: the request at batch N is ``fixed + per_example * N`` (point),
-    ``alt_fixed + alt_per_example * N`` (the other rule, for bounds), and ``basis``."""
+    ``alt_fixed + alt_per_example * N`` (the other rule, for bounds), and ``basis``.
 
-    fixed: np.ndarray
-    per_example: np.ndarray
-    alt_fixed: np.ndarray
-    alt_per_example: np.ndarray
-    basis: np.ndarray
+    Kept as the distinct rules and each allocation's rule (``rule``): a step
+    repeats its allocations, so millions of them share a few thousand rules.
+    The per-allocation columns (``fixed`` and the rest) are made when read."""
+
+    rule: np.ndarray  # per allocation: its index into the rules' arrays below
+    rule_fixed: np.ndarray
+    rule_per_example: np.ndarray
+    rule_alt_fixed: np.ndarray
+    rule_alt_per_example: np.ndarray
+    rule_basis: np.ndarray
     # Rows whose point is the largest of several lines (an XLA slab: the bytes live
     # at each step of its program's schedule): row -> [[fixed, per_example], ...].
     envelopes: dict[int, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of_rows(
+        cls,
+        fixed: np.ndarray,
+        per_example: np.ndarray,
+        alt_fixed: np.ndarray,
+        alt_per_example: np.ndarray,
+        basis: np.ndarray,
+    ) -> Sizing:
+        """A rule of its own for every allocation."""
+        rule = np.arange(len(fixed), dtype=_index_type(len(fixed)))
+        return cls(rule, fixed, per_example, alt_fixed, alt_per_example, basis)
+
+    @property
+    def fixed(self) -> np.ndarray:
+        return self.rule_fixed[self.rule]
+
+    @property
+    def per_example(self) -> np.ndarray:
+        return self.rule_per_example[self.rule]
+
+    @property
+    def alt_fixed(self) -> np.ndarray:
+        return self.rule_alt_fixed[self.rule]
+
+    @property
+    def alt_per_example(self) -> np.ndarray:
+        return self.rule_alt_per_example[self.rule]
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self.rule_basis[self.rule]
+
+    def grows(self) -> np.ndarray:
+        """Per allocation: whether either rule grows its request with the batch."""
+        return ((self.rule_per_example != 0) | (self.rule_alt_per_example != 0))[self.rule]
+
+    def assign(
+        self,
+        rows: np.ndarray,
+        fixed: np.ndarray | float,
+        per_example: np.ndarray | float,
+        alt_fixed: np.ndarray | float,
+        alt_per_example: np.ndarray | float,
+        basis: str,
+    ) -> None:
+        """Give ``rows`` rules of their own (values per row, or one for all), in place."""
+        rows = np.asarray(rows, dtype=np.int64)
+        first = len(self.rule_fixed)
+
+        def grown(rules: np.ndarray, values: object) -> np.ndarray:
+            added = np.broadcast_to(np.asarray(values, dtype=rules.dtype), rows.shape)
+            return np.concatenate([rules, added])
+
+        self.rule_fixed = grown(self.rule_fixed, fixed)
+        self.rule_per_example = grown(self.rule_per_example, per_example)
+        self.rule_alt_fixed = grown(self.rule_alt_fixed, alt_fixed)
+        self.rule_alt_per_example = grown(self.rule_alt_per_example, alt_per_example)
+        self.rule_basis = grown(self.rule_basis, basis)
+        self.rule = self.rule.astype(_index_type(len(self.rule_fixed)), copy=False)
+        self.rule[rows] = np.arange(first, len(self.rule_fixed))
 
     def per_replica(self, replicas: int) -> None:
         """Sizes made per replica's share of the batch read as sizes at the global
         batch (``predict.replicas``): each grows by 1 / ``replicas`` of it."""
         if replicas == 1:
             return
-        self.per_example /= replicas
-        self.alt_per_example /= replicas
+        self.rule_per_example /= replicas
+        self.rule_alt_per_example /= replicas
         for lines in self.envelopes.values():
             lines[:, 1] /= replicas
 
     def at(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Requested bytes at ``batch``: point, low, high (never below 0)."""
-        # In place: each array is as long as the allocations (millions).
-        point = self.per_example * batch
-        point += self.fixed
+        # Each rule once, then each allocation's; in place after that (each array
+        # is as long as the allocations: millions).
+        point = self.rule_per_example * batch
+        point += self.rule_fixed
         np.maximum(point, 0.0, out=point)
+        point = point[self.rule]
         for row, lines in self.envelopes.items():
             point[row] = max(float((lines[:, 0] + lines[:, 1] * batch).max()), 0.0)
-        other = self.alt_per_example * batch
-        other += self.alt_fixed
+        other = self.rule_alt_per_example * batch
+        other += self.rule_alt_fixed
         np.maximum(other, 0.0, out=other)
+        other = other[self.rule]
         low = np.minimum(point, other)
         return point, low, np.maximum(point, other, out=other)
+
+
+def _index_type(count: int) -> type[np.signedinteger]:
+    """Indices into ``count`` items in half the memory where they fit."""
+    return np.int32 if count < 2**31 else np.int64
 
 
 @dataclass(frozen=True)
@@ -792,6 +867,5 @@ def sizing(
         else:
             basis[i] = UNSHAPED_KEPT
             alt_fixed[i], alt_per[i] = 0.0, scaled
-    return Sizing(
-        fixed[inverse], per[inverse], alt_fixed[inverse], alt_per[inverse], basis[inverse]
-    )
+    rule = inverse.astype(_index_type(len(first)), copy=False)
+    return Sizing(rule, fixed, per, alt_fixed, alt_per, basis)

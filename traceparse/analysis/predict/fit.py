@@ -109,7 +109,5 @@ def fit_two(
     r1 = requested[rows]
     r2 = both["other_requested"].to_numpy(dtype=np.float64)
     slope = (r2 - r1) / (other_batch - base_batch)
-    sizing.per_example[rows] = slope
-    sizing.fixed[rows] = r1 - slope * base_batch
-    sizing.alt_fixed[rows], sizing.alt_per_example[rows] = sizing.fixed[rows], slope
-    sizing.basis[rows] = FITTED
+    fixed = r1 - slope * base_batch
+    sizing.assign(rows, fixed, slope, fixed, slope, FITTED)

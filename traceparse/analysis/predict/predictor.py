@@ -535,7 +535,7 @@ class Predictor:
         at its point)."""
         _, low_sizes, _ = self.sizes(batch)
         low, high = runs if runs is not None else (self._replayed(low_sizes), self._high(batch))
-        grows = (self.sizing.per_example != 0) | (self.sizing.alt_per_example != 0)
+        grows = self.sizing.grows()
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations
         if "xla_program" in a:
@@ -651,7 +651,7 @@ class Predictor:
         np.cumsum(live, out=live)
         kept = np.maximum(used - np.where(firsts > 0, live[np.maximum(firsts - 1, 0)], 0.0), 0.0)
         sizing = self.sizing
-        fixed = ((sizing.per_example == 0) & (sizing.alt_per_example == 0))[mine]
+        fixed = ~sizing.grows()[mine]
         if sizing.envelopes:
             fixed[np.isin(np.flatnonzero(mine), list(sizing.envelopes))] = False
         fixed &= ~self._in_pool(self.requested)[mine]
@@ -768,9 +768,9 @@ class Predictor:
         a, ends = self.base.allocations, self.base.ends
         mine = self._mine(key)
         # A workspace's basis, read once per distinct basis (a few), not per allocation.
-        codes, bases = pd.factorize(self.sizing.basis)
+        codes, bases = pd.factorize(self.sizing.rule_basis)
         scratch = np.array([str(b).startswith("scratch") for b in bases] + [False], dtype=bool)
-        out = mine & scratch[codes]
+        out = mine & scratch[codes][self.sizing.rule]
         del codes
         # The arrays below are as long as the allocations (millions): views where
         # ``key`` has every allocation, each freed once read.
@@ -936,7 +936,7 @@ class Predictor:
             {
                 "layer": self.layers[mine],
                 "role": self.roles[mine],
-                "basis": self.sizing.basis[mine],
+                "basis": self.sizing.rule_basis[self.sizing.rule[mine]],
                 "bytes": np.rint(sizes[mine]).astype(np.int64),
                 "captured_bytes": self.held[mine].astype(np.int64),
             }

@@ -155,20 +155,23 @@ def slab_sizing(
     hosts = allocations["host"].astype(object).to_numpy()
     programs = allocations["xla_program"].astype(object).to_numpy()
     indices = allocations["xla_allocation_index"].to_numpy(dtype=np.float64, na_value=np.nan)
+    rows, fixed, per = [], [], []
     for i in np.flatnonzero(linked.to_numpy(dtype=bool)):
         key = (hosts[i], programs[i], int(indices[i]))
         share = shares.get(key)
         if share is None:
             continue
         size = float(requested[i])
-        alt_fixed, alt_per = size * (1.0 - share), size * share / batch
-        sizing.fixed[i], sizing.per_example[i] = alt_fixed, alt_per
-        sizing.alt_fixed[i], sizing.alt_per_example[i] = alt_fixed, alt_per
+        rows.append(int(i))
+        fixed.append(size * (1.0 - share))
+        per.append(size * share / batch)
         found = spans.get(key)
         if found is not None and found[1]:
             sizing.envelopes[int(i)] = _envelope(found[1], key, by_buffer, size, batch)
             slabs[int(i)] = SlabBuffers.of(found[1], key, by_buffer, size, batch)
-        sizing.basis[i] = HLO
+    if rows:  # both rules alike: the slab split by its buffers
+        fixed_bytes, per_example = np.asarray(fixed), np.asarray(per)
+        sizing.assign(np.asarray(rows), fixed_bytes, per_example, fixed_bytes, per_example, HLO)
 
 
 @dataclass
