@@ -1016,7 +1016,7 @@ PyDoc_STRVAR(bfc_replay_doc,
 "before the capture less the chunks it frees unseen, 1 to warm up. held, pre,\n"
 "ghosts (int64): chunks held and kept, held and freed in the capture, free\n"
 "regions added. Per item: kinds (uint8: 0 allocation, 1 its end, 2 a free of\n"
-"pre[ref]), refs and places (int64: the allocation row or pre index, the\n"
+"pre[ref]), refs and places (int32: the allocation row or pre index, the\n"
 "event it happens at); warm (int64): items of the warm-up. requests (int64,\n"
 "per allocation row, 0 or less: not sent). Writes counter (float64, the in-use\n"
 "bytes after each event, carried forward) and chunks (int64, per allocation\n"
@@ -1026,14 +1026,16 @@ static PyObject *bfc_replay(PyObject *self, PyObject *args) {
     static const char *const names[] = {"params", "held",     "pre",   "ghosts",
                                         "kinds",  "refs",     "places", "warm",
                                         "requests", "counter", "chunks"};
-    static const Py_ssize_t items[] = {8, 8, 8, 8, 1, 8, 8, 8, 8, 8, 8};
+    /* refs and places are int32: two per event of a capture of millions (the caller
+       replays in Python past int32's range). */
+    static const Py_ssize_t items[] = {8, 8, 8, 8, 1, 4, 4, 8, 8, 8, 8};
     Views v = {.count = 0};
     if (unpack(args, "bfc_replay", 11, names, items, 9, &v)) return NULL;
     Py_buffer *a = v.views;
     Py_ssize_t n_held = a[1].len / 8, n_pre = a[2].len / 8, n_ghosts = a[3].len / 8;
     Py_ssize_t n_items = a[4].len, n_warm = a[7].len / 8, n_rows = a[8].len / 8;
     Py_ssize_t n_events = a[9].len / 8;
-    if (a[0].len != 3 * 8 || a[5].len / 8 != n_items || a[6].len / 8 != n_items ||
+    if (a[0].len != 3 * 8 || a[5].len / 4 != n_items || a[6].len / 4 != n_items ||
         a[10].len / 8 != n_rows) {
         release(&v);
         PyErr_SetString(PyExc_TypeError, "bfc_replay: three params; one ref and place per "
@@ -1042,7 +1044,8 @@ static PyObject *bfc_replay(PyObject *self, PyObject *args) {
     }
     const int64_t *params = a[0].buf, *held = a[1].buf, *pre = a[2].buf, *ghosts = a[3].buf;
     const uint8_t *kinds = a[4].buf;
-    const int64_t *refs = a[5].buf, *places = a[6].buf, *warm = a[7].buf, *requests = a[8].buf;
+    const int32_t *refs = a[5].buf, *places = a[6].buf;
+    const int64_t *warm = a[7].buf, *requests = a[8].buf;
     double *counter = a[9].buf;
     int64_t *chunks = a[10].buf;
     Bfc b = {.c = NULL, .spare = -1, .root = -1, .region = params[0], .next_base = BFC_TOP,

@@ -149,6 +149,7 @@ def pair_events(
 # Sizes past this go to Python's replay (its ints have no limit): the compiled
 # one keeps every address and sum within int64 (_native.c, BFC_LARGEST).
 _REPLAY_LARGEST = 1 << 60
+_INT32_ROOM = 1 << 31
 
 
 def bfc_replay(
@@ -175,6 +176,8 @@ def bfc_replay(
         0 < first_region <= _REPLAY_LARGEST
         and abs(before) <= _REPLAY_LARGEST
         and all(np.all(np.abs(a) <= _REPLAY_LARGEST) for a in (held, pre, ghosts, requests))
+        # Items refer to rows and events as int32 (_native.c): half the memory.
+        and max(events, len(requests), len(pre)) < _INT32_ROOM
     ):
         return None
     counter = np.empty(events, dtype=np.float64)
@@ -186,8 +189,8 @@ def bfc_replay(
             params,
             *args,
             np.ascontiguousarray(kinds, dtype=np.uint8),
-            np.ascontiguousarray(refs, dtype=np.int64),
-            np.ascontiguousarray(places, dtype=np.int64),
+            np.ascontiguousarray(refs, dtype=np.int32),
+            np.ascontiguousarray(places, dtype=np.int32),
             np.ascontiguousarray(warm, dtype=np.int64),
             np.ascontiguousarray(requests, dtype=np.int64),
             counter,

@@ -103,11 +103,14 @@ def programs(
         known = [k for k in (kept or {}).get(key[1], []) if k > 0]
         if before - sum(pre) - sum(known) < 0:  # the inventory does not fit what was held
             known = []
+        # Refs and places in half the memory where they fit (two per event of
+        # millions; the compiled replay reads them so).
+        index = np.int32 if max(len(allocations), len(pre), len(events)) < 2**31 else np.int64
         out[key] = Program(
             events=events,
             kinds=item_kind,
-            refs=item_ref,
-            places=np.searchsorted(events, item_rows),
+            refs=item_ref.astype(index),
+            places=np.searchsorted(events, item_rows).astype(index),
             pre=pre,
             held=known,
             before=max(int(before), 0),
