@@ -314,10 +314,11 @@ class Predictor:
         column = self.base.timeline["op"]
         if not isinstance(column.dtype, pd.CategoricalDtype):
             return column.astype(object).to_numpy()
-        codes = column.cat.codes.to_numpy(dtype=np.int64)
-        rows = np.arange(len(codes), dtype=np.int64)
-        kind = np.int32 if len(codes) < 2**31 - 1 else np.int64  # half the memory
-        return np.where(codes >= 0, codes, -1 - rows).astype(kind)
+        kind = np.int32 if len(column) < 2**31 - 1 else np.int64  # half the memory
+        codes = column.cat.codes.to_numpy(dtype=kind, copy=True)  # written below
+        missing = np.flatnonzero(codes < 0)
+        codes[missing] = -1 - missing
+        return codes
 
     @cached_property
     def _calibrated(self) -> dict[tuple[object, object], tuple[History, int]]:
