@@ -910,6 +910,7 @@ class WhatIf(Predictor):
         made.facts = facts if facts is not None else facts_of(base)
         made.resized = resizing(base, change, made.facts)
         made._sized = {}
+        made._high_sized = None
         made.sizing = _Resized(base.sizing, made.resized)  # type: ignore[assignment]
         made._runs = {}
         return made

@@ -213,6 +213,21 @@ def captured_batch(
     )
 
 
+def _worst_cases(
+    held_point: np.ndarray,
+    worst: np.ndarray,
+    read_high: np.ndarray,
+    in_pool_point: np.ndarray,
+    in_pool_high: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Predictor.high_sizes`` from the point request's chunks (the point's and
+    the largest handed out whole) and the high request's point chunks, in place."""
+    worst[in_pool_point] = 0.0
+    read_high[in_pool_high] = 0.0
+    np.maximum(worst, held_point, out=worst)
+    return worst, np.maximum(read_high, held_point, out=read_high)
+
+
 class Predictor:
     """Sizes every allocation of ``base`` at any batch, and replays them."""
 
@@ -304,6 +319,8 @@ class Predictor:
         self._programs: dict[tuple[object, object], np.ndarray | None] = {}
         self._op_runs: dict[tuple[object, object], tuple[np.ndarray, ...]] = {}
         self._sized: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # ``high_sizes`` of the batch ``sizes`` last made, until read.
+        self._high_sized: tuple[int, np.ndarray, np.ndarray] | None = None
         self._mines: dict[tuple[object, object], np.ndarray] = {}
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
 
@@ -411,13 +428,20 @@ class Predictor:
         point, low, high = self.sizing.at(batch)
         # At the captured batch every allocation keeps the chunk it got: the
         # prediction is the capture itself.
-        settled = self.held if batch == self.batch else self.settled
-        held_point, _, _ = chunks(point, self.requested, settled, self.held)
+        captured = batch == self.batch
+        settled = self.held if captured else self.settled
+        held_point, _, worst = chunks(point, self.requested, settled, self.held)
         _, held_low, _ = chunks(low, self.requested, self.settled, self.held)
-        _, _, held_high = chunks(high, self.requested, self.settled, self.held)
-        held_point[self._in_pool(point)] = 0.0
+        read_high, _, held_high = chunks(high, self.requested, self.settled, self.held)
+        in_pool_point, in_pool_high = self._in_pool(point), self._in_pool(high)
+        if not captured:  # the same chunks as ``high_sizes``': kept for it, made once
+            worst_cases = _worst_cases(held_point, worst, read_high, in_pool_point, in_pool_high)
+            self._high_sized = (batch, *worst_cases)
+        else:
+            del worst, read_high
+        held_point[in_pool_point] = 0.0
         held_low[self._in_pool(low)] = 0.0
-        held_high[self._in_pool(high)] = 0.0
+        held_high[in_pool_high] = 0.0
         np.minimum(held_low, held_point, out=held_low)
         return held_point, held_low, np.maximum(held_high, held_point, out=held_high)
 
@@ -425,14 +449,16 @@ class Predictor:
         """The two worst cases the high bound covers, bytes per allocation: the point
         sizes with every chunk as large as the allocator hands out whole (its
         placement unknown), and the larger reading of every size whose scaling is
-        unknown with the point rule's chunks (``chunks``)."""
+        unknown with the point rule's chunks (``chunks``). Made with ``sizes`` where
+        it made them (once: each is millions of rows)."""
+        if self._high_sized is not None and self._high_sized[0] == batch:
+            _, worst, read_high = self._high_sized
+            self._high_sized = None
+            return worst, read_high
         point, _, high = self.sizing.at(batch)
         held_point, _, worst = chunks(point, self.requested, self.settled, self.held)
         read_high, _, _ = chunks(high, self.requested, self.settled, self.held)
-        worst[self._in_pool(point)] = 0.0
-        read_high[self._in_pool(high)] = 0.0
-        np.maximum(worst, held_point, out=worst)
-        return worst, np.maximum(read_high, held_point, out=read_high)
+        return _worst_cases(held_point, worst, read_high, self._in_pool(point), self._in_pool(high))
 
     def _high(self, batch: int) -> Replayed:
         """The high bound's peak (``Replayed.peaks``): per group the peak of the
@@ -785,14 +811,25 @@ class Predictor:
             # (request, end) of the freed ones, sorted; each output's window searched.
             # Each request's number (any one-to-one numbering does): by hashing.
             rank = pd.factorize(self.requested[index], use_na_sentinel=False)[0]
-            rank = rank.astype(np.int64, copy=False)
             span = np.int64(len(self.base.timeline) + 2)
-            keyed = np.sort(rank[freed] * span + end[freed])
-            found = -np.searchsorted(keyed, rank * span + start, "left")
-            rank *= span
-            rank += np.minimum(next_op, span - 1)  # each window's high end
-            found += np.searchsorted(keyed, rank, "left")
-            del keyed, rank
+            keyed = np.sort(rank[freed].astype(np.int64) * span + end[freed])
+            # Searched by request, then in time order (a stable sort: a radix sort
+            # where the requests number under 2**15): the windows then come sorted
+            # (both ends grow with the allocation's row), and each search starts
+            # where the last ended (numpy's searchsorted), not from the whole range.
+            order = np.argsort(
+                rank.astype(np.int16) if rank.max(initial=0) < 2**15 else rank, kind="stable"
+            )
+            window = rank[order].astype(np.int64) * span
+            del rank
+            low = window + start[order]
+            window += np.minimum(next_op[order], span - 1)  # each window's high end
+            count = np.searchsorted(keyed, window, "left")
+            count -= np.searchsorted(keyed, low, "left")
+            del keyed, window, low
+            found = np.empty(len(count), dtype=np.int64)
+            found[order] = count
+            del order, count
             found -= freed & (end >= start) & (end < next_op)  # not itself
             out[index] |= found > 0
         self._skippable[key] = out
