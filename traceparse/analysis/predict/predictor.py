@@ -434,7 +434,7 @@ class Predictor:
         _, held_low, _ = chunks(low, self.requested, self.settled, self.held)
         read_high, _, held_high = chunks(high, self.requested, self.settled, self.held)
         in_pool_point, in_pool_high = self._in_pool(point), self._in_pool(high)
-        if not captured:  # the same chunks as ``high_sizes``': kept for it, made once
+        if not captured:  # ``high_sizes`` needs these very chunks: made once, kept for it
             worst_cases = _worst_cases(held_point, worst, read_high, in_pool_point, in_pool_high)
             self._high_sized = (batch, *worst_cases)
         else:
