@@ -819,8 +819,21 @@ def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizi
     if not predictor.slabs or (change.remat and not change.optimizer and not change.precision):
         return
     buffers = predictor.base.xla_buffers
-    info = buffers.drop_duplicates(["host", "program", "logical_buffer"]).set_index(
-        ["host", "program", "logical_buffer"]
+    info = buffers.drop_duplicates(["host", "program", "logical_buffer"])
+    # Each buffer's columns read once: a long capture runs its programs hundreds of
+    # times, one slab each, and looking their buffers up per slab (a reindex of the
+    # table) cost 10 ms a slab. The last entry stands for a buffer not in the table.
+    position = {
+        (host, program, int(buffer)): i
+        for i, (host, program, buffer) in enumerate(
+            zip(info["host"], info["program"], info["logical_buffer"], strict=True)
+        )
+    }
+    missing = len(position)
+    shape_of = np.append(info["shape"].astype(object).to_numpy(), np.nan)
+    dtype_of, op_type_of, op_of = (
+        np.append(info[c].astype(object).fillna("").to_numpy(), "")
+        for c in ("dtype", "tf_op_type", "tf_op")
     )
     for row, slab in predictor.slabs.items():
         held, _ = slab.at(predictor.batch)
@@ -828,17 +841,17 @@ def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizi
         ids = [(slab.key[0], slab.key[1], int(b)) for b in slab.buffers[keep]]
         if not ids:
             continue
-        found = info.reindex(ids)
+        at = np.array([position.get(i, missing) for i in ids], dtype=np.int64)
         places = [predictor.buffer_places.get(i, ("", OTHER)) for i in ids]
-        shapes = found["shape"].astype(object).to_numpy()
+        shapes = shape_of[at]
         n = len(ids)
         key = (predictor.base.allocations["host"].iloc[row], facts.keys[0][1])
         sub = Facts(
             roles=np.array([p[1] for p in places], dtype=object),
             layers=np.array([p[0] for p in places], dtype=object),
-            dtypes=found["dtype"].astype(object).fillna("").to_numpy(),
-            op_types=found["tf_op_type"].astype(object).fillna("").to_numpy(),
-            ops=found["tf_op"].astype(object).fillna("").to_numpy(),
+            dtypes=dtype_of[at],
+            op_types=op_type_of[at],
+            ops=op_of[at],
             shapes=shapes,
             keys=[key],
             mine={key: np.ones(n, dtype=bool)},
