@@ -2,7 +2,8 @@
 as the reference: ``groups`` (one allocator without a groupby), ``chunks``
 (captured-only rules computed once, region doubling on region rows only), the
 counter ``replay`` (only changed allocations moved, slices for a whole
-timeline), ``lowest_step_peak`` (numpy instead of a pandas groupby) and
+timeline), ``lowest_step_peak`` (numpy instead of a pandas groupby), ``high_sizes``
+made with ``sizes`` (against made alone) and
 ``instant_table``'s binary search per allocator (against the mask over every
 row). Equal exactly, on every fixture with memory events and on random arrays."""
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, memory_fixtures
+from helpers.predictors import fixture_predictor
 
 import traceparse
 from traceparse.analysis.instant import _latest_by_mask, _order_of, instant_table
@@ -19,6 +21,7 @@ from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
 from traceparse.analysis.predict.replay import Replayed, chunks, groups, replay, rounded
+from traceparse.analysis.whatif import Change, WhatIf
 
 MiB = 1 << 20
 
@@ -216,3 +219,24 @@ def test_the_larger_of_two_peaks_is_the_peak_of_the_larger_counter() -> None:
         assert one.peaks().larger(two.peaks()).peak(key) == folded.peak(key)
         assert two.peaks().larger(one.peaks()).peak(key) == folded.peak(key)
         assert one.peaks().peak(key) == one.peak(key)
+
+
+@pytest.mark.parametrize("name", ["keras_train", "gpu_alexnet_v100_64", "layers_cnn_xla"])
+def test_high_sizes_made_with_sizes_equal_high_sizes_made_alone(name: str) -> None:
+    """``sizes`` makes ``high_sizes``' worst cases from its own chunks and keeps them
+    for it: they equal those made alone, once read they are made anew, and a
+    what-if (a copy of the predictor) never reads its base's."""
+    _, kept = fixture_predictor(FIXTURES / name)
+    _, alone = fixture_predictor(FIXTURES / name)
+    for batch in (2 * kept.batch, max(kept.batch // 2, 1)):
+        kept.sizes(batch)
+        for _ in range(2):  # the kept ones, then ones made anew
+            for got, want in zip(kept.high_sizes(batch), alone.high_sizes(batch), strict=True):
+                assert np.array_equal(got, want)
+    kept.sizes(3 * kept.batch)  # kept for the base, not for its what-if
+    changed = WhatIf.of(kept, Change(optimizer="sgd"))
+    fresh = WhatIf.of(alone, Change(optimizer="sgd"))
+    for got, want in zip(
+        changed.high_sizes(3 * kept.batch), fresh.high_sizes(3 * kept.batch), strict=True
+    ):
+        assert np.array_equal(got, want)
