@@ -17,6 +17,7 @@ import pandas as pd
 
 from traceparse.analysis.liveness import group_codes
 from traceparse.analysis.peak import PEAK, PEAK_COLUMNS, in_use
+from traceparse.tables.select import row_index_type
 
 
 def instant_table(timeline: pd.DataFrame, time_ps: int, host: str | None = None) -> pd.DataFrame:
@@ -96,8 +97,7 @@ class _Order:
         self.counts = np.bincount(keys, minlength=groups)
         order = np.argsort(keys, kind="stable")  # each group's rows in file order
         del keys
-        if self.length < 2**31:
-            order = order.astype(np.int32)
+        order = order.astype(row_index_type(self.length), copy=False)
         times = timeline["time_ps"].to_numpy(dtype=np.int64)
         hosts = timeline["host"].astype(object)
         self.rows = np.split(order, np.cumsum(self.counts)[:-1])

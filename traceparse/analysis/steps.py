@@ -26,6 +26,7 @@ from traceparse.analysis.liveness import (
 )
 from traceparse.analysis.peak import in_use
 from traceparse.tables.contracts import declare
+from traceparse.tables.select import row_index_type
 
 STEPS = declare(
     "steps",
@@ -379,7 +380,7 @@ def _owner_rows(frame: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
         return {}
     group, owners = owner_groups(frame)
     # Row numbers in int32 where they fit: half the memory, held all along.
-    kind = np.int32 if group.size < 2**31 else np.int64
+    kind = row_index_type(group.size)
     if len(owners) == 1:  # one owner (one allocator): every row, in order
         rows = [np.arange(group.size, dtype=kind)]
     else:

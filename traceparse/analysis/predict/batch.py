@@ -39,6 +39,7 @@ import pandas as pd
 
 from traceparse.analysis.naming import first_ids
 from traceparse.analysis.predict.workspace import feature_maps, filter_shapes, winograd_fixed
+from traceparse.tables.select import row_index_type
 
 # How an allocation's size at another batch was found (the ``basis`` column).
 BATCH_DIM = "shape: batch dimension"
@@ -146,7 +147,7 @@ class Sizing:
         basis: np.ndarray,
     ) -> Sizing:
         """A rule of its own for every allocation."""
-        rule = np.arange(len(fixed), dtype=_index_type(len(fixed)))
+        rule = np.arange(len(fixed), dtype=row_index_type(len(fixed)))
         return cls(rule, fixed, per_example, alt_fixed, alt_per_example, basis)
 
     @property
@@ -195,7 +196,7 @@ class Sizing:
         self.rule_alt_fixed = grown(self.rule_alt_fixed, alt_fixed)
         self.rule_alt_per_example = grown(self.rule_alt_per_example, alt_per_example)
         self.rule_basis = grown(self.rule_basis, basis)
-        self.rule = self.rule.astype(_index_type(len(self.rule_fixed)), copy=False)
+        self.rule = self.rule.astype(row_index_type(len(self.rule_fixed)), copy=False)
         self.rule[rows] = np.arange(first, len(self.rule_fixed))
 
     def per_replica(self, replicas: int) -> None:
@@ -224,11 +225,6 @@ class Sizing:
         other = other[self.rule]
         low = np.minimum(point, other)
         return point, low, np.maximum(point, other, out=other)
-
-
-def _index_type(count: int) -> type[np.signedinteger]:
-    """Indices into ``count`` items in half the memory where they fit."""
-    return np.int32 if count < 2**31 else np.int64
 
 
 @dataclass(frozen=True)
@@ -867,5 +863,5 @@ def sizing(
         else:
             basis[i] = UNSHAPED_KEPT
             alt_fixed[i], alt_per[i] = 0.0, scaled
-    rule = inverse.astype(_index_type(len(first)), copy=False)
+    rule = inverse.astype(row_index_type(len(first)), copy=False)
     return Sizing(rule, fixed, per, alt_fixed, alt_per, basis)

@@ -80,7 +80,7 @@ from traceparse.analysis.predict.xla import (
     xla_evidence,
 )
 from traceparse.errors import UsageError
-from traceparse.tables.select import equal_to
+from traceparse.tables.select import equal_to, row_index_type
 from traceparse.tables.variables import CPU_POOL_BYTES
 
 ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
@@ -331,7 +331,7 @@ class Predictor:
         column = self.base.timeline["op"]
         if not isinstance(column.dtype, pd.CategoricalDtype):
             return column.astype(object).to_numpy()
-        kind = np.int32 if len(column) < 2**31 - 1 else np.int64  # half the memory
+        kind = row_index_type(len(column))  # -len(column) at the least
         codes = column.cat.codes.to_numpy(dtype=kind, copy=True)  # written below
         missing = np.flatnonzero(codes < 0)
         codes[missing] = -1 - missing

@@ -25,6 +25,7 @@ from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict.batch import first_ids
 from traceparse.analysis.predict.bfc import GRANULE, MAX_INTERNAL_FRAGMENTATION, is_region
 from traceparse.analysis.predict.fit import match_keys, program_names
+from traceparse.tables.select import row_index_type
 
 
 def rounded(requested: np.ndarray) -> np.ndarray:
@@ -245,7 +246,7 @@ def groups(timeline: pd.DataFrame) -> dict[tuple[object, object], np.ndarray]:
         # One allocator (the usual capture): every row, without grouping millions.
         first = timeline[["host", "allocator"]].iloc[0].astype(object)
         # Row numbers in half the memory where they fit (the rows of millions of events).
-        kind = np.int32 if len(timeline) < 2**31 else np.int64
+        kind = row_index_type(len(timeline))
         return {(first["host"], first["allocator"]): np.arange(len(timeline), dtype=kind)}
     keys = timeline[["host", "allocator"]].astype(object)
     out: dict[tuple[object, object], np.ndarray] = {}

@@ -20,7 +20,7 @@ import pandas as pd
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.predict.bfc import BFC, FIRST_REGION, GRANULE, is_region
 from traceparse.decode import native
-from traceparse.tables.select import equal_to
+from traceparse.tables.select import equal_to, row_index_type
 
 ALLOC, FREE, PREFREE = 0, 1, 2
 # A program's per-item columns: arrays as ``programs`` makes them, lists where
@@ -105,7 +105,7 @@ def programs(
             known = []
         # Refs and places in half the memory where they fit (two per event of
         # millions; the compiled replay reads them so).
-        index = np.int32 if max(len(allocations), len(pre), len(events)) < 2**31 else np.int64
+        index = row_index_type(max(len(allocations), len(pre), len(events)))
         out[key] = Program(
             events=events,
             kinds=item_kind,
