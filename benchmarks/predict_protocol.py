@@ -58,7 +58,7 @@ REPO = HERE.parent
 FIXTURES = REPO / "fixtures"
 sys.path.insert(0, str(HERE))
 
-from predict_protocol_models import MODELS, THREADS  # noqa: E402
+from predict_protocol_models import DEV_MODELS, MODELS, THREADS  # noqa: E402
 
 CACHE = HERE / ".captures" / "protocol"
 RUNS = 3  # fresh-process captures per CPU model, batch and threading
@@ -73,6 +73,10 @@ DEV_GPU: dict[str, dict[int, str]] = {
     "alexnet_v100": {b: f"gpu_alexnet_v100_{b}" for b in (16, 64, 128)},
     "chess": {b: f"gpu_chess_{b}" for b in (32, 64)},
 }
+# The CPU scenarios: model -> (B, 4B). The test set's models are held out; the
+# development models (``predict_protocol_models.DEV_MODELS``) may be tuned on.
+TEST_CPU: dict[str, tuple[int, int]] = {m: (b, 4 * b) for m, b in MODELS.items()}
+DEV_CPU: dict[str, tuple[int, int]] = {m: (b, c) for m, (b, c) in DEV_MODELS.items()}
 TEST_GPU: dict[str, dict[int, str]] = {
     "alexnet_t4": {b: f"gpu_alexnet_t4_{b}" for b in (32, 128)},
     "chess_dataset": {b: f"gpu_chess_dataset_{b}" for b in (32, 64)},
@@ -150,11 +154,13 @@ def cpu_capture(model: str, batch: int, threads: str, run: int) -> Path:
     return found
 
 
-def cpu_cases(threads: str) -> list[Case]:
+def cpu_cases(threads: str, models: dict[str, tuple[int, int]]) -> list[Case]:
+    """B -> 4B and 4B -> B of each model (``models``: name -> (B, 4B))."""
     cases = []
-    for model, b in MODELS.items():
-        runs = {n: [cpu_capture(model, n, threads, r) for r in range(RUNS)] for n in (b, 4 * b)}
-        for src, dst in ((b, 4 * b), (4 * b, b)):
+    for model, sizes in models.items():
+        runs = {n: [cpu_capture(model, n, threads, r) for r in range(RUNS)] for n in sizes}
+        small, large = sizes
+        for src, dst in ((small, large), (large, small)):
             cases.append(
                 Case(
                     model,
@@ -480,11 +486,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     dev = [measure(c) for c in gpu_cases(DEV_GPU, two=True)]
+    dev_cpu = (
+        {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, DEV_CPU)] for t in THREADS}
+    )
+    about = {
+        "one": "one op at a time: `tf.config.threading.set_inter_op_parallelism_threads(1)`",
+        "default": "default threading (TensorFlow's own inter-op threads)",
+    }
+
+    def cpu_sections(
+        rows_by_threads: dict[str, list[dict[str, Any]]], models: dict[str, tuple[int, int]]
+    ) -> list[str]:
+        lines = []
+        for threads, rows in rows_by_threads.items():
+            lines += section(
+                f"CPU models, {about[threads].split(':')[0]}",
+                f"`benchmarks/predict_protocol_models.py`, {about[threads]}: "
+                + ", ".join(f"{m} at {b} and {c}" for m, (b, c) in models.items())
+                + f", {RUNS} fresh-process runs each, `mklcpu`. Goal: 10% from one capture.",
+                rows,
+            )
+        return lines
+
     if args.dev_only:
         print("\n".join(section("Development set: public GPU captures", "", dev)))
+        print("\n".join(cpu_sections(dev_cpu, DEV_CPU)))
         return 0
     test_gpu = [measure(c) for c in gpu_cases(TEST_GPU, two=True)]
-    cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t)] for t in THREADS}
+    cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, TEST_CPU)] for t in THREADS}
     command = "python benchmarks/predict_protocol.py" + (" --no-cpu" if args.no_cpu else "")
     command += f" --public {args.public}" if args.public else ""
     lines = [
@@ -516,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             "2060 (2 at 32, 3 at 64). Goal: 10% from one capture, 5% from two.",
             dev,
         ),
+        *cpu_sections(dev_cpu, DEV_CPU),
         "## Test set (held out: reported, never tuned on)",
         "",
         *section(
@@ -526,18 +556,7 @@ def main(argv: list[str] | None = None) -> int:
             test_gpu,
         ),
     ]
-    about = {
-        "one": "one op at a time: `tf.config.threading.set_inter_op_parallelism_threads(1)`",
-        "default": "default threading (TensorFlow's own inter-op threads)",
-    }
-    for threads, rows in cpu.items():
-        lines += section(
-            f"CPU models, {about[threads].split(':')[0]}",
-            f"`benchmarks/predict_protocol_models.py`, {about[threads]}: "
-            + ", ".join(f"{m} at {b} and {4 * b}" for m, b in MODELS.items())
-            + f", {RUNS} fresh-process runs each, `mklcpu`. Goal: 10% from one capture.",
-            rows,
-        )
+    lines += cpu_sections(cpu, TEST_CPU)
     lines += ["## The batch size read off each capture", "", *batch_reads(), ""]
     if args.public:
         lines += [*public_reads(args.public), ""]

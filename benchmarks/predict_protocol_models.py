@@ -102,15 +102,95 @@ def _dev_gru(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
     return model, data
 
 
+def _time_major_gru(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # The fixture ``fixtures/predict_gru_32`` (fixtures/make_predict_fixtures.py): two
+    # stacked GRUs whose only tensors past oneDNN's 256 KiB pool are the loops'
+    # time-major stacks [T, B, units], so the batch is read off their second
+    # dimension. Not in the protocol.
+    model = keras.Sequential(
+        [
+            keras.Input((16, 24), name="frames"),
+            keras.layers.GRU(256, return_sequences=True, name="gru_a"),
+            keras.layers.GRU(128, name="gru_b"),
+            keras.layers.Dense(3, name="logits"),
+        ],
+        name="time_major",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(7)
+        return rng.random((n, 16, 24), dtype=np.float32), rng.integers(0, 3, n)
+
+    return model, data
+
+
+def _dev_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development scenario (issue 47, convolutions): a Sequential CNN with batch
+    # normalisation and dropout, for work on how a CNN's peak scales on CPU. Not in
+    # the test set.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((36, 36, 3), name="picture"),
+            layers.Conv2D(32, 3, padding="same", use_bias=False, name="conv_a"),
+            layers.BatchNormalization(name="norm_a"),
+            layers.ReLU(name="relu_a"),
+            layers.MaxPooling2D(2, name="pool_a"),
+            layers.Conv2D(64, 3, padding="same", activation="relu", name="conv_b"),
+            layers.MaxPooling2D(2, name="pool_b"),
+            layers.Dropout(0.25, name="drop"),
+            layers.Flatten(name="flat"),
+            layers.Dense(64, activation="relu", name="hidden"),
+            layers.Dense(5, name="logits"),
+        ],
+        name="plain",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(5)
+        return rng.random((n, 36, 36, 3), dtype=np.float32), rng.integers(0, 5, n)
+
+    return model, data
+
+
+def _dev_resnet(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development scenario (issue 47, convolutions): two residual blocks (Add joins a
+    # block's input to its output, so both stay live), for work on CNN scaling on CPU.
+    # Not in the test set.
+    layers = keras.layers
+    inp = keras.Input((32, 32, 3), name="picture")
+    x = layers.Conv2D(16, 3, padding="same", activation="relu", name="stem")(inp)
+    for i in range(2):
+        y = layers.Conv2D(16, 3, padding="same", activation="relu", name=f"block{i}_a")(x)
+        y = layers.Conv2D(16, 3, padding="same", name=f"block{i}_b")(y)
+        x = layers.ReLU(name=f"block{i}_out")(layers.Add(name=f"block{i}_add")([x, y]))
+    x = layers.AveragePooling2D(4, name="pool")(x)
+    x = layers.Flatten(name="flat")(x)
+    out = layers.Dense(7, name="logits")(x)
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(6)
+        return rng.random((n, 32, 32, 3), dtype=np.float32), rng.integers(0, 7, n)
+
+    return keras.Model(inp, out, name="residual"), data
+
+
 BUILDERS = {
     "functional_cnn": _functional_cnn,
     "embed_lstm": _embed_lstm,
     "mlp_jit": _mlp_jit,
     "dev_gru": _dev_gru,
+    "dev_cnn": _dev_cnn,
+    "dev_resnet": _dev_resnet,
+    "time_major_gru": _time_major_gru,
 }
 # Development scenarios (rules may be tuned on them; not part of the protocol's
 # test set): model -> its batch sizes.
-DEV_MODELS: dict[str, tuple[int, ...]] = {"dev_gru": (32, 128)}
+DEV_MODELS: dict[str, tuple[int, ...]] = {
+    "dev_gru": (32, 128),
+    "dev_cnn": (16, 64),
+    "dev_resnet": (16, 64),
+}
 
 
 def capture(name: str, batch: int, threads: str, logdir: str) -> None:

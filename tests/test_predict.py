@@ -313,6 +313,24 @@ def test_a_time_major_copy_is_not_the_batch() -> None:
     assert find_batch(shapes[::-1], ops[::-1], set()).batch == 64
 
 
+def test_a_loops_stacked_tensors_are_led_by_its_iterations() -> None:
+    # Two GRUs at batch 32 over 40 steps where nothing batch-major reaches the
+    # allocator (oneDNN's pool takes it): Keras' loop stacks each step's [32,256]
+    # in a TensorList, [40,32,256], forward and backward. 40 counts time steps.
+    shapes = ["[40,32,256]", "[40,32,256]", "[256,768]", "[256,768]"]
+    ops = [
+        "model/gru_a/TensorArrayV2Stack/TensorListStack:TensorListStack",
+        "gradient_tape/model/gru_b/TensorArrayUnstack/TensorListFromTensor:TensorListFromTensor",
+        "gradient_tape/model/gru_b/while_grad/MatMul_1:MatMul",
+        "adam/Mul_15:Mul",
+    ]
+    read = find_batch(shapes, ops, {(256, 768)})
+    assert read.batch == 32, read
+    # The same shapes from ops that are not a loop's stacks are led by 40.
+    plain = ["model/gru_a/transpose:Transpose", "gradient_tape/model/gru_a/transpose_1:Transpose"]
+    assert find_batch(shapes[:2], plain, set()).batch == 40
+
+
 @pytest.mark.parametrize(
     "name", sorted(n for n in MANIFEST["fixtures"] if "batch_size" in MANIFEST["fixtures"][n])
 )

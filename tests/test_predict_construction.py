@@ -21,6 +21,7 @@ from traceparse.analysis.predict.batch import (
     _GRADIENT_OPS,
     _INPUT_OPS,
     _LOSS_OPS,
+    _STACKED_OPS,
     BatchReading,
     Evidence,
     _missing,
@@ -105,14 +106,18 @@ def reference_scores(shapes, weights, sizes, names):  # type: ignore[no-untyped-
         grouped.index, grouped["size"], grouped["unsized"], strict=True
     ):
         found = parsed[shape]
-        if not found or found in weights or found[0] <= 1:
+        if not found or found in weights:
             continue
-        score = scores.setdefault(flat.get(found[0], found[0]), _Score())
+        stacked = len(found) >= 2 and _STACKED_OPS.search(name) is not None
+        lead = found[1] if stacked else found[0]
+        if lead <= 1:
+            continue
+        score = scores.setdefault(flat.get(lead, lead), _Score())
         nbytes = float(size) + float(unsized) * float(np.prod(found, dtype=np.float64))
         label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
         if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
             score.inputs += nbytes
-        elif _swapped(found, recorded):
+        elif not stacked and _swapped(found, recorded):
             score.neutral += nbytes
         elif _GRADIENT_OPS.search(name):
             score.backward += nbytes

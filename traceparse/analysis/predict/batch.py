@@ -7,7 +7,8 @@ The rules, each the model of a mechanism (docs/predict.md, "How"):
   a weight, its gradient or an optimizer slot: it does not grow.
 - The captured batch size (``find_batch``) is the candidate with the most
   bytes of evidence: the step's input and label tensors where recorded, else
-  the tensors it leads in both the forward pass and its gradients; weak or
+  the tensors it leads in both the forward pass and its gradients (a loop's
+  stacked tensors, [iterations, B, ...], by their second dimension); weak or
   tied evidence gives none (the caller asks for it).
 - A tensor grows in proportion to the batch when one of its dimensions is the
   batch (the leading one, or another for time-major layouts) or when its
@@ -405,6 +406,14 @@ _GRADIENT_OPS = re.compile(r"(^|/)gradient_tape/|(^|/)gradients/|Grad|Backprop|t
 # A loss's per-example values and labels ([N] or [N,1]): Keras names loss ops by
 # the loss (``sparse_categorical_crossentropy/...``, ``compile_loss/...``).
 _LOSS_OPS = re.compile(r"loss|entropy|squared_error|absolute_error|hinge", re.IGNORECASE)
+# Ops that stack a loop's per-iteration tensors on a new leading axis: a
+# ``tf.TensorArray`` is a TensorList whose ``stack()``/``unstack()`` run
+# ``TensorListStack``/``TensorListFromTensor`` (tensorflow/python/ops/
+# tensor_array_ops.py, list_ops.py), and Keras' recurrent loop on TensorFlow
+# writes each time step's [B, ...] output to one
+# (keras/src/backend/tensorflow/rnn.py): the leading dimension counts
+# iterations (the time steps), the batch is the next.
+_STACKED_OPS = re.compile(r"TensorList(?:Stack|FromTensor|Gather|Concat)|TensorArray")
 # A runner-up within this share of the winner's bytes is reported as a near tie.
 NEAR_TIE = 0.8
 
@@ -490,15 +499,20 @@ def _scores(evidence: Evidence, weights: set[tuple[int, ...]]) -> dict[int, _Sco
     scores: dict[int, _Score] = {}
     for (shape, name), (size, unsized) in grouped.items():
         found = parsed[shape]
-        if not found or found in weights or found[0] <= 1:
+        if not found or found in weights:
             continue
-        score = scores.setdefault(flat.get(found[0], found[0]), _Score())
+        # A loop's stacked tensors are led by its iterations: the batch is next.
+        stacked = len(found) >= 2 and _STACKED_OPS.search(name) is not None
+        lead = found[1] if stacked else found[0]
+        if lead <= 1:
+            continue
+        score = scores.setdefault(flat.get(lead, lead), _Score())
         # Where the bytes are not recorded, the elements stand for them.
         nbytes = float(size) + float(unsized) * float(np.prod(found, dtype=np.float64))
         label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
         if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
             score.inputs += nbytes
-        elif _swapped(found, recorded):
+        elif not stacked and _swapped(found, recorded):
             score.neutral += nbytes
         elif _GRADIENT_OPS.search(name):
             score.backward += nbytes
@@ -544,7 +558,9 @@ def read_batch(tensors: Evidence, weights: set[tuple[int, ...]]) -> BatchReading
       only one pass is no consistent evidence (temporaries of ops outside
       any model, [512,512] beside [256,1024], say nothing of a batch).
 
-    A transposed pair (``_swapped``) counts for neither of its dimensions; a
+    A loop's stacked tensors (``_STACKED_OPS``: [iterations, B, ...]) count for
+    their second dimension. A transposed pair (``_swapped``) counts for neither
+    of its dimensions; a
     flattened batch's tensors count for the batch (``_unflattened``).
     A runner-up within ``NEAR_TIE`` of the winner is reported; an exact tie is
     not broken (no batch), nor is weak evidence. Last, an epoch's partial batch
