@@ -11,7 +11,12 @@ suit a rule. Two sets:
   4x. From two captures: every target size predicted from two other sizes of
   the same model and GPU, the nearer one within 4x of it, the nearer giving the
   order (B and 2B predicting 4B where the sizes are there; here 64 + 128 -> 16,
-  128 + 16 -> 64 and 64 + 16 -> 128).
+  128 + 16 -> 64 and 64 + 16 -> 128). And CPU models of its own
+  (``predict_protocol_models.DEV_MODELS``, fixed on 2026-12-07 before this
+  round's rule changes: a Sequential CNN with batch normalisation and dropout,
+  two residual blocks, two stacked GRUs; the two CNNs again on the same data at
+  every batch size, ``SAME_DATA``), captured like the test set's, B -> 4B and
+  4B -> B.
 - **Test set** (held out: run to report, never to tune): the public GPU
   captures of set ``test`` (the same AlexNet on a T4 at 32 and 128; the chess CNN
   fitted on a ``tf.data`` dataset under ``MirroredStrategy`` at 32 and 64), the
@@ -76,6 +81,8 @@ DEV_GPU: dict[str, dict[int, str]] = {
 # The CPU scenarios: model -> (B, 4B). The test set's models are held out; the
 # development models (``predict_protocol_models.DEV_MODELS``) may be tuned on.
 TEST_CPU: dict[str, tuple[int, int]] = {m: (b, 4 * b) for m, b in MODELS.items()}
+# The same models on the same data at every batch size (``SAME_DATA``): a user's sweep.
+TEST_CPU_SAME_DATA = {f"{m}_same_data": sizes for m, sizes in TEST_CPU.items()}
 DEV_CPU: dict[str, tuple[int, int]] = {m: (b, c) for m, (b, c) in DEV_MODELS.items()}
 TEST_GPU: dict[str, dict[int, str]] = {
     "alexnet_t4": {b: f"gpu_alexnet_t4_{b}" for b in (32, 128)},
@@ -495,12 +502,14 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def cpu_sections(
-        rows_by_threads: dict[str, list[dict[str, Any]]], models: dict[str, tuple[int, int]]
+        rows_by_threads: dict[str, list[dict[str, Any]]],
+        models: dict[str, tuple[int, int]],
+        title: str = "CPU models",
     ) -> list[str]:
         lines = []
         for threads, rows in rows_by_threads.items():
             lines += section(
-                f"CPU models, {about[threads].split(':')[0]}",
+                f"{title}, {about[threads].split(':')[0]}",
                 f"`benchmarks/predict_protocol_models.py`, {about[threads]}: "
                 + ", ".join(f"{m} at {b} and {c}" for m, (b, c) in models.items())
                 + f", {RUNS} fresh-process runs each, `mklcpu`. Goal: 10% from one capture.",
@@ -514,6 +523,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     test_gpu = [measure(c) for c in gpu_cases(TEST_GPU, two=True)]
     cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, TEST_CPU)] for t in THREADS}
+    cpu_same = (
+        {}
+        if args.no_cpu
+        else {t: [measure(c) for c in cpu_cases(t, TEST_CPU_SAME_DATA)] for t in THREADS}
+    )
     command = "python benchmarks/predict_protocol.py" + (" --no-cpu" if args.no_cpu else "")
     command += f" --public {args.public}" if args.public else ""
     lines = [
@@ -557,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     lines += cpu_sections(cpu, TEST_CPU)
+    lines += cpu_sections(
+        cpu_same,
+        TEST_CPU_SAME_DATA,
+        "CPU models on the same data at every batch size (added 2026-12-07, measured once)",
+    )
     lines += ["## The batch size read off each capture", "", *batch_reads(), ""]
     if args.public:
         lines += [*public_reads(args.public), ""]
