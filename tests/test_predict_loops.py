@@ -103,7 +103,8 @@ def test_a_capture_without_a_loop_is_left_as_it_is() -> None:
     assert not table["basis"].str.contains("recurrent loop").any()
 
 
-DEV = Path(__file__).resolve().parents[1] / "benchmarks" / ".captures" / "dev"
+# Where ``benchmarks/predict_protocol.py`` caches its development captures.
+DEV = Path(__file__).resolve().parents[1] / "benchmarks" / ".captures" / "protocol"
 
 
 @pytest.mark.slow
