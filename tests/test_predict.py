@@ -29,6 +29,7 @@ from traceparse.analysis.predict.batch import (
     dims,
     find_batch,
     sizing,
+    stacked,
 )
 from traceparse.analysis.predict.replay import chunks
 from traceparse.core.profile import predictor_of
@@ -320,7 +321,7 @@ def test_a_loops_stacked_tensors_are_led_by_its_iterations() -> None:
     shapes = ["[40,32,256]", "[40,32,256]", "[256,768]", "[256,768]"]
     ops = [
         "model/gru_a/TensorArrayV2Stack/TensorListStack:TensorListStack",
-        "gradient_tape/model/gru_b/TensorArrayUnstack/TensorListFromTensor:TensorListFromTensor",
+        "gradient_tape/model/gru_b/TensorArrayUnstack/TensorListStack:TensorListStack",
         "gradient_tape/model/gru_b/while_grad/MatMul_1:MatMul",
         "adam/Mul_15:Mul",
     ]
@@ -329,6 +330,15 @@ def test_a_loops_stacked_tensors_are_led_by_its_iterations() -> None:
     # The same shapes from ops that are not a loop's stacks are led by 40.
     plain = ["model/gru_a/transpose:Transpose", "gradient_tape/model/gru_a/transpose_1:Transpose"]
     assert find_batch(shapes[:2], plain, set()).batch == 40
+    # An element read out of the list has no iterations axis: [16,256] leads by 16.
+    read_out = "model/gru_a/while/TensorArrayV2Read/TensorListGetItem:TensorListGetItem"
+    grad = "gradient_tape/model/gru_a/while_grad/MatMul:MatMul"
+    assert find_batch(["[16,256]", "[16,256]"], [read_out, grad], set()).batch == 16
+    # The kernel decides, not a scope that names one: without a type, the name's last part.
+    assert stacked("model/gru/TensorArrayV2Stack/TensorListStack")
+    assert not stacked("model/gru/TensorArrayV2Stack/TensorListStack_grad/Reshape:Reshape")
+    assert stacked("rnn/TensorArrayStack/TensorArrayGatherV3:TensorArrayGatherV3")
+    assert not stacked("rnn/TensorArrayV2Read/TensorListGetItem")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,6 @@ from traceparse.analysis.predict.batch import (
     _GRADIENT_OPS,
     _INPUT_OPS,
     _LOSS_OPS,
-    _STACKED_OPS,
     BatchReading,
     Evidence,
     _missing,
@@ -35,6 +34,7 @@ from traceparse.analysis.predict.batch import (
     find_batch,
     first_ids,
     read_batch,
+    stacked,
 )
 from traceparse.analysis.predict.fit import match_keys
 from traceparse.analysis.predict.parts import _shared, roles_of
@@ -108,8 +108,8 @@ def reference_scores(shapes, weights, sizes, names):  # type: ignore[no-untyped-
         found = parsed[shape]
         if not found or found in weights:
             continue
-        stacked = len(found) >= 2 and _STACKED_OPS.search(name) is not None
-        lead = found[1] if stacked else found[0]
+        along = len(found) >= 2 and stacked(name)
+        lead = found[1] if along else found[0]
         if lead <= 1:
             continue
         score = scores.setdefault(flat.get(lead, lead), _Score())
@@ -117,7 +117,7 @@ def reference_scores(shapes, weights, sizes, names):  # type: ignore[no-untyped-
         label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
         if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
             score.inputs += nbytes
-        elif not stacked and _swapped(found, recorded):
+        elif not along and _swapped(found, recorded):
             score.neutral += nbytes
         elif _GRADIENT_OPS.search(name):
             score.backward += nbytes

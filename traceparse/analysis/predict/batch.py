@@ -406,14 +406,27 @@ _GRADIENT_OPS = re.compile(r"(^|/)gradient_tape/|(^|/)gradients/|Grad|Backprop|t
 # A loss's per-example values and labels ([N] or [N,1]): Keras names loss ops by
 # the loss (``sparse_categorical_crossentropy/...``, ``compile_loss/...``).
 _LOSS_OPS = re.compile(r"loss|entropy|squared_error|absolute_error|hinge", re.IGNORECASE)
-# Ops that stack a loop's per-iteration tensors on a new leading axis: a
-# ``tf.TensorArray`` is a TensorList whose ``stack()``/``unstack()`` run
-# ``TensorListStack``/``TensorListFromTensor`` (tensorflow/python/ops/
-# tensor_array_ops.py, list_ops.py), and Keras' recurrent loop on TensorFlow
-# writes each time step's [B, ...] output to one
+# Kernels that stack a loop's per-iteration tensors on a new leading axis: a
+# ``tf.TensorArray`` is a TensorList whose ``stack()``/``unstack()``/``gather()``
+# run ``TensorListStack``/``TensorListFromTensor``/``TensorListGather``
+# (tensorflow/python/ops/tensor_array_ops.py, list_ops.py; TF1's TensorArray
+# kernels ``TensorArrayGatherV3``/``TensorArrayPack``), and Keras' recurrent
+# loop on TensorFlow writes each time step's [B, ...] output to one
 # (keras/src/backend/tensorflow/rnn.py): the leading dimension counts
-# iterations (the time steps), the batch is the next.
-_STACKED_OPS = re.compile(r"TensorList(?:Stack|FromTensor|Gather|Concat)|TensorArray")
+# iterations (the time steps), the batch is the next. Reading one element
+# (``TensorListGetItem``) or concatenating them does not add that axis.
+_STACKED_KERNELS = re.compile(
+    r"TensorList(?:Stack|FromTensor|Gather)|TensorArray(?:GatherV\d|Pack)"
+)
+
+
+def stacked(name: str) -> bool:
+    """Whether ``name`` (an op's ``name:type``, or its name alone) is a kernel that
+    stacks a loop's iterations: its type where given, else its name's last part."""
+    kind = name.rsplit(":", 1)[1] if ":" in name else name.rsplit("/", 1)[-1]
+    return _STACKED_KERNELS.fullmatch(kind) is not None
+
+
 # A runner-up within this share of the winner's bytes is reported as a near tie.
 NEAR_TIE = 0.8
 
@@ -502,8 +515,8 @@ def _scores(evidence: Evidence, weights: set[tuple[int, ...]]) -> dict[int, _Sco
         if not found or found in weights:
             continue
         # A loop's stacked tensors are led by its iterations: the batch is next.
-        stacked = len(found) >= 2 and _STACKED_OPS.search(name) is not None
-        lead = found[1] if stacked else found[0]
+        along = len(found) >= 2 and stacked(name)
+        lead = found[1] if along else found[0]
         if lead <= 1:
             continue
         score = scores.setdefault(flat.get(lead, lead), _Score())
@@ -512,7 +525,7 @@ def _scores(evidence: Evidence, weights: set[tuple[int, ...]]) -> dict[int, _Sco
         label = len(found) == 1 or (len(found) == 2 and found[1] == 1)
         if _INPUT_OPS.search(name) or (label and _LOSS_OPS.search(name)):
             score.inputs += nbytes
-        elif not stacked and _swapped(found, recorded):
+        elif not along and _swapped(found, recorded):
             score.neutral += nbytes
         elif _GRADIENT_OPS.search(name):
             score.backward += nbytes
@@ -558,7 +571,7 @@ def read_batch(tensors: Evidence, weights: set[tuple[int, ...]]) -> BatchReading
       only one pass is no consistent evidence (temporaries of ops outside
       any model, [512,512] beside [256,1024], say nothing of a batch).
 
-    A loop's stacked tensors (``_STACKED_OPS``: [iterations, B, ...]) count for
+    A loop's stacked tensors (``stacked``: [iterations, B, ...]) count for
     their second dimension. A transposed pair (``_swapped``) counts for neither
     of its dimensions; a
     flattened batch's tensors count for the batch (``_unflattened``).
