@@ -15,8 +15,10 @@ suit a rule. Two sets:
   (``predict_protocol_models.DEV_MODELS``, fixed on 2026-12-07 before this
   round's rule changes: a Sequential CNN with batch normalisation and dropout,
   two residual blocks, two stacked GRUs; the two CNNs again on the same data at
-  every batch size, ``SAME_DATA``), captured like the test set's, B -> 4B and
-  4B -> B.
+  every batch size, ``SAME_DATA``; the first CNN fitted on a ``tf.data``
+  dataset under ``MirroredStrategy``, ``MIRRORED``, added the same day to look
+  for the test set's ``tf.data`` case on a CPU), captured like the test set's,
+  B -> 4B and 4B -> B.
 - **Test set** (held out: run to report, never to tune): the public GPU
   captures of set ``test`` (the same AlexNet on a T4 at 32 and 128; the chess CNN
   fitted on a ``tf.data`` dataset under ``MirroredStrategy`` at 32 and 64), the

@@ -19,6 +19,7 @@ choice (one inter-op thread per core).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -191,9 +192,16 @@ BUILDERS = {
 SAME_DATA: dict[str, tuple[str, int]] = {
     "dev_cnn_same_data": ("dev_cnn", 192),
     "dev_resnet_same_data": ("dev_resnet", 192),
+    "dev_cnn_mirrored_same_data": ("dev_cnn", 192),
     # The test set's models on the data of their 4B runs at B too (added after the
     # first report of the test set; held out like it: no rule is tuned on them).
     **{f"{m}_same_data": (m, STEPS * 4 * b) for m, b in MODELS.items()},
+}
+# Fitted on a batched ``tf.data`` dataset under ``tf.distribute.MirroredStrategy``
+# (one replica, the CPU) instead of on arrays: name -> model.
+MIRRORED: dict[str, str] = {
+    "dev_cnn_mirrored": "dev_cnn",
+    "dev_cnn_mirrored_same_data": "dev_cnn",
 }
 # Development scenarios (rules may be tuned on them; not part of the protocol's
 # test set): model -> its batch sizes.
@@ -203,6 +211,8 @@ DEV_MODELS: dict[str, tuple[int, ...]] = {
     "dev_resnet": (16, 64),
     "dev_cnn_same_data": (16, 64),
     "dev_resnet_same_data": (16, 64),
+    "dev_cnn_mirrored": (16, 64),
+    "dev_cnn_mirrored_same_data": (16, 64),
 }
 
 
@@ -218,17 +228,24 @@ def capture(name: str, batch: int, threads: str, logdir: str) -> None:
         raise SystemExit(f"THREADS must be one of {THREADS}, got {threads!r}")
     keras = tf.keras
     keras.utils.set_random_seed(0)
-    base, examples = SAME_DATA.get(name, (name, STEPS * batch))
-    model, data = BUILDERS[base](keras)
-    model.compile(
-        optimizer=keras.optimizers.Adam(1e-3),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=base in COMPILED,
-    )
+    base, examples = SAME_DATA.get(name, (MIRRORED.get(name, name), STEPS * batch))
+    strategy = tf.distribute.MirroredStrategy() if name in MIRRORED else None
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model, data = BUILDERS[base](keras)
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-3),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=base in COMPILED,
+        )
     xs, ys = data(np, examples)
-    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)  # build and trace
+    if strategy:
+        dataset = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(batch)
+        fit = {"x": dataset}
+    else:
+        fit = {"x": xs, "y": ys, "batch_size": batch}
+    model.fit(**fit, epochs=1, verbose=0)  # build and trace
     tf.profiler.experimental.start(logdir)
-    model.fit(xs, ys, batch_size=batch, epochs=1, verbose=0)
+    model.fit(**fit, epochs=1, verbose=0)
     tf.profiler.experimental.stop()
 
 
