@@ -85,7 +85,7 @@ DEV_GPU: dict[str, dict[int, str]] = {
 TEST_CPU: dict[str, tuple[int, int]] = {m: (b, 4 * b) for m, b in MODELS.items()}
 # The same models on the same data at every batch size (``SAME_DATA``): a user's sweep.
 TEST_CPU_SAME_DATA = {f"{m}_same_data": sizes for m, sizes in TEST_CPU.items()}
-DEV_CPU: dict[str, tuple[int, int]] = {m: (b, c) for m, (b, c) in DEV_MODELS.items()}
+DEV_CPU = DEV_MODELS
 TEST_GPU: dict[str, dict[int, str]] = {
     "alexnet_t4": {b: f"gpu_alexnet_t4_{b}" for b in (32, 128)},
     "chess_dataset": {b: f"gpu_chess_dataset_{b}" for b in (32, 64)},
@@ -360,6 +360,32 @@ def section(title: str, about: str, rows: list[dict[str, Any]]) -> list[str]:
     return [*head, "Misses:", "", *misses(rows), ""]
 
 
+# How each threading of the CPU captures is described.
+ABOUT_THREADS = {
+    "one": "one op at a time: `tf.config.threading.set_inter_op_parallelism_threads(1)`",
+    "default": "default threading (TensorFlow's own inter-op threads)",
+}
+
+
+def cpu_sections(
+    rows_by_threads: dict[str, list[dict[str, Any]]],
+    models: dict[str, tuple[int, int]],
+    title: str = "CPU models",
+) -> list[str]:
+    """One section per threading of the CPU cases of ``models`` (name -> (B, 4B))."""
+    lines = []
+    for threads, rows in rows_by_threads.items():
+        about = ABOUT_THREADS[threads]
+        lines += section(
+            f"{title}, {about.split(':')[0]}",
+            f"`benchmarks/predict_protocol_models.py`, {about}: "
+            + ", ".join(f"{m} at {b} and {c}" for m, (b, c) in models.items())
+            + f", {RUNS} fresh-process runs each, `mklcpu`. Goal: 10% from one capture.",
+            rows,
+        )
+    return lines
+
+
 def message(exc: Exception) -> str:
     """An error's first line without the file it names (the table names it)."""
     text = str(exc).splitlines()[0]
@@ -498,27 +524,6 @@ def main(argv: list[str] | None = None) -> int:
     dev_cpu = (
         {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, DEV_CPU)] for t in THREADS}
     )
-    about = {
-        "one": "one op at a time: `tf.config.threading.set_inter_op_parallelism_threads(1)`",
-        "default": "default threading (TensorFlow's own inter-op threads)",
-    }
-
-    def cpu_sections(
-        rows_by_threads: dict[str, list[dict[str, Any]]],
-        models: dict[str, tuple[int, int]],
-        title: str = "CPU models",
-    ) -> list[str]:
-        lines = []
-        for threads, rows in rows_by_threads.items():
-            lines += section(
-                f"{title}, {about[threads].split(':')[0]}",
-                f"`benchmarks/predict_protocol_models.py`, {about[threads]}: "
-                + ", ".join(f"{m} at {b} and {c}" for m, (b, c) in models.items())
-                + f", {RUNS} fresh-process runs each, `mklcpu`. Goal: 10% from one capture.",
-                rows,
-            )
-        return lines
-
     if args.dev_only:
         print("\n".join(section("Development set: public GPU captures", "", dev)))
         print("\n".join(cpu_sections(dev_cpu, DEV_CPU)))
