@@ -533,6 +533,46 @@ def test_scratch_buffers_are_sized_by_their_mechanism() -> None:
     assert ws.at(512)[0][0] == 135397376
 
 
+def test_a_cudnn_recurrent_kernels_buffers_grow_per_example() -> None:
+    from traceparse.analysis.predict.batch import (
+        BATCH_DIM,
+        RNN_BUFFER,
+        SCRATCH_KEPT,
+        UNCERTAIN,
+    )
+
+    # What Keras' LSTM runs on a GPU (no CPU capture has it): CudnnRNNV3's output
+    # [T,B,H], its reserve space (an output of the layer's dtype, rank 1, not
+    # bytes), the backprop's uint8 workspace; a batch norm's workspace beside them
+    # stays kept. Batch 32, 100 steps, 256 units.
+    frame = pd.DataFrame(
+        {
+            "op": [
+                "sequential/lstm/CudnnRNNV3",
+                "sequential/lstm/CudnnRNNV3",
+                "gradient_tape/sequential/lstm/CudnnRNNBackpropV3",
+                "sequential/batch_normalization/FusedBatchNormV3",
+            ],
+            "op_type": ["CudnnRNNV3", "CudnnRNNV3", "CudnnRNNBackpropV3", None],
+            "shape": ["[100,32,256]", "[3276800]", "[4194304]", "[65536]"],
+            "dtype": ["float32", "float32", "uint8", "uint8"],
+        }
+    )
+    requested = np.array([3276800.0, 13107200.0, 4194304.0, 65536.0])
+    found = sizing(frame, 32, set(), requested)
+    assert list(found.basis) == [BATCH_DIM, RNN_BUFFER, RNN_BUFFER, SCRATCH_KEPT]
+    assert RNN_BUFFER in UNCERTAIN
+    point, low, _ = found.at(128)
+    # Per example at the point, kept as captured the other reading (the low at 4x).
+    assert list(point[:3]) == [4 * 3276800, 4 * 13107200, 4 * 4194304]
+    assert list(low[1:3]) == [13107200, 4194304]
+    assert point[3] == 65536
+    # A float rank-1 tensor of any other op is not a buffer of this kind.
+    dense = frame.assign(op_type=None, op="dense/BiasAdd").iloc[[1]]
+    other = sizing(dense, 32, set(), requested[[1]])
+    assert list(other.basis) != [RNN_BUFFER]
+
+
 def test_the_leak_capture_is_refused_not_assumed() -> None:
     # Two ops' [512,512] temporaries and no model: no inputs, no backward pass.
     with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch"):

@@ -55,6 +55,7 @@ HLO = "HLO buffers' shapes"
 CONV_WORKSPACE = "scratch: convolution workspace, per example"
 WINOGRAD_WORKSPACE = "scratch: Winograd workspace, filter transform fixed"
 BLAS_WORKSPACE = "scratch: cuBLAS workspace, fixed"
+RNN_BUFFER = "scratch: cuDNN RNN reserve space or workspace, per example"
 SCRATCH_KEPT = "scratch: an op's workspace, kept"
 BASES = (
     BATCH_DIM,
@@ -69,6 +70,7 @@ BASES = (
     CONV_WORKSPACE,
     WINOGRAD_WORKSPACE,
     BLAS_WORKSPACE,
+    RNN_BUFFER,
     SCRATCH_KEPT,
 )
 # Bases whose scaling is not read off a shape: their bounds cover both rules.
@@ -81,6 +83,7 @@ UNCERTAIN = frozenset(
         CONV_WORKSPACE,
         WINOGRAD_WORKSPACE,
         BLAS_WORKSPACE,
+        RNN_BUFFER,
         SCRATCH_KEPT,
     }
 )
@@ -90,6 +93,8 @@ UNCERTAIN = frozenset(
 _CONV = re.compile(r"Conv[23]D|DepthwiseConv|FusedConv|conv", re.IGNORECASE)
 _BLAS = re.compile(r"MatMul|Einsum|Gemm|BlasLt")
 _SCRATCH_DTYPES = frozenset({"uint8", "int8"})
+# cuDNN's recurrent kernels, forward and backward (tensorflow/core/kernels/cudnn_rnn_ops.cc).
+_RNN = re.compile(r"CudnnRNN")
 
 _DIMS = re.compile(r"-?\d+")
 
@@ -721,8 +726,17 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     - A matrix multiplication's: cuBLAS/cuBLASLt's workspace, a fixed size
       (TF's ``BlasLt`` scratch limit, ``CUBLAS_WORKSPACE_CONFIG``): kept, its
       bounds cover growing.
-    - Any other op's (a batch norm's or an RNN's cuDNN workspace): kept, its
-      bounds cover growing."""
+    - A cuDNN recurrent kernel's (``CudnnRNN``, ``CudnnRNNV2``/``V3`` and their
+      backprops, what Keras' LSTM and GRU run on a GPU): the forward kernel's
+      reserve space, an output of the layer's dtype and shape [bytes / itemsize]
+      (``CudnnRnnAllocatorInOutput``), which keeps every layer's gate
+      activations at every time step of every sequence for the backward pass,
+      and the workspace (``CudnnRnnAllocatorInTemp<uint8>``); cuDNN sizes both
+      from the input's descriptors, one per time step of [batch, features]
+      (``cudnnGetRNNTrainingReserveSize``, ``cudnnGetRNNWorkspaceSize``): sized
+      per example, kept as captured the other reading.
+    - Any other op's (a batch norm's cuDNN workspace): kept, its bounds cover
+      growing."""
     n = len(allocations)
     out = np.full(n, None, dtype=object)
     if "dtype" not in allocations or not n:
@@ -734,7 +748,15 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     scratch = by_value(
         allocations["dtype"], lambda dtype: dtype.isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
     )
-    mask = scratch & rank1
+    # A recurrent kernel's reserve space has the layer's dtype, not bytes.
+    rnn = np.zeros(n, dtype=bool)
+    for column in ("op", "op_type"):
+        if column in allocations:
+            rnn |= by_value(
+                allocations[column],
+                lambda text: text.fillna("").astype(str).str.contains(_RNN).to_numpy(dtype=bool),
+            )
+    mask = (scratch | rnn) & rank1
     if not mask.any():
         return out
     # Only the scratch buffers' ops are read (a few rows).
@@ -746,6 +768,7 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     found = np.full(len(text), SCRATCH_KEPT, dtype=object)
     found[blas] = BLAS_WORKSPACE
     found[conv] = CONV_WORKSPACE
+    found[rnn[mask]] = RNN_BUFFER
     out[mask] = found
     return out
 
@@ -849,6 +872,9 @@ def sizing(
                     basis[i] = WINOGRAD_WORKSPACE
                     scaled = (fixed[i] - transform) / batch
                 per[i], fixed[i] = scaled, float(transform or 0)
+                alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
+            elif scratch[i] == RNN_BUFFER:
+                per[i], fixed[i] = scaled, 0.0
                 alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
             else:
                 alt_fixed[i], alt_per[i] = 0.0, scaled
