@@ -562,3 +562,32 @@ def test_a_gpu_captures_weights_are_read_off_their_gradients(fixture: str, param
         row = table[table["allocator"] == "GPU_0_bfc"].iloc[0]
         assert row["predicted_peak_bytes"] == captured - slots * 4 * params
         assert row["low_bytes"] <= row["predicted_peak_bytes"] <= row["high_bytes"]
+
+
+def test_a_convolutions_workspace_is_unknown_under_another_precision() -> None:
+    # AlexNet at 128 on a V100: its cuDNN workspaces (rank-1 uint8 of the
+    # convolutions) are the autotuner's pick for float32; under a 16-bit policy it
+    # tunes afresh. Kept at the point, none at the low; to float32 (from a mixed
+    # capture) up to doubled.
+    predictor = predictor_of(
+        traceparse.load(next((FIXTURES / "gpu_alexnet_v100_128").glob("plugins/profile/*")))
+    )
+    facts = facts_of(predictor)
+    workspaces = facts.conv_workspaces
+    assert workspaces is not None and workspaces.any()
+    a = predictor.base.allocations
+    assert set(a.loc[workspaces, "dtype"].astype(str)) <= {"uint8", "int8"}
+    out = resizing(predictor, Change(precision="mixed_float16"), facts)
+    assert set(out.point[workspaces]) == {1.0}
+    assert set(out.low[workspaces]) == {0.0}
+    assert set(out.high[workspaces]) == {1.0}
+    assert any("autotuner" in note for note in out.notes)
+    # Another optimizer is the same convolutions in the same dtype: the cached pick.
+    same = resizing(predictor, Change(optimizer="sgd"), facts)
+    assert set(same.low[workspaces]) == {1.0}
+    # Back to float32 (as if the capture were mixed): up to doubled.
+    mixed = dataclasses.replace(
+        facts, dtypes=np.where(facts.dtypes == "float32", "float16", facts.dtypes)
+    )
+    back = resizing(predictor, Change(precision="float32"), mixed)
+    assert set(back.high[workspaces]) == {2.0} and set(back.low[workspaces]) == {0.0}

@@ -42,7 +42,7 @@ from traceparse.analysis.naming import (
 )
 from traceparse.analysis.naming.optimizers import optimizer_of_frames
 from traceparse.analysis.predict import Capture, Predictor, Replayed
-from traceparse.analysis.predict.batch import by_value, dims
+from traceparse.analysis.predict.batch import CONV_WORKSPACE, by_value, dims, scratch_kinds
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
@@ -207,6 +207,8 @@ class Facts:
     compiled: bool = False
     # The capture shows training: a gradient, an optimizer's op or its name.
     trains: bool = True
+    # A convolution's cuDNN workspace (``predict.batch.scratch_kinds``); None: none read.
+    conv_workspaces: np.ndarray | None = None
 
     @property
     def mixed(self) -> bool:
@@ -315,6 +317,7 @@ def facts_of(predictor: Predictor) -> Facts:
         compiled=bool(predictor.slabs),
         trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
         or optimizer is not None,
+        conv_workspaces=scratch_kinds(a) == CONV_WORKSPACE,
     )
 
 
@@ -618,6 +621,25 @@ def attention_scores(facts: Facts) -> np.ndarray:
     return found
 
 
+def conv_workspace(facts: Facts, out: Resizing, high: float) -> None:
+    """A convolution's cuDNN workspace under another precision: TF autotunes each
+    convolution once per problem and caches the algorithm it picked under the
+    convolution's parameters, its data type among them (``ConvParameters``,
+    tensorflow/core/kernels/conv_ops_gpu.h), so a 16-bit convolution is tuned
+    afresh among cuDNN's half-precision algorithms (Tensor Core implicit GEMMs,
+    which need little or no workspace, beside FFT and Winograd ones) and a
+    float32 one among float32's. Which it picks is measured on the GPU, so the
+    workspace is unknown: point as captured, low none, high ``high`` times it
+    (2 to float32: transformed tiles stored in the data's type double)."""
+    if facts.conv_workspaces is None or not facts.conv_workspaces.any():
+        return
+    out.scale(facts.conv_workspaces, 1.0, 0.0, high)
+    out.notes.append(
+        "precision: convolution workspaces (cuDNN's) kept as captured: the autotuner picks "
+        f"an algorithm afresh for the new dtype (bounds: none to {high:g}x)"
+    )
+
+
 def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     """A Keras mixed-precision policy (keras/src/dtype_policies/dtype_policy.py;
     https://keras.io/api/mixed_precision/policy/), or back to float32.
@@ -657,7 +679,9 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     the weights and loss scaling's checks go; a weight's gradient is the float32
     cast ``_CastGrad`` made (kept: in float32 the op that made the 16-bit gradient
     makes it in float32, live as long as the cast was), and the 16-bit weight
-    gradient it was cast from goes (high: doubled, were it not cast)."""
+    gradient it was cast from goes (high: doubled, were it not cast).
+    Either way, a convolution's cuDNN workspace on a GPU (``conv_workspace``) is
+    the autotuner's afresh: unknown."""
     half = np.isin(facts.dtypes, HALF)
     floats = facts.dtypes == "float32"
     acts = np.isin(facts.roles, (ACTIVATION, GRADIENT, UNKNOWN, OTHER)) & ~facts.weight_shaped
@@ -688,6 +712,7 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
             "precision: float32: 16-bit tensors doubled, weight casts dropped, weight "
             "gradients kept as their float32 casts"
         )
+        conv_workspace(facts, out, high=2.0)
         return
     if half.any():
         out.notes.append(f"precision: the capture is already mixed; {target} read as captured")
@@ -715,6 +740,7 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
         f"precision: {target}: float32 activations and gradients halved, weights stay float32 "
         "with 16-bit cast copies"
     )
+    conv_workspace(facts, out, high=1.0)
 
 
 def _matches(pattern: re.Pattern[str], *columns: np.ndarray) -> np.ndarray:
