@@ -567,10 +567,18 @@ def test_a_cudnn_recurrent_kernels_buffers_grow_per_example() -> None:
     assert list(point[:3]) == [4 * 3276800, 4 * 13107200, 4 * 4194304]
     assert list(low[1:3]) == [13107200, 4194304]
     assert point[3] == 65536
-    # A float rank-1 tensor of any other op is not a buffer of this kind.
-    dense = frame.assign(op_type=None, op="dense/BiasAdd").iloc[[1]]
-    other = sizing(dense, 32, set(), requested[[1]])
-    assert list(other.basis) != [RNN_BUFFER]
+    # A float rank-1 tensor of any other op is not a buffer of this kind: another
+    # op, the weights' flat buffer cuDNN reads (CudnnRNNCanonicalToParams), an op
+    # inside the kernel's scope. Without a recorded type the name's kernel counts.
+    for op, kind in [
+        ("dense/BiasAdd", None),
+        ("lstm/CudnnRNNCanonicalToParamsV2", "CudnnRNNCanonicalToParamsV2"),
+        ("lstm/CudnnRNNV3/ReadVariableOp", None),
+    ]:
+        other = sizing(frame.assign(op=op, op_type=kind).iloc[[1]], 32, set(), requested[[1]])
+        assert list(other.basis) != [RNN_BUFFER], op
+    named = sizing(frame.assign(op_type=None).iloc[[1, 2]], 32, set(), requested[[1, 2]])
+    assert list(named.basis) == [RNN_BUFFER, RNN_BUFFER]
 
 
 def test_the_leak_capture_is_refused_not_assumed() -> None:

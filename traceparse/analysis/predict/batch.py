@@ -93,8 +93,9 @@ UNCERTAIN = frozenset(
 _CONV = re.compile(r"Conv[23]D|DepthwiseConv|FusedConv|conv", re.IGNORECASE)
 _BLAS = re.compile(r"MatMul|Einsum|Gemm|BlasLt")
 _SCRATCH_DTYPES = frozenset({"uint8", "int8"})
-# cuDNN's recurrent kernels, forward and backward (tensorflow/core/kernels/cudnn_rnn_ops.cc).
-_RNN = re.compile(r"CudnnRNN")
+# cuDNN's recurrent kernels, forward and backward (tensorflow/core/kernels/cudnn_rnn_ops.cc),
+# not its weight conversions (``CudnnRNNCanonicalToParams``: the weights, one flat buffer).
+_RNN = re.compile(r"CudnnRNN(Backprop)?(V[23])?")
 
 _DIMS = re.compile(r"-?\d+")
 
@@ -752,10 +753,7 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     rnn = np.zeros(n, dtype=bool)
     for column in ("op", "op_type"):
         if column in allocations:
-            rnn |= by_value(
-                allocations[column],
-                lambda text: text.fillna("").astype(str).str.contains(_RNN).to_numpy(dtype=bool),
-            )
+            rnn |= by_value(allocations[column], _rnn_kernel)
     mask = (scratch | rnn) & rank1
     if not mask.any():
         return out
@@ -771,6 +769,14 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     found[rnn[mask]] = RNN_BUFFER
     out[mask] = found
     return out
+
+
+def _rnn_kernel(text: pd.Series) -> np.ndarray:
+    """Whether each op (a type, or a name: its last part less TF's ``_N``) is one of
+    cuDNN's recurrent kernels (``_RNN``)."""
+    kernel = text.fillna("").astype(str).str.rsplit("/", n=1).str[-1]
+    kernel = kernel.str.replace(r"_\d+$", "", regex=True)
+    return kernel.str.fullmatch(_RNN).to_numpy(dtype=bool)
 
 
 def by_value(column: pd.Series, rule: Callable[[pd.Series], np.ndarray]) -> np.ndarray:
