@@ -591,3 +591,22 @@ def test_a_convolutions_workspace_is_unknown_under_another_precision() -> None:
     )
     back = resizing(predictor, Change(precision="float32"), mixed)
     assert set(back.high[workspaces]) == {2.0} and set(back.low[workspaces]) == {0.0}
+
+
+def test_what_was_held_before_a_gpu_capture_is_named_by_the_weights_gradients() -> None:
+    # The predicted parts name the model's own variables among the bytes held
+    # before the capture: its weights and Adam's two slots of them, by layer; the
+    # rest (the notebook's five earlier AlexNets' leftovers here) stays unnamed.
+    from traceparse.analysis.predict.parts import READ_BEFORE
+
+    run = next((FIXTURES / "gpu_alexnet_v100_16").glob("plugins/profile/*"))
+    parts = traceparse.load(run).predicted_breakdown(64)
+    parts = parts[parts["allocator"] == "GPU_0_bfc"]
+    read = parts[parts["basis"] == READ_BEFORE]
+    by_role = read.groupby("role")["bytes"].sum()
+    assert by_role["weight"] == 4 * ALEXNET_PARAMS
+    assert by_role["optimizer_state"] == 2 * 4 * ALEXNET_PARAMS
+    assert set(read["layer"]) >= {"conv2d_21", "last_conv", "dense", "batch_normalization_25"}
+    # A capture whose inventory names its variables keeps that naming alone.
+    inventoried = predictor_of(traceparse.load(FIXTURES / "keras_inventory"))
+    assert all(inventoried.read_before(key).empty for key in inventoried.rows)

@@ -40,42 +40,15 @@ from traceparse.analysis.naming import (
     OTHER,
     UNKNOWN,
 )
-from traceparse.analysis.naming.optimizers import optimizer_of_frames
+from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer, optimizer_of_frames
 from traceparse.analysis.predict import Capture, Predictor, Replayed
 from traceparse.analysis.predict.batch import CONV_WORKSPACE, by_value, dims, scratch_kinds
+from traceparse.analysis.predict.weights import GRADIENT_TAPE, gradient_weights
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-# Per optimizer: (slots per parameter, full-size elementwise tensors its update
-# formula makes per variable). Slots are the variables Keras 3's optimizers add
-# per trainable variable in ``build`` (keras/src/optimizers/*.py): SGD none (one,
-# ``momentums``, with momentum), Adam/AdamW/Adamax/Nadam ``momentums`` and
-# ``velocities``, RMSprop ``velocities`` (+ ``average_gradients`` when
-# centered), Adagrad ``accumulators``, Adadelta two accumulators, Lion
-# ``momentums``, LAMB two; Adafactor (keras/src/optimizers/adafactor.py) keeps a
-# full-size ``velocity`` per variable beside its factored rows and columns
-# (``ADAFACTOR_SLOTS``). Temporaries: the full-size tensors the update step's
-# ops create, counted from ``update_step`` in those files (Adam: g - m, its
-# scaling, g*g, g*g - v, its scaling, m*alpha, sqrt(v), + epsilon, the ratio:
-# 9; SGD: g*lr: 1); how many are live at once depends on the executor's order,
-# so the bounds take the ratio and no change.
-SLOTS: dict[str, tuple[float, float]] = {
-    "sgd": (0.0, 1.0),
-    "momentum": (1.0, 3.0),
-    "adam": (2.0, 9.0),
-    "adamw": (2.0, 10.0),
-    "adamax": (2.0, 8.0),
-    "nadam": (2.0, 12.0),
-    "rmsprop": (1.0, 5.0),
-    "rmsprop_centered": (2.0, 8.0),
-    "adagrad": (1.0, 4.0),
-    "adadelta": (2.0, 9.0),
-    "adafactor": (1.0, 9.0),
-    "lion": (1.0, 8.0),
-    "lamb": (2.0, 12.0),
-}
 # Adafactor's slots per parameter: its full-size velocity, and the factored rows
 # and columns of a matrix (r + c of r x c elements: at most 5% more for matrices
 # whose dimensions are both 40 or more; a vector's r and c are scalars).
@@ -101,7 +74,6 @@ ATTENTION_LAYER = re.compile(r"attention", re.IGNORECASE)
 # float32 dot-product attention (``attention_scores``).
 SUBLAYER_PATH = re.compile(r"/(softmax|dropout)(_\d+)?/")
 HALF = ("float16", "bfloat16", "half")
-GRADIENT_TAPE = "gradient_tape/"
 
 
 @dataclass
@@ -231,18 +203,6 @@ class Facts:
     def in_norm_layer(self) -> np.ndarray:
         """Made inside a normalisation layer (``NORM_LAYER``)."""
         return _matches(NORM_LAYER, self.layers)
-
-
-def captured_optimizer(ops: np.ndarray) -> str | None:
-    """The optimizer whose name scope the capture's ops carry (Keras names an
-    optimizer's update ops after its class, ``analysis/optimizers.py``)."""
-    found: dict[str, int] = {}
-    for op in pd.unique(pd.Series(ops).dropna().astype(str)):
-        for part in op.split("/"):
-            name = re.sub(r"_\d+$", "", part).lower()
-            if name in OPTIMIZER_SCOPES and name != "loss_scale_optimizer":
-                found[name] = found.get(name, 0) + 1
-    return max(found, key=lambda k: found[k]) if found else None
 
 
 def facts_of(predictor: Predictor) -> Facts:
@@ -395,62 +355,13 @@ def _params(
         # Each read misses some weights (the first those under the oneDNN pool's
         # limit or not of a known weight shape, the second those of other
         # kernels) and neither counts one twice: the larger.
-        read = max(read, weight_gradient_bytes(predictor, mine & (steps == last_step)))
+        counted = gradient_weights(
+            predictor.base.allocations, mine & (steps == last_step), predictor.sizing.grows()
+        )
+        read = max(read, 4.0 * float(counted.sum()))
     slots = SLOTS.get(optimizer or "sgd", (0.0, 1.0))[0]
     high = max(read, float(predictor._before(key)) / (1.0 + slots))
     return read, high
-
-
-# Kernels whose output is the gradient of a layer's variable, not of its input
-# (tensorflow/python/ops/nn_grad.py): a convolution's filter gradient
-# (``Conv2DBackpropFilter``, ``Conv3DBackpropFilterV2``,
-# ``DepthwiseConv2dNativeBackpropFilter``, [r, r, Cin, Cout] as the kernel), a
-# bias's (``BiasAddGrad``, [C]) and a batch normalisation's scale and offset
-# gradients (``FusedBatchNormGrad*``'s [C] outputs; its first output is the
-# input's gradient, [N, ...]).
-FILTER_GRADIENT = re.compile(r"(Conv[23]D|DepthwiseConv2dNative)BackpropFilter(V2)?")
-BIAS_GRADIENT = re.compile(r"BiasAddGrad|FusedBatchNormGrad(V2|V3)?")
-FLOATS = ("float32", "float16", "bfloat16", "float64", "half")
-
-
-def weight_gradient_bytes(predictor: Predictor, pick: np.ndarray) -> float:
-    """Float32 bytes of the variables whose gradients the tape computes among the
-    ``pick`` allocations (one step's): for a capture that names no variables (the
-    Keras ``TensorBoard`` callback's, an optimizer whose update allocates nothing,
-    as ``ResourceApplyAdam`` on a GPU), the weights read off their gradients.
-
-    A gradient is an op's output (a layout copy of the filter in cuDNN's order,
-    [Cout, Cin, r, r], is the op's temporary, not counted) of a kernel of
-    ``FILTER_GRADIENT`` (rank 2 or more) or ``BIAS_GRADIENT`` (rank 1), or of a
-    ``MatMul`` under the tape that the batch does not lead: a Dense layer's
-    ``y = x W`` has the gradients ``dy W^T`` [B, in] and ``x^T dy`` [in, out]
-    (``_MatMulGrad`` in tensorflow/python/ops/math_grad.py), and only the
-    second keeps its size at every batch (``Predictor.sizing``). Variables are
-    float32 under every Keras policy: 4 bytes an element."""
-    a = predictor.base.allocations
-    if "region" not in a or not pick.any():
-        return 0.0
-    rows = np.flatnonzero(pick)
-    sub = a.iloc[rows]
-    ops = sub["op"].astype(object).fillna("").astype(str)
-    types = sub["op_type"].astype(object) if "op_type" in sub else pd.Series(None, index=sub.index)
-    # Without a recorded type, the name's last part less the number TensorFlow adds
-    # to make it unique in its scope (``MatMul_1``).
-    named = ops.str.rsplit("/", n=1).str[-1].str.replace(r"_\d+$", "", regex=True)
-    kernels = types.where(types.notna() & (types.astype(str) != ""), named)
-    kernels = kernels.astype(str)
-    output = (sub["region"].astype(object) == "output").to_numpy(dtype=bool)
-    floats = sub["dtype"].astype(object).isin(FLOATS).to_numpy(dtype=bool)
-    shaped = [dims(s) for s in sub["shape"].astype(object)]
-    rank = np.array([len(d) if d else 0 for d in shaped])
-    elements = np.array([float(np.prod(d)) if d else 0.0 for d in shaped])
-    filters = kernels.map(lambda k: FILTER_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
-    biases = kernels.map(lambda k: BIAS_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
-    taped = ops.str.contains(GRADIENT_TAPE, regex=False).to_numpy(dtype=bool)
-    kept = ~predictor.sizing.grows()[rows]
-    dense = (kernels == "MatMul").to_numpy(dtype=bool) & taped & kept & (rank == 2)
-    counted = output & floats & ((filters & (rank >= 2)) | (biases & (rank == 1)) | dense)
-    return 4.0 * float(elements[counted].sum())
 
 
 def _read_by_forward(text: str) -> bool:

@@ -22,6 +22,8 @@ __all__ = [
     "KERAS3_OPTIMIZERS",
     "OPTIMIZER_NAMES",
     "OPTIMIZER_SCOPES",
+    "SLOTS",
+    "captured_optimizer",
     "optimizer_of_frames",
 ]
 
@@ -87,4 +89,47 @@ def optimizer_of_frames(frames: Iterable[str]) -> str | None:
         match = _UPDATE_FRAME.search(frame)
         if match and match.group("module") in OPTIMIZER_NAMES:
             found[match.group("module")] += 1
+    return found.most_common(1)[0][0] if found else None
+
+
+# Per optimizer: (slots per parameter, full-size elementwise tensors its update
+# formula makes per variable). Slots are the variables Keras 3's optimizers add
+# per trainable variable in ``build`` (keras/src/optimizers/*.py): SGD none (one,
+# ``momentums``, with momentum), Adam/AdamW/Adamax/Nadam ``momentums`` and
+# ``velocities``, RMSprop ``velocities`` (+ ``average_gradients`` when
+# centered), Adagrad ``accumulators``, Adadelta two accumulators, Lion
+# ``momentums``, LAMB two; Adafactor (keras/src/optimizers/adafactor.py) keeps a
+# full-size ``velocity`` per variable beside its factored rows and columns
+# (``ADAFACTOR_SLOTS``). Temporaries: the full-size tensors the update step's
+# ops create, counted from ``update_step`` in those files (Adam: g - m, its
+# scaling, g*g, g*g - v, its scaling, m*alpha, sqrt(v), + epsilon, the ratio:
+# 9; SGD: g*lr: 1); how many are live at once depends on the executor's order,
+# so the bounds take the ratio and no change.
+SLOTS: dict[str, tuple[float, float]] = {
+    "sgd": (0.0, 1.0),
+    "momentum": (1.0, 3.0),
+    "adam": (2.0, 9.0),
+    "adamw": (2.0, 10.0),
+    "adamax": (2.0, 8.0),
+    "nadam": (2.0, 12.0),
+    "rmsprop": (1.0, 5.0),
+    "rmsprop_centered": (2.0, 8.0),
+    "adagrad": (1.0, 4.0),
+    "adadelta": (2.0, 9.0),
+    "adafactor": (1.0, 9.0),
+    "lion": (1.0, 8.0),
+    "lamb": (2.0, 12.0),
+}
+
+
+def captured_optimizer(ops: Iterable[object]) -> str | None:
+    """The optimizer whose name scope the ops (their distinct names) carry, the most
+    frequent where several do: Keras names an optimizer's update ops after its
+    class (above); the loss-scaling wrapper is not one."""
+    found: Counter[str] = Counter()
+    for op in dict.fromkeys(str(o) for o in ops if isinstance(o, str)):
+        for part in op.split("/"):
+            name = re.sub(r"_\d+$", "", part).lower()
+            if name in OPTIMIZER_SCOPES and name != "loss_scale_optimizer":
+                found[name] += 1
     return found.most_common(1)[0][0] if found else None

@@ -14,7 +14,8 @@ modules, in the order a prediction uses them:
   events replayed through it; ``replay``: the captured counter replayed with
   new chunk sizes (the bounds);
 - ``predictor``: the ``Predictor`` that puts them together; ``parts``: what
-  holds a predicted peak; ``capacity``: will it fit, and the curves;
+  holds a predicted peak (``weights``: the variables held before a capture that
+  names none, read off their gradients); ``capacity``: will it fit, and the curves;
 - ``source``: what a prediction is made from (a capture's tables, the batch
   checks, a second capture's check) and the entry point.
 

@@ -16,6 +16,7 @@ from traceparse.analysis.predict.batch import HLO
 from traceparse.analysis.predict.xla import SlabBuffers
 
 BEFORE = "before the capture: kept as captured"
+READ_BEFORE = "before the capture: a variable read off its gradient"
 
 
 def roles_of(
@@ -65,9 +66,16 @@ def buffer_places(
     }
 
 
-def before_rows(breakdown: pd.DataFrame, key: tuple[object, object], rest: int) -> pd.DataFrame:
-    """The ``rest`` bytes from before the capture: its named variables or parameters
-    (largest first, while they fit), then one row for the remainder."""
+def before_rows(
+    breakdown: pd.DataFrame,
+    key: tuple[object, object],
+    rest: int,
+    read: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The ``rest`` bytes from before the capture: its named variables or parameters,
+    then the variables ``read`` off their gradients (``Predictor.read_before``:
+    layer, role, bytes), each largest first while they fit, then one row for the
+    remainder."""
     mine = breakdown[
         (breakdown["host"].astype(object) == key[0])
         & (breakdown["allocator"].astype(object) == key[1])
@@ -79,6 +87,14 @@ def before_rows(breakdown: pd.DataFrame, key: tuple[object, object], rest: int) 
         if 0 < size <= rest:
             rows.append({"layer": row.layer, "role": row.role, "basis": BEFORE, "bytes": size})
             rest -= size
+    if read is not None:
+        for row in read.sort_values("bytes", ascending=False).itertuples(index=False):
+            size = int(row.bytes)
+            if 0 < size <= rest:
+                rows.append(
+                    {"layer": row.layer, "role": row.role, "basis": READ_BEFORE, "bytes": size}
+                )
+                rest -= size
     rows.append({"layer": BEFORE_CAPTURE, "role": OTHER, "basis": BEFORE, "bytes": rest})
     frame = pd.DataFrame(rows)
     frame["captured_bytes"] = frame["bytes"]

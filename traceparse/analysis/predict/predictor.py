@@ -29,6 +29,7 @@ from traceparse.analysis.liveness import STILL_LIVE, held_bytes, requested_or_he
 from traceparse.analysis.naming import (
     ACTIVATION,
     GRADIENT,
+    NO_LAYER,
     OPTIMIZER_ROLES,
     OPTIMIZER_STATE,
     OPTIMIZER_UPDATE,
@@ -37,6 +38,7 @@ from traceparse.analysis.naming import (
     WEIGHT,
     KnownNames,
 )
+from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict.batch import (
     HLO,
@@ -72,6 +74,7 @@ from traceparse.analysis.predict.simulate import (
     programs,
     simulate,
 )
+from traceparse.analysis.predict.weights import gradient_weights
 from traceparse.analysis.predict.xla import (
     SlabBuffers,
     Spans,
@@ -323,6 +326,7 @@ class Predictor:
         self._high_sized: tuple[int, np.ndarray, np.ndarray] | None = None
         self._mines: dict[tuple[object, object], np.ndarray] = {}
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
+        self._read: dict[tuple[object, object], pd.DataFrame] = {}
 
     @cached_property
     def _timeline_ops(self) -> np.ndarray:
@@ -922,6 +926,54 @@ class Predictor:
             self._mines[key] = found
         return self._mines[key]
 
+    def read_before(self, key: tuple[object, object]) -> pd.DataFrame:
+        """The program's own variables among what ``key`` held when the capture
+        started, where the capture names none (no inventory, no compiled program's
+        parameters): per layer, its weights read off their gradients in the last
+        step (``weights.gradient_weights``, float32), and the captured optimizer's
+        slots of them (``SLOTS``). Keras builds both before the first step (the
+        layers' variables in ``build``, the slots in ``optimizer.build``), so the
+        capture of a later step finds them held; columns layer, role, bytes."""
+        if key not in self._read:
+            self._read[key] = self._read_before(key)
+        return self._read[key]
+
+    def _read_before(self, key: tuple[object, object]) -> pd.DataFrame:
+        none = pd.DataFrame({"layer": [], "role": [], "bytes": []})
+        b = self.base.breakdown
+        named = (
+            (b["host"].astype(object) == key[0])
+            & (b["allocator"].astype(object) == key[1])
+            & b["holder"].isin(("variable", "xla_parameter"))
+        )
+        if named.any() or len(self.base.xla_parameters):
+            return none
+        a = self.base.allocations
+        mine = self._mine(key)
+        steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+        if not np.isfinite(steps[mine]).any():
+            return none
+        last = np.nanmax(steps[mine])
+        elements = gradient_weights(a, mine & (steps == last), self.sizing.grows())
+        rows = np.flatnonzero(elements)
+        if not len(rows):
+            return none
+        layers = pd.Series(self.layers[rows], dtype=object).fillna(NO_LAYER).astype(str)
+        weights = pd.Series(4 * elements[rows]).groupby(layers.to_numpy()).sum()
+        ops = a["op"]
+        names = ops.cat.categories if isinstance(ops.dtype, pd.CategoricalDtype) else ops.unique()
+        optimizer = captured_optimizer(names)
+        slots = SLOTS[optimizer][0] if optimizer in SLOTS else 0.0
+        frame = pd.DataFrame(
+            {"layer": weights.index, "role": WEIGHT, "bytes": weights.to_numpy(dtype=np.int64)}
+        )
+        if slots:
+            state = frame.assign(
+                role=OPTIMIZER_STATE, bytes=(frame["bytes"] * slots).astype(np.int64)
+            )
+            frame = pd.concat([frame, state], ignore_index=True)
+        return frame
+
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""
         events = self.rows[key]
@@ -995,7 +1047,8 @@ class Predictor:
         if opened:  # a slab as its HLO buffers (by their TF ops' layer and role) and its rest
             slabs = np.isin(np.flatnonzero(mine), rows)
             live = pd.concat([live[~slabs], *opened], ignore_index=True)
-        return pd.concat([live, before_rows(self.base.breakdown, key, rest)], ignore_index=True)
+        before = before_rows(self.base.breakdown, key, rest, self.read_before(key))
+        return pd.concat([live, before], ignore_index=True)
 
 
 def _coded(column: pd.Series) -> tuple[np.ndarray, pd.Index]:

@@ -1,0 +1,71 @@
+"""The weights of a capture that names no variable, read off their gradients.
+
+The Keras ``TensorBoard`` callback's captures (most public ones) hold no variable
+inventory, and an optimizer whose update allocates nothing weight-shaped (Adam
+on a GPU is one ``ResourceApplyAdam`` kernel per variable) shows no slot either:
+what a step's backward pass computes for each variable is the one record of it.
+``Predictor.read_before`` names what was held before the capture with these,
+and the what-ifs (``analysis/whatif.py``) count the parameters they change.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceparse.analysis.predict.batch import dims
+
+GRADIENT_TAPE = "gradient_tape/"
+
+# Kernels whose output is the gradient of a layer's variable, not of its input
+# (tensorflow/python/ops/nn_grad.py): a convolution's filter gradient
+# (``Conv2DBackpropFilter``, ``Conv3DBackpropFilterV2``,
+# ``DepthwiseConv2dNativeBackpropFilter``, [r, r, Cin, Cout] as the kernel), a
+# bias's (``BiasAddGrad``, [C]) and a batch normalisation's scale and offset
+# gradients (``FusedBatchNormGrad*``'s [C] outputs; its first output is the
+# input's gradient, [N, ...]).
+FILTER_GRADIENT = re.compile(r"(Conv[23]D|DepthwiseConv2dNative)BackpropFilter(V2)?")
+BIAS_GRADIENT = re.compile(r"BiasAddGrad|FusedBatchNormGrad(V2|V3)?")
+FLOATS = ("float32", "float16", "bfloat16", "float64", "half")
+
+
+def gradient_weights(allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndarray) -> np.ndarray:
+    """Per allocation, the elements of the variable whose gradient it is, among the
+    ``pick`` allocations (one step's); 0 elsewhere. ``grows``: per allocation,
+    whether its size follows the batch (``Sizing.grows``).
+
+    A gradient is an op's output (a layout copy of the filter in cuDNN's order,
+    [Cout, Cin, r, r], is the op's temporary, not counted) of a kernel of
+    ``FILTER_GRADIENT`` (rank 2 or more) or ``BIAS_GRADIENT`` (rank 1), or of a
+    ``MatMul`` under the tape that the batch does not lead: a Dense layer's
+    ``y = x W`` has the gradients ``dy W^T`` [B, in] and ``x^T dy`` [in, out]
+    (``_MatMulGrad`` in tensorflow/python/ops/math_grad.py), and only the
+    second keeps its size at every batch. (Variables are float32 under every
+    Keras policy: 4 bytes an element.)"""
+    out = np.zeros(len(allocations))
+    if "region" not in allocations or not pick.any():
+        return out
+    rows = np.flatnonzero(pick)
+    sub = allocations.iloc[rows]
+    ops = sub["op"].astype(object).fillna("").astype(str)
+    types = sub["op_type"].astype(object) if "op_type" in sub else pd.Series(None, index=sub.index)
+    # Without a recorded type, the name's last part less the number TensorFlow adds
+    # to make it unique in its scope (``MatMul_1``).
+    named = ops.str.rsplit("/", n=1).str[-1].str.replace(r"_\d+$", "", regex=True)
+    kernels = types.where(types.notna() & (types.astype(str) != ""), named)
+    kernels = kernels.astype(str)
+    output = (sub["region"].astype(object) == "output").to_numpy(dtype=bool)
+    floats = sub["dtype"].astype(object).isin(FLOATS).to_numpy(dtype=bool)
+    shaped = [dims(s) for s in sub["shape"].astype(object)]
+    rank = np.array([len(d) if d else 0 for d in shaped])
+    elements = np.array([float(np.prod(d)) if d else 0.0 for d in shaped])
+    filters = kernels.map(lambda k: FILTER_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
+    biases = kernels.map(lambda k: BIAS_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
+    taped = ops.str.contains(GRADIENT_TAPE, regex=False).to_numpy(dtype=bool)
+    kept = ~grows[rows]
+    dense = (kernels == "MatMul").to_numpy(dtype=bool) & taped & kept & (rank == 2)
+    counted = output & floats & ((filters & (rank >= 2)) | (biases & (rank == 1)) | dense)
+    out[rows[counted]] = elements[counted]
+    return out
