@@ -60,6 +60,45 @@ def batch_line(row: pd.Series) -> str | None:
     return f"The captured batch size {row['from_batch']}: {evidence}."
 
 
+def _count(row: pd.Series, column: str) -> int | None:
+    value = row.get(column)
+    return None if value is None or pd.isna(value) else int(value)
+
+
+# Without evidence of earlier models, what was held before the capture beyond the
+# model's own variables is said when it is at least this share of the captured peak.
+HELD_SHARE = 0.05
+
+
+def held_line(row: pd.Series) -> str | None:
+    """What the allocator held when the capture started beyond the model's own
+    variables (``held_before_bytes``, ``own_held_bytes``), with the evidence of
+    earlier models in the process (``earlier_layer``); None when it is little."""
+    held, own = _count(row, "held_before_bytes"), _count(row, "own_held_bytes")
+    peak = _count(row, "captured_peak_bytes")
+    earlier, layer = _count(row, "earlier_layers"), row.get("earlier_layer")
+    if held is None or own is None or not peak or held <= own:
+        return None
+    if not earlier and held - own < HELD_SHARE * peak:
+        return None
+    text = (
+        f"Held when the capture started, and kept at every batch size: {format_bytes(held)}"
+        f"; the model's own variables are {format_bytes(own)} of it, the other "
+        f"{format_bytes(held - own)} "
+    )
+    if earlier and isinstance(layer, str):
+        return text + (
+            f"is earlier work in this process: Keras had built {earlier} layers of its kind "
+            f"before this model's {layer}, so other models were made first, and what "
+            "they still hold stays held. A fresh process would not hold it; another run "
+            "in this one may hold more or less."
+        )
+    return text + (
+        "was made before the step (earlier work in this process, or data or variables the "
+        "capture does not name)."
+    )
+
+
 def moment(row: pd.Series) -> str:
     step = "no step" if pd.isna(row["step"]) else f"step {row['step']}"
     op = "an op the capture does not name" if pd.isna(row["op"]) else str(row["op"])
@@ -166,6 +205,9 @@ def render(
         evidence = batch_line(row)
         if evidence:
             term.line(evidence)
+        held = held_line(row)
+        if held:
+            term.line(held)
         assumed = row.get("assumptions")
         if isinstance(assumed, str):
             term.line(f"What {row['change']} is assumed to do (docs/whatif.md):")

@@ -21,6 +21,7 @@ from traceparse.output.predict import (
     extrapolation_note,
     fit_lines,
     headline,
+    held_line,
     moment,
     role_lines,
 )
@@ -54,6 +55,7 @@ def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> 
         salt=f"prediction-{row['host']}-{row['allocator']}",
     )
     roles = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in role_lines(row))
+    held = held_line(row)
     lines = fit_lines(fit, int(row["from_batch"])) if fit else []
     answer = "".join(f"<li>{esc(line)}</li>" for line in lines)
     return "\n".join(
@@ -62,6 +64,7 @@ def prediction_section(row: pd.Series, curve: pd.DataFrame, fit: Fit | None) -> 
             f"<h3>Predicted peak at batch {esc(str(row['batch_size']))}: "
             f"{esc(str(row['allocator']))}</h3>",
             f"<p>{esc(headline(row))}. The predicted peak is {esc(moment(row))}.</p>",
+            f"<p>{esc(held)}</p>" if held else "",
             f"<table>{roles}</table>",
             f"<ul>{answer}</ul>" if answer else "",
             f'<div class="chart">{svg}</div>',

@@ -516,6 +516,7 @@ class Predictor:
                 "pooled_below_bytes": (
                     -(-POOLED_BELOW // self.share) if key[1] == POOLED_ALLOCATOR else None
                 ),
+                **self.held_columns(key),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
             row |= self.change_columns()
@@ -974,6 +975,33 @@ class Predictor:
             frame = pd.concat([frame, state], ignore_index=True)
         return frame
 
+    def held_columns(self, key: tuple[object, object]) -> dict[str, Any]:
+        """What ``key`` held when the capture started (``held_before_bytes``, kept at
+        every batch size), how much of it the model's own variables account for
+        (``own_held_bytes``: the inventory's, the compiled program's parameters,
+        or those ``read_before`` off their gradients), and the evidence that the
+        process built other models first (``earlier_layer``, ``earlier_layers``:
+        ``earlier_builds``)."""
+        held = self._before(key)
+        b = self.base.breakdown
+        named = b[
+            (b["host"].astype(object) == key[0])
+            & (b["allocator"].astype(object) == key[1])
+            & b["holder"].isin(("variable", "xla_parameter"))
+        ]
+        own = (
+            float(named["bytes"].sum())
+            if len(named)
+            else float(self.read_before(key)["bytes"].sum())
+        )
+        early = earlier_builds(self.layers[self._mine(key)])
+        return {
+            "held_before_bytes": held,
+            "own_held_bytes": int(min(own, held)),
+            "earlier_layer": early[0] if early else None,
+            "earlier_layers": early[1] if early else None,
+        }
+
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""
         events = self.rows[key]
@@ -1049,6 +1077,39 @@ class Predictor:
             live = pd.concat([live[~slabs], *opened], ignore_index=True)
         before = before_rows(self.base.breakdown, key, rest, self.read_before(key))
         return pd.concat([live, before], ignore_index=True)
+
+
+# A Keras layer's automatic name: its class in snake case, then ``_N`` for the N
+# layers of that class built before it in the process (Keras 3 ``auto_name``,
+# tf.keras ``backend.unique_object_name``; ``keras.backend.clear_session()``
+# resets the count).
+_AUTO_NAME = re.compile(r"^(?P<base>[a-z][a-z0-9_]*?)(?:_(?P<number>\d+))?$")
+
+
+def earlier_builds(layers: np.ndarray) -> tuple[str, int] | None:
+    """The evidence that the process built layers before this model: per layer
+    name stem, the lowest number among the capture's layers of that stem (a name
+    without a number is 0); where two stems or more start above 0 (one could be
+    a user's own numbering, ``block_1``), the layer that starts highest and its
+    number: ``("conv2d_20", 20)`` says 20 Conv2D layers were built before this
+    model's first. None where the model's layers start at their first names."""
+    names = pd.unique(pd.Series(layers, dtype=object).dropna().astype(str))
+    lowest: dict[str, tuple[int, str]] = {}
+    for name in names:
+        if "/" in name or name.startswith("("):
+            continue
+        match = _AUTO_NAME.match(name)
+        if match is None:
+            continue
+        number = int(match["number"] or 0)
+        base = match["base"]
+        if base not in lowest or number < lowest[base][0]:
+            lowest[base] = (number, name)
+    started = sorted((n, name) for n, name in lowest.values() if n > 0)
+    if len(started) < 2:
+        return None
+    number, name = started[-1]
+    return name, number
 
 
 def _coded(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
