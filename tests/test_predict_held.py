@@ -27,19 +27,19 @@ def test_earlier_builds_reads_keras_automatic_names() -> None:
     assert earlier_builds(np.array(["(no layer)", "model/conv2d_3", "dense"])) is None
 
 
-@pytest.mark.parametrize(
-    ("run", "earlier"),
-    [
-        # alex_net (a fresh kernel), alex_net_1, alex_net_3, alex_net_5: the model's
-        # Keras name counts the AlexNets before it, five BatchNormalization each.
-        ("gpu_alexnet_v100_128/plugins/profile/2020_12_21_18_07_00", None),
-        ("gpu_alexnet_v100_128/plugins/profile/2020_12_21_18_20_31", 5),
-        ("gpu_alexnet_v100_64/plugins/profile/2020_12_22_03_28_27", 15),
-        ("gpu_alexnet_v100_16/plugins/profile/2020_12_21_21_38_38", 25),
-    ],
-)
+# alex_net (a fresh kernel), alex_net_1, alex_net_3, alex_net_5: the model's Keras
+# name counts the AlexNets before it, five BatchNormalization layers each.
+RUNS = {
+    None: "gpu_alexnet_v100_128/plugins/profile/2020_12_21_18_07_00",
+    5: "gpu_alexnet_v100_128/plugins/profile/2020_12_21_18_20_31",
+    15: "gpu_alexnet_v100_64/plugins/profile/2020_12_22_03_28_27",
+    25: "gpu_alexnet_v100_16/plugins/profile/2020_12_21_21_38_38",
+}
+
+
+@pytest.mark.parametrize(("earlier", "run"), RUNS.items())
 def test_held_before_the_capture_is_split_into_the_models_and_the_rest(
-    run: str, earlier: int | None
+    earlier: int | None, run: str
 ) -> None:
     prof = traceparse.load(FIXTURES / run)
     predictor = predictor_of(prof)
@@ -56,3 +56,39 @@ def test_held_before_the_capture_is_split_into_the_models_and_the_rest(
         assert line is None
     else:
         assert line is not None and f"built {earlier} layers" in line
+
+
+def _gpu_key(predictor: object) -> tuple[object, object]:
+    return next(k for k in predictor.rows if k[1] == "GPU_0_bfc")  # type: ignore[attr-defined]
+
+
+def test_advise_offers_a_fresh_process_where_earlier_models_hold_memory() -> None:
+    from traceparse.analysis.whatif import Change, advice, candidates, facts_of
+
+    fifth = predictor_of(traceparse.load(FIXTURES / RUNS[25]))
+    key = _gpu_key(fifth)
+    held = fifth.held_columns(key)
+    rows = [r for r in advice(fifth, [key], None, search=False) if r["change"] == "a fresh process"]
+    assert len(rows) == 1
+    # At the captured batch the point is the capture less those bytes, exactly.
+    assert rows[0]["saved_bytes"] == held["held_before_bytes"] - held["own_held_bytes"]
+    assert "clear_session" in rows[0]["cost"] and "batch_normalization_25" in rows[0]["notes"][0]
+    # A first model in its process: nothing to offer.
+    first = predictor_of(traceparse.load(FIXTURES / RUNS[None]))
+    assert Change(fresh=True) not in candidates(facts_of(first))
+
+
+def test_a_fresh_process_against_real_first_model_runs() -> None:
+    # The second AlexNet of its notebook at 128, asked for a fresh process, against
+    # the two runs of the same model at 128 that were the first in theirs.
+    from traceparse.analysis.whatif import Change, WhatIf
+
+    second = predictor_of(traceparse.load(FIXTURES / RUNS[5]))
+    key = _gpu_key(second)
+    _, point, low, high = WhatIf.of(second, Change(fresh=True)).bounds(128)[key]
+    captured = second.bounds(128)[key][1]
+    assert point < captured
+    for run in ("2020_12_21_18_07_00", "2020_12_21_18_35_48"):
+        prof = traceparse.load(FIXTURES / "gpu_alexnet_v100_128/plugins/profile" / run)
+        real = int(prof.peak.query("allocator == 'GPU_0_bfc'")["in_use_bytes"].iloc[0])
+        assert low <= real <= high

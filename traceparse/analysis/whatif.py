@@ -78,11 +78,13 @@ HALF = ("float16", "bfloat16", "half")
 
 @dataclass
 class Change:
-    """What to change: any of the three (None: as captured)."""
+    """What to change: any of the three (None: as captured); ``fresh``: run the
+    program in a fresh process (``advise`` offers it where earlier models show)."""
 
     precision: str | None = None
     optimizer: str | None = None
     remat: tuple[str, ...] | None = None  # ("all",) or layer names
+    fresh: bool = False
 
     def label(self) -> str:
         parts = []
@@ -92,10 +94,12 @@ class Change:
             parts.append(self.optimizer)
         if self.remat:
             parts.append("remat " + ",".join(self.remat))
+        if self.fresh:
+            parts.append("a fresh process")
         return " + ".join(parts) or "as captured"
 
     def __bool__(self) -> bool:
-        return bool(self.precision or self.optimizer or self.remat)
+        return bool(self.precision or self.optimizer or self.remat or self.fresh)
 
 
 def parse_change(
@@ -181,6 +185,10 @@ class Facts:
     trains: bool = True
     # A convolution's cuDNN workspace (``predict.batch.scratch_kinds``); None: none read.
     conv_workspaces: np.ndarray | None = None
+    # Per allocator: bytes held before the capture beyond the model's own variables
+    # where the process built other models first (``Predictor.held_columns``),
+    # with that evidence in words.
+    earlier: dict[Key, tuple[float, str]] = field(default_factory=dict)
 
     @property
     def mixed(self) -> bool:
@@ -278,7 +286,25 @@ def facts_of(predictor: Predictor) -> Facts:
         trains=bool(np.isin(roles, (GRADIENT, OPTIMIZER_STATE, OPTIMIZER_UPDATE)).any())
         or optimizer is not None,
         conv_workspaces=scratch_kinds(a) == CONV_WORKSPACE,
+        earlier=_earlier(predictor, keys),
     )
+
+
+def _earlier(predictor: Predictor, keys: list[Key]) -> dict[Key, tuple[float, str]]:
+    """Per allocator whose capture shows other models built first in the process
+    (``Predictor.held_columns``: Keras' automatic layer names), the bytes held
+    before the capture beyond the model's own variables, and that evidence."""
+    found = {}
+    for k in keys:
+        held = predictor.held_columns(k)
+        rest = float(held["held_before_bytes"] - held["own_held_bytes"])
+        if held["earlier_layers"] and rest > 0:
+            found[k] = (
+                rest,
+                f"Keras had built {held['earlier_layers']} layers of its kind before this "
+                f"model's {held['earlier_layer']}",
+            )
+    return found
 
 
 def _objects(column: pd.Series, missing: object) -> np.ndarray:
@@ -771,7 +797,25 @@ def recompute_extra(
         out.backward[k] = np.concatenate([out.backward.get(k, np.zeros((0, 3))), rows])
 
 
+def fresh_process(facts: Facts, out: Resizing) -> None:
+    """The same program in a fresh process: what the allocator held before the
+    capture beyond the model's own variables (the inventory's, or those read off
+    their gradients) is earlier work in the process where Keras' automatic names
+    show other models built first (``earlier``): objects of earlier cells that
+    Python still references keep their tensors, and TensorFlow frees a tensor only
+    when its last reference goes. A fresh process holds none of it: those bytes
+    go, at the point and both bounds."""
+    for k, (rest, evidence) in facts.earlier.items():
+        out.add(k, -rest, -rest, -rest)
+        out.notes.append(
+            f"a fresh process: the {rest / 2**20:.1f} MiB held before the capture beyond this "
+            f"model's variables not held ({evidence}: earlier models' leftovers)"
+        )
+
+
 def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -> None:
+    if change.fresh:
+        fresh_process(facts, out)
     if change.optimizer:
         optimizer_change(facts, change.optimizer, out)
     if change.precision:
@@ -1052,6 +1096,8 @@ def candidates(facts: Facts) -> list[Change]:
             remat=("all",) if has_layers else None,
         )
     )
+    if facts.earlier:
+        out.append(Change(fresh=True))
     # Each change once: where there is nothing else to combine the combination is
     # one of the single changes already listed.
     unique: list[Change] = []
@@ -1068,6 +1114,8 @@ COSTS = {
     "optimizer": "convergence: a different optimizer may need other learning rates or more steps",
     "remat": "compute: the rematerialised layers run their forward pass twice (about a third "
     "more step time for all layers)",
+    "fresh": "none to the program: run it in a fresh process (restart the notebook's kernel), "
+    "or delete the earlier models and call keras.backend.clear_session() before building it",
 }
 
 
@@ -1079,6 +1127,8 @@ def cost_of(change: Change) -> str:
         parts.append(COSTS["optimizer"])
     if change.remat:
         parts.append(COSTS["remat"])
+    if change.fresh:
+        parts.append(COSTS["fresh"])
     return "; ".join(parts)
 
 
