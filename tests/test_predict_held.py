@@ -92,3 +92,18 @@ def test_a_fresh_process_against_real_first_model_runs() -> None:
         prof = traceparse.load(FIXTURES / "gpu_alexnet_v100_128/plugins/profile" / run)
         real = int(prof.peak.query("allocator == 'GPU_0_bfc'")["in_use_bytes"].iloc[0])
         assert low <= real <= high
+
+
+@pytest.mark.parametrize("fixture", ["layers_cnn", "layers_functional", "predict_mixed_16"])
+def test_weights_and_slots_read_off_gradients_are_what_was_held(fixture: str) -> None:
+    # CPU captures without an inventory, whose capture starts after the first step:
+    # what the allocator held then is the model's variables and Adam's two slots
+    # of each, to the byte (the counter is the allocator's own; the weights are
+    # read off the last step's gradients, a shared layer's once).
+    predictor = predictor_of(traceparse.load(FIXTURES / fixture))
+    key = next(iter(predictor.rows))
+    read = predictor.read_before(key)
+    assert set(read["role"]) == {"weight", "optimizer_state"}
+    weights = int(read.loc[read["role"] == "weight", "bytes"].sum())
+    assert int(read.loc[read["role"] == "optimizer_state", "bytes"].sum()) == 2 * weights
+    assert int(read["bytes"].sum()) == predictor.held_columns(key)["held_before_bytes"]

@@ -382,7 +382,10 @@ def _params(
         # limit or not of a known weight shape, the second those of other
         # kernels) and neither counts one twice: the larger.
         counted = gradient_weights(
-            predictor.base.allocations, mine & (steps == last_step), predictor.sizing.grows()
+            predictor.base.allocations,
+            mine & (steps == last_step),
+            predictor.sizing.grows(),
+            predictor.layers,
         )
         read = max(read, 4.0 * float(counted.sum()))
     slots = SLOTS.get(optimizer or "sgd", (0.0, 1.0))[0]

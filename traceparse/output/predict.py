@@ -81,10 +81,15 @@ def held_line(row: pd.Series) -> str | None:
         return None
     if not earlier and held - own < HELD_SHARE * peak:
         return None
+    mine = (
+        f"the model's own variables are {format_bytes(own)} of it, the other"
+        if own
+        else "none of it named as the model's variables (no inventory, no weight gradient "
+        "of theirs recorded); all of it"
+    )
     text = (
         f"Held when the capture started, and kept at every batch size: {format_bytes(held)}"
-        f"; the model's own variables are {format_bytes(own)} of it, the other "
-        f"{format_bytes(held - own)} "
+        f"; {mine} {format_bytes(held - own)} "
     )
     if earlier and isinstance(layer, str):
         return text + (

@@ -955,7 +955,7 @@ class Predictor:
         if not np.isfinite(steps[mine]).any():
             return none
         last = np.nanmax(steps[mine])
-        elements = gradient_weights(a, mine & (steps == last), self.sizing.grows())
+        elements = gradient_weights(a, mine & (steps == last), self.sizing.grows(), self.layers)
         rows = np.flatnonzero(elements)
         if not len(rows):
             return none

@@ -26,15 +26,24 @@ GRADIENT_TAPE = "gradient_tape/"
 # bias's (``BiasAddGrad``, [C]) and a batch normalisation's scale and offset
 # gradients (``FusedBatchNormGrad*``'s [C] outputs; its first output is the
 # input's gradient, [N, ...]).
-FILTER_GRADIENT = re.compile(r"(Conv[23]D|DepthwiseConv2dNative)BackpropFilter(V2)?")
+FILTER_GRADIENT = re.compile(r"(Conv[23]D|DepthwiseConv2dNative)BackpropFilter(V2|WithBias)?")
 BIAS_GRADIENT = re.compile(r"BiasAddGrad|FusedBatchNormGrad(V2|V3)?")
+# oneDNN's rewrites of those kernels on a CPU (``_MklMatMul``, ``_MklNativeConv2D...``:
+# tensorflow/core/common_runtime/mkl_layout_pass.cc) compute the same gradients.
+ONEDNN = re.compile(r"^_Mkl(Native)?")
+# A scope of a while loop's body (``while/``, ``while_grad/``): its gradient pieces are
+# one iteration's, summed into the variable's gradient after the loop (while_v2).
+LOOP_SCOPE = re.compile(r"(?:^|/)while(?:_grad)?(?:_\d+)?/")
 FLOATS = ("float32", "float16", "bfloat16", "float64", "half")
 
 
-def gradient_weights(allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndarray) -> np.ndarray:
+def gradient_weights(
+    allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndarray, layers: np.ndarray
+) -> np.ndarray:
     """Per allocation, the elements of the variable whose gradient it is, among the
     ``pick`` allocations (one step's); 0 elsewhere. ``grows``: per allocation,
-    whether its size follows the batch (``Sizing.grows``).
+    whether its size follows the batch (``Sizing.grows``); ``layers``: each one's
+    layer (``naming.place``).
 
     A gradient is an op's output (a layout copy of the filter in cuDNN's order,
     [Cout, Cin, r, r], is the op's temporary, not counted) of a kernel of
@@ -42,8 +51,11 @@ def gradient_weights(allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndar
     ``MatMul`` under the tape that the batch does not lead: a Dense layer's
     ``y = x W`` has the gradients ``dy W^T`` [B, in] and ``x^T dy`` [in, out]
     (``_MatMulGrad`` in tensorflow/python/ops/math_grad.py), and only the
-    second keeps its size at every batch. (Variables are float32 under every
-    Keras policy: 4 bytes an element.)"""
+    second keeps its size at every batch. Not inside a while loop's body
+    (``LOOP_SCOPE``): a recurrent layer's per-iteration pieces. A layer called
+    twice (a shared layer) has a gradient per call, summed into its variable's
+    (``AddN``): one per layer, shape and output of its op counts. (Variables are
+    float32 under every Keras policy: 4 bytes an element.)"""
     out = np.zeros(len(allocations))
     if "region" not in allocations or not pick.any():
         return out
@@ -55,7 +67,7 @@ def gradient_weights(allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndar
     # to make it unique in its scope (``MatMul_1``).
     named = ops.str.rsplit("/", n=1).str[-1].str.replace(r"_\d+$", "", regex=True)
     kernels = types.where(types.notna() & (types.astype(str) != ""), named)
-    kernels = kernels.astype(str)
+    kernels = kernels.astype(str).str.replace(ONEDNN, "", regex=True)
     output = (sub["region"].astype(object) == "output").to_numpy(dtype=bool)
     floats = sub["dtype"].astype(object).isin(FLOATS).to_numpy(dtype=bool)
     shaped = [dims(s) for s in sub["shape"].astype(object)]
@@ -64,8 +76,21 @@ def gradient_weights(allocations: pd.DataFrame, pick: np.ndarray, grows: np.ndar
     filters = kernels.map(lambda k: FILTER_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
     biases = kernels.map(lambda k: BIAS_GRADIENT.fullmatch(k) is not None).to_numpy(dtype=bool)
     taped = ops.str.contains(GRADIENT_TAPE, regex=False).to_numpy(dtype=bool)
+    looped = ops.str.contains(LOOP_SCOPE).to_numpy(dtype=bool)
     kept = ~grows[rows]
     dense = (kernels == "MatMul").to_numpy(dtype=bool) & taped & kept & (rank == 2)
-    counted = output & floats & ((filters & (rank >= 2)) | (biases & (rank == 1)) | dense)
-    out[rows[counted]] = elements[counted]
+    counted = output & floats & ~looped
+    counted &= (filters & (rank >= 2)) | (biases & (rank == 1)) | dense
+    found = pd.DataFrame(
+        {
+            "layer": pd.Series(layers[rows], dtype=object).fillna("").astype(str).to_numpy(),
+            "op": ops.to_numpy(),
+            "shape": sub["shape"].astype(str).to_numpy(),
+        }
+    )[counted]
+    # The n-th output of that shape of its op (FusedBatchNormGrad's scale and offset).
+    found["output"] = found.groupby(["op", "shape"]).cumcount()
+    once = ~found.duplicated(["layer", "shape", "output"]).to_numpy(dtype=bool)
+    keep = np.flatnonzero(counted)[once]
+    out[rows[keep]] = elements[keep]
     return out
