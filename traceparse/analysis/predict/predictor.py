@@ -327,6 +327,7 @@ class Predictor:
         self._mines: dict[tuple[object, object], np.ndarray] = {}
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
         self._read: dict[tuple[object, object], pd.DataFrame] = {}
+        self._held: dict[tuple[object, object], dict[str, Any]] = {}
 
     @cached_property
     def _timeline_ops(self) -> np.ndarray:
@@ -939,15 +940,19 @@ class Predictor:
             self._read[key] = self._read_before(key)
         return self._read[key]
 
-    def _read_before(self, key: tuple[object, object]) -> pd.DataFrame:
-        none = pd.DataFrame({"layer": [], "role": [], "bytes": []})
+    def _named_before(self, key: tuple[object, object]) -> pd.DataFrame:
+        """The capture's own breakdown rows that name bytes held before it on ``key``:
+        inventoried variables and compiled programs' parameters."""
         b = self.base.breakdown
-        named = (
+        return b[
             (b["host"].astype(object) == key[0])
             & (b["allocator"].astype(object) == key[1])
             & b["holder"].isin(("variable", "xla_parameter"))
-        )
-        if named.any() or len(self.base.xla_parameters):
+        ]
+
+    def _read_before(self, key: tuple[object, object]) -> pd.DataFrame:
+        none = pd.DataFrame({"layer": [], "role": [], "bytes": []})
+        if len(self._named_before(key)) or len(self.base.xla_parameters):
             return none
         a = self.base.allocations
         mine = self._mine(key)
@@ -981,26 +986,20 @@ class Predictor:
         (``own_held_bytes``: the inventory's, the compiled program's parameters,
         or those ``read_before`` off their gradients), and the evidence that the
         process built other models first (``earlier_layer``, ``earlier_layers``:
-        ``earlier_builds``)."""
+        ``earlier_builds``). Read once per key."""
+        if key in self._held:
+            return self._held[key]
         held = self._before(key)
-        b = self.base.breakdown
-        named = b[
-            (b["host"].astype(object) == key[0])
-            & (b["allocator"].astype(object) == key[1])
-            & b["holder"].isin(("variable", "xla_parameter"))
-        ]
-        own = (
-            float(named["bytes"].sum())
-            if len(named)
-            else float(self.read_before(key)["bytes"].sum())
-        )
+        named = self._named_before(key)
+        own = float((named if len(named) else self.read_before(key))["bytes"].sum())
         early = earlier_builds(self.layers[self._mine(key)])
-        return {
+        self._held[key] = {
             "held_before_bytes": held,
             "own_held_bytes": int(min(own, held)),
             "earlier_layer": early[0] if early else None,
             "earlier_layers": early[1] if early else None,
         }
+        return self._held[key]
 
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""
