@@ -48,10 +48,13 @@ def gradient_weights(
     A gradient is an op's output (a layout copy of the filter in cuDNN's order,
     [Cout, Cin, r, r], is the op's temporary, not counted) of a kernel of
     ``FILTER_GRADIENT`` (rank 2 or more) or ``BIAS_GRADIENT`` (rank 1), or of a
-    ``MatMul`` under the tape that the batch does not lead: a Dense layer's
-    ``y = x W`` has the gradients ``dy W^T`` [B, in] and ``x^T dy`` [in, out]
-    (``_MatMulGrad`` in tensorflow/python/ops/math_grad.py), and only the
-    second keeps its size at every batch. Not inside a while loop's body
+    ``MatMul`` under the tape: a Dense layer's ``y = x W`` has the gradients
+    ``dy W^T`` [B, in] and ``x^T dy`` [in, out], made in that order
+    (``_MatMulGrad`` in tensorflow/python/ops/math_grad.py), so the kernel's is
+    the second, which TF names ``MatMul_1`` in the gradient's scope, or the only
+    one where the input needs no gradient (the first layer); and it keeps its
+    size at every batch (a Dense on [B, T, in] folds the batch into [B x T, in]
+    rows, ``tf.tensordot``, whose input gradient is also 2-D). Not inside a while loop's body
     (``LOOP_SCOPE``): a recurrent layer's per-iteration pieces. A layer called
     twice (a shared layer) has a gradient per call, summed into its variable's
     (``AddN``): one per layer, shape and output of its op counts. (Variables are
@@ -65,7 +68,8 @@ def gradient_weights(
     types = sub["op_type"].astype(object) if "op_type" in sub else pd.Series(None, index=sub.index)
     # Without a recorded type, the name's last part less the number TensorFlow adds
     # to make it unique in its scope (``MatMul_1``).
-    named = ops.str.rsplit("/", n=1).str[-1].str.replace(r"_\d+$", "", regex=True)
+    last = ops.str.rsplit("/", n=1).str[-1]
+    named = last.str.replace(r"_\d+$", "", regex=True)
     kernels = types.where(types.notna() & (types.astype(str) != ""), named)
     kernels = kernels.astype(str).str.replace(ONEDNN, "", regex=True)
     output = (sub["region"].astype(object) == "output").to_numpy(dtype=bool)
@@ -78,7 +82,13 @@ def gradient_weights(
     taped = ops.str.contains(GRADIENT_TAPE, regex=False).to_numpy(dtype=bool)
     looped = ops.str.contains(LOOP_SCOPE).to_numpy(dtype=bool)
     kept = ~grows[rows]
-    dense = (kernels == "MatMul").to_numpy(dtype=bool) & taped & kept & (rank == 2)
+    # The second of the two a MatMul's gradient makes (TF suffixes it ``_1``), or
+    # the only one where the input needs none (a model's first layer).
+    matmul = (kernels == "MatMul").to_numpy(dtype=bool) & taped & (rank == 2)
+    scopes = ops.str.rsplit("/", n=1).str[0]
+    alone = scopes.map(scopes[matmul].value_counts()).fillna(0).to_numpy() == 1
+    second = last.str.fullmatch(r"(_Mkl(Native)?)?MatMul_1").to_numpy(dtype=bool)
+    dense = matmul & kept & (second | alone)
     counted = output & floats & ~looped
     counted &= (filters & (rank >= 2)) | (biases & (rank == 1)) | dense
     found = pd.DataFrame(
