@@ -617,3 +617,28 @@ def test_gpu_workspaces_scale_and_the_bounds_hold(source: int, target: int) -> N
     predictor = predictor_of(profile)
     assert "scratch: convolution workspace, per example" in set(predictor.sizing.basis)
     assert all(row["low_bytes"] <= real <= row["high_bytes"] for real in reals)
+
+
+def test_a_dense_layers_folded_rows_grow_with_the_batch() -> None:
+    from traceparse.analysis.predict.batch import FLATTENED, folded_leads
+
+    # A Dense on [B, 64, 128] runs as tf.tensordot over [B x 64, 128] rows; its
+    # [B x 64, 512] product and input gradient are the only tensors with 512 last.
+    # Before the rule they were kept: 128 -> 32 was +103% (every real run outside).
+    truth = json.loads((FIXTURES / "predict_fixtures.json").read_text())["fixtures"]
+    for source, target in ((32, 128), (128, 32)):
+        prof = traceparse.load(FIXTURES / f"predict_tensordot_{source}")
+        row = prof.predict(target).set_index("allocator").loc["mklcpu"]
+        real = truth[f"predict_tensordot_{target}"]["peak_in_use_bytes"]
+        assert row["found_batch"] == source
+        assert abs(row["predicted_peak_bytes"] / real - 1) <= 0.10  # issue 47's goal
+        assert row["low_bytes"] <= real <= row["high_bytes"]
+    predictor = predictor_of(traceparse.load(FIXTURES / "predict_tensordot_32"))
+    shapes = predictor.base.allocations["shape"].astype(str).to_numpy()
+    basis = predictor.sizing.rule_basis[predictor.sizing.rule]
+    assert set(basis[shapes == "[2048,512]"]) == {FLATTENED}
+    # Only under a Tensordot scope: the same shapes from other ops are no such rows.
+    frame = pd.DataFrame({"op": ["dense/MatMul", "x/Relu"], "shape": ["[2048,512]", "[32,64,128]"]})
+    assert folded_leads(frame, [(2048, 512), (32, 64, 128)], (32,)) == frozenset()
+    frame["op"] = ["dense/Tensordot/MatMul", "x/Relu"]
+    assert folded_leads(frame, [(2048, 512), (32, 64, 128)], (32,)) == {2048}

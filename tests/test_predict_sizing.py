@@ -19,6 +19,7 @@ from traceparse.analysis.predict.batch import (
     BLAS_WORKSPACE,
     CONV_WORKSPACE,
     NO_BATCH_DIM,
+    RNN_BUFFER,
     SCRATCH_KEPT,
     UNSHAPED_INPUT,
     UNSHAPED_KEPT,
@@ -69,6 +70,22 @@ def reference_sizing(
     scratch = scratch_kinds(allocations)
     filters = _filters(allocations) if (scratch == CONV_WORKSPACE).any() else set()
     maps = feature_maps(pd.unique(shapes), batch) if filters else set()
+    # A dense layer's folded rows: 2-D tensors under a Tensordot scope led by a batch
+    # times the dimensions after it of a batch-led tensor.
+    ops = allocations["op"].astype(object).fillna("").astype(str).to_numpy()
+    rows = {
+        p[0]
+        for p, op in zip(parsed, ops, strict=True)
+        if p and len(p) == 2 and ("/Tensordot/" in f"/{op}")
+    }
+    folded = set()
+    for p in parsed:
+        if p and len(p) >= 3 and p[0] in (batch, *twins):
+            product = p[0]
+            for d in p[1:-1]:
+                product *= d
+                folded.add(product)
+    folds = frozenset(rows & folded)
     for i, found in enumerate(parsed):
         if found is None:
             continue
@@ -82,10 +99,13 @@ def reference_sizing(
                     scaled = (fixed[i] - transform) / batch
                 per[i], fixed[i] = scaled, float(transform or 0)
                 alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
+            elif scratch[i] == RNN_BUFFER:
+                per[i], fixed[i] = scaled, 0.0
+                alt_fixed[i], alt_per[i] = float(requested[i]), 0.0
             else:
                 alt_fixed[i], alt_per[i] = 0.0, scaled
             continue
-        how = grows(found, batch, examples, twins, wholes)
+        how = grows(found, batch, examples, twins, wholes, folds)
         if how is None:
             if found in weights:
                 basis[i] = WEIGHT_SHAPE

@@ -683,6 +683,7 @@ def grows(
     examples: set[int],
     twins: tuple[int, ...] = (),
     wholes: set[int] | None = None,
+    folds: frozenset[int] = frozenset(),
 ) -> str | None:
     """The basis on which a (non-weight) shape grows with the batch, else None;
     ``twins``: smaller batch sizes the capture also ran (``batch_twins``);
@@ -697,10 +698,14 @@ def grows(
     batch 64) or a kernel in cuDNN's filter layout ([256,96,5,5] at 64: the
     [5,5,96,256] kernel that TF's GPU convolutions transpose to OIHW,
     ``functor::TransformFilter``, tensorflow/core/kernels/conv_2d_gpu.h), whose
-    elements per example (6, 9600) no batch-led tensor has."""
+    elements per example (6, 9600) no batch-led tensor has. ``folds``: leading
+    dimensions of a dense layer's folded rows (``folded_leads``): a 2-D tensor
+    led by one is a reshape's, whatever its last dimension."""
     if batch in found or any(t in found for t in twins):
         return BATCH_DIM
     lead = found[0] if found else 0
+    if len(found) == 2 and lead in folds:
+        return FLATTENED
     if lead > batch and lead % batch == 0 and lead // batch in examples:
         elements = lead // batch
         for d in found[1:]:
@@ -708,6 +713,47 @@ def grows(
         if elements in (examples if wholes is None else wholes):
             return FLATTENED
     return None
+
+
+# A dense layer on a [B, T, ..., in] input (``tf.tensordot``: Keras 2's Dense,
+# Keras 3's ``ops.matmul`` on TensorFlow) runs as one MatMul over its rows.
+_TENSORDOT = re.compile(r"(?:^|/)Tensordot/")
+
+
+def folded_leads(
+    allocations: pd.DataFrame, parsed: Iterable[tuple[int, ...] | None], leads: tuple[int, ...]
+) -> frozenset[int]:
+    """The leading dimensions of a dense layer's folded rows: ``tf.tensordot``
+    reshapes its [B, T, ..., in] input to [B x T x ..., in] rows, multiplies, and
+    reshapes the [rows, out] product back (tensorflow/python/ops/math_ops.py
+    ``tensordot``); a reshape shares its input's buffer (reshape_op.h), so the
+    2-D product and, under the tape, its input's gradient are the only tensors
+    recorded with ``out`` or ``in`` last, and no batch-led tensor has their
+    elements per example. A 2-D tensor made under a ``Tensordot`` scope whose
+    lead is a batch size in ``leads`` (the batch, an epoch's partial one) times
+    the dimensions after the batch of some recorded batch-led tensor is such
+    rows: ``grows`` scales every 2-D tensor it leads."""
+    if "op" not in allocations or not len(allocations):
+        return frozenset()
+    under = by_value(
+        allocations["op"],
+        lambda op: op.fillna("").astype(str).str.contains(_TENSORDOT).to_numpy(dtype=bool),
+    )
+    if not under.any():
+        return frozenset()
+    rows = {
+        d[0]
+        for d in map(dims, pd.unique(allocations["shape"].astype(object)[under]))
+        if d and len(d) == 2
+    }
+    folded: set[int] = set()
+    for shape in parsed:
+        if shape and len(shape) >= 3 and shape[0] in leads:
+            product = shape[0]
+            for d in shape[1:-1]:
+                product *= d
+                folded.add(product)
+    return frozenset(rows & folded)
 
 
 def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
@@ -856,6 +902,7 @@ def sizing(
     parsed = [dims(s) for s in shapes]
     examples = _per_example((p for p in parsed if p and p not in weights), batch)
     wholes = whole_examples((p for p in parsed if p and p not in weights), batch)
+    folds = folded_leads(allocations, parsed, (batch, *twins))
     fixed = requested.astype(np.float64)
     per = np.zeros(len(first))
     alt_fixed, alt_per = fixed.copy(), per.copy()
@@ -885,7 +932,7 @@ def sizing(
             else:
                 alt_fixed[i], alt_per[i] = 0.0, scaled
             continue
-        how = grows(found, batch, examples, twins, wholes)
+        how = grows(found, batch, examples, twins, wholes, folds)
         if how is None:
             if found in weights:
                 basis[i] = WEIGHT_SHAPE
