@@ -43,7 +43,7 @@ from traceparse.analysis.naming import (
 from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer, optimizer_of_frames
 from traceparse.analysis.predict import Capture, Predictor, Replayed
 from traceparse.analysis.predict.batch import CONV_WORKSPACE, by_value, dims, scratch_kinds
-from traceparse.analysis.predict.weights import GRADIENT_TAPE, gradient_weights
+from traceparse.analysis.predict.weights import GRADIENT_TAPE
 from traceparse.errors import UsageError
 
 Key = tuple[object, object]
@@ -297,7 +297,7 @@ def _earlier(predictor: Predictor, keys: list[Key]) -> dict[Key, tuple[float, st
     found = {}
     for k in keys:
         held = predictor.held_columns(k)
-        rest = float(held["held_before_bytes"] - held["own_held_bytes"])
+        rest = float(held["other_held_bytes"])
         if held["earlier_layers"] and rest > 0:
             found[k] = (
                 rest,
@@ -381,13 +381,7 @@ def _params(
         # Each read misses some weights (the first those under the oneDNN pool's
         # limit or not of a known weight shape, the second those of other
         # kernels) and neither counts one twice: the larger.
-        counted = gradient_weights(
-            predictor.base.allocations,
-            mine & (steps == last_step),
-            predictor.sizing.grows(),
-            predictor.layers,
-        )
-        read = max(read, 4.0 * float(counted.sum()))
+        read = max(read, float(predictor.weights_read(key).sum()))
     slots = SLOTS.get(optimizer or "sgd", (0.0, 1.0))[0]
     high = max(read, float(predictor._before(key)) / (1.0 + slots))
     return read, high

@@ -72,14 +72,15 @@ HELD_SHARE = 0.05
 
 def held_line(row: pd.Series) -> str | None:
     """What the allocator held when the capture started beyond the model's own
-    variables (``held_before_bytes``, ``own_held_bytes``), with the evidence of
-    earlier models in the process (``earlier_layer``); None when it is little."""
+    variables (``held_before_bytes``, ``own_held_bytes``, ``other_held_bytes``),
+    with the evidence of earlier models in the process (``earlier_layer``); None
+    when it is little."""
     held, own = _count(row, "held_before_bytes"), _count(row, "own_held_bytes")
-    peak = _count(row, "captured_peak_bytes")
+    other, peak = _count(row, "other_held_bytes"), _count(row, "captured_peak_bytes")
     earlier, layer = _count(row, "earlier_layers"), row.get("earlier_layer")
-    if held is None or own is None or not peak or held <= own:
+    if held is None or own is None or not other or not peak:
         return None
-    if not earlier and held - own < HELD_SHARE * peak:
+    if not earlier and other < HELD_SHARE * peak:
         return None
     mine = (
         f"the model's own variables are {format_bytes(own)} of it, the other"
@@ -89,7 +90,7 @@ def held_line(row: pd.Series) -> str | None:
     )
     text = (
         f"Held when the capture started, and kept at every batch size: {format_bytes(held)}"
-        f"; {mine} {format_bytes(held - own)} "
+        f"; {mine} {format_bytes(other)} "
     )
     if earlier and isinstance(layer, str):
         return text + (

@@ -817,12 +817,17 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def kernel_names(text: pd.Series) -> pd.Series:
+    """Each op's kernel as its name says it: the last part of a name (a type is
+    one part) less the ``_N`` TensorFlow adds to make a name unique in its scope
+    (``MatMul_1``)."""
+    last = text.fillna("").astype(str).str.rsplit("/", n=1).str[-1]
+    return last.str.replace(r"_\d+$", "", regex=True)
+
+
 def _rnn_kernel(text: pd.Series) -> np.ndarray:
-    """Whether each op (a type, or a name: its last part less TF's ``_N``) is one of
-    cuDNN's recurrent kernels (``_RNN``)."""
-    kernel = text.fillna("").astype(str).str.rsplit("/", n=1).str[-1]
-    kernel = kernel.str.replace(r"_\d+$", "", regex=True)
-    return kernel.str.fullmatch(_RNN).to_numpy(dtype=bool)
+    """Whether each op (a type, or a name) is one of cuDNN's recurrent kernels (``_RNN``)."""
+    return kernel_names(text).str.fullmatch(_RNN).to_numpy(dtype=bool)
 
 
 def by_value(column: pd.Series, rule: Callable[[pd.Series], np.ndarray]) -> np.ndarray:

@@ -82,18 +82,13 @@ def before_rows(
         & breakdown["holder"].isin(("variable", "xla_parameter"))
     ]
     rows = []
-    for row in mine.sort_values("bytes", ascending=False).itertuples(index=False):
-        size = int(row.bytes)
-        if 0 < size <= rest:
-            rows.append({"layer": row.layer, "role": row.role, "basis": BEFORE, "bytes": size})
-            rest -= size
-    if read is not None:
-        for row in read.sort_values("bytes", ascending=False).itertuples(index=False):
+    for named, basis in ((mine, BEFORE), (read, READ_BEFORE)):
+        if named is None:
+            continue
+        for row in named.sort_values("bytes", ascending=False).itertuples(index=False):
             size = int(row.bytes)
             if 0 < size <= rest:
-                rows.append(
-                    {"layer": row.layer, "role": row.role, "basis": READ_BEFORE, "bytes": size}
-                )
+                rows.append({"layer": row.layer, "role": row.role, "basis": basis, "bytes": size})
                 rest -= size
     rows.append({"layer": BEFORE_CAPTURE, "role": OTHER, "basis": BEFORE, "bytes": rest})
     frame = pd.DataFrame(rows)

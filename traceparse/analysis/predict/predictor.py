@@ -327,6 +327,7 @@ class Predictor:
         self._mines: dict[tuple[object, object], np.ndarray] = {}
         self._loops: dict[tuple[object, object], LoopTemps | None] = {}
         self._read: dict[tuple[object, object], pd.DataFrame] = {}
+        self._weights_read: dict[tuple[object, object], pd.Series] = {}
         self._held: dict[tuple[object, object], dict[str, Any]] = {}
 
     @cached_property
@@ -932,7 +933,7 @@ class Predictor:
         """The program's own variables among what ``key`` held when the capture
         started, where the capture names none (no inventory, no compiled program's
         parameters): per layer, its weights read off their gradients in the last
-        step (``weights.gradient_weights``, float32), and the captured optimizer's
+        step (``weights_read``), and the captured optimizer's
         slots of them (``SLOTS``). Keras builds both before the first step (the
         layers' variables in ``build``, the slots in ``optimizer.build``), so the
         capture of a later step finds them held; columns layer, role, bytes."""
@@ -950,23 +951,32 @@ class Predictor:
             & b["holder"].isin(("variable", "xla_parameter"))
         ]
 
+    def weights_read(self, key: tuple[object, object]) -> pd.Series:
+        """Bytes per layer of the weights ``key``'s last step computed gradients for
+        (``weights.gradient_weights``, float32): what a capture that names no
+        variable says of them. Read once per key."""
+        if key not in self._weights_read:
+            a = self.base.allocations
+            mine = self._mine(key)
+            steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
+            found = pd.Series(dtype=np.int64)
+            if np.isfinite(steps[mine]).any():
+                pick = mine & (steps == np.nanmax(steps[mine]))
+                elements = gradient_weights(a, pick, self.sizing.grows(), self.layers)
+                rows = np.flatnonzero(elements)
+                layers = pd.Series(self.layers[rows], dtype=object).fillna(NO_LAYER).astype(str)
+                found = pd.Series(4 * elements[rows]).groupby(layers.to_numpy()).sum()
+            self._weights_read[key] = found.astype(np.int64)
+        return self._weights_read[key]
+
     def _read_before(self, key: tuple[object, object]) -> pd.DataFrame:
         none = pd.DataFrame({"layer": [], "role": [], "bytes": []})
         if len(self._named_before(key)) or len(self.base.xla_parameters):
             return none
-        a = self.base.allocations
-        mine = self._mine(key)
-        steps = a["step"].to_numpy(dtype=np.float64, na_value=np.nan)
-        if not np.isfinite(steps[mine]).any():
+        weights = self.weights_read(key)
+        if not len(weights):
             return none
-        last = np.nanmax(steps[mine])
-        elements = gradient_weights(a, mine & (steps == last), self.sizing.grows(), self.layers)
-        rows = np.flatnonzero(elements)
-        if not len(rows):
-            return none
-        layers = pd.Series(self.layers[rows], dtype=object).fillna(NO_LAYER).astype(str)
-        weights = pd.Series(4 * elements[rows]).groupby(layers.to_numpy()).sum()
-        ops = a["op"]
+        ops = self.base.allocations["op"]
         names = ops.cat.categories if isinstance(ops.dtype, pd.CategoricalDtype) else ops.unique()
         optimizer = captured_optimizer(names)
         slots = SLOTS[optimizer][0] if optimizer in SLOTS else 0.0
@@ -984,7 +994,8 @@ class Predictor:
         """What ``key`` held when the capture started (``held_before_bytes``, kept at
         every batch size), how much of it the model's own variables account for
         (``own_held_bytes``: the inventory's, the compiled program's parameters,
-        or those ``read_before`` off their gradients), and the evidence that the
+        or those ``read_before`` off their gradients), the rest
+        (``other_held_bytes``), and the evidence that the
         process built other models first (``earlier_layer``, ``earlier_layers``:
         ``earlier_builds``). Read once per key."""
         if key in self._held:
@@ -996,6 +1007,7 @@ class Predictor:
         self._held[key] = {
             "held_before_bytes": held,
             "own_held_bytes": int(min(own, held)),
+            "other_held_bytes": int(held - min(own, held)),
             "earlier_layer": early[0] if early else None,
             "earlier_layers": early[1] if early else None,
         }

@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceparse.analysis.predict.batch import dims
+from traceparse.analysis.predict.batch import dims, kernel_names
 
 GRADIENT_TAPE = "gradient_tape/"
 
@@ -66,11 +66,8 @@ def gradient_weights(
     sub = allocations.iloc[rows]
     ops = sub["op"].astype(object).fillna("").astype(str)
     types = sub["op_type"].astype(object) if "op_type" in sub else pd.Series(None, index=sub.index)
-    # Without a recorded type, the name's last part less the number TensorFlow adds
-    # to make it unique in its scope (``MatMul_1``).
-    last = ops.str.rsplit("/", n=1).str[-1]
-    named = last.str.replace(r"_\d+$", "", regex=True)
-    kernels = types.where(types.notna() & (types.astype(str) != ""), named)
+    # Without a recorded type, the kernel the name says.
+    kernels = types.where(types.notna() & (types.astype(str) != ""), kernel_names(ops))
     kernels = kernels.astype(str).str.replace(ONEDNN, "", regex=True)
     output = (sub["region"].astype(object) == "output").to_numpy(dtype=bool)
     floats = sub["dtype"].astype(object).isin(FLOATS).to_numpy(dtype=bool)
@@ -87,6 +84,7 @@ def gradient_weights(
     matmul = (kernels == "MatMul").to_numpy(dtype=bool) & taped & (rank == 2)
     scopes = ops.str.rsplit("/", n=1).str[0]
     alone = scopes.map(scopes[matmul].value_counts()).fillna(0).to_numpy() == 1
+    last = ops.str.rsplit("/", n=1).str[-1]
     second = last.str.fullmatch(r"(_Mkl(Native)?)?MatMul_1").to_numpy(dtype=bool)
     dense = matmul & kept & (second | alone)
     counted = output & floats & ~looped
