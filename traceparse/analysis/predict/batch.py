@@ -181,6 +181,11 @@ class Sizing:
         """Per allocation: whether either rule grows its request with the batch."""
         return ((self.rule_per_example != 0) | (self.rule_alt_per_example != 0))[self.rule]
 
+    def point_grows(self) -> np.ndarray:
+        """Per allocation: whether the point's rule grows its request with the batch
+        (a weight's shape that could also be folded rows grows only in the bounds)."""
+        return (self.rule_per_example != 0)[self.rule]
+
     def assign(
         self,
         rows: np.ndarray,

@@ -962,7 +962,7 @@ class Predictor:
             found = pd.Series(dtype=np.int64)
             if np.isfinite(steps[mine]).any():
                 pick = mine & (steps == np.nanmax(steps[mine]))
-                elements = gradient_weights(a, pick, self.sizing.grows(), self.layers)
+                elements = gradient_weights(a, pick, self.sizing.point_grows(), self.layers)
                 rows = np.flatnonzero(elements)
                 layers = pd.Series(self.layers[rows], dtype=object).fillna(NO_LAYER).astype(str)
                 found = pd.Series(4 * elements[rows]).groupby(layers.to_numpy()).sum()

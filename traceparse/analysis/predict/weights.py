@@ -42,7 +42,7 @@ def gradient_weights(
 ) -> np.ndarray:
     """Per allocation, the elements of the variable whose gradient it is, among the
     ``pick`` allocations (one step's); 0 elsewhere. ``grows``: per allocation,
-    whether its size follows the batch (``Sizing.grows``); ``layers``: each one's
+    whether its size follows the batch (``Sizing.point_grows``); ``layers``: each one's
     layer (``naming.place``).
 
     A gradient is an op's output (a layout copy of the filter in cuDNN's order,
