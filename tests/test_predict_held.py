@@ -112,3 +112,33 @@ def test_weights_and_slots_read_off_gradients_are_what_was_held(fixture: str) ->
     assert int(read.loc[read["role"] == "optimizer_state", "bytes"].sum()) == 2 * weights
     assert int(read["bytes"].sum()) == predictor.held_columns(key)["held_before_bytes"]
 
+
+def test_predict_fresh_leaves_out_what_earlier_models_held(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from traceparse.analysis.whatif import Change, WhatIf
+    from traceparse.cli import main
+
+    run = FIXTURES / RUNS[25]
+    fifth = predictor_of(traceparse.load(run))
+    key = _gpu_key(fifth)
+    held = fifth.held_columns(key)
+    dropped = held["held_before_bytes"] - held["own_held_bytes"]
+    table = traceparse.load(run).predict(32, fresh=True).set_index("allocator")
+    row = table.loc["GPU_0_bfc"]
+    assert row["dropped_held_bytes"] == dropped
+    assert row["predicted_peak_bytes"] == WhatIf.of(fifth, Change(fresh=True)).bounds(32)[key][1]
+    assert (
+        row["predicted_peak_bytes"]
+        < traceparse.load(run)
+        .predict(32)
+        .set_index("allocator")
+        .loc["GPU_0_bfc", "predicted_peak_bytes"]
+    )
+    assert main(["predict", str(run), "--batch", "32", "--fresh", "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert "with a fresh process" in out and "the prediction leaves out" in out
+    # A first model in its process: nothing earlier to leave out, and it says so.
+    first = FIXTURES / RUNS[None]
+    assert main(["predict", str(first), "--fresh", "--no-color"]) == 0
+    assert "no earlier models show" in capsys.readouterr().out

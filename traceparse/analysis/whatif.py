@@ -103,7 +103,10 @@ class Change:
 
 
 def parse_change(
-    precision: str | None, optimizer: str | None, remat: str | tuple[str, ...] | None
+    precision: str | None,
+    optimizer: str | None,
+    remat: str | tuple[str, ...] | None,
+    fresh: bool = False,
 ) -> Change:
     """A Change from user text; an unknown precision or optimizer is a UsageError."""
     if precision is not None and precision not in PRECISIONS:
@@ -118,7 +121,7 @@ def parse_change(
         layers = tuple(n.strip() for n in names if n.strip())
         if not layers:
             raise UsageError("--remat needs 'all' or layer names separated by commas")
-    return Change(precision, optimizer, layers)
+    return Change(precision, optimizer, layers, fresh)
 
 
 @dataclass
@@ -808,6 +811,13 @@ def fresh_process(facts: Facts, out: Resizing) -> None:
             f"a fresh process: the {rest / 2**20:.1f} MiB held before the capture beyond this "
             f"model's variables not held ({evidence}: earlier models' leftovers)"
         )
+    if not facts.earlier:
+        # What else was held may be this program's own (its data, variables the
+        # capture does not name): a fresh process would make it again.
+        out.notes.append(
+            "a fresh process: no earlier models show in the capture (Keras' layer names "
+            "start from this model's), so what was held before it is kept"
+        )
 
 
 def _rules(facts: Facts, change: Change, requested: np.ndarray, out: Resizing) -> None:
@@ -973,6 +983,20 @@ class WhatIf(Predictor):
     def _extra(self, key: Key, which: int) -> float:
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
 
+    def _dropped(self, key: Key) -> float:
+        """Bytes held before the capture that a fresh process does not hold
+        (``fresh_process``), where one is asked."""
+        return (
+            float(self.facts.earlier[key][0])
+            if self.change.fresh and key in self.facts.earlier
+            else 0.0
+        )
+
+    def held_columns(self, key: Key) -> dict[str, Any]:
+        """``Predictor.held_columns`` and ``dropped_held_bytes``: what of it the change
+        leaves out (a fresh process's)."""
+        return {**super().held_columns(key), "dropped_held_bytes": int(self._dropped(key))}
+
     def change_columns(self) -> dict[str, str | None]:
         return {
             "change": self.change.label(),
@@ -1024,7 +1048,10 @@ class WhatIf(Predictor):
         self, key: Key, event: int, peak: int, sizes: np.ndarray, batch: int
     ) -> pd.DataFrame:
         parts = super()._parts(key, event, peak, sizes, batch)
-        extra = round(self._extra(key, 0))
+        # The base's parts put the whole counter's rest among the bytes held before
+        # the capture; what a fresh process does not hold (``fresh_process``) comes
+        # off them there, the other changes' bytes are a row of their own.
+        extra = round(self._extra(key, 0) + self._dropped(key))
         if not extra or parts.empty:
             return parts
         rest = parts["layer"] == BEFORE_CAPTURE
@@ -1045,12 +1072,13 @@ def with_change(
     precision: str | None = None,
     optimizer: str | None = None,
     remat: str | tuple[str, ...] | None = None,
+    fresh: bool = False,
 ) -> Predictor:
     """``predictor``, or ``what_if`` it with the change given (``parse_change``), where
     one is: ``Profile.predict``'s keywords."""
-    if precision is None and optimizer is None and remat is None:
+    if precision is None and optimizer is None and remat is None and not fresh:
         return predictor
-    return what_if(predictor, parse_change(precision, optimizer, remat))
+    return what_if(predictor, parse_change(precision, optimizer, remat, fresh))
 
 
 def what_if(predictor: Predictor, change: Change) -> Predictor:

@@ -51,6 +51,7 @@ class PredictCommand(Command):
             "  traceparse predict logs/ --batch 256\n"
             "  traceparse predict logs/ --batch 256 --capacity 16GiB\n"
             "  traceparse predict logs_b32/ --batch 256 --with logs_b64/\n"
+            "  traceparse predict logs/ --batch 256 --fresh\n"
             "  traceparse predict logs/ --batch 256 --format json"
         )
 
@@ -60,7 +61,7 @@ class PredictCommand(Command):
             parser,
             "--batch",
             "the (global) batch size to predict (default: the captured one; "
-            "needed unless --precision, --optimizer or --remat is given)",
+            "needed unless --precision, --optimizer, --remat or --fresh is given)",
         )
         parser.add_argument(
             "--precision",
@@ -78,6 +79,12 @@ class PredictCommand(Command):
             "--remat",
             metavar="LAYERS",
             help="predict with these layers rematerialised: 'all' or LAYER,LAYER",
+        )
+        parser.add_argument(
+            "--fresh",
+            action="store_true",
+            help="predict in a fresh process: without what earlier models in the captured "
+            "process (a notebook's earlier cells) still held when the capture started",
         )
         options.add_batch(
             parser,
@@ -118,7 +125,10 @@ class PredictCommand(Command):
         from traceparse.output import predict as words
         from traceparse.output.jsonvalues import dumps
 
-        if any(v is not None for v in (args.precision, args.optimizer, args.remat)):
+        changed = args.fresh or any(
+            v is not None for v in (args.precision, args.optimizer, args.remat)
+        )
+        if changed:
             from traceparse.analysis.whatif import parse_change
 
             # A request's own errors (an unknown optimizer) before the capture is read.
@@ -131,18 +141,19 @@ class PredictCommand(Command):
         )
         if args.with_batch is not None and other is None:
             raise UsageError("--with-batch needs --with OTHER")
-        changed = any(v is not None for v in (args.precision, args.optimizer, args.remat))
         if args.batch is None and not changed:
             raise UsageError(
                 "predict needs --batch N, or a change to predict "
-                "(--precision, --optimizer, --remat)"
+                "(--precision, --optimizer, --remat, --fresh)"
             )
         predictor = predictor_of(profile, args.batch, args.from_batch, other, args.with_batch)
         if changed:
             from traceparse.analysis.whatif import with_change
 
             try:
-                predictor = with_change(predictor, args.precision, args.optimizer, args.remat)
+                predictor = with_change(
+                    predictor, args.precision, args.optimizer, args.remat, args.fresh
+                )
             except UsageError as exc:  # a change the capture cannot take: name the file
                 raise UsageError(f"{profile.path}: {exc}") from None
         if args.batch is None:

@@ -139,6 +139,7 @@ class Predicting:
         precision: str | None = None,
         optimizer: str | None = None,
         remat: str | tuple[str, ...] | None = None,
+        fresh: bool = False,
     ) -> pd.DataFrame:
         """Per (host, allocator): the predicted peak at ``batch_size`` (default: the
         captured batch size, where the prediction is the capture itself) (with
@@ -152,7 +153,8 @@ class Predicting:
         allocation's size through both (docs/predict.md). ``precision``
         (``mixed_float16``, ``mixed_bfloat16``, ``float32``), ``optimizer`` (``sgd``,
         ``adam``, ...) and ``remat`` (``"all"`` or layer names) predict the peak with
-        that change made (docs/whatif.md).
+        that change made (docs/whatif.md); ``fresh=True`` in a fresh process,
+        without what earlier models in the captured process still held.
 
         >>> prof.predict(256)  # doctest: +SKIP
 
@@ -164,7 +166,7 @@ class Predicting:
 
         check_batches(batch_size=batch_size, from_batch=from_batch, other_batch=other_batch)
         predictor = predictor_of(self, batch_size, from_batch, other, other_batch)
-        predictor = with_change(predictor, precision, optimizer, remat)
+        predictor = with_change(predictor, precision, optimizer, remat, fresh)
         batch = predictor.batch if batch_size is None else batch_size
         table = predictor.at(batch)
         table.attrs["breakdown"] = predictor.breakdown(batch)

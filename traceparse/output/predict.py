@@ -73,8 +73,9 @@ HELD_SHARE = 0.05
 def held_line(row: pd.Series) -> str | None:
     """What the allocator held when the capture started beyond the model's own
     variables (``held_before_bytes``, ``own_held_bytes``, ``other_held_bytes``),
-    with the evidence of earlier models in the process (``earlier_layer``); None
-    when it is little."""
+    with the evidence of earlier models in the process (``earlier_layer``) and
+    what a fresh process leaves out where one is asked (``dropped_held_bytes``);
+    None when it is little."""
     held, own = _count(row, "held_before_bytes"), _count(row, "own_held_bytes")
     other, peak = _count(row, "other_held_bytes"), _count(row, "captured_peak_bytes")
     earlier, layer = _count(row, "earlier_layers"), row.get("earlier_layer")
@@ -88,10 +89,17 @@ def held_line(row: pd.Series) -> str | None:
         else "none of it named as the model's variables (no inventory, no weight gradient "
         "of theirs recorded); all of it"
     )
+    dropped = _count(row, "dropped_held_bytes")
+    kept = "" if dropped else ", and kept at every batch size"
     text = (
-        f"Held when the capture started, and kept at every batch size: {format_bytes(held)}"
-        f"; {mine} {format_bytes(other)} "
+        f"Held when the capture started{kept}: {format_bytes(held)}; {mine} {format_bytes(other)} "
     )
+    if earlier and isinstance(layer, str) and dropped:
+        return text + (
+            f"is earlier work in this process: Keras had built {earlier} layers of its kind "
+            f"before this model's {layer}, so other models were made first. In a fresh "
+            f"process (asked) they are not: the prediction leaves out {format_bytes(dropped)}."
+        )
     if earlier and isinstance(layer, str):
         return text + (
             f"is earlier work in this process: Keras had built {earlier} layers of its kind "
