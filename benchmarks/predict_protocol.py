@@ -26,6 +26,13 @@ suit a rule. Two sets:
   functional CNN, an Embedding+LSTM, a ``jit_compile=True`` MLP) captured at B
   and 4B, three fresh-process runs each, one op at a time (inter-op parallelism
   1) and at default threading, predicted B -> 4B and 4B -> B from one capture.
+- **Later families** (fixed on 2026-12-07 in the fifth session, before that
+  session changed any rule; ``predict_protocol_models.LATE_DEV_MODELS`` and
+  ``LATE_TEST_MODELS``): layer families the sets above lack, each on the same
+  data at every batch size. Development: a self-attention text block and a
+  separable CNN; test: 1-D convolutions over a signal, a wide MLP with batch
+  normalisation and dropout, a bidirectional LSTM. Captured and predicted like
+  the CPU sets above.
 
 Each case is predicted once from each run of its input (from two captures: run
 i of each), without ``from_batch``: the batch is read off the capture as a user's
@@ -65,7 +72,13 @@ REPO = HERE.parent
 FIXTURES = REPO / "fixtures"
 sys.path.insert(0, str(HERE))
 
-from predict_protocol_models import DEV_MODELS, MODELS, THREADS  # noqa: E402
+from predict_protocol_models import (  # noqa: E402
+    DEV_MODELS,
+    LATE_DEV_MODELS,
+    LATE_TEST_MODELS,
+    MODELS,
+    THREADS,
+)
 
 CACHE = HERE / ".captures" / "protocol"
 RUNS = 3  # fresh-process captures per CPU model, batch and threading
@@ -86,6 +99,10 @@ TEST_CPU: dict[str, tuple[int, int]] = {m: (b, 4 * b) for m, b in MODELS.items()
 # The same models on the same data at every batch size (``SAME_DATA``): a user's sweep.
 TEST_CPU_SAME_DATA = {f"{m}_same_data": sizes for m, sizes in TEST_CPU.items()}
 DEV_CPU = DEV_MODELS
+# Layer families the sets above lack (attention, separable and 1-D convolutions, a
+# wide MLP, a bidirectional LSTM), fixed later, before the rules were changed for
+# them (``predict_protocol_models.LATE_DEV_MODELS`` / ``LATE_TEST_MODELS``).
+LATE_DEV_CPU, LATE_TEST_CPU = LATE_DEV_MODELS, LATE_TEST_MODELS
 TEST_GPU: dict[str, dict[int, str]] = {
     "alexnet_t4": {b: f"gpu_alexnet_t4_{b}" for b in (32, 128)},
     "chess_dataset": {b: f"gpu_chess_dataset_{b}" for b in (32, 64)},
@@ -386,6 +403,12 @@ def cpu_sections(
     return lines
 
 
+# The late families' sections (``LATE_DEV_CPU``, ``LATE_TEST_CPU``).
+LATE_TITLE = (
+    "Later CPU families on the same data at every batch size (fixed 2026-12-07, fifth session)"
+)
+
+
 def message(exc: Exception) -> str:
     """An error's first line without the file it names (the table names it)."""
     text = str(exc).splitlines()[0]
@@ -524,9 +547,15 @@ def main(argv: list[str] | None = None) -> int:
     dev_cpu = (
         {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, DEV_CPU)] for t in THREADS}
     )
+    dev_late = (
+        {}
+        if args.no_cpu
+        else {t: [measure(c) for c in cpu_cases(t, LATE_DEV_CPU)] for t in THREADS}
+    )
     if args.dev_only:
         print("\n".join(section("Development set: public GPU captures", "", dev)))
         print("\n".join(cpu_sections(dev_cpu, DEV_CPU)))
+        print("\n".join(cpu_sections(dev_late, LATE_DEV_CPU, LATE_TITLE)))
         return 0
     test_gpu = [measure(c) for c in gpu_cases(TEST_GPU, two=True)]
     cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, TEST_CPU)] for t in THREADS}
@@ -534,6 +563,11 @@ def main(argv: list[str] | None = None) -> int:
         {}
         if args.no_cpu
         else {t: [measure(c) for c in cpu_cases(t, TEST_CPU_SAME_DATA)] for t in THREADS}
+    )
+    test_late = (
+        {}
+        if args.no_cpu
+        else {t: [measure(c) for c in cpu_cases(t, LATE_TEST_CPU)] for t in THREADS}
     )
     command = "python benchmarks/predict_protocol.py" + (" --no-cpu" if args.no_cpu else "")
     command += f" --public {args.public}" if args.public else ""
@@ -567,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
             dev,
         ),
         *cpu_sections(dev_cpu, DEV_CPU),
+        *cpu_sections(dev_late, LATE_DEV_CPU, LATE_TITLE),
         "## Test set (held out: reported, never tuned on)",
         "",
         *section(
@@ -583,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         TEST_CPU_SAME_DATA,
         "CPU models on the same data at every batch size (added 2026-12-07, measured once)",
     )
+    lines += cpu_sections(test_late, LATE_TEST_CPU, LATE_TITLE)
     lines += ["## The batch size read off each capture", "", *batch_reads(), ""]
     if args.public:
         lines += [*public_reads(args.public), ""]

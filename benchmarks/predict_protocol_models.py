@@ -176,6 +176,123 @@ def _dev_resnet(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]
     return keras.Model(inp, out, name="residual"), data
 
 
+# The late families (fixed 2026-12-07, fifth session, before that session changed
+# any rule): layer families none of the sets above has. The first two are a
+# development set of their own (rules may be tuned on them), the last three a test
+# set (reported only). All fit the same data at every batch size, as a user's sweep.
+def _attention_text(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): token embeddings, one self-attention block with a residual
+    # and layer normalisation, pooled: the [B, heads, T, T] scores and the folded
+    # [B x T, d] projections.
+    layers = keras.layers
+    inp = keras.Input((64,), dtype="int32", name="tokens")
+    x = layers.Embedding(4000, 128, name="embed")(inp)
+    y = layers.MultiHeadAttention(num_heads=4, key_dim=32, name="attend")(x, x)
+    x = layers.LayerNormalization(name="norm")(layers.Add(name="residual")([x, y]))
+    x = layers.GlobalAveragePooling1D(name="pool")(x)
+    out = layers.Dense(4, name="logits")(x)
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(8)
+        return rng.integers(0, 4000, (n, 64)).astype("int32"), rng.integers(0, 4, n)
+
+    return keras.Model(inp, out, name="attention"), data
+
+
+def _separable_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): a strided stem, a separable and a depthwise convolution
+    # with batch normalisation, pooled globally.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((48, 48, 3), name="picture"),
+            layers.Conv2D(32, 3, strides=2, padding="same", use_bias=False, name="stem"),
+            layers.BatchNormalization(name="stem_norm"),
+            layers.ReLU(name="stem_relu"),
+            layers.SeparableConv2D(64, 3, padding="same", use_bias=False, name="sep"),
+            layers.BatchNormalization(name="sep_norm"),
+            layers.ReLU(name="sep_relu"),
+            layers.DepthwiseConv2D(3, padding="same", name="depthwise"),
+            layers.Conv2D(128, 1, activation="relu", name="pointwise"),
+            layers.GlobalAveragePooling2D(name="pool"),
+            layers.Dense(10, name="logits"),
+        ],
+        name="separable",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(9)
+        return rng.random((n, 48, 48, 3), dtype=np.float32), rng.integers(0, 10, n)
+
+    return model, data
+
+
+def _conv1d_signal(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): 1-D convolutions over a long two-channel signal.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((2048, 2), name="signal"),
+            layers.Conv1D(32, 9, padding="same", activation="relu", name="conv_a"),
+            layers.MaxPooling1D(4, name="pool_a"),
+            layers.Conv1D(64, 9, padding="same", activation="relu", name="conv_b"),
+            layers.GlobalMaxPooling1D(name="pool_b"),
+            layers.Dense(5, name="logits"),
+        ],
+        name="signal",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(10)
+        return rng.random((n, 2048, 2), dtype=np.float32), rng.integers(0, 5, n)
+
+    return model, data
+
+
+def _wide_mlp(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): a wide MLP with batch normalisation and dropout, not compiled.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((784,), name="pixels"),
+            layers.Dense(1024, name="wide_a"),
+            layers.BatchNormalization(name="norm_a"),
+            layers.ReLU(name="relu_a"),
+            layers.Dropout(0.3, name="drop_a"),
+            layers.Dense(512, activation="relu", name="wide_b"),
+            layers.Dropout(0.3, name="drop_b"),
+            layers.Dense(10, name="logits"),
+        ],
+        name="wide",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(11)
+        return rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)
+
+    return model, data
+
+
+def _bidir_lstm(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): a bidirectional LSTM over embedded tokens.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((50,), dtype="int32", name="tokens"),
+            layers.Embedding(3000, 64, name="embed"),
+            layers.Bidirectional(layers.LSTM(96), name="bidir"),
+            layers.Dense(3, name="logits"),
+        ],
+        name="bidir",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(12)
+        return rng.integers(0, 3000, (n, 50)).astype("int32"), rng.integers(0, 3, n)
+
+    return model, data
+
+
 BUILDERS = {
     "functional_cnn": _functional_cnn,
     "embed_lstm": _embed_lstm,
@@ -184,6 +301,21 @@ BUILDERS = {
     "dev_cnn": _dev_cnn,
     "dev_resnet": _dev_resnet,
     "time_major_gru": _time_major_gru,
+    "attention_text": _attention_text,
+    "separable_cnn": _separable_cnn,
+    "conv1d_signal": _conv1d_signal,
+    "wide_mlp": _wide_mlp,
+    "bidir_lstm": _bidir_lstm,
+}
+# The late families (above): model -> (B, 4B), each on the data of 4B x STEPS.
+LATE_DEV_MODELS: dict[str, tuple[int, int]] = {
+    "attention_text": (32, 128),
+    "separable_cnn": (16, 64),
+}
+LATE_TEST_MODELS: dict[str, tuple[int, int]] = {
+    "conv1d_signal": (16, 64),
+    "wide_mlp": (64, 256),
+    "bidir_lstm": (32, 128),
 }
 # The same model on the same data at every batch size, as a user's sweep runs:
 # name -> (model, examples). The others fit STEPS batches, so their data (the
@@ -196,6 +328,7 @@ SAME_DATA: dict[str, tuple[str, int]] = {
     # The test set's models on the data of their 4B runs at B too (added after the
     # first report of the test set; held out like it: no rule is tuned on them).
     **{f"{m}_same_data": (m, STEPS * 4 * b) for m, b in MODELS.items()},
+    **{m: (m, STEPS * c) for m, (_, c) in {**LATE_DEV_MODELS, **LATE_TEST_MODELS}.items()},
 }
 # Fitted on a batched ``tf.data`` dataset under ``tf.distribute.MirroredStrategy``
 # (one replica, the CPU) instead of on arrays: name -> model.
