@@ -331,7 +331,10 @@ class AllocatorRecord:
             "capacity_bytes, largest_batch / largest_peak_bytes (the largest batch whose "
             "predicted peak fits the capacity; null without one) and curve (batch_size, "
             "peak_bytes, low_bytes, high_bytes: a quarter of the captured batch to eight "
-            "times it, and the largest). Made by Profile.summary(predict=True), the report "
+            "times it, and the largest), held (what was held when the capture started, kept "
+            "at every size: held_before_bytes, own_held_bytes, the model's variables in it, "
+            "other_held_bytes, earlier_layer / earlier_layers, the evidence of other models "
+            "built first in the process). Made by Profile.summary(predict=True), the report "
             "and the predict command.",
             section=True,
         ),

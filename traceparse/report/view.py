@@ -359,6 +359,11 @@ def _facts(s: AllocatorSummaryLike, verdict: str, word: str = "step") -> list[Fa
         # the HTML set the whole sentence in the headline font).
         total = _before_total(split, unnamed=not split.get("during_variables"))
         before = [Fact(label, format_bytes(total), before_capture_text(split))]
+    held = (s.prediction or {}).get("held")
+    if not before and held and (held.get("own_held_bytes") or held.get("earlier_layers")):
+        # No inventory and no compiled parameters: the prediction's reading of them.
+        text = held_before_text(held)
+        before = [Fact("Before the capture", format_bytes(held["held_before_bytes"]), text)]
     return [
         Fact("Peak in use", format_bytes(s.peak_bytes), _where(s, word)),
         *before,
@@ -386,6 +391,28 @@ def _before_total(split: dict[str, Any], *, unnamed: bool) -> int:
             int(split.get(f"{role}_bytes") or 0) for role in ("weight", "optimizer", "other")
         )
     return named + (int(split.get("unnamed_bytes") or 0) if unnamed else 0)
+
+
+def held_before_text(held: dict[str, Any]) -> str:
+    """``43.1 MiB the model's weights and optimizer state, read off their gradients;
+    184 MiB earlier work in this process (...)``: a prediction's ``held`` (a capture
+    with no variable inventory)."""
+    parts = []
+    own, other = int(held.get("own_held_bytes") or 0), int(held.get("other_held_bytes") or 0)
+    if own:
+        parts.append(
+            f"{format_bytes(own)} the model's weights and optimizer state, read off their gradients"
+        )
+    layer, earlier = held.get("earlier_layer"), held.get("earlier_layers")
+    if other and earlier and isinstance(layer, str):
+        parts.append(
+            f"{format_bytes(other)} earlier work in this process (Keras had built {earlier} "
+            f"layers of its kind before this model's {layer}: other models were made first; "
+            "a fresh process would not hold it)"
+        )
+    elif other:
+        parts.append(f"{format_bytes(other)} not named")
+    return "; ".join(parts)
 
 
 def before_capture_text(split: dict[str, Any]) -> str:

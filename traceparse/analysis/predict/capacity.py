@@ -384,6 +384,9 @@ def report_curves(
             "largest_batch": largest,
             "largest_peak_bytes": largest_peak,
             "curve": pd.DataFrame(rows, columns=list(CURVE_COLUMNS)),
+            # What was held when the capture started, kept at every size: the
+            # model's variables in it and the evidence of earlier models.
+            "held": dict(predictor.held_columns(key)),
         }
         if missing or not searched:
             entry["left_out"] = {
