@@ -12,6 +12,11 @@ the weights' gradients may fill the slab, at a large one the activations.
 XLA may plan the slab anew at another size (docs/predict.md measures how far
 that goes). The bounds also cover the plainer rule: the slab split in the
 proportion of all its buffers' bytes that grow.
+
+A convolution's workspace on a GPU is a buffer too, without a batch dimension
+(``_conv_scratch``): at the point it grows per example, as TensorFlow's own
+kernels' workspaces are sized (``batch.scratch_kinds``); the other reading, for
+the bounds, keeps it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,15 @@ from traceparse.tables.xla import allocation_kind
 # A program's module id, "(203)": the same function compiled for another shape (an
 # epoch's partial last batch) gets another, and its instructions the same names.
 _MODULE_ID = re.compile(r"\(\d+\)$")
+
+# XLA's GPU convolution rewriter names each cuDNN (on ROCm, MIOpen) convolution's
+# custom call after its kind (xla/service/gpu/transforms/conv_rewriter.cc:
+# cudnn-conv, cudnn-conv-bw-input, cudnn-conv-bw-filter, cudnn-conv-bias-activation,
+# made unique with ".N"); its result is a tuple whose second element, u8[bytes],
+# is the workspace of the algorithm the autotuner picked for these shapes
+# (GpuConvAlgorithmPicker), the same cuDNN workspaces TensorFlow's kernels ask for.
+_CONV_CALL = re.compile(r"cudnn-conv(-bw-input|-bw-filter|-bias-activation)?(\.\d+)?")
+_SCRATCH_DTYPES = ("uint8", "int8")
 
 # (host, program, allocation index) -> (the allocation's size, [(logical buffer,
 # first, last schedule position, bytes)])
@@ -149,13 +163,17 @@ def slab_sizing(
     linked = allocations["xla_program"].notna() & allocations["xla_allocation_index"].notna()
     if not linked.any():
         return
-    growing = _growing(buffers, batch, weights, twins)
+    shaped = _growing(buffers, batch, weights, twins)
+    scratch = _conv_scratch(buffers)
+    # The point grows the convolutions' workspaces; the other reading keeps them.
+    growing = shaped | scratch
     shares = _growing_shares(buffers, growing)
+    alt_shares = _growing_shares(buffers, shaped & ~scratch) if scratch.any() else shares
     by_buffer = dict(zip(_keys(buffers, "logical_buffer"), growing, strict=True))
     hosts = allocations["host"].astype(object).to_numpy()
     programs = allocations["xla_program"].astype(object).to_numpy()
     indices = allocations["xla_allocation_index"].to_numpy(dtype=np.float64, na_value=np.nan)
-    rows, fixed, per = [], [], []
+    rows, fixed, per, alt_fixed, alt_per = [], [], [], [], []
     for i in np.flatnonzero(linked.to_numpy(dtype=bool)):
         key = (hosts[i], programs[i], int(indices[i]))
         share = shares.get(key)
@@ -165,13 +183,22 @@ def slab_sizing(
         rows.append(int(i))
         fixed.append(size * (1.0 - share))
         per.append(size * share / batch)
+        alt = alt_shares.get(key, share)
+        alt_fixed.append(size * (1.0 - alt))
+        alt_per.append(size * alt / batch)
         found = spans.get(key)
         if found is not None and found[1]:
             sizing.envelopes[int(i)] = _envelope(found[1], key, by_buffer, size, batch)
             slabs[int(i)] = SlabBuffers.of(found[1], key, by_buffer, size, batch)
-    if rows:  # both rules alike: the slab split by its buffers
-        fixed_bytes, per_example = np.asarray(fixed), np.asarray(per)
-        sizing.assign(np.asarray(rows), fixed_bytes, per_example, fixed_bytes, per_example, HLO)
+    if rows:  # both rules the slab split by its buffers (alike but for workspaces)
+        sizing.assign(
+            np.asarray(rows),
+            np.asarray(fixed),
+            np.asarray(per),
+            np.asarray(alt_fixed),
+            np.asarray(alt_per),
+            HLO,
+        )
 
 
 @dataclass
@@ -273,6 +300,20 @@ def _growing(
         ],
         dtype=bool,
     )
+
+
+def _conv_scratch(buffers: pd.DataFrame) -> np.ndarray:
+    """Whether each HLO buffer is a convolution's workspace: a rank-1 byte array
+    made by a cuDNN convolution's custom call (``_CONV_CALL``)."""
+    if "instruction" not in buffers or buffers.empty:
+        return np.zeros(len(buffers), dtype=bool)
+    calls = buffers["instruction"].astype(object).fillna("").astype(str)
+    made = calls.str.fullmatch(_CONV_CALL).to_numpy(dtype=bool)
+    if not made.any():
+        return made
+    bytes_ = buffers["dtype"].astype(object).isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+    rank1 = buffers["shape"].astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool)
+    return made & bytes_ & rank1
 
 
 def _growing_shares(

@@ -1,0 +1,68 @@
+"""A convolution's workspace inside a compiled program (``predict.xla._conv_scratch``):
+XLA's GPU rewriter makes each cuDNN convolution a custom call named after its kind,
+whose tuple's second element, u8[bytes], is the autotuned algorithm's workspace.
+The point grows it per example, as TensorFlow's own convolution workspaces; the
+other reading keeps it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from conftest import FIXTURES
+
+import traceparse
+from traceparse.analysis.predict.batch import HLO, Sizing
+from traceparse.analysis.predict.xla import _conv_scratch, slab_sizing
+
+
+def test_the_workspace_of_a_real_gpu_convolution_is_found() -> None:
+    # A public JAX capture on MI300X GPUs: one 3-D convolution, cudnn-conv.1 (MIOpen's
+    # under the same names), whose workspace is u8[7150336].
+    buffers = traceparse.load(FIXTURES / "jax08_conv").xla_buffers
+    found = buffers[_conv_scratch(buffers)]
+    assert len(found) >= 1
+    assert set(found["shape"].astype(str)) == {"[7150336]"}
+    assert set(found["instruction"].astype(str)) == {"cudnn-conv.1"}
+
+
+def _slab(instruction: str) -> tuple[Sizing, float]:
+    """One slab of 32 examples' [32,64] activation (8 KiB) and a u8[4096] buffer
+    of ``instruction``, sized at its captured batch."""
+    buffers = pd.DataFrame(
+        {
+            "host": ["h", "h"],
+            "program": ["p", "p"],
+            "allocation_index": [3, 3],
+            "logical_buffer": [1, 2],
+            "instruction": ["fusion.1", instruction],
+            "dtype": ["float32", "uint8"],
+            "shape": ["[32,64]", "[4096]"],
+            "size_bytes": [8192, 4096],
+        }
+    )
+    allocations = pd.DataFrame({"host": ["h"], "xla_program": ["p"], "xla_allocation_index": [3]})
+    size = 8192.0 + 4096.0
+    sizing = Sizing.of_rows(
+        np.array([size]),
+        np.zeros(1),
+        np.array([size]),
+        np.zeros(1),
+        np.array(["kept"], dtype=object),
+    )
+    slab_sizing(sizing, allocations, buffers, {}, 32, set(), np.array([size]), {})
+    assert sizing.basis[0] == HLO
+    return sizing, size
+
+
+def test_a_convolution_workspace_grows_at_the_point_and_is_kept_in_the_other_reading() -> None:
+    sizing, size = _slab("cudnn-conv-bw-filter.2")
+    # The point: the whole slab per example; the other reading: the workspace fixed.
+    assert sizing.fixed[0] == 0.0 and sizing.per_example[0] * 32 == size
+    assert sizing.alt_fixed[0] == 4096.0 and sizing.alt_per_example[0] * 32 == 8192.0
+
+
+def test_another_calls_byte_buffer_is_not_a_convolution_workspace() -> None:
+    # A cuBLAS call's workspace (cublas-gemm.N) is a fixed size: both readings keep it.
+    sizing, _ = _slab("cublas-gemm.1")
+    assert sizing.fixed[0] == 4096.0 and sizing.per_example[0] * 32 == 8192.0
+    assert sizing.alt_fixed[0] == 4096.0 and sizing.alt_per_example[0] * 32 == 8192.0
