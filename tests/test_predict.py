@@ -582,9 +582,29 @@ def test_a_cudnn_recurrent_kernels_buffers_grow_per_example() -> None:
 
 
 def test_the_leak_capture_is_refused_not_assumed() -> None:
-    # Two ops' [512,512] temporaries and no model: no inputs, no backward pass.
-    with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch"):
+    # Two ops' [512,512] temporaries and no model: no inputs, no backward pass. The
+    # refusal says what it saw, for the user who gives the batch.
+    with pytest.raises(UsageError, match=r"could not find the batch size.*weak.*--from-batch") as e:
         traceparse.load(FIXTURES / "leak").predict(8)
+    assert "(seen: 512 leads 10 MiB of the forward pass; 256 leads" in str(e.value)
+
+
+def test_weak_batch_evidence_says_which_pass_each_dimension_leads() -> None:
+    from traceparse.analysis.predict.batch import find_batch
+
+    # A recurrent layer's input [B,T,F] beside its time-major copy [T,B,F] (a
+    # transposed pair, evidence for neither) and a gradient led by B alone (no
+    # bytes given: the elements stand for them).
+    reading = find_batch(
+        ["[128,50,64]", "[50,128,64]", "[128,96]"],
+        ["embed/GatherV2", "lstm/transpose", "gradient_tape/lstm/MatMul"],
+        set(),
+    )
+    assert reading.batch is None
+    assert reading.evidence.endswith(
+        "(seen: 128 leads 0.402 MiB of the gradients and transposed pairs; "
+        "50 leads 0.391 MiB of transposed pairs)"
+    )
 
 
 # --- public GPU captures (fixtures/gpu_*, development set) ------------------------------

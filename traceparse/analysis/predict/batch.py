@@ -545,6 +545,33 @@ def _scores(evidence: Evidence, weights: set[tuple[int, ...]]) -> dict[int, _Sco
     return scores
 
 
+def _one_sided(scores: dict[int, _Score], most: int = 3) -> str:
+    """What weak evidence did see, for the user choosing ``--from-batch``: the
+    leading dimensions with the most bytes in one pass only, or in transposed
+    pairs (``_swapped``), largest first; empty where there are none."""
+    seen = sorted(
+        ((d, s) for d, s in scores.items() if s.activations + s.neutral > 0),
+        key=lambda x: (-(x[1].activations + x[1].neutral), x[0]),
+    )[:most]
+    if not seen:
+        return ""
+
+    def where(score: _Score) -> str:
+        parts = [
+            name
+            for name, value in (
+                ("the forward pass", score.forward),
+                ("the gradients", score.backward),
+                ("transposed pairs", score.neutral),
+            )
+            if value > 0
+        ]
+        return " and ".join(parts)
+
+    leads = "; ".join(f"{d} leads {_mib(s.activations + s.neutral)} of {where(s)}" for d, s in seen)
+    return f" (seen: {leads})"
+
+
 def _missing(value: object) -> bool:
     """None, NaN or NA: a value the table does not have."""
     return value is None or value is pd.NA or (isinstance(value, float) and value != value)
@@ -608,7 +635,7 @@ def read_batch(tensors: Evidence, weights: set[tuple[int, ...]]) -> BatchReading
         return BatchReading(
             None,
             "weak: no input or label tensors, and no leading dimension shared by the "
-            "forward pass and its gradients",
+            "forward pass and its gradients" + _one_sided(scores),
         )
     candidates = tuple(ranked)
     best, top = ranked[0]
