@@ -13,10 +13,11 @@ XLA may plan the slab anew at another size (docs/predict.md measures how far
 that goes). The bounds also cover the plainer rule: the slab split in the
 proportion of all its buffers' bytes that grow.
 
-A convolution's workspace on a GPU is a buffer too, without a batch dimension
-(``_conv_scratch``): at the point it grows per example, as TensorFlow's own
-kernels' workspaces are sized (``batch.scratch_kinds``); the other reading, for
-the bounds, keeps it.
+A library call's workspace on a GPU is a buffer too, a rank-1 byte array
+without a batch dimension (``_workspaces``), sized as TensorFlow's own kernels'
+workspaces are (``batch.scratch_kinds``): a convolution's grows per example at
+the point and is kept in the other reading; any other call's (cuBLAS's,
+hipBLASLt's) is kept at the point and grows in the other reading.
 """
 
 from __future__ import annotations
@@ -163,12 +164,13 @@ def slab_sizing(
     linked = allocations["xla_program"].notna() & allocations["xla_allocation_index"].notna()
     if not linked.any():
         return
-    shaped = _growing(buffers, batch, weights, twins)
-    scratch = _conv_scratch(buffers)
-    # The point grows the convolutions' workspaces; the other reading keeps them.
-    growing = shaped | scratch
+    conv, other = _workspaces(buffers)
+    # A workspace's size is no tensor's: its bytes never read as a flattened batch.
+    shaped = _growing(buffers, batch, weights, twins) & ~(conv | other)
+    # The point grows the convolutions' workspaces; the other reading the rest.
+    growing = shaped | conv
     shares = _growing_shares(buffers, growing)
-    alt_shares = _growing_shares(buffers, shaped & ~scratch) if scratch.any() else shares
+    alt_shares = _growing_shares(buffers, shaped | other) if (conv | other).any() else shares
     by_buffer = dict(zip(_keys(buffers, "logical_buffer"), growing, strict=True))
     hosts = allocations["host"].astype(object).to_numpy()
     programs = allocations["xla_program"].astype(object).to_numpy()
@@ -302,18 +304,22 @@ def _growing(
     )
 
 
-def _conv_scratch(buffers: pd.DataFrame) -> np.ndarray:
-    """Whether each HLO buffer is a convolution's workspace: a rank-1 byte array
-    made by a cuDNN convolution's custom call (``_CONV_CALL``)."""
-    if "instruction" not in buffers or buffers.empty:
-        return np.zeros(len(buffers), dtype=bool)
+def _workspaces(buffers: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per HLO buffer: whether it is a convolution's workspace, and whether it is
+    another library call's: a rank-1 byte array a custom call makes (its result
+    tuple's last element), the convolutions' named ``_CONV_CALL``."""
+    none = np.zeros(len(buffers), dtype=bool)
+    if buffers.empty or not {"instruction", "opcode", "dtype", "shape"} <= set(buffers):
+        return none, none
     calls = buffers["instruction"].astype(object).fillna("").astype(str)
-    made = calls.str.fullmatch(_CONV_CALL).to_numpy(dtype=bool)
+    conv = calls.str.fullmatch(_CONV_CALL).to_numpy(dtype=bool)
+    made = conv | (buffers["opcode"].astype(object) == "custom-call").to_numpy(dtype=bool)
     if not made.any():
-        return made
+        return none, none
     bytes_ = buffers["dtype"].astype(object).isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
     rank1 = buffers["shape"].astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool)
-    return made & bytes_ & rank1
+    scratch = made & bytes_ & rank1
+    return scratch & conv, scratch & ~conv
 
 
 def _growing_shares(
