@@ -83,3 +83,13 @@ def test_another_calls_workspace_is_kept_at_the_point_and_grows_in_the_other_rea
     sizing, size = _slab("cublas-gemm.1")
     assert sizing.fixed[0] == 4096.0 and sizing.per_example[0] * 32 == 8192.0
     assert sizing.alt_fixed[0] == 0.0 and sizing.alt_per_example[0] * 32 == size
+
+
+def test_workspaces_are_no_batch_evidence() -> None:
+    from traceparse.analysis.predict.xla import xla_evidence
+
+    buffers = traceparse.load(FIXTURES / "jax08_gemm").xla_buffers
+    shapes, _, _, _ = xla_evidence(buffers, buffers.iloc[0:0].assign(updated=False))
+    _, other = _workspaces(buffers)
+    assert len(shapes) == len(buffers) - int(other.sum())
+    assert "[4194304]" not in {str(s) for s in shapes}

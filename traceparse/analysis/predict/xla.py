@@ -85,11 +85,15 @@ def xla_evidence(
     """Shapes, who made them, bytes, and the names to classify them by (the TF op of
     an HLO buffer; a parameter the program does not update is the step's input) of
     the programs' buffers and inputs, for finding the batch; an instruction is
-    named by its function, whatever shape it was compiled for."""
+    named by its function, whatever shape it was compiled for. Library calls'
+    workspaces (``_workspaces``) are left out: they are no tensors."""
     shapes: list[object] = []
     ops: list[object] = []
     sizes: list[float] = []
     names: list[object] = []
+    conv, other = _workspaces(buffers)
+    if (conv | other).any():  # a library's workspace is led by its bytes, not a batch
+        buffers = buffers[~(conv | other)]
     if len(buffers):
         shapes += list(buffers["shape"].astype(object))
         made = [
