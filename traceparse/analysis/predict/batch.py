@@ -92,7 +92,8 @@ UNCERTAIN = frozenset(
 # last node fused, ``conv2d_1/Relu``); a matrix multiplication's.
 _CONV = re.compile(r"Conv[23]D|DepthwiseConv|FusedConv|conv", re.IGNORECASE)
 _BLAS = re.compile(r"MatMul|Einsum|Gemm|BlasLt")
-_SCRATCH_DTYPES = frozenset({"uint8", "int8"})
+# The dtypes of a scratch buffer: bytes (also read by ``predict.xla``).
+SCRATCH_DTYPES = frozenset({"uint8", "int8"})
 # cuDNN's recurrent kernels, forward and backward (tensorflow/core/kernels/cudnn_rnn_ops.cc),
 # not its weight conversions (``CudnnRNNCanonicalToParams``: the weights, one flat buffer).
 _RNN = re.compile(r"CudnnRNN(Backprop)?(V[23])?")
@@ -825,7 +826,7 @@ def scratch_kinds(allocations: pd.DataFrame) -> np.ndarray:
         lambda shape: shape.astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool),
     )
     scratch = by_value(
-        allocations["dtype"], lambda dtype: dtype.isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+        allocations["dtype"], lambda dtype: dtype.isin(SCRATCH_DTYPES).to_numpy(dtype=bool)
     )
     # A recurrent kernel's reserve space has the layer's dtype, not bytes.
     rnn = np.zeros(n, dtype=bool)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from traceparse.analysis.predict.batch import (
     HLO,
+    SCRATCH_DTYPES,
     Sizing,
     _per_example,
     dims,
@@ -52,7 +53,6 @@ _MODULE_ID = re.compile(r"\(\d+\)$")
 # is the workspace of the algorithm the autotuner picked for these shapes
 # (GpuConvAlgorithmPicker), the same cuDNN workspaces TensorFlow's kernels ask for.
 _CONV_CALL = re.compile(r"cudnn-conv(-bw-input|-bw-filter|-bias-activation)?(\.\d+)?")
-_SCRATCH_DTYPES = ("uint8", "int8")
 
 # (host, program, allocation index) -> (the allocation's size, [(logical buffer,
 # first, last schedule position, bytes)])
@@ -320,7 +320,7 @@ def _workspaces(buffers: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     made = conv | (buffers["opcode"].astype(object) == "custom-call").to_numpy(dtype=bool)
     if not made.any():
         return none, none
-    bytes_ = buffers["dtype"].astype(object).isin(_SCRATCH_DTYPES).to_numpy(dtype=bool)
+    bytes_ = buffers["dtype"].astype(object).isin(SCRATCH_DTYPES).to_numpy(dtype=bool)
     rank1 = buffers["shape"].astype(str).str.fullmatch(r"\[\d+\]").to_numpy(dtype=bool)
     scratch = made & bytes_ & rank1
     return scratch & conv, scratch & ~conv
