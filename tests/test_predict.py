@@ -27,10 +27,9 @@ from traceparse.analysis.predict.batch import (
     UNSHAPED_MATCH,
     WEIGHT_SHAPE,
     dims,
-    find_batch,
     sizing,
-    stacked,
 )
+from traceparse.analysis.predict.evidence import find_batch, stacked
 from traceparse.analysis.predict.replay import chunks
 from traceparse.core.profile import predictor_of
 from traceparse.errors import UsageError
@@ -590,8 +589,6 @@ def test_the_leak_capture_is_refused_not_assumed() -> None:
 
 
 def test_weak_batch_evidence_says_which_pass_each_dimension_leads() -> None:
-    from traceparse.analysis.predict.batch import find_batch
-
     # A recurrent layer's input [B,T,F] beside its time-major copy [T,B,F] (a
     # transposed pair, evidence for neither) and a gradient led by B alone (no
     # bytes given: the elements stand for them).

@@ -17,7 +17,8 @@ from helpers.predictors import fixture_predictor
 
 from traceparse.analysis.liveness import requested_or_held
 from traceparse.analysis.naming import place
-from traceparse.analysis.predict.batch import (
+from traceparse.analysis.predict.batch import dims, first_ids
+from traceparse.analysis.predict.evidence import (
     _GRADIENT_OPS,
     _INPUT_OPS,
     _LOSS_OPS,
@@ -29,10 +30,8 @@ from traceparse.analysis.predict.batch import (
     _twins,
     _unflattened,
     batch_twins,
-    dims,
     evidence_twins,
     find_batch,
-    first_ids,
     read_batch,
     stacked,
 )
@@ -129,7 +128,7 @@ def reference_scores(shapes, weights, sizes, names):  # type: ignore[no-untyped-
 def reference_find_batch(shapes, ops, weights, sizes=None, names=None) -> BatchReading:  # type: ignore[no-untyped-def]
     """``find_batch``'s decision over ``reference_scores`` (the decision is unchanged;
     only its inputs are compared): the candidates and the batch with its evidence."""
-    from traceparse.analysis.predict import batch as module
+    from traceparse.analysis.predict import evidence as module
 
     original = module._scores, module._leads
     scores = reference_scores(
@@ -174,7 +173,7 @@ def test_every_fixture_constructs_as_allocation_by_allocation(name: str) -> None
     base, a = predictor.base, predictor.base.allocations
     shapes, ops, sizes, names = reference_evidence(base)
     evidence = _evidence(base)
-    from traceparse.analysis.predict import batch as module
+    from traceparse.analysis.predict import evidence as module
 
     want = reference_scores(shapes, predictor.weights, sizes, names)
     assert _scores_of(module._scores(evidence, predictor.weights)) == _scores_of(want)

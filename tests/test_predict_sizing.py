@@ -30,12 +30,12 @@ from traceparse.analysis.predict.batch import (
     _filters,
     _per_example,
     dims,
-    evidence_twins,
     grows,
     scratch_kinds,
     sizing,
     whole_examples,
 )
+from traceparse.analysis.predict.evidence import evidence_twins
 from traceparse.analysis.predict.predictor import _evidence
 from traceparse.analysis.predict.workspace import feature_maps, winograd_fixed
 from traceparse.analysis.predict.xla import input_example_bytes

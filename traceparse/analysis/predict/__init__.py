@@ -6,8 +6,9 @@ gives a ``Predictor`` (``make_predictor`` on the source's ``Capture``); its ``at
 / ``report_curves`` the largest batch that fits and the peak over many. The
 modules, in the order a prediction uses them:
 
-- ``batch``: which requests grow with the batch, and the batch the capture was
-  made at; ``workspace``: a convolution workspace's fixed part; ``xla``: a
+- ``evidence``: the batch the capture was made at, weighed off its tensors;
+  ``batch``: which requests grow with the batch; ``workspace``: a convolution
+  workspace's fixed part; ``xla``: a
   compiled program's slab sized from its HLO buffers; ``fit``: two captures,
   each request fitted in the batch (the sizing);
 - ``bfc``: the model of TensorFlow's BFC allocator; ``simulate``: a capture's

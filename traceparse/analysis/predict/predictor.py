@@ -40,17 +40,13 @@ from traceparse.analysis.naming import (
 )
 from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer
 from traceparse.analysis.peak import in_use
-from traceparse.analysis.predict.batch import (
-    HLO,
-    UNCERTAIN,
+from traceparse.analysis.predict.batch import HLO, UNCERTAIN, Sizing, dims, sizing
+from traceparse.analysis.predict.evidence import (
     BatchReading,
     Evidence,
-    Sizing,
-    dims,
     evidence_twins,
     flattens,
     read_batch,
-    sizing,
 )
 from traceparse.analysis.predict.fit import fit_two
 from traceparse.analysis.predict.loops import LoopTemps, loop_temps
