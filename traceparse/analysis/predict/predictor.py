@@ -993,7 +993,8 @@ class Predictor:
         or those ``read_before`` off their gradients), the rest
         (``other_held_bytes``), and the evidence that the
         process built other models first (``earlier_layer``, ``earlier_layers``:
-        ``earlier_builds``). Read once per key."""
+        ``earlier_builds``); ``dropped_held_bytes``, what a fresh process leaves
+        out of it, is 0 here (``WhatIf`` asks it). Read once per key."""
         if key in self._held:
             return self._held[key]
         held = self._before(key)
@@ -1006,6 +1007,8 @@ class Predictor:
             "other_held_bytes": int(held - min(own, held)),
             "earlier_layer": early[0] if early else None,
             "earlier_layers": early[1] if early else None,
+            # What a fresh process would leave out of it: only a what-if asks that.
+            "dropped_held_bytes": 0,
         }
         return self._held[key]
 
