@@ -33,6 +33,29 @@ THREADS = ("one", "default")
 STEPS = 3
 
 
+Data = Callable[[Any, int], tuple[Any, Any]]
+
+
+def _random_examples(seed: int, shape: tuple[int, ...], classes: int) -> Data:
+    """``data(np, n)``: n uniform float32 examples of ``shape`` and their labels."""
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(seed)
+        return rng.random((n, *shape), dtype=np.float32), rng.integers(0, classes, n)
+
+    return data
+
+
+def _random_tokens(seed: int, vocabulary: int, length: int, classes: int) -> Data:
+    """``data(np, n)``: n int32 token sequences of ``length`` and their labels."""
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(seed)
+        return rng.integers(0, vocabulary, (n, length)).astype("int32"), rng.integers(0, classes, n)
+
+    return data
+
+
 def _functional_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
     inp = keras.Input((40, 40, 3), name="image")
     x = keras.layers.Conv2D(24, 3, padding="same", activation="relu", name="stem")(inp)
@@ -44,9 +67,7 @@ def _functional_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, An
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
     out = keras.layers.Dense(6, name="logits")(x)
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(1)
-        return rng.random((n, 40, 40, 3), dtype=np.float32), rng.integers(0, 6, n)
+    data = _random_examples(1, (40, 40, 3), 6)
 
     return keras.Model(inp, out, name="branchy"), data
 
@@ -62,9 +83,7 @@ def _embed_lstm(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]
         name="reader",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(2)
-        return rng.integers(0, 6000, (n, 50)).astype("int32"), rng.integers(0, 3, n)
+    data = _random_tokens(2, 6000, 50, 3)
 
     return model, data
 
@@ -76,9 +95,7 @@ def _mlp_jit(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
     x = keras.layers.Dense(256, activation="relu", name="down")(x)
     out = keras.layers.Dense(20, name="logits")(x)
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(3)
-        return rng.random((n, 256), dtype=np.float32), rng.integers(0, 20, n)
+    data = _random_examples(3, (256,), 20)
 
     return keras.Model(inp, out, name="jitted"), data
 
@@ -104,9 +121,7 @@ def _stacked_gru(
         name=name,
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(seed)
-        return rng.random((n, steps, features), dtype=np.float32), rng.integers(0, classes, n)
+    data = _random_examples(seed, (steps, features), classes)
 
     return model, data
 
@@ -147,9 +162,7 @@ def _dev_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
         name="plain",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(5)
-        return rng.random((n, 36, 36, 3), dtype=np.float32), rng.integers(0, 5, n)
+    data = _random_examples(5, (36, 36, 3), 5)
 
     return model, data
 
@@ -169,9 +182,7 @@ def _dev_resnet(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]
     x = layers.Flatten(name="flat")(x)
     out = layers.Dense(7, name="logits")(x)
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(6)
-        return rng.random((n, 32, 32, 3), dtype=np.float32), rng.integers(0, 7, n)
+    data = _random_examples(6, (32, 32, 3), 7)
 
     return keras.Model(inp, out, name="residual"), data
 
@@ -192,9 +203,7 @@ def _attention_text(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, An
     x = layers.GlobalAveragePooling1D(name="pool")(x)
     out = layers.Dense(4, name="logits")(x)
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(8)
-        return rng.integers(0, 4000, (n, 64)).astype("int32"), rng.integers(0, 4, n)
+    data = _random_tokens(8, 4000, 64, 4)
 
     return keras.Model(inp, out, name="attention"), data
 
@@ -220,9 +229,7 @@ def _separable_cnn(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any
         name="separable",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(9)
-        return rng.random((n, 48, 48, 3), dtype=np.float32), rng.integers(0, 10, n)
+    data = _random_examples(9, (48, 48, 3), 10)
 
     return model, data
 
@@ -242,9 +249,7 @@ def _conv1d_signal(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any
         name="signal",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(10)
-        return rng.random((n, 2048, 2), dtype=np.float32), rng.integers(0, 5, n)
+    data = _random_examples(10, (2048, 2), 5)
 
     return model, data
 
@@ -266,9 +271,7 @@ def _wide_mlp(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
         name="wide",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(11)
-        return rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)
+    data = _random_examples(11, (784,), 10)
 
     return model, data
 
@@ -286,9 +289,7 @@ def _bidir_lstm(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]
         name="bidir",
     )
 
-    def data(np: Any, n: int) -> tuple[Any, Any]:
-        rng = np.random.default_rng(12)
-        return rng.integers(0, 3000, (n, 50)).astype("int32"), rng.integers(0, 3, n)
+    data = _random_tokens(12, 3000, 50, 3)
 
     return model, data
 

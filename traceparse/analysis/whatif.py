@@ -983,7 +983,7 @@ class WhatIf(Predictor):
     def _extra(self, key: Key, which: int) -> float:
         return self.resized.extra.get(key, [0.0, 0.0, 0.0])[which]
 
-    def _dropped(self, key: Key) -> float:
+    def dropped_held(self, key: Key) -> float:
         """Bytes held before the capture that a fresh process does not hold
         (``fresh_process``), where one is asked."""
         return (
@@ -991,11 +991,6 @@ class WhatIf(Predictor):
             if self.change.fresh and key in self.facts.earlier
             else 0.0
         )
-
-    def held_columns(self, key: Key) -> dict[str, Any]:
-        """``Predictor.held_columns`` and ``dropped_held_bytes``: what of it the change
-        leaves out (a fresh process's)."""
-        return {**super().held_columns(key), "dropped_held_bytes": int(self._dropped(key))}
 
     def change_columns(self) -> dict[str, str | None]:
         return {
@@ -1051,7 +1046,7 @@ class WhatIf(Predictor):
         # The base's parts put the whole counter's rest among the bytes held before
         # the capture; what a fresh process does not hold (``fresh_process``) comes
         # off them there, the other changes' bytes are a row of their own.
-        extra = round(self._extra(key, 0) + self._dropped(key))
+        extra = round(self._extra(key, 0) + self.dropped_held(key))
         if not extra or parts.empty:
             return parts
         rest = parts["layer"] == BEFORE_CAPTURE

@@ -94,18 +94,19 @@ def held_line(row: pd.Series) -> str | None:
     text = (
         f"Held when the capture started{kept}: {format_bytes(held)}; {mine} {format_bytes(other)} "
     )
-    if earlier and isinstance(layer, str) and dropped:
-        return text + (
-            f"is earlier work in this process: Keras had built {earlier} layers of its kind "
-            f"before this model's {layer}, so other models were made first. In a fresh "
-            f"process (asked) they are not: the prediction leaves out {format_bytes(dropped)}."
-        )
     if earlier and isinstance(layer, str):
-        return text + (
+        text += (
             f"is earlier work in this process: Keras had built {earlier} layers of its kind "
-            f"before this model's {layer}, so other models were made first, and what "
-            "they still hold stays held. A fresh process would not hold it; another run "
-            "in this one may hold more or less."
+            f"before this model's {layer}, so other models were made first"
+        )
+        if dropped:
+            return text + (
+                f". In a fresh process (asked) they are not: the prediction leaves out "
+                f"{format_bytes(dropped)}."
+            )
+        return text + (
+            ", and what they still hold stays held. A fresh process would not hold it; "
+            "another run in this one may hold more or less."
         )
     return text + (
         "was made before the step (earlier work in this process, or data or variables the "

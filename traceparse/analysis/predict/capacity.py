@@ -386,9 +386,7 @@ def report_curves(
             "curve": pd.DataFrame(rows, columns=list(CURVE_COLUMNS)),
             # What was held when the capture started, kept at every size: the
             # model's variables in it and the evidence of earlier models.
-            "held": {
-                k: v for k, v in predictor.held_columns(key).items() if k != "dropped_held_bytes"
-            },
+            "held": dict(predictor.held_columns(key)),
         }
         if missing or not searched:
             entry["left_out"] = {

@@ -267,6 +267,11 @@ class _Score:
     def activations(self) -> float:
         return self.forward + self.backward
 
+    @property
+    def seen(self) -> float:
+        """Bytes of every tensor it leads but inputs and labels."""
+        return self.activations + self.neutral
+
 
 def _swapped(found: tuple[int, ...], recorded: set[tuple[int, ...]]) -> bool:
     """Whether ``found``'s first two dimensions are recorded the other way round: a
@@ -353,8 +358,7 @@ def _one_sided(scores: dict[int, _Score], most: int = 3) -> str:
     leading dimensions with the most bytes in one pass only, or in transposed
     pairs (``_swapped``), largest first; empty where there are none."""
     seen = sorted(
-        ((d, s) for d, s in scores.items() if s.activations + s.neutral > 0),
-        key=lambda x: (-(x[1].activations + x[1].neutral), x[0]),
+        ((d, s) for d, s in scores.items() if s.seen > 0), key=lambda x: (-x[1].seen, x[0])
     )[:most]
     if not seen:
         return ""
@@ -371,7 +375,7 @@ def _one_sided(scores: dict[int, _Score], most: int = 3) -> str:
         ]
         return " and ".join(parts)
 
-    leads = "; ".join(f"{d} leads {_mib(s.activations + s.neutral)} of {where(s)}" for d, s in seen)
+    leads = "; ".join(f"{d} leads {_mib(s.seen)} of {where(s)}" for d, s in seen)
     return f" (seen: {leads})"
 
 

@@ -515,6 +515,7 @@ class Predictor:
                     -(-POOLED_BELOW // self.share) if key[1] == POOLED_ALLOCATOR else None
                 ),
                 **self.held_columns(key),
+                "dropped_held_bytes": round(self.dropped_held(key)),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
             row |= self.change_columns()
@@ -993,8 +994,7 @@ class Predictor:
         or those ``read_before`` off their gradients), the rest
         (``other_held_bytes``), and the evidence that the
         process built other models first (``earlier_layer``, ``earlier_layers``:
-        ``earlier_builds``); ``dropped_held_bytes``, what a fresh process leaves
-        out of it, is 0 here (``WhatIf`` asks it). Read once per key."""
+        ``earlier_builds``). Read once per key."""
         if key in self._held:
             return self._held[key]
         held = self._before(key)
@@ -1007,10 +1007,13 @@ class Predictor:
             "other_held_bytes": int(held - min(own, held)),
             "earlier_layer": early[0] if early else None,
             "earlier_layers": early[1] if early else None,
-            # What a fresh process would leave out of it: only a what-if asks that.
-            "dropped_held_bytes": 0,
         }
         return self._held[key]
+
+    def dropped_held(self, key: tuple[object, object]) -> float:
+        """Bytes of what ``key`` held when the capture started that the prediction
+        leaves out: none here (a what-if's fresh process leaves some out)."""
+        return 0.0
 
     def _before(self, key: tuple[object, object]) -> int:
         """Bytes the allocator held when the capture started (its reservation aside)."""
