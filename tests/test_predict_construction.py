@@ -3,11 +3,13 @@ code it replaced, kept here as the reference: the captured batch's evidence
 (``_evidence``, ``find_batch``'s scores and leads, per allocation before),
 the settled chunks (``match_keys``' object columns before), the roles and
 layers (``naming.place`` on every allocation before), and the low bound's hot
-paths (``ReferencePredictor``: ops and steps as objects per allocation and per
+paths (``ReferenceLowBound``: ops and steps as objects per allocation and per
 event before). Equal exactly, on every fixture with memory events, on shuffled
 and repeated rows and on random rows."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pandas as pd
@@ -15,7 +17,7 @@ import pytest
 from conftest import FIXTURES, memory_fixtures
 from helpers.predictors import fixture_predictor
 
-from traceparse.analysis.liveness import requested_or_held
+from traceparse.analysis.liveness import STILL_LIVE, requested_or_held
 from traceparse.analysis.naming import place
 from traceparse.analysis.predict.batch import dims, first_ids
 from traceparse.analysis.predict.evidence import (
@@ -36,17 +38,10 @@ from traceparse.analysis.predict.evidence import (
     stacked,
 )
 from traceparse.analysis.predict.fit import match_keys
+from traceparse.analysis.predict.low import _MOMENTS, _NEVER, LowBound
 from traceparse.analysis.predict.parts import _shared, roles_of
-from traceparse.analysis.predict.predictor import (
-    _MOMENTS,
-    _NEVER,
-    STILL_LIVE,
-    Predictor,
-    Replayed,
-    _evidence,
-    live_at,
-)
-from traceparse.analysis.predict.replay import settled_chunks, settled_of
+from traceparse.analysis.predict.predictor import _evidence
+from traceparse.analysis.predict.replay import Replayed, live_at, settled_chunks, settled_of
 from traceparse.analysis.predict.xla import xla_evidence
 
 
@@ -310,18 +305,18 @@ def test_first_ids_number_combinations_by_first_appearance() -> None:
 
 
 # --- the bounds' hot paths as they stood before this round (issue 49) -----------------
-class ReferencePredictor(Predictor):
-    """A Predictor whose low bound's moments, ops and steps are read as before this
-    round: object names per allocation and per event."""
+class ReferenceLowBound(LowBound):
+    """A LowBound whose moments, ops and steps are read as before this round: object
+    names per allocation and per event."""
 
-    def __init__(self, other: Predictor) -> None:  # the same state, fresh caches
+    def __init__(self, other: LowBound) -> None:  # the same state, fresh caches
         self.__dict__.update(other.__dict__)
         self._ref_programs: dict = {}
         self._ref_op_runs: dict = {}
         self._ref_skippable: dict = {}
-        self._floors, self._loops, self._sized = {}, {}, {}
+        self._floors = {}
 
-    def _program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
+    def program_steps(self, key: tuple[object, object]) -> np.ndarray | None:
         """The steps that ran the step function (step numbers), or None where every
         step counts (no op allocates in more than one step).
 
@@ -334,8 +329,8 @@ class ReferencePredictor(Predictor):
         ``prefetch(AUTOTUNE)``, keras/src/engine/data_adapter.py) and records it
         under that batch's step number; or the edge of the capture. Its few
         allocations are no peak of the program's step."""
-        a = self.base.allocations
-        mine = self._mine(key) & a["step"].notna().to_numpy(dtype=bool)
+        a = self.allocations
+        mine = self.mine(key) & a["step"].notna().to_numpy(dtype=bool)
         frame = pd.DataFrame(
             {
                 "op": a["op"].astype(object).to_numpy()[mine],
@@ -354,14 +349,14 @@ class ReferencePredictor(Predictor):
         largest = recurring["total"].idxmax()
         return frame.loc[frame["op"] == largest, "step"].unique()
 
-    def _lowest_program_step(
+    def lowest_program_step(
         self, key: tuple[object, object], low: Replayed, steps: np.ndarray
     ) -> tuple[int, int]:
         """(timeline row, bytes) of the peak of the program's step that peaks lowest
         (``Replayed.lowest_step_peak`` over the steps that ran the step function,
-        ``_program_steps``); the rows of other steps take no part."""
+        ``program_steps``); the rows of other steps take no part."""
         if key not in self._ref_programs:
-            self._ref_programs[key] = self._program_steps(key)
+            self._ref_programs[key] = self.program_steps(key)
         program = self._ref_programs[key]
         if program is None:
             return low.lowest_step_peak(key, steps)
@@ -375,7 +370,7 @@ class ReferencePredictor(Predictor):
         """Per timeline row of ``key``: the row of the first allocation after it by
         an op other than the row's (a very large number where none)."""
         if key not in self._ref_op_runs:
-            timeline = self.base.timeline
+            timeline = self.timeline
             events = self.rows[key]
             allocs = events[timeline["kind"].astype(object).to_numpy()[events] == "allocation"]
             ops = timeline["op"].astype(object).to_numpy()[allocs]
@@ -391,12 +386,12 @@ class ReferencePredictor(Predictor):
         at = np.searchsorted(allocs, rows, side="right")  # the first allocation after
         has = at < len(allocs)
         first = np.minimum(at, len(allocs) - 1)
-        row_ops = self.base.timeline["op"].astype(object).to_numpy()[rows]
+        row_ops = self.timeline["op"].astype(object).to_numpy()[rows]
         same = ops[first] == row_ops
         out[has] = np.where(same, firsts[run[first] + 1], allocs[first])[has]
         return out
 
-    def _could_skip(self, key: tuple[object, object]) -> np.ndarray:
+    def could_skip(self, key: tuple[object, object]) -> np.ndarray:
         """Per allocation: whether another run of its op could do without it.
 
         A workspace (``scratch:`` basis): cuDNN's autotuner may pick an algorithm
@@ -412,8 +407,8 @@ class ReferencePredictor(Predictor):
         allocate. Of ``key``'s allocations; False elsewhere."""
         if key in self._ref_skippable:
             return self._ref_skippable[key]
-        a, ends = self.base.allocations, self.base.ends
-        mine = self._mine(key)
+        a, ends = self.allocations, self.ends
+        mine = self.mine(key)
         out = mine & np.char.startswith(self.sizing.basis.astype(str), "scratch")
         index = np.flatnonzero(mine)
         if len(index):
@@ -425,7 +420,7 @@ class ReferencePredictor(Predictor):
             freed = end != STILL_LIVE
             # (request, end) of the freed ones, sorted; each output's window searched.
             _, rank = np.unique(size, return_inverse=True)
-            span = np.int64(len(self.base.timeline) + 2)
+            span = np.int64(len(self.timeline) + 2)
             keyed = np.sort(rank[freed] * span + end[freed])
             low = rank * span + start[index]
             high = rank * span + np.minimum(next_op, span - 1)
@@ -435,7 +430,7 @@ class ReferencePredictor(Predictor):
         self._ref_skippable[key] = out
         return out
 
-    def _one_left_out(
+    def one_left_out(
         self,
         key: tuple[object, object],
         low: Replayed,
@@ -456,7 +451,7 @@ class ReferencePredictor(Predictor):
         input's other consumers ran; and its workspace is whatever the algorithm
         cuDNN's autotuner picked needs (none for some). Both concern what the op
         running at that moment allocates, and only where it could happen
-        (``_could_skip``: an output of the size of an input freed as the op
+        (``could_skip``: an output of the size of an input freed as the op
         ends, or a workspace). And the executor frees a tensor when
         its last consumer finishes (the reference count drops,
         tensorflow/core/common_runtime/executor.cc), so a free recorded just after
@@ -469,12 +464,12 @@ class ReferencePredictor(Predictor):
         large buffer may be live that a nearby moment lacks). Moments are tried
         from the highest down, at most ``_MOMENTS``, and stop where none can do
         better."""
-        a, ends = self.base.allocations, self.base.ends
-        mine = self._mine(key) & grows
+        a, ends = self.allocations, self.ends
+        mine = self.mine(key) & grows
         rows, values = low.events[key], low.bytes[key]
-        timeline_ops = self.base.timeline["op"].astype(object).to_numpy()
+        timeline_ops = self.timeline["op"].astype(object).to_numpy()
         made_by = a["op"].astype(object).to_numpy()
-        forwardable = self._could_skip(key)
+        forwardable = self.could_skip(key)
         nothing = np.zeros(len(a), dtype=bool)
 
         def spared(row: int) -> float:
@@ -504,12 +499,15 @@ class ReferencePredictor(Predictor):
 @pytest.mark.parametrize("name", memory_fixtures())
 def test_every_fixture_bounds_as_before(name: str) -> None:
     _, predictor = fixture_predictor(FIXTURES / name)
-    reference = ReferencePredictor(predictor)
+    reference = copy.copy(predictor)  # the same state, fresh caches
+    reference.low_bound = ReferenceLowBound(predictor.low_bound)
+    reference._loops, reference._sized = {}, {}
     for batch in sorted({predictor.batch, max(1, predictor.batch // 2), 2 * predictor.batch}):
         assert predictor.extremes(batch) == reference.extremes(batch), batch
+    ours, theirs = predictor.low_bound, reference.low_bound
     for key in predictor.rows:
-        assert np.array_equal(predictor._could_skip(key), reference._could_skip(key))
-        program, want = predictor._program_steps(key), reference._program_steps(key)
+        assert np.array_equal(ours.could_skip(key), theirs.could_skip(key))
+        program, want = ours.program_steps(key), theirs.program_steps(key)
         assert (program is None and want is None) or np.array_equal(program, want)
 
 

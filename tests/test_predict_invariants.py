@@ -7,7 +7,7 @@ several batch sizes (a quarter of the captured batch to four times it):
   starts plus the allocations live through that whole step whose size does not
   depend on the batch (variables, optimizer slots), each at its request rounded
   to the allocator's 256-byte granule. The reference below finds them step by step,
-  independently of ``Predictor.floor``;
+  independently of ``LowBound.floor``;
 - at the captured batch the prediction is the capture: its peak is the captured
   peak.
 """
@@ -78,7 +78,7 @@ def test_bounds_hold_their_invariants(name: str) -> None:
             where = f"{name} {key} at {target} (captured at {batch})"
             low, point, high = row.low_bytes, row.predicted_peak_bytes, row.high_bytes
             assert low <= point <= high, where
-            assert predictor.floor(key) == floors[key], where
+            assert predictor.low_bound.floor(key) == floors[key], where
             assert low >= floors[key], where
             if target == batch:
                 assert point == row.captured_peak_bytes, where

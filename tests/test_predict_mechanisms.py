@@ -146,7 +146,7 @@ def test_a_multiple_of_the_batch_is_flattened_only_when_its_elements_per_example
 
 
 def reference_could_skip(pr: Any, key: tuple) -> np.ndarray:
-    """``Predictor._could_skip`` one allocation at a time: a workspace, or an output
+    """``LowBound.could_skip`` one allocation at a time: a workspace, or an output
     with an input of the same request freed from its allocation until the next
     allocation by another op."""
     prof_t, a, ends = pr.base.timeline, pr.base.allocations, pr.base.ends
@@ -199,7 +199,7 @@ def test_the_low_bound_leaves_out_what_another_run_could_spare(name: str, target
         mine = pr._mine(key) & grows
         events = [int(r) for r in pr.rows[key]]
         skip = reference_could_skip(pr, key)
-        assert np.array_equal(skip, pr._could_skip(key)), key
+        assert np.array_equal(skip, pr.low_bound.could_skip(key)), key
         each = []
         for r, v in zip(events, low.bytes[key], strict=True):
             later = [e for e in events if e > r and kinds[e] == "allocation" and ops[e] != ops[r]]
@@ -207,7 +207,7 @@ def test_the_low_bound_leaves_out_what_another_run_could_spare(name: str, target
             spare = ((made_by == ops[r]) & skip) | ((ends != -1) & (ends < next_op))
             each.append(float(v) - max(sizes[mine & spare & live_at(a, ends, r)], default=0.0))
         lo, _ = pr.extremes(target)[key]
-        assert lo == max(round(max(each)), pr.floor(key)), key
+        assert lo == max(round(max(each)), pr.low_bound.floor(key)), key
         event, top = low.peak(key)
         at_peak = max(sizes[mine & live_at(a, ends, event)], default=0.0)
         assert lo >= top - at_peak
@@ -238,13 +238,13 @@ def test_the_low_bound_weighs_only_the_steps_that_ran_the_step_function(
     (key,) = pr.rows
     a = prof.allocations
     steps = set(a["step"].dropna().astype(int))
-    program = set(pr._program_steps(key).astype(int))
+    program = set(pr.low_bound.program_steps(key).astype(int))
     assert program == steps - prefetch
     assert set(a.loc[a["step"].isin(list(prefetch)), "op_type"]) == {"GatherV2"}
     _, sizes, _ = pr.sizes(pr.batch)
     low = pr._replayed(sizes)
     timeline_steps = prof.timeline["step"].to_numpy(dtype=np.float64, na_value=np.nan)
-    event, value = pr._lowest_program_step(key, low, timeline_steps)
+    event, value = pr.low_bound.lowest_program_step(key, low, timeline_steps)
     assert int(timeline_steps[event]) in program
     # Over every step, a prefetch "step" peaks lowest, under the program's steps.
     every, lowest = low.lowest_step_peak(key, timeline_steps)

@@ -13,7 +13,9 @@ modules, in the order a prediction uses them:
   each request fitted in the batch (the sizing);
 - ``bfc``: the model of TensorFlow's BFC allocator; ``simulate``: a capture's
   events replayed through it; ``replay``: the captured counter replayed with
-  new chunk sizes (the bounds);
+  new chunk sizes (the bounds); ``low``: the low bound's readings of the
+  captured events (the floor, the steps that ran the program, what another run
+  could spare); ``loops``: a recurrent loop's iterations in flight;
 - ``predictor``: the ``Predictor`` that puts them together; ``parts``: what
   holds a predicted peak (``weights``: the variables held before a capture that
   names none, read off their gradients); ``capacity``: will it fit, and the curves;
