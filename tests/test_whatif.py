@@ -8,6 +8,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import FIXTURES, run_traceparse
 from helpers.public_models import ALEXNET_PARAMS, CHESS_PARAMS
@@ -243,6 +244,17 @@ def test_advise_ranks_changes_by_bytes_saved() -> None:
         assert r["low_bytes"] <= r["peak_bytes"] <= r["high_bytes"] and r["cost"]
     table = run_traceparse("advise", str(MIXED))
     assert table.returncode == 0 and "cost:" in table.stdout
+
+
+def test_advise_says_in_one_line_where_no_change_moves_the_peak() -> None:
+    # The AlexNet capture's host allocator holds 21 KiB that no change touches:
+    # one line, not a table of zeros; the device's table in readable units.
+    run = max((FIXTURES / "gpu_alexnet_v100_64").glob("plugins/profile/*"))  # 03_40_51
+    out = run_traceparse("advise", str(run)).stdout
+    device, host = out.split("gpu_host_bfc")
+    assert "none of the 8 changes moves it" in host and "cost:" not in host
+    assert "ranked by bytes saved" in device and "cost:" in device
+    assert "captured peak at batch 64: 819 MiB" in device and "0.0 MiB" not in out
 
 
 # Issue 50's goal for a what-if predicted from one capture: within 10% of the
@@ -574,3 +586,90 @@ def test_what_was_held_before_a_gpu_capture_is_named_by_the_weights_gradients() 
     # A capture whose inventory names its variables keeps that naming alone.
     inventoried = predictor_of(traceparse.load(FIXTURES / "keras_inventory"))
     assert all(inventoried.read_before(key).empty for key in inventoried.rows)
+
+
+def test_a_changes_bytes_come_off_what_was_held_before_in_their_role() -> None:
+    from traceparse.analysis.naming import BEFORE_CAPTURE, OTHER, WEIGHT
+    from traceparse.analysis.predict import BEFORE, READ_BEFORE
+    from traceparse.analysis.whatif import changed_parts
+
+    parts = pd.DataFrame(
+        {
+            "layer": ["dense", "conv", "dense", BEFORE_CAPTURE, "conv"],
+            "role": [OPTIMIZER_STATE, OPTIMIZER_STATE, WEIGHT, OTHER, ACTIVATION],
+            "basis": [READ_BEFORE, READ_BEFORE, READ_BEFORE, BEFORE, "shape: batch dimension"],
+            "bytes": [600, 300, 300, 100, 1000],
+            "captured_bytes": [600, 300, 300, 100, 1000],
+        }
+    )
+    changed = {OPTIMIZER_STATE: -600.0, OTHER: -150.0, WEIGHT: 40.0}
+    out = changed_parts(parts, changed, "what-if: test")
+    assert parts["bytes"].tolist() == [600, 300, 300, 100, 1000]  # the input is kept
+    assert int(out["bytes"].sum()) == 2300 - 600 - 150 + 40
+    # Two thirds of each slot row go; the unnamed rest takes the fresh process's
+    # 100 and the last 50 come off what is left before the capture, in proportion.
+    assert out["bytes"].tolist()[:5] == [184, 92, 274, 0, 1000]
+    assert out["captured_bytes"].tolist()[:5] == [600, 300, 300, 100, 1000]
+    added = out.iloc[5]
+    assert (added["layer"], added["role"], added["bytes"]) == ("(what-if)", WEIGHT, 40)
+    # More than was held before: what is left is a row of its own.
+    beyond = changed_parts(parts, {OPTIMIZER_STATE: -2000.0}, "what-if: test")
+    assert beyond["bytes"].tolist() == [0, 0, 0, 0, 1000, -700]
+
+
+@pytest.mark.parametrize("name", ["whatif_cnn_base", "predict_mixed_16"])
+def test_a_lighter_optimizer_removes_the_slots_held_before_the_capture(name: str) -> None:
+    # Adam's slots are built before the first step and read off the weights'
+    # gradients; SGD has none: those rows go to nothing, no role goes negative and
+    # the unnamed bytes from before the capture do not grow.
+    base = predictor_of(traceparse.load(FIXTURES / name))
+    sgd = what_if(base, Change(optimizer="sgd"))
+    before = base.breakdown(base.batch)
+    parts = sgd.breakdown(base.batch)
+    table = sgd.at(base.batch)
+    for row in table.itertuples(index=False):
+        mine = parts[(parts["host"] == row.host) & (parts["allocator"] == row.allocator)]
+        assert int(mine["bytes"].sum()) == row.predicted_peak_bytes
+        assert (mine.groupby("role")["bytes"].sum() >= 0).all()
+        slots = mine[(mine["role"] == OPTIMIZER_STATE) & mine["basis"].str.startswith("before")]
+        assert slots["captured_bytes"].sum() > 0 and slots["bytes"].sum() == 0
+        rest = mine["layer"] == "(before the capture, not named)"
+        was = before[(before["allocator"] == row.allocator)]
+        assert (
+            mine.loc[rest, "bytes"].sum()
+            <= was.loc[was["layer"] == "(before the capture, not named)", "bytes"].sum()
+        )
+
+
+def test_a_recomputed_layers_tensors_at_the_peak_are_the_changes_activations() -> None:
+    # Remat of every layer puts the attention model's peak where recomputed
+    # tensors are live again: they are a what-if row of activations, and the
+    # bytes from before the capture stay as the capture held them.
+    base = predictor_of(traceparse.load(FIXTURES / "whatif_attention_base"))
+    remat = what_if(base, Change(remat=("all",)))
+    parts = remat.breakdown(base.batch)
+    again = parts[parts["layer"] == "(what-if)"]
+    assert set(again["role"]) == {ACTIVATION} and again["bytes"].sum() > 0
+    rest = parts[parts["layer"] == "(before the capture, not named)"]
+    assert (rest["bytes"] == rest["captured_bytes"]).all()
+    (row,) = remat.at(base.batch).itertuples(index=False)
+    assert int(parts["bytes"].sum()) == row.predicted_peak_bytes
+
+
+@pytest.mark.parametrize("name", ["layers_cnn_xla", "sources_jit"])
+def test_a_compiled_programs_buffers_are_resized_in_the_parts(name: str) -> None:
+    # The slab's total is resized through its HLO buffers (``slab_factors``); its
+    # parts name the same buffers at the same sizes, so its slack is what it was,
+    # not what the resized total left over (it was -141 MiB at ``layers_cnn_xla``).
+    from traceparse.analysis.naming import XLA_SLAB
+
+    base = predictor_of(traceparse.load(FIXTURES / name))
+    mixed = what_if(base, Change(precision="mixed_float16"))
+    parts = mixed.breakdown(base.batch)
+    (row,) = mixed.at(base.batch).itertuples(index=False)
+    assert int(parts["bytes"].sum()) == row.predicted_peak_bytes
+    assert (parts.groupby("role")["bytes"].sum() >= 0).all()
+    slack = parts[parts["layer"] == XLA_SLAB]
+    assert (slack["bytes"] >= 0).all()
+    halved = parts[(parts["role"] == ACTIVATION) & (parts["basis"] == "HLO buffers' shapes")]
+    assert len(halved) and (2 * halved["bytes"] == halved["captured_bytes"]).all()

@@ -32,16 +32,16 @@ import pandas as pd
 from traceparse.analysis.liveness import STILL_LIVE
 from traceparse.analysis.naming import (
     ACTIVATION,
-    BEFORE_CAPTURE,
     GRADIENT,
     OPTIMIZER_SCOPES,
     OPTIMIZER_STATE,
     OPTIMIZER_UPDATE,
     OTHER,
     UNKNOWN,
+    WEIGHT,
 )
 from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer, optimizer_of_frames
-from traceparse.analysis.predict import Capture, Predictor, Replayed
+from traceparse.analysis.predict import BEFORE, READ_BEFORE, Capture, Predictor, Replayed
 from traceparse.analysis.predict.batch import CONV_WORKSPACE, by_value, dims, scratch_kinds
 from traceparse.analysis.predict.weights import GRADIENT_TAPE
 from traceparse.errors import UsageError
@@ -127,17 +127,22 @@ def parse_change(
 @dataclass
 class Resizing:
     """Per allocation: request factors (point, low, high); per allocator: bytes added
-    for the whole step (point, low, high); and what each rule assumed."""
+    for the whole step (point, low, high), and the point's of them by role (what
+    the prediction's parts name them); and what each rule assumed."""
 
     point: np.ndarray
     low: np.ndarray
     high: np.ndarray
     extra: dict[Key, list[float]] = field(default_factory=dict)
+    by_role: dict[Key, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # Bytes added only while a step's backward pass runs (the point's; the high
     # bound has them in ``extra`` for every event).
     # (first row, last row, bytes) per recomputed layer and step.
     backward: dict[Key, np.ndarray] = field(default_factory=dict)
+    # Per compiled program's slab (its allocation row): each HLO buffer's point
+    # factor (``slab_factors``), for the parts at the peak.
+    slabs: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def identity(cls, n: int) -> Resizing:
@@ -148,11 +153,13 @@ class Resizing:
         self.low[mask] *= low
         self.high[mask] *= high
 
-    def add(self, key: Key, point: float, low: float, high: float) -> None:
+    def add(self, key: Key, point: float, low: float, high: float, role: str = OTHER) -> None:
         found = self.extra.setdefault(key, [0.0, 0.0, 0.0])
         found[0] += point
         found[1] += low
         found[2] += high
+        roles = self.by_role.setdefault(key, {})
+        roles[role] = roles.get(role, 0.0) + point
 
 
 @dataclass
@@ -450,7 +457,7 @@ def optimizer_change(facts: Facts, target: str, out: Resizing) -> None:
         floor = -facts.before[k] * old_hi / (1.0 + old_hi)
         point = max(point, floor)
         ends = [max(e, floor) for e in ends]
-        out.add(k, point, min([*ends, point]), max([*ends, point]))
+        out.add(k, point, min([*ends, point]), max([*ends, point]), OPTIMIZER_STATE)
     ratio = new_temps / old_temps
     update = facts.roles == OPTIMIZER_UPDATE
     value = update_values(facts)
@@ -670,9 +677,9 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
     out.scale(wgrad, 1.0, 1.0, 1.5)
     for k in facts.keys:
         read, high = facts.params[k]
-        out.add(k, 0.5 * read, 0.0, 0.5 * high)
-        if target == "mixed_float16":
-            out.add(k, 0.25 * read, 0.0, 1.0 * high)
+        out.add(k, 0.5 * read, 0.0, 0.5 * high, WEIGHT)  # the kernels' 16-bit casts
+        if target == "mixed_float16":  # loss scaling's float32 copy of the gradients
+            out.add(k, 0.25 * read, 0.0, 1.0 * high, GRADIENT)
     out.notes.append(
         f"precision: {target}: float32 activations and gradients halved, weights stay float32 "
         "with 16-bit cast copies"
@@ -919,6 +926,8 @@ def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizi
         inner.low[update] = np.minimum(inner.low[update], 1.0)
         inner.high[update] = np.maximum(inner.high[update], 1.0)
         inner.point[update] = 1.0
+        out.slabs[row] = np.ones(len(held))
+        out.slabs[row][keep] = inner.point
         total = float(predictor.requested[row])
         rest = max(total - float(held[keep].sum()), 0.0)
         for mine, factors in (
@@ -1042,24 +1051,66 @@ class WhatIf(Predictor):
     def _parts(
         self, key: Key, event: int, peak: int, sizes: np.ndarray, batch: int
     ) -> pd.DataFrame:
-        parts = super()._parts(key, event, peak, sizes, batch)
-        # The base's parts put the whole counter's rest among the bytes held before
-        # the capture; what a fresh process does not hold (``fresh_process``) comes
-        # off them there, the other changes' bytes are a row of their own.
-        extra = round(self._extra(key, 0) + self.dropped_held(key))
-        if not extra or parts.empty:
+        """The base's parts at the counter without the change's own bytes (so what
+        was held before the capture is split as the capture held it), then those
+        bytes by role (``changed_parts``): the rules' whole-run bytes
+        (``Resizing.by_role``) and a recomputed layer's tensors live at ``event``."""
+        changed = {r: b for r, b in self.resized.by_role.get(key, {}).items() if round(b)}
+        again = self._recomputed(key, event)
+        if again:
+            changed[ACTIVATION] = changed.get(ACTIVATION, 0.0) + again
+        parts = super()._parts(key, event, peak - round(sum(changed.values())), sizes, batch)
+        if parts.empty or not changed:
             return parts
-        rest = parts["layer"] == BEFORE_CAPTURE
-        parts.loc[rest, "bytes"] = parts.loc[rest, "bytes"] - extra
-        role = OPTIMIZER_STATE if self.change.optimizer else OTHER
-        row = {
-            "layer": "(what-if)",
-            "role": role,
-            "basis": f"what-if: {self.change.label()}",
-            "bytes": extra,
-            "captured_bytes": 0,
-        }
-        return pd.concat([parts, pd.DataFrame([row])], ignore_index=True)
+        return changed_parts(parts, changed, f"what-if: {self.change.label()}")
+
+    def slab_factors(self, row: int) -> np.ndarray | None:
+        return self.resized.slabs.get(row)
+
+    def _recomputed(self, key: Key, event: int) -> float:
+        """Bytes a recomputed layer's tensors add at ``event`` (``Resizing.backward``)."""
+        added = self._added(key)
+        if isinstance(added, float):
+            return 0.0
+        at = int(np.searchsorted(self.rows[key], event))
+        return float(added[at]) - self._extra(key, 0)
+
+
+def changed_parts(parts: pd.DataFrame, changed: dict[str, float], basis: str) -> pd.DataFrame:
+    """``parts`` with a change's bytes per role: bytes it removes come off what was
+    held before the capture in that role first (the slots an optimizer built
+    before the first step; a fresh process's share of the earlier work, ``other``),
+    then off the rest of what was held before (the change's counter takes them
+    off every moment, and at this one less may be held than when the capture
+    started); each such row in proportion, as a change of optimizer removes the
+    same share of every parameter's slots. What is left, and what it adds, is a
+    row of its own (layer ``(what-if)``). The rows' bytes still sum to the peak."""
+    parts = parts.copy()
+    before = parts["basis"].isin((BEFORE, READ_BEFORE)).to_numpy(dtype=bool)
+    added = []
+    for role, delta in changed.items():
+        if delta < 0:
+            delta += _take_off(parts, before & (parts["role"] == role).to_numpy(), -delta)
+        if delta < 0:
+            delta += _take_off(parts, before, -delta)
+        if round(delta):
+            row = {"layer": "(what-if)", "role": role, "basis": basis, "bytes": round(delta)}
+            added.append(row | {"captured_bytes": 0})
+    return pd.concat([parts, pd.DataFrame(added)], ignore_index=True) if added else parts
+
+
+def _take_off(parts: pd.DataFrame, rows: np.ndarray, amount: float) -> int:
+    """Takes up to ``amount`` bytes off ``parts``' ``rows``, each in proportion to its
+    bytes, in place; returns the bytes taken."""
+    have = parts.loc[rows, "bytes"].to_numpy(dtype=np.int64)
+    total = int(have.sum())
+    taken = min(round(amount), total)
+    if taken <= 0:
+        return 0
+    kept = have - np.floor(have * (taken / total)).astype(np.int64)
+    kept[np.argmax(kept)] -= int(kept.sum()) - (total - taken)  # the rounding's bytes
+    parts.loc[rows, "bytes"] = kept
+    return taken
 
 
 def with_change(

@@ -79,12 +79,9 @@ class AdviseCommand(Command):
         return 0
 
 
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.1f} MiB"
-
-
 def _render(term: Terminal, record: WhatIfRecord) -> None:
     from traceparse.output.sentences import largest_batch_cell  # records load pandas
+    from traceparse.units import format_bytes
 
     for key in record.allocators():
         mine = [r for r in record.rows if (r.host, r.allocator) == key]
@@ -92,17 +89,30 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         term.line(title)
         term.line("=" * len(title))
         first = mine[0]
+        captured = (
+            f"captured peak at batch {first.batch_size}: {format_bytes(first.captured_peak_bytes)}"
+        )
+        if not any(r.saved_bytes for r in mine):
+            # A host allocator beside a device's: a table of zeros says nothing.
+            term.line(f"{captured}; none of the {len(mine)} changes moves it (at that batch)")
+            term.line("")
+            continue
         term.line(
-            f"captured peak at batch {first.batch_size}: {_mib(first.captured_peak_bytes)}; "
-            f"each change predicted at that batch, ranked by bytes saved at the peak"
+            f"{captured}; each change predicted at that batch, ranked by bytes saved at the peak"
         )
         term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
         for r in mine:
-            bounds = f"{_mib(r.peak_bytes)} [{_mib(r.low_bytes)}, {_mib(r.high_bytes)}]"
+            bounds = (
+                f"{format_bytes(r.peak_bytes)} "
+                f"[{format_bytes(r.low_bytes)}, {format_bytes(r.high_bytes)}]"
+            )
+            saved = format_bytes(r.saved_bytes, signed=r.saved_bytes < 0)
             largest = largest_batch_cell(r.largest_batch)
-            term.line(f"{r.change:<34} {_mib(r.saved_bytes):>11}  {bounds:<34} {largest}")
+            term.line(f"{r.change:<34} {saved:>11}  {bounds:<34} {largest}")
             term.line(f"    cost: {r.cost}")
         capacity = first.capacity_bytes
         if capacity is not None:
-            term.line(f"largest batch: the largest whose predicted peak fits {_mib(capacity)}")
+            term.line(
+                f"largest batch: the largest whose predicted peak fits {format_bytes(capacity)}"
+            )
         term.line("")

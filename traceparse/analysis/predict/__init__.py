@@ -35,6 +35,7 @@ from traceparse.analysis.predict.capacity import (
     plot_batches,
     report_curves,
 )
+from traceparse.analysis.predict.parts import BEFORE, READ_BEFORE
 from traceparse.analysis.predict.predictor import POOLED_BELOW, Capture, Predictor, make_predictor
 from traceparse.analysis.predict.replay import Replayed
 from traceparse.analysis.predict.source import (
@@ -46,8 +47,10 @@ from traceparse.analysis.predict.source import (
 )
 
 __all__ = [
+    "BEFORE",
     "MAX_BATCH",
     "POOLED_BELOW",
+    "READ_BEFORE",
     "REPLAY_PROGRESS",
     "Capture",
     "Fit",

@@ -103,11 +103,15 @@ def slab_rows(
     captured_batch: int,
     total: int,
     captured_total: int,
+    factors: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One slab's ``total`` predicted bytes: each HLO buffer live at its program's
-    peak at ``batch`` (its TF op's layer and role), and the rest as the slab's slack;
-    ``captured_*`` the same at the captured batch."""
+    peak at ``batch`` (its TF op's layer and role; times its ``factors`` where a
+    what-if resized them, ``whatif.slab_factors``), and the rest as the slab's
+    slack; ``captured_*`` the same at the captured batch."""
     held, _ = slab.at(batch)
+    if factors is not None:
+        held = held * factors
     captured, _ = slab.at(captured_batch)
     keep = (held > 0) | (captured > 0)
     found = [

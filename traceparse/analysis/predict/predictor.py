@@ -720,6 +720,11 @@ class Predictor:
             )
         return pd.concat(frames, ignore_index=True)
 
+    def slab_factors(self, row: int) -> np.ndarray | None:
+        """Per HLO buffer of the slab at allocation ``row``: what its bytes are
+        multiplied by (None: as sized; a what-if resizes them)."""
+        return None
+
     def _parts(
         self,
         key: tuple[object, object],
@@ -757,6 +762,7 @@ class Predictor:
                 self.batch,
                 round(float(sizes[i])),
                 int(self.held[i]),
+                self.slab_factors(i),
             )
             for i in rows
         ]
