@@ -5,7 +5,7 @@ inventory, and an optimizer whose update allocates nothing weight-shaped (Adam
 on a GPU is one ``ResourceApplyAdam`` kernel per variable) shows no slot either:
 what a step's backward pass computes for each variable is the one record of it.
 ``Predictor.read_before`` names what was held before the capture with these,
-and the what-ifs (``analysis/whatif.py``) count the parameters they change.
+and the what-ifs (``analysis/whatif``) count the parameters they change.
 """
 
 from __future__ import annotations
