@@ -673,3 +673,11 @@ def test_a_compiled_programs_buffers_are_resized_in_the_parts(name: str) -> None
     assert (slack["bytes"] >= 0).all()
     halved = parts[(parts["role"] == ACTIVATION) & (parts["basis"] == "HLO buffers' shapes")]
     assert len(halved) and (2 * halved["bytes"] == halved["captured_bytes"]).all()
+
+
+def test_float32_says_what_it_keeps_of_a_compiled_16_bit_program() -> None:
+    # A JAX program's bfloat16 arrays are allocations without a dtype: the change
+    # resizes the temp slab through its HLO buffers and says it keeps the rest.
+    base = predictor_of(traceparse.load(FIXTURES / "jax08_attention"))
+    (row, *_) = what_if(base, Change(precision="float32")).at(base.batch).itertuples()
+    assert "recorded without a dtype" in row.assumptions

@@ -315,6 +315,14 @@ def precision_factors(facts: Facts, target: str, out: Resizing) -> None:
                 out.notes.append(
                     "precision: the capture has no 16-bit tensors; float32 changes nothing"
                 )
+            elif (facts.dtypes == "").any():
+                # A compiled program's arrays (JAX's, a cluster's results) are
+                # allocations the capture records without a dtype.
+                out.notes.append(
+                    "precision: float32: the 16-bit tensors are a compiled program's; its "
+                    "temp slab is resized through its HLO buffers, the arrays it takes and "
+                    "returns (recorded without a dtype) are kept as captured"
+                )
             return
         casts = facts.op_types == "Cast"
         weight_cast = casts & facts.weight_shaped
