@@ -32,7 +32,9 @@ suit a rule. Two sets:
   data at every batch size. Development: a self-attention text block and a
   separable CNN; test: 1-D convolutions over a signal, a wide MLP with batch
   normalisation and dropout, a bidirectional LSTM. Captured and predicted like
-  the CPU sets above.
+  the CPU sets above. The sixth session added a development family, fixed
+  before it changed any prediction rule: a bidirectional GRU returning its
+  sequences (``bidir_gru``).
 
 Each case is predicted once from each run of its input (from two captures: run
 i of each), without ``from_batch``: the batch is read off the capture as a user's

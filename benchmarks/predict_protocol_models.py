@@ -294,6 +294,30 @@ def _bidir_lstm(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]
     return model, data
 
 
+# A development family of the sixth session (fixed 2026-12-07 before that session
+# changed any prediction rule): the batch reading of a bidirectional recurrent
+# layer, whose forward and backward loops run time-major over sequences that
+# oneDNN's pool hides at small batches.
+def _bidir_gru(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): embedded tokens through a bidirectional GRU returning
+    # sequences, max-pooled over time.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((40,), dtype="int32", name="words"),
+            layers.Embedding(2000, 48, name="vectors"),
+            layers.Bidirectional(layers.GRU(80, return_sequences=True), name="both_ways"),
+            layers.GlobalMaxPooling1D(name="over_time"),
+            layers.Dense(6, name="logits"),
+        ],
+        name="bidir_gru",
+    )
+
+    data = _random_tokens(13, 2000, 40, 6)
+
+    return model, data
+
+
 BUILDERS = {
     "functional_cnn": _functional_cnn,
     "embed_lstm": _embed_lstm,
@@ -307,11 +331,13 @@ BUILDERS = {
     "conv1d_signal": _conv1d_signal,
     "wide_mlp": _wide_mlp,
     "bidir_lstm": _bidir_lstm,
+    "bidir_gru": _bidir_gru,
 }
 # The late families (above): model -> (B, 4B), each on the data of 4B x STEPS.
 LATE_DEV_MODELS: dict[str, tuple[int, int]] = {
     "attention_text": (32, 128),
     "separable_cnn": (16, 64),
+    "bidir_gru": (32, 128),  # sixth session
 }
 LATE_TEST_MODELS: dict[str, tuple[int, int]] = {
     "conv1d_signal": (16, 64),
