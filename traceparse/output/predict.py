@@ -199,7 +199,7 @@ def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
             f"+{format_bytes(g['growth_bytes'])}"
             for g in fit.growing.head(5).to_dict("records")
         ]
-        lines.append("What grows most from the captured batch: " + ", ".join(parts) + ".")
+        lines.append("What grows most from the capture: " + ", ".join(parts) + ".")
     return lines
 
 
