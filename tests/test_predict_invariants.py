@@ -82,3 +82,11 @@ def test_bounds_hold_their_invariants(name: str) -> None:
             assert low >= floors[key], where
             if target == batch:
                 assert point == row.captured_peak_bytes, where
+
+
+def test_the_floor_under_its_old_name_warns_and_answers_the_same() -> None:
+    _, predictor = fixture_predictor(FIXTURES / "whatif_cnn_base")
+    (key,) = predictor.rows
+    with pytest.warns(DeprecationWarning, match="low_bound.floor"):
+        old = predictor.floor(key)
+    assert old == predictor.low_bound.floor(key) > 0

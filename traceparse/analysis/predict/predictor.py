@@ -18,6 +18,7 @@ role; ``Predictor.breakdown(N)`` the parts by layer and role with their basis.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -579,6 +580,16 @@ class Predictor:
                 lo = self.low_bound.one_left_out(key, low, low_event, steps, low_sizes, grows)
             out[key] = (max(lo, self.low_bound.floor(key, steps)), hi + self._before(key))
         return out
+
+    def floor(self, key: tuple[object, object], steps: np.ndarray | None = None) -> int:
+        """``LowBound.floor`` under its old name (moved: ``low_bound.floor``)."""
+        warnings.warn(
+            "Predictor.floor is deprecated: use Predictor.low_bound.floor "
+            "(the old spelling goes in a later release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.low_bound.floor(key, steps)
 
     def loops(self, key: tuple[object, object]) -> LoopTemps | None:
         """The per-iteration weight gradients of ``key``'s recurrent gradient loops
