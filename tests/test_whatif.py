@@ -418,10 +418,10 @@ def test_the_report_section_is_advise_on_the_reports_predictor(
     assert record.searched and advised["searched"]
     assert advised["advice"] == data["profiles"][0]["whatif"]["advice"]
 
-    from traceparse.report.whatif import _cells
+    from traceparse.report.whatif import row_cells
 
     for row in record.rows:
-        cells = _cells(row)
+        cells = row_cells(row)
         # Each change's predicted peak and bounds in both pages (the Markdown
         # escapes the brackets; the HTML the rest).
         bounds = cells[2].replace("[", "\\[").replace("]", "\\]")

@@ -80,11 +80,11 @@ class AdviseCommand(Command):
 
 
 def _render(term: Terminal, record: WhatIfRecord) -> None:
-    from traceparse.output.sentences import largest_batch_cell  # records load pandas
+    from traceparse.report.whatif import allocator_rows, row_cells  # records load pandas
     from traceparse.units import format_bytes
 
     for key in record.allocators():
-        mine = [r for r in record.rows if (r.host, r.allocator) == key]
+        mine = allocator_rows(record, key)
         title = f"{key[1]} ({key[0]})"
         term.line(title)
         term.line("=" * len(title))
@@ -102,14 +102,9 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         )
         term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
         for r in mine:
-            bounds = (
-                f"{format_bytes(r.peak_bytes)} "
-                f"[{format_bytes(r.low_bytes)}, {format_bytes(r.high_bytes)}]"
-            )
-            saved = format_bytes(r.saved_bytes, signed=r.saved_bytes < 0)
-            largest = largest_batch_cell(r.largest_batch)
-            term.line(f"{r.change:<34} {saved:>11}  {bounds:<34} {largest}")
-            term.line(f"    cost: {r.cost}")
+            change, saved, bounds, largest, cost = row_cells(r)
+            term.line(f"{change:<34} {saved:>11}  {bounds:<34} {largest}")
+            term.line(f"    cost: {cost}")
         capacity = first.capacity_bytes
         if capacity is not None:
             term.line(

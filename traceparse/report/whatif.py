@@ -30,7 +30,8 @@ SECTION_LEAD = (
 )
 
 
-def _cells(r: WhatIfRow) -> tuple[str, ...]:
+def row_cells(r: WhatIfRow) -> tuple[str, ...]:
+    """A row's cells in ``HEADER``'s order (the terminal's ``advise`` draws them too)."""
     bounds = (
         f"{format_bytes(r.peak_bytes)} [{format_bytes(r.low_bytes)}, {format_bytes(r.high_bytes)}]"
     )
@@ -48,7 +49,7 @@ def _title(record: WhatIfRecord, key: tuple[str, str]) -> tuple[str, WhatIfRow]:
     )
 
 
-def _rows(record: WhatIfRecord, key: tuple[str, str]) -> list[WhatIfRow]:
+def allocator_rows(record: WhatIfRecord, key: tuple[str, str]) -> list[WhatIfRow]:
     return [r for r in record.rows if (r.host, r.allocator) == key]
 
 
@@ -75,8 +76,8 @@ def _markdown_tables(record: WhatIfRecord, heading: str) -> list[str]:
         title, _ = _title(record, key)
         lines += [f"{heading} {md_text(title)}", "", "| " + " | ".join(HEADER) + " |"]
         lines.append("|" + "".join("--:|" if n else "---|" for n in _NUMERIC))
-        for r in _rows(record, key):
-            lines.append("| " + " | ".join(md_text(c) for c in _cells(r)) + " |")
+        for r in allocator_rows(record, key):
+            lines.append("| " + " | ".join(md_text(c) for c in row_cells(r)) + " |")
         lines.append("")
     return lines
 
@@ -94,10 +95,10 @@ def _html_tables(record: WhatIfRecord, heading: str) -> list[str]:
             "<tr>"
             + "".join(
                 f'<td class="num">{html_text(c)}</td>' if n else f"<td>{html_text(c)}</td>"
-                for c, n in zip(_cells(r), _NUMERIC, strict=True)
+                for c, n in zip(row_cells(r), _NUMERIC, strict=True)
             )
             + "</tr>"
-            for r in _rows(record, key)
+            for r in allocator_rows(record, key)
         )
         parts.append(
             f'<div class="scroll"><table class="whatif"><thead><tr>{head}</tr></thead>'
