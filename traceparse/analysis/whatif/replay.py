@@ -149,12 +149,13 @@ class WhatIf(Predictor):
         return self.resized.slabs.get(row)
 
     def _recomputed(self, key: Key, event: int) -> float:
-        """Bytes a recomputed layer's tensors add at ``event`` (``Resizing.backward``)."""
-        added = self._added(key)
-        if isinstance(added, float):
+        """Bytes a recomputed layer's tensors add at ``event`` (``Resizing.backward``:
+        each span live from its first row to its last, as ``_added`` counts them)."""
+        spans = self.resized.backward.get(key)
+        if spans is None or not len(spans):
             return 0.0
-        at = int(np.searchsorted(self.rows[key], event))
-        return float(added[at]) - self._extra(key, 0)
+        live = (spans[:, 0] <= event) & (event <= spans[:, 1])
+        return float(spans[live, 2].sum())
 
 
 def changed_parts(parts: pd.DataFrame, changed: dict[str, float], basis: str) -> pd.DataFrame:
