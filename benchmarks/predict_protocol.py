@@ -109,6 +109,10 @@ TEST_GPU: dict[str, dict[int, str]] = {
     "alexnet_t4": {b: f"gpu_alexnet_t4_{b}" for b in (32, 128)},
     "chess_dataset": {b: f"gpu_chess_dataset_{b}" for b in (32, 64)},
 }
+# Captures made on a lent GPU by ``benchmarks/gpu_capture.py`` (``--device DIR``), split
+# there before any was made: a flax CNN's jitted step (development) and the same layers in
+# Keras 3 on its JAX backend (test).
+DEVICE_DEV, DEVICE_TEST = {"jax_cnn"}, {"keras_cnn"}
 
 
 @dataclass
@@ -147,14 +151,31 @@ def fixture_runs(name: str) -> list[Path]:
     return sorted((FIXTURES / name).rglob("*.xplane.pb"))
 
 
-def gpu_cases(groups: dict[str, dict[int, str]], two: bool) -> list[Case]:
+def fixture_groups(groups: dict[str, dict[int, str]]) -> dict[str, dict[int, list[Path]]]:
+    """group -> batch size -> the runs of that fixture."""
+    return {g: {b: fixture_runs(name) for b, name in sizes.items()} for g, sizes in groups.items()}
+
+
+def device_groups(root: Path, scenarios: set[str]) -> dict[str, dict[int, list[Path]]]:
+    """group -> batch size -> runs, from ``benchmarks/gpu_capture.py``'s archives
+    unpacked under ``root`` (folders ``<scenario>_<batch>_r<run>``)."""
+    groups: dict[str, dict[int, list[Path]]] = {}
+    for folder in sorted(root.glob("*_r[0-9]*")):
+        scenario, batch, _ = folder.name.rsplit("_", 2)
+        runs = sorted(folder.rglob("*.xplane.pb"))
+        if scenario in scenarios and runs:
+            groups.setdefault(scenario, {}).setdefault(int(batch), []).extend(runs)
+    return groups
+
+
+def gpu_cases(groups: dict[str, dict[int, list[Path]]], two: bool) -> list[Case]:
     cases = []
-    for group, sizes in groups.items():
-        runs = {b: fixture_runs(name) for b, name in sizes.items()}
-        for a, b in one_capture_pairs(sorted(sizes)):
+    for group, runs in groups.items():
+        sizes = sorted(runs)
+        for a, b in one_capture_pairs(sizes):
             cases.append(Case(group, a, b, runs_from=runs[a], runs_to=runs[b]))
         if two:
-            for near, far, target in two_capture_triples(sorted(sizes)):
+            for near, far, target in two_capture_triples(sizes):
                 cases.append(
                     Case(
                         group,
@@ -526,6 +547,17 @@ def environment() -> str:
     )
 
 
+def device_section(rows: list[dict[str, Any]], scenarios: set[str]) -> list[str]:
+    """The lent device's GPU captures of ``scenarios`` as a section (none: nothing)."""
+    if not rows:
+        return []
+    about = (
+        f"`benchmarks/gpu_capture.py` on a lent GPU ({', '.join(sorted(scenarios))}; "
+        "fresh processes, three traced steps each). Goal: 10% from one capture, 5% from two."
+    )
+    return section("GPU captures made on a lent device (JAX)", about, rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "PREDICT_PROTOCOL.md")
@@ -538,6 +570,13 @@ def main(argv: list[str] | None = None) -> int:
         "logs, e.g. /work/gpu_captures)",
     )
     parser.add_argument(
+        "--device",
+        type=Path,
+        metavar="DIR",
+        help="also measure the GPU captures benchmarks/gpu_capture.py made on a lent device, "
+        "its archives unpacked under DIR",
+    )
+    parser.add_argument(
         "--dev-only",
         action="store_true",
         help="measure the development set only and print it (for work on the rules: the "
@@ -545,7 +584,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    dev = [measure(c) for c in gpu_cases(DEV_GPU, two=True)]
+    dev = [measure(c) for c in gpu_cases(fixture_groups(DEV_GPU), two=True)]
+    device = args.device
+    dev_device = (
+        [measure(c) for c in gpu_cases(device_groups(device, DEVICE_DEV), True)] if device else []
+    )
     dev_cpu = (
         {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, DEV_CPU)] for t in THREADS}
     )
@@ -556,10 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.dev_only:
         print("\n".join(section("Development set: public GPU captures", "", dev)))
+        print("\n".join(device_section(dev_device, DEVICE_DEV)))
         print("\n".join(cpu_sections(dev_cpu, DEV_CPU)))
         print("\n".join(cpu_sections(dev_late, LATE_DEV_CPU, LATE_TITLE)))
         return 0
-    test_gpu = [measure(c) for c in gpu_cases(TEST_GPU, two=True)]
+    test_gpu = [measure(c) for c in gpu_cases(fixture_groups(TEST_GPU), two=True)]
+    test_device = (
+        [measure(c) for c in gpu_cases(device_groups(device, DEVICE_TEST), True)] if device else []
+    )
     cpu = {} if args.no_cpu else {t: [measure(c) for c in cpu_cases(t, TEST_CPU)] for t in THREADS}
     cpu_same = (
         {}
@@ -573,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     command = "python benchmarks/predict_protocol.py" + (" --no-cpu" if args.no_cpu else "")
     command += f" --public {args.public}" if args.public else ""
+    command += f" --device {args.device}" if args.device else ""
     lines = [
         "# Predicting the peak at another batch size: the held-out protocol (issue 47)",
         "",
@@ -602,6 +650,7 @@ def main(argv: list[str] | None = None) -> int:
             "2060 (2 at 32, 3 at 64). Goal: 10% from one capture, 5% from two.",
             dev,
         ),
+        *device_section(dev_device, DEVICE_DEV),
         *cpu_sections(dev_cpu, DEV_CPU),
         *cpu_sections(dev_late, LATE_DEV_CPU, LATE_TITLE),
         "## Test set (held out: reported, never tuned on)",
@@ -613,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             "1 at 64). Goal: 10% from one capture.",
             test_gpu,
         ),
+        *device_section(test_device, DEVICE_TEST),
     ]
     lines += cpu_sections(cpu, TEST_CPU)
     lines += cpu_sections(

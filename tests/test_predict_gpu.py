@@ -33,6 +33,7 @@ from predict_protocol import (
     GOAL_TWO,
     NO_BATCH,
     WIDTH,
+    fixture_groups,
     gpu_cases,
     known_batches,
     measure,
@@ -40,7 +41,7 @@ from predict_protocol import (
 
 CASES = {
     f"{c.group}:{c.source}{f'+{c.other}' if c.other else ''}->{c.target}": c
-    for c in gpu_cases(DEV_GPU, two=True)
+    for c in gpu_cases(fixture_groups(DEV_GPU), two=True)
 }
 
 
