@@ -428,7 +428,8 @@ def cpu_sections(
 
 # The late families' sections (``LATE_DEV_CPU``, ``LATE_TEST_CPU``).
 LATE_TITLE = (
-    "Later CPU families on the same data at every batch size (fixed 2026-12-07, fifth session)"
+    "Later CPU families on the same data at every batch size (fixed 2026-12-07 in the fifth "
+    "session, with the sixth's and seventh's)"
 )
 
 

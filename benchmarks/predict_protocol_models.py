@@ -318,6 +318,86 @@ def _bidir_gru(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
     return model, data
 
 
+# Families of the seventh session (fixed 2026-12-07 before that session measured
+# any of them or changed any prediction rule): layers the sets above lack, a
+# decoder's upsampling and transposed convolutions, per-pixel labels, and an
+# embedding averaged over its tokens.
+def _unet(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): a small U-Net segmenting 48x48 images into 3 classes per
+    # pixel: two pooled encoder stages, upsampled back, each concatenated with its
+    # skip connection.
+    layers = keras.layers
+    inp = keras.Input((48, 48, 3), name="scan")
+    e1 = layers.Conv2D(16, 3, padding="same", activation="relu", name="enc_a")(inp)
+    e2 = layers.Conv2D(32, 3, padding="same", activation="relu", name="enc_b")(
+        layers.MaxPooling2D(2, name="down_a")(e1)
+    )
+    mid = layers.Conv2D(64, 3, padding="same", activation="relu", name="middle")(
+        layers.MaxPooling2D(2, name="down_b")(e2)
+    )
+    d2 = layers.Concatenate(name="skip_b")([layers.UpSampling2D(2, name="up_b")(mid), e2])
+    d2 = layers.Conv2D(32, 3, padding="same", activation="relu", name="dec_b")(d2)
+    d1 = layers.Concatenate(name="skip_a")([layers.UpSampling2D(2, name="up_a")(d2), e1])
+    d1 = layers.Conv2D(16, 3, padding="same", activation="relu", name="dec_a")(d1)
+    out = layers.Conv2D(3, 1, name="classes")(d1)
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        rng = np.random.default_rng(14)
+        return rng.random((n, 48, 48, 3), dtype=np.float32), rng.integers(0, 3, (n, 48, 48))
+
+    return keras.Model(inp, out, name="unet"), data
+
+
+def _conv_autoencoder(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): a convolutional autoencoder, strided convolutions down and
+    # transposed convolutions up, trained to reproduce its input (mean squared
+    # error: the labels are the images).
+    layers = keras.layers
+    up = {"strides": 2, "padding": "same", "activation": "relu"}
+    model = keras.Sequential(
+        [
+            keras.Input((56, 56, 1), name="digit"),
+            layers.Conv2D(32, 3, strides=2, padding="same", activation="relu", name="down_a"),
+            layers.Conv2D(64, 3, strides=2, padding="same", activation="relu", name="down_b"),
+            layers.Conv2DTranspose(64, 3, **up, name="up_b"),
+            layers.Conv2DTranspose(32, 3, **up, name="up_a"),
+            layers.Conv2D(1, 3, padding="same", name="pixels"),
+        ],
+        name="autoencoder",
+    )
+
+    def data(np: Any, n: int) -> tuple[Any, Any]:
+        images = np.random.default_rng(15).random((n, 56, 56, 1), dtype=np.float32)
+        return images, images
+
+    return model, data
+
+
+def _text_average(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): a bag-of-embeddings text classifier, the embedding averaged over
+    # 200 tokens, then two dense layers.
+    layers = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((200,), dtype="int32", name="review"),
+            layers.Embedding(20000, 64, name="words"),
+            layers.GlobalAveragePooling1D(name="average"),
+            layers.Dense(64, activation="relu", name="hidden"),
+            layers.Dense(2, name="logits"),
+        ],
+        name="text_average",
+    )
+
+    data = _random_tokens(16, 20000, 200, 2)
+
+    return model, data
+
+
+# The loss each model is fitted with where it is not sparse categorical
+# cross-entropy on logits.
+LOSSES: dict[str, str] = {"conv_autoencoder": "mse"}
+
+
 BUILDERS = {
     "functional_cnn": _functional_cnn,
     "embed_lstm": _embed_lstm,
@@ -332,17 +412,23 @@ BUILDERS = {
     "wide_mlp": _wide_mlp,
     "bidir_lstm": _bidir_lstm,
     "bidir_gru": _bidir_gru,
+    "unet": _unet,
+    "conv_autoencoder": _conv_autoencoder,
+    "text_average": _text_average,
 }
 # The late families (above): model -> (B, 4B), each on the data of 4B x STEPS.
 LATE_DEV_MODELS: dict[str, tuple[int, int]] = {
     "attention_text": (32, 128),
     "separable_cnn": (16, 64),
     "bidir_gru": (32, 128),  # sixth session
+    "unet": (16, 64),  # seventh session
 }
 LATE_TEST_MODELS: dict[str, tuple[int, int]] = {
     "conv1d_signal": (16, 64),
     "wide_mlp": (64, 256),
     "bidir_lstm": (32, 128),
+    "conv_autoencoder": (16, 64),  # seventh session
+    "text_average": (64, 256),  # seventh session
 }
 # The same model on the same data at every batch size, as a user's sweep runs:
 # name -> (model, examples). The others fit STEPS batches, so their data (the
@@ -394,7 +480,7 @@ def capture(name: str, batch: int, threads: str, logdir: str) -> None:
         model, data = BUILDERS[base](keras)
         model.compile(
             optimizer=keras.optimizers.Adam(1e-3),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            loss=LOSSES.get(base) or keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=base in COMPILED,
         )
     xs, ys = data(np, examples)
