@@ -73,9 +73,11 @@ def capture(model: str, variant: str, run: int = 0) -> Path:
     return found
 
 
-def predict(path: Path, model: str, change: dict[str, str]) -> tuple[int, int, int]:
-    table = load(path).predict(from_batch=BATCH[model], **change)
-    row = table[table["allocator"].astype(str) == ALLOCATOR].iloc[0]
+def predict(
+    path: Path, batch: int, change: dict[str, str], allocator: str = ALLOCATOR
+) -> tuple[int, int, int]:
+    table = load(path).predict(from_batch=batch, **change)
+    row = table[table["allocator"].astype(str) == allocator].iloc[0]
     return int(row["predicted_peak_bytes"]), int(row["low_bytes"]), int(row["high_bytes"])
 
 
@@ -94,21 +96,27 @@ def measure(model: str, runs: int = 1) -> list[dict[str, Any]]:
 
 
 def _row(
-    model: str, variant: str, srcs: list[Path], dsts: list[Path], change: dict[str, str]
+    model: str,
+    variant: str,
+    srcs: list[Path],
+    dsts: list[Path],
+    change: dict[str, str],
+    batch: int | None = None,
+    allocator: str = ALLOCATOR,
 ) -> dict[str, Any]:
     """The point is the median prediction (one per source run) against the median
     real peak; in bounds: every (prediction, real run) pair."""
-    real = [real_peak(d, ALLOCATOR) for d in dsts]
+    real = [real_peak(d, allocator) for d in dsts]
     middle = float(np.median(real))
     try:
-        found = [predict(src, model, change) for src in srcs]
+        found = [predict(src, batch or BATCH[model], change, allocator) for src in srcs]
     except Exception as exc:  # a refusal is a result to report
         return {"model": model, "change": variant, "real": real, "error": str(exc).splitlines()[0]}
     point = float(np.median([p for p, _, _ in found]))
     return {
         "model": model,
         "change": variant,
-        "captured": [real_peak(src, ALLOCATOR) for src in srcs],
+        "captured": [real_peak(src, allocator) for src in srcs],
         "real": real,
         "point": point,
         "points": [p for p, _, _ in found],
@@ -117,6 +125,39 @@ def _row(
         "err": (point - middle) / middle,
         "inside": all(lo <= r <= hi for _, lo, hi in found for r in real),
     }
+
+
+# The what-ifs of ``benchmarks/gpu_capture.py``'s flax CNN at its batch of 64, made on
+# a lent GPU (development set): each change's own captures against the base's.
+DEVICE_CHANGES: dict[str, dict[str, str]] = {
+    "sgd": {"optimizer": "sgd"},
+    "bf16": {"precision": "mixed_bfloat16"},
+    "remat": {"remat": "all"},
+}
+DEVICE_BATCH, DEVICE_ALLOCATOR = 64, "GPU_0_bfc"
+
+
+def device_rows(root: Path) -> list[dict[str, Any]]:
+    """The device's what-ifs, its archives unpacked under ``root``."""
+
+    def runs(scenario: str) -> list[Path]:
+        folders = sorted(root.glob(f"{scenario}_{DEVICE_BATCH}_r[0-9]*"))
+        return [p for folder in folders for p in sorted(folder.rglob("*.xplane.pb"))]
+
+    base = runs("jax_cnn")
+    return [
+        _row(
+            "jax_cnn (GPU)",
+            name,
+            base,
+            runs(f"jax_cnn_{name}"),
+            change,
+            batch=DEVICE_BATCH,
+            allocator=DEVICE_ALLOCATOR,
+        )
+        for name, change in DEVICE_CHANGES.items()
+        if base and runs(f"jax_cnn_{name}")
+    ]
 
 
 def mib(n: float | list[int]) -> str:
@@ -190,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         help="captures (fresh processes) per model and change; a recurrent model's peak "
         "varies from run to run, so one run cannot judge a what-if on it",
     )
+    parser.add_argument(
+        "--device",
+        type=Path,
+        metavar="DIR",
+        help="also measure the what-ifs benchmarks/gpu_capture.py captured on a lent GPU, its "
+        "archives unpacked under DIR (development set)",
+    )
     args = parser.parse_args(argv)
     import tensorflow as tf  # the version the captures were made with
 
@@ -227,6 +275,19 @@ def main(argv: list[str] | None = None) -> int:
             "Ranking of the single changes:",
             "",
             *ranking(rows),
+            "",
+        ]
+    if args.device:
+        rows = device_rows(args.device)
+        lines += [
+            "## GPU what-ifs made on a lent device (JAX; development set)",
+            "",
+            "`benchmarks/gpu_capture.py`: the flax CNN at 64 with optax Adam in float32, and "
+            "with each change, fresh processes; allocator `GPU_0_bfc`.",
+            "",
+            summary(rows),
+            "",
+            *table(rows),
             "",
         ]
     Path(args.out).write_text("\n".join(lines) + "\n")
