@@ -120,9 +120,14 @@ def _trace(directory: Path):  # type: ignore[no-untyped-def]
     import jax
 
     options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0  # JAX's Python frames: not needed, and large
-    options.host_tracer_level = 2  # the allocator's MemoryAllocation events
-    options.enable_hlo_proto = True  # the programs' buffer assignments (docs/xla.md)
+    wanted = {
+        "python_tracer_level": 0,  # JAX's Python frames: not needed, and large
+        "host_tracer_level": 2,  # the allocator's MemoryAllocation events
+        "enable_hlo_proto": True,  # the programs' buffer assignments (docs/xla.md)
+    }
+    for name, value in wanted.items():  # a JAX without one keeps its default
+        if hasattr(options, name):
+            setattr(options, name, value)
     jax.profiler.start_trace(str(directory), profiler_options=options)
 
 
