@@ -256,22 +256,25 @@ def keras_available(env: dict[str, str]) -> str:
     """Empty when Keras 3 imports on its JAX backend, else why not."""
     probe = [sys.executable, "-c", "import keras; print(keras.__version__)"]
     done = subprocess.run(probe, env=env, capture_output=True, text=True, check=False)
-    return "" if done.returncode == 0 else done.stderr.strip().splitlines()[-1:][0]
+    if done.returncode == 0:
+        return ""
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
 
 
 def pack(captures: Path, done: list[dict[str, object]], out: Path) -> list[str]:
     """One archive per family of the captured runs, split by batch size where one
     would be too large to come back; returns the archives' names."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[dict[str, object]]] = {}
     for record in done:
-        groups.setdefault(family(str(record["scenario"])), []).append(str(record["name"]))
+        groups.setdefault(family(str(record["scenario"])), []).append(record)
     written: list[str] = []
 
-    def write(name: str, runs: list[str]) -> Path:
+    def write(name: str, runs: list[dict[str, object]]) -> Path:
         path = out / name
         with tarfile.open(path, "w:gz", compresslevel=9) as tar:
             for run in runs:
-                tar.add(captures / run, arcname=run)
+                tar.add(captures / str(run["name"]), arcname=str(run["name"]))
         return path
 
     for name, runs in groups.items():
@@ -280,8 +283,8 @@ def pack(captures: Path, done: list[dict[str, object]], out: Path) -> list[str]:
             written.append(path.name)
             continue
         path.unlink()
-        for batch in sorted({run.rsplit("_", 2)[-2] for run in runs}, key=int):
-            part = [run for run in runs if run.rsplit("_", 2)[-2] == batch]
+        for batch in sorted({int(str(run["batch"])) for run in runs}):
+            part = [run for run in runs if run["batch"] == batch]
             written.append(write(f"{name}_{batch}.tar.gz", part).name)
     return written
 
@@ -327,7 +330,6 @@ def main(argv: list[str] | None = None) -> int:
         "device": device(),
         "python": platform.python_version(),
         "keras": no_keras or "available",
-        "runs": [],
     }
     records: list[dict[str, object]] = []
     deadline = time.monotonic() + args.budget

@@ -600,7 +600,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.dev_only:
         print("\n".join(section("Development set: public GPU captures", "", dev)))
-        print("\n".join(device_section(dev_device, DEVICE_DEV)))
+        if dev_device:
+            print("\n".join(device_section(dev_device, DEVICE_DEV)))
         print("\n".join(cpu_sections(dev_cpu, DEV_CPU)))
         print("\n".join(cpu_sections(dev_late, LATE_DEV_CPU, LATE_TITLE)))
         return 0

@@ -353,14 +353,14 @@ def _conv_autoencoder(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, 
     # transposed convolutions up, trained to reproduce its input (mean squared
     # error: the labels are the images).
     layers = keras.layers
-    up = {"strides": 2, "padding": "same", "activation": "relu"}
+    strided = {"strides": 2, "padding": "same", "activation": "relu"}
     model = keras.Sequential(
         [
             keras.Input((56, 56, 1), name="digit"),
-            layers.Conv2D(32, 3, strides=2, padding="same", activation="relu", name="down_a"),
-            layers.Conv2D(64, 3, strides=2, padding="same", activation="relu", name="down_b"),
-            layers.Conv2DTranspose(64, 3, **up, name="up_b"),
-            layers.Conv2DTranspose(32, 3, **up, name="up_a"),
+            layers.Conv2D(32, 3, **strided, name="down_a"),
+            layers.Conv2D(64, 3, **strided, name="down_b"),
+            layers.Conv2DTranspose(64, 3, **strided, name="up_b"),
+            layers.Conv2DTranspose(32, 3, **strided, name="up_a"),
             layers.Conv2D(1, 3, padding="same", name="pixels"),
         ],
         name="autoencoder",

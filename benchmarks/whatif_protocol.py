@@ -41,7 +41,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from predict_protocol import load, real_peak  # noqa: E402
+from predict_protocol import device_groups, load, real_peak  # noqa: E402
 from whatif_protocol_models import BATCH, DEV, LATE_TEST, TEST  # noqa: E402
 
 CACHE = HERE / ".captures" / "whatif"
@@ -139,25 +139,25 @@ DEVICE_BATCH, DEVICE_ALLOCATOR = 64, "GPU_0_bfc"
 
 def device_rows(root: Path) -> list[dict[str, Any]]:
     """The device's what-ifs, its archives unpacked under ``root``."""
-
-    def runs(scenario: str) -> list[Path]:
-        folders = sorted(root.glob(f"{scenario}_{DEVICE_BATCH}_r[0-9]*"))
-        return [p for folder in folders for p in sorted(folder.rglob("*.xplane.pb"))]
-
-    base = runs("jax_cnn")
-    return [
-        _row(
-            "jax_cnn (GPU)",
-            name,
-            base,
-            runs(f"jax_cnn_{name}"),
-            change,
-            batch=DEVICE_BATCH,
-            allocator=DEVICE_ALLOCATOR,
-        )
-        for name, change in DEVICE_CHANGES.items()
-        if base and runs(f"jax_cnn_{name}")
-    ]
+    names = {"jax_cnn", *(f"jax_cnn_{name}" for name in DEVICE_CHANGES)}
+    runs = {g: sizes.get(DEVICE_BATCH, []) for g, sizes in device_groups(root, names).items()}
+    base = runs.get("jax_cnn", [])
+    rows = []
+    for name, change in DEVICE_CHANGES.items():
+        real = runs.get(f"jax_cnn_{name}", [])
+        if base and real:
+            rows.append(
+                _row(
+                    "jax_cnn (GPU)",
+                    name,
+                    base,
+                    real,
+                    change,
+                    batch=DEVICE_BATCH,
+                    allocator=DEVICE_ALLOCATOR,
+                )
+            )
+    return rows
 
 
 def mib(n: float | list[int]) -> str:
