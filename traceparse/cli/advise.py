@@ -91,6 +91,10 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         first = mine[0]
         captured = (
             f"captured peak at batch {first.batch_size}: {format_bytes(first.captured_peak_bytes)}"
+            if first.failed_request is None
+            else f"at batch {first.batch_size} as captured, with the request it ran out of "
+            f"memory at ({first.failed_request}) asked again: "
+            f"{format_bytes(first.captured_peak_bytes)}"
         )
         if not any(r.saved_bytes for r in mine):
             # A host allocator beside a device's: a table of zeros says nothing.

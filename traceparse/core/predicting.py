@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from traceparse.analysis.failure import Failure
     from traceparse.analysis.naming import CaptureNaming
     from traceparse.analysis.predict import Capture as PredictionInput
     from traceparse.analysis.predict import Predictor, PredictSource
@@ -55,6 +56,7 @@ class Predicting:
         def has_sources(self) -> bool: ...
         @property
         def _has_inventory(self) -> bool: ...
+        def failures(self) -> list[Failure]: ...
 
     @pooled_property
     def _prediction_input(self) -> PredictionInput:
@@ -74,6 +76,7 @@ class Predicting:
             self.xla_parameters,
             self._xla.programs if self._xla.present else None,
             self.stacks if self.has_sources else None,
+            self.failures(),
         )
 
     @property

@@ -116,8 +116,26 @@ def held_line(row: pd.Series) -> str | None:
 
 def moment(row: pd.Series) -> str:
     step = "no step" if pd.isna(row["step"]) else f"step {row['step']}"
+    if row.get("peak_at_failure") is True:
+        return (
+            f"at {step}, the request the capture ended in, asked again: "
+            f"{row['failed_request']}, {format_bytes(row['failed_request_bytes'])} on top of "
+            f"{format_bytes(row['predicted_peak_bytes'] - row['failed_request_bytes'])} in use"
+        )
     op = "an op the capture does not name" if pd.isna(row["op"]) else str(row["op"])
     return f"at {step}, after {op}"
+
+
+def failed_line(row: pd.Series) -> str | None:
+    """The request the capture ended in, where the peak is elsewhere: it is asked
+    again at every batch size, and fits beside the rest there."""
+    request = row.get("failed_request")
+    if not isinstance(request, str) or row.get("peak_at_failure") is True:
+        return None
+    return (
+        f"The capture ended in a refused request, {request}; at batch {row['batch_size']} it "
+        f"asks {format_bytes(row['failed_request_bytes'])}, and the peak lies elsewhere."
+    )
 
 
 def unseen_line(row: pd.Series) -> str | None:
@@ -162,12 +180,24 @@ def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
     caveat when the largest batch lies far past it."""
     cap = format_bytes(fit.capacity_bytes)
     lines = []
+    past = fit.unseen_after_failure
     if fit.largest is None:
-        lines.append(f"Not even a batch of 1 fits in {cap}.")
+        lines.append(
+            f"Not even a batch of 1 gets past the request that failed in {cap}."
+            if past
+            else f"Not even a batch of 1 fits in {cap}."
+        )
     elif fit.largest >= MAX_BATCH:
         lines.append(
             f"Any batch size fits in {cap} by the prediction (tried up to {MAX_BATCH:,}): "
             "what grows with the batch here is too small to fill it."
+        )
+    elif past:
+        lines.append(
+            f"The largest batch size that gets past the request that failed: {fit.largest} "
+            f"({format_bytes(fit.largest_peak_bytes)} of {cap} at it); larger ones are "
+            "predicted not to fit. What the step holds after that request is not in this "
+            "capture: capture at a batch that gets past it to see the rest."
         )
     else:
         lines.append(
@@ -179,11 +209,31 @@ def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
             lines.append(far)
         sure = "none" if fit.largest_sure is None else str(fit.largest_sure)
         possible = "none" if fit.largest_possible is None else str(fit.largest_possible)
+        verb = "gets past that request" if past else "fits"
         lines.append(
-            f"Within the bounds: fits whatever the allocator does up to {sure}; "
+            f"Within the bounds: {verb} whatever the allocator does up to {sure}; "
             f"cannot fit above {possible}."
         )
-    if fit.fits:
+    if fit.refused_here:
+        lines.append(
+            f"Batch {fit.batch_size} does not fit: the capture ran out of memory at batch "
+            f"{fit.refused_batch}"
+            + (" (this one)" if fit.batch_size == fit.refused_batch else "")
+            + f"; by the bytes in use it needs {format_bytes(fit.peak_bytes)} of {cap}"
+            + (
+                ", so the allocator's free memory was in pieces smaller than the request "
+                "(fragmentation)."
+                if fit.over_bytes <= 0
+                else f" ({format_bytes(fit.over_bytes)} over)."
+            )
+        )
+    elif fit.fits and past:
+        lines.append(
+            f"Batch {fit.batch_size} gets past the request that failed: "
+            f"{format_bytes(fit.peak_bytes)} of {cap} ({format_bytes(-fit.over_bytes)} to "
+            "spare) up to it; whether the rest of the step fits, this capture cannot say."
+        )
+    elif fit.fits:
         lines.append(
             f"Batch {fit.batch_size} fits: {format_bytes(fit.peak_bytes)} of {cap} "
             f"({format_bytes(-fit.over_bytes)} to spare)."
@@ -196,10 +246,11 @@ def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
     if len(fit.growing):
         parts = [
             f"{g['layer']} {_ROLE_WORDS.get(str(g['role']), g['role'])} "
-            f"+{format_bytes(g['growth_bytes'])}"
+            f"{'+' if g['growth_bytes'] > 0 else '-'}{format_bytes(abs(g['growth_bytes']))}"
             for g in fit.growing.head(5).to_dict("records")
         ]
-        lines.append("What grows most from the capture: " + ", ".join(parts) + ".")
+        how = "grows" if fit.growing["growth_bytes"].iloc[0] > 0 else "shrinks"
+        lines.append(f"What {how} most from the capture: " + ", ".join(parts) + ".")
     return lines
 
 
@@ -228,6 +279,9 @@ def render(
             term.line(f"What {row['change']} is assumed to do (docs/whatif.md):")
             term.bullets(assumed.splitlines())
         term.line(f"The predicted peak is {moment(row)}.")
+        failed = failed_line(row)
+        if failed:
+            term.line(failed)
         unseen = unseen_line(row)
         if unseen:
             term.line(unseen)

@@ -46,6 +46,9 @@ class WhatIfRow:
     capacity_bytes: int | None
     cost: str  # what the change costs, one line, no promises
     notes: tuple[str, ...]  # what the rules assumed
+    # The request the capture ended in, asked again in every peak above
+    # (``Predictor.failed``); None where the capture did not run out of memory.
+    failed_request: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ def build_whatif(
             capacity_bytes=None if r["capacity_bytes"] is None else int(r["capacity_bytes"]),
             cost=str(r["cost"]),
             notes=tuple(str(n) for n in r["notes"]),
+            failed_request=r.get("failed_request"),
         )
         for r in advice(predictor, keys, capacity, search=search, facts=facts)
     )

@@ -42,9 +42,14 @@ def row_cells(r: WhatIfRow) -> tuple[str, ...]:
 
 def _title(record: WhatIfRecord, key: tuple[str, str]) -> tuple[str, WhatIfRow]:
     first = next(r for r in record.rows if (r.host, r.allocator) == key)
+    failed = (
+        ""
+        if first.failed_request is None
+        else f" with the request it ran out of memory at ({first.failed_request}) asked again"
+    )
     return (
         f"{key[1]} ({key[0]}): captured peak {format_bytes(first.captured_peak_bytes)} "
-        f"at batch {first.batch_size}",
+        f"at batch {first.batch_size}{failed}",
         first,
     )
 

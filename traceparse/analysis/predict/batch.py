@@ -197,6 +197,25 @@ class Sizing:
         self.rule = self.rule.astype(row_index_type(len(self.rule_fixed)), copy=False)
         self.rule[rows] = np.arange(first, len(self.rule_fixed))
 
+    def split(self, rows: int) -> tuple[Sizing, Sizing]:
+        """The first ``rows`` allocations' sizing and the rest's, each with rules of
+        its own (``per_replica`` and ``assign`` change one without the other)."""
+
+        def part(rule: np.ndarray, envelopes: dict[int, np.ndarray]) -> Sizing:
+            return Sizing(
+                rule.copy(),
+                self.rule_fixed.copy(),
+                self.rule_per_example.copy(),
+                self.rule_alt_fixed.copy(),
+                self.rule_alt_per_example.copy(),
+                self.rule_basis.copy(),
+                envelopes,
+            )
+
+        head = {r: lines for r, lines in self.envelopes.items() if r < rows}
+        tail = {r - rows: lines for r, lines in self.envelopes.items() if r >= rows}
+        return part(self.rule[:rows], head), part(self.rule[rows:], tail)
+
     def per_replica(self, replicas: int) -> None:
         """Sizes made per replica's share of the batch read as sizes at the global
         batch (``predict.replicas``): each grows by 1 / ``replicas`` of it."""

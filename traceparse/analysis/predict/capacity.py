@@ -43,16 +43,30 @@ class Fit:
     low_bytes: int
     high_bytes: int
     over_bytes: int
-    # What grows from the captured batch to the asked one, by (layer, role).
+    # What changes most from the captured batch to the asked one, by (layer, role):
+    # what grows towards a larger batch, what shrinks towards a smaller one.
     growing: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The capture ended in a refused request it never saw go on (``Predictor.
+    # unseen_after_failure``): a batch that fits gets past that request, and what
+    # the step holds after it is not predicted.
+    unseen_after_failure: bool = False
+    # The batch the allocator ran out of memory at (``refused_at``: the captured
+    # one, where the capture ended in a refused request), else None; a batch as
+    # large does not fit, whatever the bytes in use say (``refused_here``).
+    refused_batch: int | None = None
+
+    @property
+    def refused_here(self) -> bool:
+        return self.refused_batch is not None and self.batch_size >= self.refused_batch
 
     @property
     def fits(self) -> bool:
-        return self.over_bytes <= 0
+        return self.over_bytes <= 0 and not self.refused_here
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "growing"}
         out["fits"] = self.fits
+        out["refused_here"] = self.refused_here
         out["growing"] = self.growing.to_dict("records")
         return out
 
@@ -81,6 +95,8 @@ def _largest(
     bracketing; inside the bracket), and a guess that does not halve the
     bracket is followed by a bisection step, so a poor line costs at most what
     a bisection would."""
+    if limit < 1:  # the capture ran out of memory at batch 1
+        return None
     known: dict[int, float] = {}
 
     def at(n: int) -> float:
@@ -226,9 +242,14 @@ def capacity_fit(predictor: Predictor, key: Key, capacity: int, batch: int) -> F
         return replays.extremes(n)[key]
 
     start = predictor.batch
-    largest = _largest(model, capacity, start)
-    under_high = _largest(lambda n: extreme(n)[1], capacity, start)
-    under_low = _largest(lambda n: extreme(n)[0], capacity, start)
+    # A capture that ran out of memory shows its batch does not fit, even where the
+    # bytes in use say it would (the allocator's free memory in pieces too small
+    # for the request): the searches stop below it, as every request is as large
+    # or larger at a larger batch (``_largest``).
+    limit = refused_at(predictor, key) or MAX_BATCH + 1
+    largest = _largest(model, capacity, start, limit - 1)
+    under_high = _largest(lambda n: extreme(n)[1], capacity, start, limit - 1)
+    under_low = _largest(lambda n: extreme(n)[0], capacity, start, limit - 1)
     sure = None if largest is None or under_high is None else min(largest, under_high)
     possible = max((n for n in (largest, under_low) if n is not None), default=None)
     low, high = extreme(batch)
@@ -247,12 +268,21 @@ def capacity_fit(predictor: Predictor, key: Key, capacity: int, batch: int) -> F
         high_bytes=max(high, point),
         over_bytes=point - capacity,
         growing=growing_parts(predictor, key, batch),
+        unseen_after_failure=predictor.unseen_after_failure(key),
+        refused_batch=refused_at(predictor, key),
     )
+
+
+def refused_at(predictor: Predictor, key: Key) -> int | None:
+    """The batch ``key`` ran out of memory at (``Predictor.refused_batch``), else None."""
+    return predictor.refused_batch(key)
 
 
 def growing_parts(predictor: Predictor, key: Key, batch: int) -> pd.DataFrame:
     """Per (layer, role) at the predicted peak: bytes at ``batch``, at the captured
-    size, and the growth; largest growth first, only rows that grow."""
+    size, and the growth (negative: shrinking). Towards a larger batch the rows that
+    grow, largest growth first; towards a smaller one those that shrink, most first
+    (a chunk's rounding moves a few bytes the other way: no answer to either)."""
     table = predictor.breakdown(batch)
     mine = table[
         (table["host"].astype(object) == key[0]) & (table["allocator"].astype(object) == key[1])
@@ -261,7 +291,9 @@ def growing_parts(predictor: Predictor, key: Key, batch: int) -> pd.DataFrame:
         ["bytes", "captured_bytes"]
     ].sum()
     grouped["growth_bytes"] = grouped["bytes"] - grouped["captured_bytes"]
-    grouped = grouped[grouped["growth_bytes"] > 0].sort_values("growth_bytes", ascending=False)
+    sign = 1 if batch >= predictor.batch else -1
+    grouped = grouped[sign * grouped["growth_bytes"] > 0]
+    grouped = grouped.sort_values("growth_bytes", ascending=sign < 0)
     return grouped.reset_index()
 
 
@@ -356,7 +388,8 @@ def report_curves(
         largest, searched = None, True
         if capacity is not None:
             try:
-                largest = _largest(partial_point(replays, key), capacity, predictor.batch)
+                below = (refused_at(predictor, key) or MAX_BATCH + 1) - 1
+                largest = _largest(partial_point(replays, key), capacity, predictor.batch, below)
             except _OutOfBudget:
                 searched = False
         wanted = list(batches)

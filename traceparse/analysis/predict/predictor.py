@@ -40,6 +40,7 @@ from traceparse.analysis.naming import (
     KnownNames,
 )
 from traceparse.analysis.naming.optimizers import SLOTS, captured_optimizer
+from traceparse.analysis.naming.place import place
 from traceparse.analysis.peak import in_use
 from traceparse.analysis.predict.batch import HLO, UNCERTAIN, Sizing, dims, sizing
 from traceparse.analysis.predict.evidence import (
@@ -49,6 +50,7 @@ from traceparse.analysis.predict.evidence import (
     flattens,
     read_batch,
 )
+from traceparse.analysis.predict.failed import FailedRequest, ran_before, with_failed
 from traceparse.analysis.predict.fit import fit_two
 from traceparse.analysis.predict.loops import LoopTemps, loop_temps
 from traceparse.analysis.predict.low import LowBound, held_at_start
@@ -57,8 +59,10 @@ from traceparse.analysis.predict.replay import (
     Replayed,
     chunks,
     groups,
+    largest_whole,
     live_at,
     replay,
+    rounded,
     settled_of,
 )
 from traceparse.analysis.predict.simulate import (
@@ -81,6 +85,10 @@ from traceparse.errors import UsageError
 from traceparse.tables.select import equal_to
 from traceparse.tables.variables import CPU_POOL_BYTES
 
+# The basis of a failed request's part (``failed``).
+FAILED = "the request that failed (out of memory), asked again"
+# The readings of a size: ``failed_chunks``' tuple.
+POINT, LOW, HIGH = 0, 1, 2
 ROLES = (WEIGHT, OPTIMIZER_STATE, OPTIMIZER_UPDATE, ACTIVATION, GRADIENT, OTHER, UNKNOWN)
 ROLE_COLUMNS = {role: f"{role}_bytes" for role in ROLES}
 # Ops of an optimizer's sparse update (an embedding's gradient rows).
@@ -107,6 +115,8 @@ class Capture:
     xla_fill: Spans
     # The recorded Python stacks (``Profile.stacks``), None without a source record.
     stacks: pd.DataFrame | None = None
+    # The requests the capture ended in, refused for want of memory (``failed``).
+    failed: tuple[FailedRequest, ...] = ()
 
 
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
@@ -268,14 +278,21 @@ class Predictor:
         self.requested = requested_or_held(a).astype(np.float64)
         self.held = held_bytes(a).astype(np.float64)
         self.settled = settled_of(a, self.requested, self.held)
+        # The requests the capture ended in are sized among its own tensors (``failed``).
+        failed = [f for f in base.failed if f.event < len(base.timeline)]
         self.sizing = sizing(
-            a,
+            with_failed(a, failed) if failed else a,
             share,
             self.weights,
-            self.requested,
+            np.concatenate([self.requested, [f.requested_bytes for f in failed]])
+            if failed
+            else self.requested,
             input_example_bytes(base.xla_parameters, share, self.weights),
             self.twins,
         )
+        self.failed_sizing: Sizing | None = None
+        if failed:
+            self.sizing, self.failed_sizing = self.sizing.split(len(a))
         self.slabs: dict[int, SlabBuffers] = {}
         slab_sizing(
             self.sizing,
@@ -289,12 +306,28 @@ class Predictor:
             self.twins,
         )
         self.sizing.per_replica(self.replicas)
+        if self.failed_sizing is not None:
+            self.failed_sizing.per_replica(self.replicas)
         self.buffer_places = buffer_places(base.xla_buffers, base.known, base.shapes)
         self.other_batch: int | None = None
         if other is not None:
             self.other_batch = _other_batch(other, other_batch)
             fit_two(self.sizing, base, self.batch, other, self.other_batch, self.requested)
         self.rows = groups(base.timeline)
+        # Per (host, allocator): its failed request, its row in ``failed_sizing``,
+        # and the position of its moment among the group's events.
+        self.failed: dict[tuple[object, object], tuple[FailedRequest, int, int]] = {}
+        # The failed requests whose op the capture shows going on before (``ran_before``).
+        self.seen_past_failure: set[tuple[object, object]] = set()
+        for i, request in enumerate(failed):
+            events = self.rows.get(request.key)
+            if events is None:
+                continue
+            at = int(np.searchsorted(events, request.event))
+            if at < len(events) and events[at] == request.event:
+                self.failed[request.key] = (request, i, at)
+                if ran_before(a, request, base.ends):
+                    self.seen_past_failure.add(request.key)
         self.pooled = equal_to(a["allocator"], POOLED_ALLOCATOR)
         # What no run peaks under, and what another could spare (``low``): read
         # off the captured events, shared with a what-if of this capture.
@@ -389,7 +422,12 @@ class Predictor:
     def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
         """The predicted counter after every event, and the bytes each allocation
         holds, at ``batch``: the allocator model's (at the captured batch, the
-        capture's own)."""
+        capture's own), with each failed request asked again at its moment."""
+        counters, held = self._point(batch)
+        return self._with_failed(counters, batch, POINT), held
+
+    def _point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+        """``point`` without the failed requests."""
         if batch == self.batch:  # the prediction at the captured batch is the capture
             held, _, _ = self.sizes(batch)
             return self._replayed(held), held
@@ -454,14 +492,42 @@ class Predictor:
         # One worst case at a time, each kept as its peak alone (``Replayed.peaks``):
         # each replay is a few arrays as long as the timeline.
         worst, read_high = self.high_sizes(batch)
-        placed = self._replayed(worst).peaks()
+        placed = self._with_failed(self._replayed(worst), batch, HIGH).peaks()
         del worst
-        return placed.larger(self._replayed(read_high).peaks())
+        return placed.larger(self._with_failed(self._replayed(read_high), batch, HIGH).peaks())
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
         _, low, _ = self.sizes(batch)
         point, held = self.point(batch)
-        return point, self._replayed(low), self._high(batch), held
+        return point, self._with_failed(self._replayed(low), batch, LOW), self._high(batch), held
+
+    def failed_chunks(self, batch: int) -> dict[tuple[object, object], tuple[int, int, int]]:
+        """Per (host, allocator) that ended in a refused request: the chunk it asks
+        for at ``batch`` (point, low, high), sized by its shape (``failed``). It
+        never got one, so the point is its rounded request; low its smaller
+        reading, high the largest chunk handed out whole for its larger."""
+        if self.failed_sizing is None or not self.failed:
+            return {}
+        point, low, high = (rounded(x) for x in self.failed_sizing.at(batch))
+        high = largest_whole(np.maximum(high, point))
+        return {
+            key: (round(float(point[i])), round(float(low[i])), round(float(high[i])))
+            for key, (_, i, _) in self.failed.items()
+        }
+
+    def _with_failed(self, counters: Replayed, batch: int, reading: int) -> Replayed:
+        """``counters`` (whole, not ``peaks``) with each failed request's chunk at
+        ``batch`` (``failed_chunks``, its ``reading``) added at its moment."""
+        if not self.failed:
+            return counters
+        sized = self.failed_chunks(batch)
+        values = dict(counters.bytes)
+        for key, (_, _, at) in self.failed.items():
+            if key in values and at < len(values[key]):
+                grown = np.array(values[key], dtype=np.float64)
+                grown[at] += sized[key][reading]
+                values[key] = grown
+        return Replayed(counters.events, values)
 
     def at(self, batch: int) -> pd.DataFrame:
         """One row per (host, allocator): the predicted peak at ``batch`` and its parts."""
@@ -502,11 +568,45 @@ class Predictor:
                 ),
                 **self.held_columns(key),
                 "dropped_held_bytes": round(self.dropped_held(key)),
+                **self.failed_columns(key, event, batch),
             }
             row |= {ROLE_COLUMNS[r]: int(by_role.get(r, 0)) for r in ROLES}
             row |= self.change_columns()
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def failed_columns(self, key: tuple[object, object], event: int, batch: int) -> dict[str, Any]:
+        """The request ``key``'s capture ended in (``failed_request``: op, dtype,
+        shape; None without one), its chunk at ``batch`` (``failed_request_bytes``),
+        whether the predicted peak is its moment (``peak_at_failure``), and whether
+        what the step does after it is missing from the capture
+        (``unseen_after_failure``: its op never ran before in the capture)."""
+        if key not in self.failed:
+            return {
+                "failed_request": None,
+                "failed_request_bytes": None,
+                "peak_at_failure": False,
+                "unseen_after_failure": False,
+            }
+        request = self.failed[key][0]
+        return {
+            "failed_request": request.label(),
+            "failed_request_bytes": self.failed_chunks(batch)[key][POINT],
+            "peak_at_failure": request.event == event,
+            "unseen_after_failure": self.unseen_after_failure(key),
+        }
+
+    def refused_batch(self, key: tuple[object, object]) -> int | None:
+        """The batch ``key``'s program ran out of memory at: the captured one, where
+        the capture ended in a refused request on it; else None."""
+        return self.batch if key in self.failed else None
+
+    def unseen_after_failure(self, key: tuple[object, object]) -> bool:
+        """Whether ``key``'s capture ended in a refused request whose op it never
+        saw go on (``ran_before``): what the step holds after that moment (the rest
+        of the forward pass, the gradients, the update) is not in it, so a batch
+        that gets past the request may peak later, higher than predicted."""
+        return key in self.failed and key not in self.seen_past_failure
 
     def change_columns(self) -> dict[str, str | None]:
         """The program change predicted (``analysis.whatif``) and what it assumes,
@@ -551,7 +651,11 @@ class Predictor:
         runs (at the point rule's chunks: the count at its worst, the placement
         at its point)."""
         _, low_sizes, _ = self.sizes(batch)
-        low, high = runs if runs is not None else (self._replayed(low_sizes), self._high(batch))
+        low, high = (
+            runs
+            if runs is not None
+            else (self._with_failed(self._replayed(low_sizes), batch, LOW), self._high(batch))
+        )
         grows = self.sizing.grows()
         # A compiled program's slab is no op's output to forward.
         a = self.base.allocations
@@ -572,12 +676,15 @@ class Predictor:
                 # chunks (each unknown at its worst with the other at its point).
                 if read is None:
                     sized = self.high_sizes(batch)[1]
-                    read = sized, self._replayed(sized)
+                    read = sized, self._with_failed(self._replayed(sized), batch, HIGH)
                 gained = read[1].bytes[key] + temps.gain(read[0])[rows]
                 hi = max(hi, round(float(gained.max())) if len(gained) else 0)
             low_event, lo = self.low_bound.lowest_program_step(key, low, steps)
             if low_event >= 0:
                 lo = self.low_bound.one_left_out(key, low, low_event, steps, low_sizes, grows)
+            if key in self.failed:  # every run asks the failed request, in its step
+                moment = self.failed[key][0].event
+                lo = max(lo, self.low_bound.one_left_out(key, low, moment, steps, low_sizes, grows))
             out[key] = (max(lo, self.low_bound.floor(key, steps)), hi + self._before(key))
         return out
 
@@ -780,8 +887,37 @@ class Predictor:
         if opened:  # a slab as its HLO buffers (by their TF ops' layer and role) and its rest
             slabs = np.isin(np.flatnonzero(mine), rows)
             live = pd.concat([live[~slabs], *opened], ignore_index=True)
+        failed = self._failed_part(key, event, batch)
+        if failed is not None:
+            live = pd.concat([live, failed], ignore_index=True)
+            rest -= int(failed["bytes"].sum())
         before = before_rows(self.base.breakdown, key, rest, self.read_before(key))
         return pd.concat([live, before], ignore_index=True)
+
+    def _failed_part(
+        self, key: tuple[object, object], event: int, batch: int
+    ) -> pd.DataFrame | None:
+        """The failed request of ``key`` as a part of the peak at ``event`` (its
+        moment), by its op's layer and role; None elsewhere."""
+        if key not in self.failed or self.failed[key][0].event != event:
+            return None
+        request, i, _ = self.failed[key]
+        assert self.failed_sizing is not None  # a failed request has its sizing
+        rows = pd.DataFrame(
+            {"op": [request.op], "op_type": [request.op_type], "shape": [request.shape]}
+        )
+        place(rows, self.base.known, self.base.shapes)
+        rule = self.failed_sizing.rule_basis[self.failed_sizing.rule[i]]
+        return pd.DataFrame(
+            {
+                "layer": rows["layer"],
+                "role": rows["role"],
+                "basis": [f"{FAILED}: {rule}"],
+                "bytes": [self.failed_chunks(batch)[key][POINT]],
+                # Asked for at the captured batch too, and refused.
+                "captured_bytes": [self.failed_chunks(self.batch)[key][POINT]],
+            }
+        )
 
 
 # A Keras layer's automatic name: its class in snake case, then ``_N`` for the N

@@ -64,6 +64,17 @@ def _invariant(requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray
     return made
 
 
+def largest_whole(new: np.ndarray, twice: np.ndarray | None = None) -> np.ndarray:
+    """The largest chunk the BFC allocator hands out whole for each rounded request
+    ``new``: just under twice it, or it and 128 MiB, whichever is less (never under
+    it). ``twice``: ``new * 2`` where made already, used up in place."""
+    whole = new * 2.0 if twice is None else twice
+    whole -= GRANULE
+    np.minimum(whole, new + MAX_INTERNAL_FRAGMENTATION, out=whole)
+    np.maximum(whole, new, out=whole)
+    return whole
+
+
 def chunks(
     new_requested: np.ndarray, requested: np.ndarray, settled: np.ndarray, allocated: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,12 +114,7 @@ def chunks(
         grown = doubled < 2 * want
         point[rows[grown]] = doubled[grown]
     low = np.minimum(point, new)
-    # The largest chunk handed out whole: just under twice the request, or the
-    # request and 128 MiB, whichever is less (never under the request).
-    whole = twice
-    whole -= GRANULE
-    np.minimum(whole, new + MAX_INTERNAL_FRAGMENTATION, out=whole)
-    np.maximum(whole, new, out=whole)
+    whole = largest_whole(new, twice)
     high = np.multiply(allocated, same)
     np.maximum(high, point, out=high)
     np.maximum(high, whole, out=high)

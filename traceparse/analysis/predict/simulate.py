@@ -125,10 +125,12 @@ def programs(
 
 def grows_on_demand(allocator: object) -> bool:
     """Whether ``allocator`` always grows its regions on demand: oneDNN's CPU
-    allocator and TensorFlow's host allocators are made with ``allow_growth``; a
-    device's may reserve its whole memory up front instead."""
+    allocator, TensorFlow's host allocators and its BFC allocator for the CPU
+    (``bfc_cpu_allocator_for_gpu``, ``TF_CPU_ALLOCATOR_USE_BFC``: made with
+    ``allow_growth = true`` in tensorflow/core/common_runtime/process_state.cc)
+    are; a device's may reserve its whole memory up front instead."""
     name = str(allocator).lower()
-    return name in ("mklcpu", "cpu") or "host" in name
+    return name in ("mklcpu", "cpu", "bfc_cpu_allocator_for_gpu") or "host" in name
 
 
 def _reserved_at(timeline: pd.DataFrame, events: np.ndarray) -> np.ndarray | np.float64:

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceparse.analysis.failure import Failure
 from traceparse.analysis.naming import KnownNames
 from traceparse.analysis.predict.capacity import MAX_BATCH
+from traceparse.analysis.predict.failed import failed_requests
 from traceparse.analysis.predict.predictor import Capture, Predictor, make_predictor
 from traceparse.decode.batch import BatchRecord
 from traceparse.decode.variables import quote
@@ -62,10 +64,12 @@ def prediction_input(
     xla_parameters: pd.DataFrame,
     programs: Sequence[tuple[str, XlaProgram]] | None,
     stacks: pd.DataFrame | None = None,
+    failures: Sequence[Failure] = (),
 ) -> Capture:
     """The ``Capture`` of one profile's tables; ``programs`` (None: the capture kept
     no XLA programs) give each linked slab's buffers at its program's peak,
-    ``stacks`` are the recorded Python stacks (None without a source record)."""
+    ``stacks`` are the recorded Python stacks (None without a source record),
+    ``failures`` the failures the capture ended in (``Profile.failures``)."""
     fill = {}
     if programs is not None:
         linked = allocations[
@@ -95,6 +99,7 @@ def prediction_input(
         xla_parameters,
         fill,
         stacks,
+        failed_requests(failures, timeline),
     )
 
 

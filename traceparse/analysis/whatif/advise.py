@@ -141,6 +141,9 @@ def advice(
                     "capacity_bytes": None if cap is None or cap != cap else int(cap),
                     "cost": cost_of(change),
                     "notes": made.resized.notes,
+                    "failed_request": (
+                        predictor.failed[key][0].label() if key in predictor.failed else None
+                    ),
                 }
             )
     rows.sort(key=lambda r: (str(r["host"]), str(r["allocator"]), -r["saved_bytes"]))

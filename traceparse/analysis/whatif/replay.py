@@ -82,18 +82,24 @@ class WhatIf(Predictor):
             else 0.0
         )
 
+    def refused_batch(self, key: Key) -> int | None:
+        """None: the capture's refusal was the captured program's, not the changed one's."""
+        return None
+
     def change_columns(self) -> dict[str, str | None]:
         return {
             "change": self.change.label(),
             "assumptions": "\n".join(self.resized.notes) or None,  # one a line
         }
 
-    def point(self, batch: int) -> tuple[Replayed, np.ndarray]:
+    def _point(self, batch: int) -> tuple[Replayed, np.ndarray]:
         """At the captured batch: the captured counter with each allocation's change
         (its chunk at the new request, ``predict_replay.chunks``), as a prediction
         there is the capture itself; the allocator model's placement is not asked
         to explain what the capture already shows. Elsewhere: the allocator model
-        at the new sizes, as for a batch-size prediction."""
+        at the new sizes, as for a batch-size prediction. (``Predictor.point`` adds
+        a failed request, at the batch's size: the change's rules resize the
+        capture's allocations, and the request is none of them.)"""
         if batch == self.batch:
             held, _, _ = self.sizes(batch)
             found = self._replayed(held)
