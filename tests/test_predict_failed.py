@@ -170,3 +170,14 @@ def test_a_capture_that_ended_well_has_no_failed_request() -> None:
     row = made.at(made.batch).iloc[0]
     assert not made.failed and made.failed_sizing is None
     assert pd.isna(row["failed_request"]) and not row["peak_at_failure"]
+
+
+def test_the_report_says_the_batch_ran_out_and_what_is_unseen() -> None:
+    from traceparse.report.predict import record_prediction_caption
+
+    profile = traceparse.load(FIXTURES / "oom_limit_256")
+    ((_, entry),) = profile._report_predictions.items()
+    assert entry["failed_request"].startswith("capped_1/conv_b_1/Relu")
+    assert entry["unseen_after_failure"] and entry["largest_batch"] < 256
+    caption = record_prediction_caption(entry)
+    assert "ran out of memory at batch 256" in caption and "gets past the request" in caption

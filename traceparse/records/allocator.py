@@ -334,8 +334,11 @@ class AllocatorRecord:
             "times it, and the largest), held (what was held when the capture started, kept "
             "at every size: held_before_bytes, own_held_bytes, the model's variables in it, "
             "other_held_bytes, earlier_layer / earlier_layers, the evidence of other models "
-            "built first in the process). Made by Profile.summary(predict=True), the report "
-            "and the predict command.",
+            "built first in the process), failed_request (the request the capture ran out "
+            "of memory at, asked again at every size; null without one) and "
+            "unseen_after_failure (what the step holds after it is not in the capture: "
+            "largest_batch then gets past that request). Made by "
+            "Profile.summary(predict=True), the report and the predict command.",
             section=True,
         ),
     )

@@ -105,6 +105,12 @@ def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
         f"The peak predicted at each batch size from the capture at batch {batch} "
         "(by the allocations' shapes, replayed in their order; shaded: the bounds)."
     )
+    failed = prediction.get("failed_request")
+    if failed:
+        text += (
+            f" The capture ran out of memory at batch {batch}, at {failed}: every size "
+            "asks that request again at its moment, and no size from there up fits."
+        )
     capacity = prediction.get("capacity_bytes")
     largest = prediction.get("largest_batch")
     left_out = prediction.get("left_out")
@@ -118,6 +124,13 @@ def record_prediction_caption(prediction: Mapping[str, Any]) -> str:
         text += (
             f" Any batch size fits in the capacity, {format_bytes(capacity)}, by the "
             f"prediction (tried up to {MAX_BATCH:,})."
+        )
+    elif prediction.get("unseen_after_failure"):
+        text += (
+            f" Dashed: the capacity, {format_bytes(capacity)}; the largest batch size "
+            f"that gets past the request the capture ran out of memory at: {largest} "
+            f"({format_bytes(prediction['largest_peak_bytes'])} at it). What the step "
+            "holds after that request is not in the capture."
         )
     else:
         text += (

@@ -420,6 +420,11 @@ def report_curves(
             # What was held when the capture started, kept at every size: the
             # model's variables in it and the evidence of earlier models.
             "held": dict(predictor.held_columns(key)),
+            # The request the capture ended in, asked again at every size (``failed``).
+            "failed_request": (
+                predictor.failed[key][0].label() if key in predictor.failed else None
+            ),
+            "unseen_after_failure": predictor.unseen_after_failure(key),
         }
         if missing or not searched:
             entry["left_out"] = {
