@@ -181,3 +181,15 @@ def test_the_report_says_the_batch_ran_out_and_what_is_unseen() -> None:
     assert entry["unseen_after_failure"] and entry["largest_batch"] < 256
     caption = record_prediction_caption(entry)
     assert "ran out of memory at batch 256" in caption and "gets past the request" in caption
+
+
+def test_a_mixed_policy_halves_the_refused_activation_and_no_optimizer_moves_it() -> None:
+    from traceparse.analysis.whatif import WhatIf, parse_change
+
+    _, made = predictor("oom_limit_256")
+    (key,) = made.failed
+    asked = made.failed_chunks(128)[key]
+    mixed = WhatIf.of(made, parse_change("mixed_bfloat16", None, None)).failed_chunks(128)[key]
+    sgd = WhatIf.of(made, parse_change(None, "sgd", None)).failed_chunks(128)[key]
+    assert mixed[0] == asked[0] // 2 and mixed[2] == asked[2]  # high: kept float32
+    assert sgd == asked

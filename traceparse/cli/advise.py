@@ -113,5 +113,12 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         if capacity is not None:
             term.line(
                 f"largest batch: the largest whose predicted peak fits {format_bytes(capacity)}"
+                + (
+                    "; the peak is predicted up to the request the capture ran out of memory "
+                    "at, asked again, and what the step holds after it may not be in the "
+                    "capture (traceparse predict says)"
+                    if first.failed_request is not None
+                    else ""
+                )
             )
         term.line("")

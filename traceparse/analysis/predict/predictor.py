@@ -575,6 +575,16 @@ class Predictor:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def failed_place(self, key: tuple[object, object]) -> tuple[object, object]:
+        """(layer, role) of ``key``'s failed request, by its op's name and shape
+        (``naming.place``, as every allocation's)."""
+        request = self.failed[key][0]
+        rows = pd.DataFrame(
+            {"op": [request.op], "op_type": [request.op_type], "shape": [request.shape]}
+        )
+        place(rows, self.base.known, self.base.shapes)
+        return rows["layer"].iloc[0], rows["role"].iloc[0]
+
     def failed_columns(self, key: tuple[object, object], event: int, batch: int) -> dict[str, Any]:
         """The request ``key``'s capture ended in (``failed_request``: op, dtype,
         shape; None without one), its chunk at ``batch`` (``failed_request_bytes``),
@@ -901,17 +911,14 @@ class Predictor:
         moment), by its op's layer and role; None elsewhere."""
         if key not in self.failed or self.failed[key][0].event != event:
             return None
-        request, i, _ = self.failed[key]
+        _, i, _ = self.failed[key]
         assert self.failed_sizing is not None  # a failed request has its sizing
-        rows = pd.DataFrame(
-            {"op": [request.op], "op_type": [request.op_type], "shape": [request.shape]}
-        )
-        place(rows, self.base.known, self.base.shapes)
+        layer, role = self.failed_place(key)
         rule = self.failed_sizing.rule_basis[self.failed_sizing.rule[i]]
         return pd.DataFrame(
             {
-                "layer": rows["layer"],
-                "role": rows["role"],
+                "layer": [layer],
+                "role": [role],
                 "basis": [f"{FAILED}: {rule}"],
                 "bytes": [self.failed_chunks(batch)[key][POINT]],
                 # Asked for at the captured batch too, and refused.

@@ -14,9 +14,10 @@ from traceparse.analysis.naming import (
     ACTIVATION,
 )
 from traceparse.analysis.predict import BEFORE, READ_BEFORE, Predictor, Replayed
+from traceparse.analysis.predict.batch import dims
 from traceparse.analysis.whatif.change import Change, parse_change
 from traceparse.analysis.whatif.facts import Facts, Key, facts_of
-from traceparse.analysis.whatif.rules import Resizing, resizing
+from traceparse.analysis.whatif.rules import Resizing, failed_request_factors, resizing
 
 
 class _Resized:
@@ -81,6 +82,19 @@ class WhatIf(Predictor):
             if self.change.fresh and key in self.facts.earlier
             else 0.0
         )
+
+    def failed_chunks(self, batch: int) -> dict[Key, tuple[int, int, int]]:
+        """The base's failed requests (``Predictor.failed_chunks``) under the change
+        (``rules.failed_request_factors``: only the precision moves them)."""
+        found = super().failed_chunks(batch)
+        out = {}
+        for key, sizes in found.items():
+            request = self.failed[key][0]
+            _, role = self.failed_place(key)
+            weighty = dims(request.shape) in self.weights
+            factors = failed_request_factors(request.dtype, role, weighty, self.change)
+            out[key] = tuple(round(b * f) for b, f in zip(sizes, factors, strict=True))
+        return out  # type: ignore[return-value]
 
     def refused_batch(self, key: Key) -> int | None:
         """None: the capture's refusal was the captured program's, not the changed one's."""

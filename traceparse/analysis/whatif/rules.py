@@ -584,3 +584,22 @@ def slab_factors(predictor: Predictor, facts: Facts, change: Change, out: Resizi
             (out.high, inner.high),
         ):
             mine[row] *= (rest + float((held[keep] * factors).sum())) / total if total else 1.0
+
+
+def failed_request_factors(
+    dtype: str | None, role: object, weight_shaped: bool, change: Change
+) -> tuple[float, float, float]:
+    """What ``change`` does to the request a capture ran out of memory at (point,
+    low, high), which no allocation row holds (``Predictor.failed``): only the
+    precision moves it, as ``precision_factors`` moves a tensor of its dtype and
+    role. To a mixed policy a float32 activation or gradient (not a weight's
+    shape) halves, unless Keras keeps it float32 (a normalisation's, a softmax's:
+    its op alone does not say, so the high keeps it); to float32 a 16-bit one
+    doubles. A new optimizer, remat (the request is the tensor its op is making
+    then, recomputed or not) and a fresh process leave it as it is."""
+    tensor = role in (ACTIVATION, GRADIENT, UNKNOWN, OTHER) and not weight_shaped
+    if not change.precision or not tensor:
+        return (1.0, 1.0, 1.0)
+    if change.precision == "float32":
+        return (2.0, 2.0, 2.0) if dtype in HALF else (1.0, 1.0, 1.0)
+    return (0.5, 0.5, 1.0) if dtype == "float32" else (1.0, 1.0, 1.0)
