@@ -1,8 +1,10 @@
 """Predictions from a capture that ran out of memory (``analysis/predict/failed.py``).
 
-The captures: ``fixtures/oom_limit_256`` and ``oom_limit_128``, one Keras CNN
-fit under a 300 MiB limit on TensorFlow's BFC allocator (``fixtures/make_oom_limit.py``),
-and what every batch of the same sweep really did (``fixtures/oom_limit.json``):
+The captures: ``fixtures/oom_limit_256`` and ``oom_limit_128``, a Keras CNN fit
+under a 300 MiB limit on TensorFlow's BFC allocator (the development family),
+``oom_attention_512``, a self-attention model under the same limit (held out:
+captured after the rules were written), from ``fixtures/make_oom_limit.py``;
+and what every batch of each sweep really did (``fixtures/oom_limit.json``):
 completed, or the request it failed at. The older ``oom_*`` fixtures ask 4 TiB.
 """
 
@@ -21,6 +23,13 @@ from traceparse.analysis.predict.failed import FailedRequest, ran_before
 
 SWEEP = json.loads((FIXTURES / "oom_limit.json").read_text())
 LIMIT = SWEEP["limit_bytes"]
+# Each kept capture's family: its sweep's runs.
+FAMILY = {
+    run["fixture"]: family["runs"]
+    for family in SWEEP["families"].values()
+    for run in family["runs"].values()
+    if "fixture" in run
+}
 GRANULE = 256
 
 
@@ -37,7 +46,12 @@ def demand_at_failure(profile: traceparse.Profile) -> int:
     return failure.in_use_bytes + -(-failure.requested_bytes // GRANULE) * GRANULE
 
 
-CAPTURES = [("oom_limit_256", None), ("oom_limit_128", None), ("oom_run_graph", 256)]
+CAPTURES = [
+    ("oom_limit_256", None),
+    ("oom_limit_128", None),
+    ("oom_attention_512", None),
+    ("oom_run_graph", 256),
+]
 
 
 @pytest.mark.parametrize(("name", "given"), CAPTURES)
@@ -97,15 +111,15 @@ def _got_past(run: dict, made: Predictor, profile: traceparse.Profile) -> bool:
     return not earlier.any()
 
 
-@pytest.mark.parametrize("name", ["oom_limit_256", "oom_limit_128"])
+@pytest.mark.parametrize("name", ["oom_limit_256", "oom_limit_128", "oom_attention_512"])
 def test_the_bounds_hold_on_every_real_run_of_the_sweep(name: str) -> None:
     """Every real batch at or under the sure answer got past the refused request,
     and every one that completed is at or under the possible one."""
     profile, made = predictor(name)
     (key,) = made.failed
     fit = capacity_fit(made, key, LIMIT, made.batch)
-    assert fit.unseen_after_failure  # the refused op never ran before in either capture
-    for batch, run in SWEEP["runs"].items():
+    assert fit.unseen_after_failure  # the refused op never ran before in any capture
+    for batch, run in FAMILY[name].items():
         if fit.largest_sure is not None and int(batch) <= fit.largest_sure:
             assert _got_past(run, made, profile), (name, batch, run)
         if run["outcome"] == "completed":
@@ -113,12 +127,11 @@ def test_the_bounds_hold_on_every_real_run_of_the_sweep(name: str) -> None:
 
 
 def test_the_sweep_is_what_the_fixtures_say() -> None:
-    runs = SWEEP["runs"]
-    for name in ("oom_limit_256", "oom_limit_128"):
+    for name, runs in FAMILY.items():
         batch = name.rsplit("_", 1)[1]
         (failure,) = traceparse.load(FIXTURES / name).failures()
         assert runs[batch]["fixture"] == name and runs[batch]["failed_op"] == failure.op
-    assert {r["outcome"] for r in runs.values()} == {"completed", "out of memory"}
+        assert {r["outcome"] for r in runs.values()} == {"completed", "out of memory"}
 
 
 def test_an_earlier_run_of_the_same_request_shows_what_follows() -> None:

@@ -192,16 +192,14 @@ def fit_lines(fit: Fit, captured: int | None = None) -> list[str]:
             f"Any batch size fits in {cap} by the prediction (tried up to {MAX_BATCH:,}): "
             "what grows with the batch here is too small to fill it."
         )
-    elif past:
+    else:
         lines.append(
             f"The largest batch size that gets past the request that failed: {fit.largest} "
             f"({format_bytes(fit.largest_peak_bytes)} of {cap} at it); larger ones are "
             "predicted not to fit. What the step holds after that request is not in this "
             "capture: capture at a batch that gets past it to see the rest."
-        )
-    else:
-        lines.append(
-            f"The largest batch size that fits: {fit.largest} (peak "
+            if past
+            else f"The largest batch size that fits: {fit.largest} (peak "
             f"{format_bytes(fit.largest_peak_bytes)} of {cap})."
         )
         far = extrapolation_note(fit.largest, captured)
