@@ -492,14 +492,14 @@ class Predictor:
         # One worst case at a time, each kept as its peak alone (``Replayed.peaks``):
         # each replay is a few arrays as long as the timeline.
         worst, read_high = self.high_sizes(batch)
-        placed = self._with_failed(self._replayed(worst), batch, HIGH).peaks()
+        placed = self._counter(worst, batch, HIGH).peaks()
         del worst
-        return placed.larger(self._with_failed(self._replayed(read_high), batch, HIGH).peaks())
+        return placed.larger(self._counter(read_high, batch, HIGH).peaks())
 
     def replay(self, batch: int) -> tuple[Replayed, Replayed, Replayed, np.ndarray]:
         _, low, _ = self.sizes(batch)
         point, held = self.point(batch)
-        return point, self._with_failed(self._replayed(low), batch, LOW), self._high(batch), held
+        return point, self._counter(low, batch, LOW), self._high(batch), held
 
     def failed_chunks(self, batch: int) -> dict[tuple[object, object], tuple[int, int, int]]:
         """Per (host, allocator) that ended in a refused request: the chunk it asks
@@ -514,6 +514,11 @@ class Predictor:
             key: (round(float(point[i])), round(float(low[i])), round(float(high[i])))
             for key, (_, i, _) in self.failed.items()
         }
+
+    def _counter(self, held: np.ndarray, batch: int, reading: int) -> Replayed:
+        """The captured counter with each allocation holding ``held`` (``_replayed``)
+        and each failed request's ``reading`` at ``batch`` (``_with_failed``)."""
+        return self._with_failed(self._replayed(held), batch, reading)
 
     def _with_failed(self, counters: Replayed, batch: int, reading: int) -> Replayed:
         """``counters`` (whole, not ``peaks``) with each failed request's chunk at
@@ -659,12 +664,12 @@ class Predictor:
         many of them are live at once is the executor's draw in each run: the low
         keeps one of each, the high ``parallel_iterations`` of each while the loop
         runs (at the point rule's chunks: the count at its worst, the placement
-        at its point)."""
+        at its point). Where the capture ended in a refused request (``failed``),
+        every counter asks it again at its moment, and the low is at least that
+        moment's with one allocation spared: every run asks it there."""
         _, low_sizes, _ = self.sizes(batch)
         low, high = (
-            runs
-            if runs is not None
-            else (self._with_failed(self._replayed(low_sizes), batch, LOW), self._high(batch))
+            runs if runs is not None else (self._counter(low_sizes, batch, LOW), self._high(batch))
         )
         grows = self.sizing.grows()
         # A compiled program's slab is no op's output to forward.
@@ -686,7 +691,7 @@ class Predictor:
                 # chunks (each unknown at its worst with the other at its point).
                 if read is None:
                     sized = self.high_sizes(batch)[1]
-                    read = sized, self._with_failed(self._replayed(sized), batch, HIGH)
+                    read = sized, self._counter(sized, batch, HIGH)
                 gained = read[1].bytes[key] + temps.gain(read[0])[rows]
                 hi = max(hi, round(float(gained.max())) if len(gained) else 0)
             low_event, lo = self.low_bound.lowest_program_step(key, low, steps)

@@ -92,9 +92,9 @@ class WhatIf(Predictor):
             request = self.failed[key][0]
             _, role = self.failed_place(key)
             weighty = dims(request.shape) in self.weights
-            factors = failed_request_factors(request.dtype, role, weighty, self.change)
-            out[key] = tuple(round(b * f) for b, f in zip(sizes, factors, strict=True))
-        return out  # type: ignore[return-value]
+            point, low, high = failed_request_factors(request.dtype, role, weighty, self.change)
+            out[key] = (round(sizes[0] * point), round(sizes[1] * low), round(sizes[2] * high))
+        return out
 
     def refused_batch(self, key: Key) -> int | None:
         """None: the capture's refusal was the captured program's, not the changed one's."""
