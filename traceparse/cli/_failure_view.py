@@ -84,4 +84,9 @@ def print_failure_detail(profile: Any, term: Terminal, top: int = TOP) -> bool:
             term.line()
             term.line(f"{heading}:")
             term.bullets(frames)
+    if any(view.failure.out_of_memory for view in views):
+        term.note(
+            "`traceparse predict PATH --batch N` asks the refused request again at N: "
+            "which smaller batch gets past it."
+        )
     return bool(views)
