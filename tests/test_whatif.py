@@ -469,9 +469,13 @@ def test_the_report_leaves_the_search_out_past_its_budget(
     searched = whatif_section(profile)
     assert searched is not None
     cut = build_whatif(predictor, searched.path, list(predictor.rows), None, search=False)
-    assert not cut.searched and all(r.largest_batch is None for r in cut.rows)
-    # The same changes, peaks and bounds: the search only adds the largest batch.
-    assert [replace(r, largest_batch=None) for r in searched.rows] == list(cut.rows)
+    assert not cut.searched
+    assert all(r.largest_batch is None and r.captured_largest_batch is None for r in cut.rows)
+    # The same changes, peaks and bounds: the search only adds the largest batches.
+    unsearched = [
+        replace(r, largest_batch=None, captured_largest_batch=None) for r in searched.rows
+    ]
+    assert unsearched == list(cut.rows)
     # A capture past the budget: the section the views draw is the unsearched one.
     monkeypatch.setattr(whatif_module, "report_search", lambda events, searches: False)
     past = traceparse.load(REPORTED)
@@ -681,3 +685,40 @@ def test_float32_says_what_it_keeps_of_a_compiled_16_bit_program() -> None:
     base = predictor_of(traceparse.load(FIXTURES / "jax08_attention"))
     (row, *_) = what_if(base, Change(precision="float32")).at(base.batch).itertuples()
     assert "recorded without a dtype" in row.assumptions
+
+
+@pytest.mark.parametrize(
+    ("capture", "given"),
+    [(MIXED, None), (FIXTURES / "oom_limit_256", None), (FIXTURES / "oom_run_graph", 256)],
+)
+def test_advise_reads_each_change_against_the_unchanged_largest_batch(
+    capture: object, given: int | None
+) -> None:
+    # The unchanged program's largest batch is predict's own answer (below the batch
+    # an out-of-memory capture was refused at); each row carries it.
+    from traceparse.analysis.predict import capacity_fit
+    from traceparse.records.whatif import build_whatif
+
+    profile = traceparse.load(capture)
+    predictor = predictor_of(profile, None, given)
+    capacity = 300 * 2**20
+    record = build_whatif(predictor, str(capture), list(predictor.rows), capacity)
+    for key in predictor.rows:
+        fit = capacity_fit(predictor, key, capacity, predictor.batch)
+        rows = [r for r in record.rows if (r.host, r.allocator) == (str(key[0]), str(key[1]))]
+        assert rows and {r.captured_largest_batch for r in rows} == {fit.largest}
+    refused = [r for r in record.rows if r.failed_request is not None]
+    assert all(
+        r.captured_largest_batch is None or r.captured_largest_batch < r.batch_size for r in refused
+    )
+    out = run_traceparse(
+        "advise",
+        str(capture),
+        "--capacity",
+        "300MiB",
+        *(("--from-batch", str(given)) if given else ()),
+    )
+    assert out.returncode == 0, out.stderr
+    largest = {r.captured_largest_batch for r in record.rows} - {None}
+    for n in largest:
+        assert f"largest batch without a change: {n:,} in 300 MiB" in out.stdout

@@ -80,7 +80,11 @@ class AdviseCommand(Command):
 
 
 def _render(term: Terminal, record: WhatIfRecord) -> None:
-    from traceparse.report.whatif import allocator_rows, row_cells  # records load pandas
+    from traceparse.report.whatif import (  # records load pandas
+        allocator_rows,
+        row_cells,
+        unchanged_largest,
+    )
     from traceparse.units import format_bytes
 
     for key in record.allocators():
@@ -104,6 +108,9 @@ def _render(term: Terminal, record: WhatIfRecord) -> None:
         term.line(
             f"{captured}; each change predicted at that batch, ranked by bytes saved at the peak"
         )
+        unchanged = unchanged_largest(first)
+        if unchanged:
+            term.line(unchanged)
         term.line(f"{'change':<34} {'saved':>11}  {'peak [low, high]':<34} largest batch")
         for r in mine:
             change, saved, bounds, largest, cost = row_cells(r)

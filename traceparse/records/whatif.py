@@ -49,6 +49,10 @@ class WhatIfRow:
     # The request the capture ended in, asked again in every peak above
     # (``Predictor.failed``); None where the capture did not run out of memory.
     failed_request: str | None = None
+    # The largest batch the program fits in the capacity without any change (as
+    # ``predict`` answers it), the same on each of the allocator's rows; None where
+    # not searched, no capacity is known, or even 1 does not fit.
+    captured_largest_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,11 @@ def build_whatif(
             cost=str(r["cost"]),
             notes=tuple(str(n) for n in r["notes"]),
             failed_request=r.get("failed_request"),
+            captured_largest_batch=(
+                None
+                if r.get("captured_largest_batch") is None
+                else int(r["captured_largest_batch"])
+            ),
         )
         for r in advice(predictor, keys, capacity, search=search, facts=facts)
     )
@@ -164,7 +173,8 @@ def report_whatif(predictor: Predictor | None, path: str) -> WhatIfRecord | None
     changes = len(candidates(facts))
     if not report_predicts(events, changes):
         return WhatIfRecord(path, (), searched=False, left_out=True)
-    search = report_search(events, changes * len(predictor.rows))
+    # Each change's search, and the unchanged program's its largest batches are read against.
+    search = report_search(events, (changes + 1) * len(predictor.rows))
     return build_whatif(predictor, path, list(predictor.rows), None, search=search, facts=facts)
 
 

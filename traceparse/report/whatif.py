@@ -49,8 +49,21 @@ def _title(record: WhatIfRecord, key: tuple[str, str]) -> tuple[str, WhatIfRow]:
     )
     return (
         f"{key[1]} ({key[0]}): captured peak {format_bytes(first.captured_peak_bytes)} "
-        f"at batch {first.batch_size}{failed}",
+        f"at batch {first.batch_size}{failed}"
+        + (f"; {unchanged}" if (unchanged := unchanged_largest(first)) else ""),
         first,
+    )
+
+
+def unchanged_largest(first: WhatIfRow) -> str:
+    """The words that give the largest batch without a change, the one every
+    change's is read against (empty where none was found: not searched, no
+    capacity, or not even 1 fits, as the changes' cells say)."""
+    if first.capacity_bytes is None or first.captured_largest_batch is None:
+        return ""
+    return (
+        f"largest batch without a change: {largest_batch_cell(first.captured_largest_batch)} "
+        f"in {format_bytes(first.capacity_bytes)}"
     )
 
 

@@ -116,6 +116,15 @@ def advice(
         (row.host, row.allocator): None if pd.isna(row.capacity_bytes) else row.capacity_bytes
         for row in predictor.base.peak.itertuples()
     }
+    # Each change's largest batch is read against the program's own, unchanged.
+    as_captured = (
+        {
+            key: _captured_largest(predictor, key, capacity, capacities.get(key), batch)
+            for key in keys
+        }
+        if search
+        else {}
+    )
     rows: list[dict[str, Any]] = []
     for change in candidates(facts):
         made = WhatIf.of(predictor, change, facts)
@@ -138,6 +147,7 @@ def advice(
                     "high_bytes": high,
                     "saved_bytes": base[key][1] - peak,
                     "largest_batch": largest,
+                    "captured_largest_batch": as_captured.get(key),
                     "capacity_bytes": None if cap is None or cap != cap else int(cap),
                     "cost": cost_of(change),
                     "notes": made.resized.notes,
@@ -148,3 +158,25 @@ def advice(
             )
     rows.sort(key=lambda r: (str(r["host"]), str(r["allocator"]), -r["saved_bytes"]))
     return rows
+
+
+def _captured_largest(
+    predictor: Predictor, key: Key, capacity: int | None, own: float | None, batch: int
+) -> int | None:
+    """The largest batch the captured program fits in ``capacity`` (else ``own``, the
+    allocator's), as ``predict`` answers it: the allocator model's search, below a
+    batch the capture ran out of memory at (``capacity_fit``); None where no
+    capacity is known or even 1 does not fit."""
+    from traceparse.analysis.predict.capacity import (
+        MAX_BATCH,
+        _largest,
+        partial_point,
+        refused_at,
+        replays_of,
+    )
+
+    cap = capacity if capacity is not None else own
+    if cap is None or cap != cap:
+        return None
+    limit = refused_at(predictor, key) or MAX_BATCH + 1
+    return _largest(partial_point(replays_of(predictor), key), int(cap), batch, limit - 1)
