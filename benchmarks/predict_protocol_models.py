@@ -393,6 +393,62 @@ def _text_average(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]
     return model, data
 
 
+# Families of the ninth session (fixed 2026-12-08 before that session captured or
+# measured any of them, with no prediction rule changed since): the architectures
+# users bring most that the sets above lack, as Keras ships or writes them.
+def _mobilenet_v2(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): Keras' own MobileNetV2 (width 0.35, untrained) on 32x32
+    # images: inverted residual blocks of depthwise convolutions, batch
+    # normalisation and ReLU6, residual additions.
+    model = keras.applications.MobileNetV2(
+        input_shape=(32, 32, 3), alpha=0.35, weights=None, classes=10, classifier_activation=None
+    )
+    return model, _random_examples(17, (32, 32, 3), 10)
+
+
+def _vit_tiny(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Development (late): a small vision transformer: 4x4 patches of 32x32 images
+    # embedded by a strided convolution (64 tokens of 64), a learned position
+    # embedding, two pre-norm blocks of 4-head self-attention and a GELU MLP with
+    # residual additions, mean-pooled tokens, a dense head.
+    layers = keras.layers
+
+    class Positions(layers.Layer):
+        """A learned embedding of each token's position, added to it."""
+
+        def build(self, shape: Any) -> None:
+            self.table = self.add_weight(shape=shape[1:], initializer="random_normal")
+
+        def call(self, tokens: Any) -> Any:
+            return tokens + self.table
+
+    inp = keras.Input((32, 32, 3), name="image")
+    x = layers.Conv2D(64, 4, strides=4, name="patches")(inp)
+    x = Positions(name="positions")(layers.Reshape((64, 64), name="tokens")(x))
+    for i in range(2):
+        y = layers.LayerNormalization(name=f"norm_a{i}")(x)
+        y = layers.MultiHeadAttention(4, 16, name=f"attend{i}")(y, y)
+        x = layers.Add(name=f"residual_a{i}")([x, y])
+        y = layers.LayerNormalization(name=f"norm_b{i}")(x)
+        y = layers.Dense(128, activation="gelu", name=f"mlp_a{i}")(y)
+        y = layers.Dense(64, name=f"mlp_b{i}")(y)
+        x = layers.Add(name=f"residual_b{i}")([x, y])
+    x = layers.GlobalAveragePooling1D(name="pool")(layers.LayerNormalization(name="norm")(x))
+    return keras.Model(inp, layers.Dense(10, name="logits")(x), name="vit_tiny"), (
+        _random_examples(18, (32, 32, 3), 10)
+    )
+
+
+def _efficientnet_b0(keras: Any) -> tuple[Any, Callable[[Any, int], tuple[Any, Any]]]:
+    # Test (late): Keras' own EfficientNetB0 (untrained) on 32x32 images: its
+    # rescaling and normalisation layers, depthwise convolutions, squeeze-and-
+    # excitation, swish, dropout.
+    model = keras.applications.EfficientNetB0(
+        input_shape=(32, 32, 3), weights=None, classes=10, classifier_activation=None
+    )
+    return model, _random_examples(19, (32, 32, 3), 10)
+
+
 # The loss each model is fitted with where it is not sparse categorical
 # cross-entropy on logits.
 LOSSES: dict[str, str] = {"conv_autoencoder": "mse"}
@@ -415,6 +471,9 @@ BUILDERS = {
     "unet": _unet,
     "conv_autoencoder": _conv_autoencoder,
     "text_average": _text_average,
+    "mobilenet_v2": _mobilenet_v2,
+    "vit_tiny": _vit_tiny,
+    "efficientnet_b0": _efficientnet_b0,
 }
 # The late families (above): model -> (B, 4B), each on the data of 4B x STEPS.
 LATE_DEV_MODELS: dict[str, tuple[int, int]] = {
@@ -422,6 +481,8 @@ LATE_DEV_MODELS: dict[str, tuple[int, int]] = {
     "separable_cnn": (16, 64),
     "bidir_gru": (32, 128),  # sixth session
     "unet": (16, 64),  # seventh session
+    "mobilenet_v2": (16, 64),  # ninth session
+    "vit_tiny": (16, 64),  # ninth session
 }
 LATE_TEST_MODELS: dict[str, tuple[int, int]] = {
     "conv1d_signal": (16, 64),
@@ -429,6 +490,7 @@ LATE_TEST_MODELS: dict[str, tuple[int, int]] = {
     "bidir_lstm": (32, 128),
     "conv_autoencoder": (16, 64),  # seventh session
     "text_average": (64, 256),  # seventh session
+    "efficientnet_b0": (16, 64),  # ninth session
 }
 # The same model on the same data at every batch size, as a user's sweep runs:
 # name -> (model, examples). The others fit STEPS batches, so their data (the
