@@ -25,6 +25,8 @@ def test_predict_prints_the_peak_its_parts_and_the_largest_batch() -> None:
     # On mklcpu, what the pool hid at 128 and reaches the allocator at 256 is said.
     assert "under 2 KiB per example are not in this capture at batch 128" in out
     assert "at batch 256 those of 1 KiB per example and more" in out
+    # ... and that the bounds do not hold them either (nothing gives their sizes).
+    assert "neither the prediction nor its bounds hold them" in out
     smaller = run_traceparse("predict", str(FIXTURES / "batch_128"), "--batch", "64")
     assert smaller.returncode == 0 and "Not predicted" not in smaller.stdout
 

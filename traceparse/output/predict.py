@@ -149,8 +149,10 @@ def unseen_line(row: pd.Series) -> str | None:
         f"{format_bytes(POOLED_BELOW)} to oneDNN's pool, "
         f"which records nothing, so tensors of under {format_bytes(int(below))} per example "
         f"are not in this capture at batch {row['from_batch']}; at batch "
-        f"{row['batch_size']} those of {grows_in} per example and more reach the allocator. "
-        "A capture at a batch nearer the one asked shows them."
+        f"{row['batch_size']} those of {grows_in} per example and more reach the allocator, "
+        "and neither the prediction nor its bounds hold them (on a small model they can "
+        "be much of the peak: docs/predict.md). A capture at a batch nearer the one asked "
+        "shows them."
     )
 
 
