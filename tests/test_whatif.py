@@ -722,3 +722,24 @@ def test_advise_reads_each_change_against_the_unchanged_largest_batch(
     largest = {r.captured_largest_batch for r in record.rows} - {None}
     for n in largest:
         assert f"largest batch without a change: {n:,} in 300 MiB" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "optimizer"),
+    [("keras2_functional", "adam"), ("keras2_tf216_mirrored", "adam"), ("keras_callback", "sgd")],
+)
+def test_the_optimizer_is_named_by_the_ops_that_ran_where_no_allocation_names_it(
+    name: str, optimizer: str
+) -> None:
+    # Each of these small models' update ops sent its outputs to oneDNN's pool,
+    # which records nothing: no allocation carries the optimizer's scope, but the
+    # capture's op events ran its ops (tf_keras 2's ``Adam/...``, Keras 3's ``sgd/...``).
+    from traceparse.analysis.naming.optimizers import captured_optimizer
+
+    profile = traceparse.load(FIXTURES / name)
+    assert captured_optimizer(profile.allocations["op"].dropna().astype(str).unique()) is None
+    predictor = profile.predictor()
+    assert facts_of(predictor).optimizer == optimizer
+    notes = WhatIf.of(predictor, Change(optimizer="momentum")).resized.notes
+    assert any(note.startswith(f"optimizer: {optimizer} -> momentum") for note in notes)
+    assert not any("none named in the capture" in note for note in notes)

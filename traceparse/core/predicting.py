@@ -43,6 +43,7 @@ class Predicting:
         stacks: pd.DataFrame
         xla_buffers: pd.DataFrame
         xla_parameters: pd.DataFrame
+        _op_time: pd.DataFrame
 
         @property
         def path(self) -> str: ...
@@ -57,6 +58,12 @@ class Predicting:
         @property
         def _has_inventory(self) -> bool: ...
         def failures(self) -> list[Failure]: ...
+
+    @property
+    def _op_names(self) -> frozenset[str]:
+        """The distinct names of the ops the capture's op events ran."""
+        ops = self._op_time["op"] if "op" in self._op_time else pd.Series(dtype=object)
+        return frozenset(ops.dropna().astype(str).unique())
 
     @pooled_property
     def _prediction_input(self) -> PredictionInput:
@@ -77,6 +84,7 @@ class Predicting:
             self._xla.programs if self._xla.present else None,
             self.stacks if self.has_sources else None,
             self.failures(),
+            self._op_names,
         )
 
     @property

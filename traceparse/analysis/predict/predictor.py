@@ -117,6 +117,20 @@ class Capture:
     stacks: pd.DataFrame | None = None
     # The requests the capture ended in, refused for want of memory (``failed``).
     failed: tuple[FailedRequest, ...] = ()
+    # The distinct names of the ops the capture's op events ran (``Profile.ops``'
+    # compute counts), those whose outputs left no allocation record too: on a
+    # CPU, oneDNN's pool takes every request under 256 KiB without one, so a small
+    # model's optimizer may name itself only here (``optimizer``).
+    op_names: frozenset[str] = frozenset()
+
+
+def optimizer_named(capture: Capture) -> str | None:
+    """The optimizer whose name scope the capture's ops carry (``captured_optimizer``):
+    its allocations' ops, else the ops its op events ran (``Capture.op_names``),
+    which hold the update ops whose outputs went to a pool without a record."""
+    ops = capture.allocations["op"]
+    names = ops.cat.categories if isinstance(ops.dtype, pd.CategoricalDtype) else ops.unique()
+    return captured_optimizer(names) or captured_optimizer(capture.op_names)
 
 
 def weight_shapes(capture: Capture, roles: np.ndarray) -> set[tuple[int, ...]]:
@@ -789,9 +803,7 @@ class Predictor:
         weights = self.weights_read(key)
         if not len(weights):
             return none
-        ops = self.base.allocations["op"]
-        names = ops.cat.categories if isinstance(ops.dtype, pd.CategoricalDtype) else ops.unique()
-        optimizer = captured_optimizer(names)
+        optimizer = optimizer_named(self.base)
         slots = SLOTS[optimizer][0] if optimizer in SLOTS else 0.0
         frame = pd.DataFrame(
             {"layer": weights.index, "role": WEIGHT, "bytes": weights.to_numpy(dtype=np.int64)}

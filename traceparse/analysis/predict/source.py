@@ -65,11 +65,13 @@ def prediction_input(
     programs: Sequence[tuple[str, XlaProgram]] | None,
     stacks: pd.DataFrame | None = None,
     failures: Sequence[Failure] = (),
+    op_names: frozenset[str] = frozenset(),
 ) -> Capture:
     """The ``Capture`` of one profile's tables; ``programs`` (None: the capture kept
     no XLA programs) give each linked slab's buffers at its program's peak,
     ``stacks`` are the recorded Python stacks (None without a source record),
-    ``failures`` the failures the capture ended in (``Profile.failures``)."""
+    ``failures`` the failures the capture ended in (``Profile.failures``),
+    ``op_names`` the ops its op events ran (``Capture.op_names``)."""
     fill = {}
     if programs is not None:
         linked = allocations[
@@ -100,6 +102,7 @@ def prediction_input(
         fill,
         stacks,
         failed_requests(failures, timeline),
+        op_names,
     )
 
 

@@ -148,6 +148,8 @@ def facts_of(predictor: Predictor) -> Facts:
         ]
     )
     optimizer = captured_optimizer(np.concatenate([factorized(ops)[1], xla_ops]))
+    if optimizer is None:  # its update ops may have left no allocation record
+        optimizer = captured_optimizer(base.op_names)
     if optimizer is None and base.stacks is not None and len(base.stacks):
         optimizer = optimizer_of_frames(base.stacks["frame"].astype(str))
     params: dict[Key, tuple[float, float]] = {}
