@@ -246,10 +246,10 @@ def capacity_fit(predictor: Predictor, key: Key, capacity: int, batch: int) -> F
     # bytes in use say it would (the allocator's free memory in pieces too small
     # for the request): the searches stop below it, as every request is as large
     # or larger at a larger batch (``_largest``).
-    limit = refused_at(predictor, key) or MAX_BATCH + 1
-    largest = _largest(model, capacity, start, limit - 1)
-    under_high = _largest(lambda n: extreme(n)[1], capacity, start, limit - 1)
-    under_low = _largest(lambda n: extreme(n)[0], capacity, start, limit - 1)
+    below = below_refused(predictor, key)
+    largest = model_largest(predictor, key, capacity, start, replays)
+    under_high = _largest(lambda n: extreme(n)[1], capacity, start, below)
+    under_low = _largest(lambda n: extreme(n)[0], capacity, start, below)
     sure = None if largest is None or under_high is None else min(largest, under_high)
     possible = max((n for n in (largest, under_low) if n is not None), default=None)
     low, high = extreme(batch)
@@ -276,6 +276,22 @@ def capacity_fit(predictor: Predictor, key: Key, capacity: int, batch: int) -> F
 def refused_at(predictor: Predictor, key: Key) -> int | None:
     """The batch ``key`` ran out of memory at (``Predictor.refused_batch``), else None."""
     return predictor.refused_batch(key)
+
+
+def below_refused(predictor: Predictor, key: Key) -> int:
+    """The largest batch a search for ``key`` may answer: below the batch it ran out
+    of memory at (``refused_at``), else ``MAX_BATCH``."""
+    return (refused_at(predictor, key) or MAX_BATCH + 1) - 1
+
+
+def model_largest(
+    predictor: Predictor, key: Key, capacity: int, start: int, replays: Replays | None = None
+) -> int | None:
+    """The largest batch whose allocator-model peak of ``key`` fits ``capacity``
+    (``_largest`` from ``start``, below a refused batch), on ``replays`` (default:
+    the predictor's shared ones, ``replays_of``)."""
+    found = replays if replays is not None else replays_of(predictor)
+    return _largest(partial_point(found, key), capacity, start, below_refused(predictor, key))
 
 
 def growing_parts(predictor: Predictor, key: Key, batch: int) -> pd.DataFrame:
@@ -388,8 +404,7 @@ def report_curves(
         largest, searched = None, True
         if capacity is not None:
             try:
-                below = (refused_at(predictor, key) or MAX_BATCH + 1) - 1
-                largest = _largest(partial_point(replays, key), capacity, predictor.batch, below)
+                largest = model_largest(predictor, key, capacity, predictor.batch, replays)
             except _OutOfBudget:
                 searched = False
         wanted = list(batches)

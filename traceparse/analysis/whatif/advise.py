@@ -106,35 +106,32 @@ def advice(
     ``_largest``, from the captured batch, on the change's shared replays) without
     the two searches of the bounds and the breakdown at the batch it also makes,
     which no row shows: a third of the replays."""
-    from traceparse.analysis.predict.capacity import _largest, partial_point, replays_of
+    from traceparse.analysis.predict.capacity import model_largest
 
     facts = facts if facts is not None else facts_of(predictor)
     batch = predictor.batch
     base = predictor.bounds(batch)
-    # A capacity the capture does not give is NA (events naming no allocator): None here.
-    capacities = {
+    # The capacity each allocator is fitted to: ``capacity``, else the capture's (NA
+    # where its events name no allocator: None here).
+    own = {
         (row.host, row.allocator): None if pd.isna(row.capacity_bytes) else row.capacity_bytes
         for row in predictor.base.peak.itertuples()
     }
+    caps = {key: capacity if capacity is not None else own.get(key) for key in keys}
+    caps = {key: None if cap is None or cap != cap else int(cap) for key, cap in caps.items()}
+
+    def largest_of(made: Predictor, key: Key) -> int | None:
+        cap = caps[key]
+        return None if not search or cap is None else model_largest(made, key, cap, batch)
+
     # Each change's largest batch is read against the program's own, unchanged.
-    as_captured = (
-        {
-            key: _captured_largest(predictor, key, capacity, capacities.get(key), batch)
-            for key in keys
-        }
-        if search
-        else {}
-    )
+    as_captured = {key: largest_of(predictor, key) for key in keys}
     rows: list[dict[str, Any]] = []
     for change in candidates(facts):
         made = WhatIf.of(predictor, change, facts)
         found = made.bounds(batch)
         for key in keys:
             _, peak, low, high = found[key]
-            cap = capacity if capacity is not None else capacities.get(key)
-            largest = None
-            if search and cap is not None and cap == cap:
-                largest = _largest(partial_point(replays_of(made), key), int(cap), batch)
             rows.append(
                 {
                     "host": key[0],
@@ -146,9 +143,9 @@ def advice(
                     "low_bytes": low,
                     "high_bytes": high,
                     "saved_bytes": base[key][1] - peak,
-                    "largest_batch": largest,
-                    "captured_largest_batch": as_captured.get(key),
-                    "capacity_bytes": None if cap is None or cap != cap else int(cap),
+                    "largest_batch": largest_of(made, key),
+                    "captured_largest_batch": as_captured[key],
+                    "capacity_bytes": caps[key],
                     "cost": cost_of(change),
                     "notes": made.resized.notes,
                     "failed_request": (
@@ -158,25 +155,3 @@ def advice(
             )
     rows.sort(key=lambda r: (str(r["host"]), str(r["allocator"]), -r["saved_bytes"]))
     return rows
-
-
-def _captured_largest(
-    predictor: Predictor, key: Key, capacity: int | None, own: float | None, batch: int
-) -> int | None:
-    """The largest batch the captured program fits in ``capacity`` (else ``own``, the
-    allocator's), as ``predict`` answers it: the allocator model's search, below a
-    batch the capture ran out of memory at (``capacity_fit``); None where no
-    capacity is known or even 1 does not fit."""
-    from traceparse.analysis.predict.capacity import (
-        MAX_BATCH,
-        _largest,
-        partial_point,
-        refused_at,
-        replays_of,
-    )
-
-    cap = capacity if capacity is not None else own
-    if cap is None or cap != cap:
-        return None
-    limit = refused_at(predictor, key) or MAX_BATCH + 1
-    return _largest(partial_point(replays_of(predictor), key), int(cap), batch, limit - 1)
